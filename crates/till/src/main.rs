@@ -1,0 +1,37 @@
+//! `till`: the tilldb command. Today: `till probe`, what a disk is and what each flush costs.
+
+mod probe;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "till",
+    version,
+    about = "Probe disks, benchmark, crash-test and check tilldb databases"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// What is this disk, what does each flush method cost, is its cache lying?
+    Probe(probe::ProbeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Probe(args) => probe::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("till: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Errors returned by tilldb.
+//!
+//! Operating errors (I/O, disk full) are returned, never panicked on. Bytes on disk that violate
+//! the format are a [`Error::Corruption`] naming the file and offset. A broken in-memory
+//! invariant is a bug and panics through `assert!`.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The result type of every fallible tilldb call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, with enough context to act on it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A system call failed. `path` names the file or directory, `op` what was being done.
+    #[error("{op} {path}: {source}", path = path.display())]
+    Io {
+        op: IoOp,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bytes on disk violate the format.
+    #[error("corrupt {file} at offset {offset}: {what}", file = file.display())]
+    Corruption {
+        file: PathBuf,
+        offset: u64,
+        what: &'static str,
+    },
+    /// An earlier write or flush failed, so durability of later work cannot be promised.
+    /// Reopen the database to recover from the log.
+    #[error("an earlier write or flush failed; reopen to recover")]
+    Poisoned,
+    /// The options cannot work, on their own or on this device. The text says what would.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+    /// Lost a write-write race; retry the transaction.
+    #[error("transaction conflict; retry")]
+    Conflict,
+}
+
+impl Error {
+    /// Builds an [`Error::Io`] from a rustix errno.
+    pub(crate) fn io(op: IoOp, path: impl Into<PathBuf>, errno: rustix::io::Errno) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source: errno.into(),
+        }
+    }
+
+    /// The raw OS error number of an [`Error::Io`], if there is one.
+    #[must_use]
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}
+
+/// The storage operation that failed, named in [`Error::Io`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IoOp {
+    Create,
+    Open,
+    Read,
+    Write,
+    SetLen,
+    Allocate,
+    Flush,
+    Rename,
+    Remove,
+    FlushDir,
+    CreateDir,
+    ListDir,
+    Stat,
+}
+
+impl fmt::Display for IoOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IoOp::Create => "create",
+            IoOp::Open => "open",
+            IoOp::Read => "read",
+            IoOp::Write => "write",
+            IoOp::SetLen => "set length of",
+            IoOp::Allocate => "allocate",
+            IoOp::Flush => "flush",
+            IoOp::Rename => "rename",
+            IoOp::Remove => "remove",
+            IoOp::FlushDir => "flush directory",
+            IoOp::CreateDir => "create directory",
+            IoOp::ListDir => "list directory",
+            IoOp::Stat => "stat",
+        })
+    }
+}

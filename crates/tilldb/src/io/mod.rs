@@ -1,0 +1,221 @@
+//! The one seam between the engine and the disk.
+//!
+//! Everything tilldb stores goes through [`Storage`] (the directory: create, open, rename,
+//! remove, flush a directory) and [`StorageFile`] (one open file: read and write at offsets,
+//! set its length, allocate it with zeros, flush it by its [`FlushMethod`]). Two
+//! implementations exist:
+//!
+//! - [`FileStorage`]: real files through the OS (`file.rs`, with one function per flush method
+//!   in `flush.rs`).
+//! - [`SimDisk`]: an in-memory, deterministic, fault-injecting disk for tests (`sim/`). It keeps
+//!   flushed and unflushed data apart, so a simulated crash can lose exactly what a real one
+//!   could.
+//!
+//! ## Vocabulary
+//!
+//! - *write*: hand bytes to the OS (or the simulated cache). Not durable on its own.
+//! - *flush*: make every write so far durable, as the file's [`FlushMethod`] does it.
+//! - *flush a directory*: make creates, renames and removes in it durable.
+//!
+//! ## Direct I/O
+//!
+//! A file opened with a direct method (`O_DIRECT`) has [`StorageFile::direct_align`] set. Every
+//! read and write on it must use a buffer whose address, length and file offset are multiples of
+//! that alignment: use [`AlignedBuf`]. Breaking this is a bug in the caller and panics (see
+//! [`assert_direct_aligned`]); it is never sent to the kernel to come back as `EINVAL` mid-run.
+//! Sizes are checked against the device once, when the database is opened ([`IoGeometry`]).
+
+mod aligned;
+mod file;
+mod flush;
+mod geometry;
+mod measure;
+mod probe;
+mod sim;
+
+pub use aligned::AlignedBuf;
+pub use file::FileStorage;
+pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
+pub use measure::{MeasureFile, MeasureSpec, Measurement, Recommendation, measure, recommend};
+pub use probe::{DeviceFacts, WriteCache, atomic_write_supported};
+pub use sim::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk};
+
+use crate::{FlushMethod, Result};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The directory side of storage: names, creation, and directory flushes.
+///
+/// Paths are used as given; callers pass absolute paths or paths under the database directory.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// Creates a new file, failing if it exists. The new name is durable only after
+    /// [`Storage::flush_dir`] on its directory.
+    fn create(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>>;
+
+    /// Opens an existing file for reading and writing.
+    fn open(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>>;
+
+    /// True if `path` names an existing file or directory.
+    fn exists(&self, path: &Path) -> Result<bool>;
+
+    /// Renames `source` to `target`, replacing `target`. Durable after flushing the directory.
+    fn rename(&self, source: &Path, target: &Path) -> Result<()>;
+
+    /// Removes a file. Durable after flushing the directory.
+    fn remove(&self, path: &Path) -> Result<()>;
+
+    /// Creates a directory and its parents if missing.
+    fn create_dir_all(&self, path: &Path) -> Result<()>;
+
+    /// The names (not paths) of the entries of a directory, sorted.
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>>;
+
+    /// Makes creates, renames and removes in directory `path` durable.
+    fn flush_dir(&self, path: &Path) -> Result<()>;
+
+    /// What the device under directory `dir` is and can do.
+    fn device_facts(&self, dir: &Path) -> Result<DeviceFacts>;
+}
+
+/// One open file.
+pub trait StorageFile: Send + Sync + fmt::Debug {
+    /// The path the file was opened with.
+    fn path(&self) -> &Path;
+
+    /// How this file's writes are made durable.
+    fn flush_method(&self) -> FlushMethod;
+
+    /// `Some(n)` when every buffer address, length and offset must be a multiple of `n`.
+    fn direct_align(&self) -> Option<u32>;
+
+    /// The file's current length in bytes.
+    fn len(&self) -> Result<u64>;
+
+    /// True when the file is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Reads into `buf` at `offset`; returns the bytes read, fewer only at end of file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+
+    /// Writes all of `buf` at `offset`. Durable only once [`StorageFile::flush`] returns, or
+    /// on return for write-through methods.
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+
+    /// Truncates or extends the file. Durable after the next [`StorageFile::flush`].
+    fn set_len(&self, len: u64) -> Result<()>;
+
+    /// Writes zeros over `len` bytes at `offset`, so the blocks are allocated and later
+    /// overwrites plus `fdatasync` have no metadata to write. Durable after the next flush.
+    fn allocate_zeroed(&self, offset: u64, len: u64) -> Result<()> {
+        allocate_by_writing_zeros(self, offset, len)
+    }
+
+    /// Makes every write so far durable, as [`StorageFile::flush_method`] does it.
+    fn flush(&self) -> Result<()>;
+}
+
+/// The allocation every backend shares: zeros written in aligned chunks of up to 1 MiB.
+fn allocate_by_writing_zeros<F: StorageFile + ?Sized>(
+    file: &F,
+    offset: u64,
+    len: u64,
+) -> Result<()> {
+    const CHUNK_BYTES: u64 = 1 << 20;
+    let align = file.direct_align().unwrap_or(4096);
+    let chunk_bytes = CHUNK_BYTES.min(round_up(len, align).max(u64::from(align)));
+    let chunk = AlignedBuf::zeroed(usize::try_from(chunk_bytes).expect("at most 1 MiB"));
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(chunk.len() as u64);
+        file.write_at(
+            &chunk[..usize::try_from(n).expect("chunk fits usize")],
+            offset + done,
+        )?;
+        done += n;
+    }
+    assert_eq!(done, len);
+    Ok(())
+}
+
+/// Rounds `n` up to a multiple of `align` (a power of two).
+///
+/// Worked example: `round_up(5000, 4096) == 8192`, `round_up(8192, 4096) == 8192`.
+#[must_use]
+pub fn round_up(n: u64, align: u32) -> u64 {
+    assert!(
+        align.is_power_of_two(),
+        "alignment {align} is not a power of two"
+    );
+    let mask = u64::from(align) - 1;
+    (n + mask) & !mask
+}
+
+/// Panics unless a direct-I/O buffer, its length and its file offset are all aligned.
+///
+/// Misaligned direct I/O is a bug in the caller: the kernel would answer `EINVAL`, at a moment
+/// when nothing sensible can be done about it. Each condition is asserted on its own so a
+/// failure names exactly one.
+pub fn assert_direct_aligned(path: &Path, ptr: *const u8, len: usize, offset: u64, align: u32) {
+    let a = align as usize;
+    let path = path.display();
+    assert!(
+        align.is_power_of_two(),
+        "alignment {align} of {path} is not a power of two"
+    );
+    assert!(
+        (ptr as usize).is_multiple_of(a),
+        "direct I/O buffer at {ptr:p} not {align}-aligned ({path})"
+    );
+    assert!(
+        len.is_multiple_of(a),
+        "direct I/O length {len} not a multiple of {align} ({path})"
+    );
+    assert!(
+        offset.is_multiple_of(u64::from(align)),
+        "direct I/O offset {offset} not {align}-aligned ({path})"
+    );
+}
+
+/// The parent directory of `path`, for flushing after a create or rename.
+#[must_use]
+pub fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_up_examples() {
+        assert_eq!(round_up(0, 512), 0);
+        assert_eq!(round_up(1, 512), 512);
+        assert_eq!(round_up(5000, 4096), 8192);
+        assert_eq!(round_up(8192, 4096), 8192);
+    }
+
+    #[test]
+    #[should_panic(expected = "not a multiple of 4096")]
+    fn misaligned_direct_length_panics() {
+        let buf = AlignedBuf::zeroed(4096);
+        assert_direct_aligned(Path::new("x"), buf.as_ptr(), 512, 0, 4096);
+    }
+
+    #[test]
+    #[should_panic(expected = "offset 512 not 4096-aligned")]
+    fn misaligned_direct_offset_panics() {
+        let buf = AlignedBuf::zeroed(4096);
+        assert_direct_aligned(Path::new("x"), buf.as_ptr(), 4096, 512, 4096);
+    }
+
+    #[test]
+    fn parent_of_bare_name_is_dot() {
+        assert_eq!(parent_dir(Path::new("log")), PathBuf::from("."));
+        assert_eq!(parent_dir(Path::new("/a/b")), PathBuf::from("/a"));
+    }
+}

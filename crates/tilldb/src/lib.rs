@@ -1,0 +1,15 @@
+//! tilldb: an embedded, crash-safe, transactional key-value store built around its commit path.
+//!
+//! This crate is growing layer by layer (see `ARCHITECTURE.md`). Today it holds the I/O layer:
+//! the [`io::Storage`] seam with real files and a fault-injecting simulated disk, every
+//! [`FlushMethod`], device facts, and flush measurement.
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("tilldb supports Linux only so far; a port adds one io/flush_<os>.rs file");
+
+mod error;
+pub mod io;
+mod options;
+
+pub use error::{Error, IoOp, Result};
+pub use options::FlushMethod;

@@ -1,0 +1,98 @@
+//! Helpers shared by integration tests.
+
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Records that `test` skipped a check and why: printed now (visible with `--nocapture`) and
+/// appended to `target/tmp/skipped.txt`, which `scripts/test` prints after the run so that a
+/// skipped check is never reported as a silent pass.
+pub fn skip(test: &str, reason: &str) {
+    let line = format!("SKIPPED {test}: {reason}");
+    eprintln!("{line}");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped.txt");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// Runs a command, returning its trimmed stdout, or a description of the failure.
+pub fn run(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{program}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    } else {
+        Err(format!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Finds a program on PATH or in the sbin directories.
+pub fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .chain(["/usr/sbin", "/sbin"])
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| p.is_file())
+}
+
+/// A file system made on a loop device over a sparse image, mounted in a temp dir; torn down
+/// (unmounted, detached) on drop.
+pub struct LoopMount {
+    pub dir: tempfile::TempDir,
+    pub mount: PathBuf,
+    device: String,
+}
+
+impl LoopMount {
+    /// Makes `fs` ("ext4" or "xfs") on a loop device with `sector_bytes` logical sectors.
+    /// `Err` says why it cannot be done here (not root, no loop devices, no mkfs).
+    pub fn new(fs: &str, sector_bytes: u32) -> Result<LoopMount, String> {
+        if run("id", &["-u"]).as_deref() != Ok("0") {
+            return Err("needs root for losetup and mount".into());
+        }
+        let mkfs = format!("mkfs.{fs}");
+        for tool in ["losetup", "mount", "umount", mkfs.as_str()] {
+            if which(tool).is_none() {
+                return Err(format!("{tool} is not installed"));
+            }
+        }
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let image = dir.path().join("image");
+        let file = std::fs::File::create(&image).map_err(|e| e.to_string())?;
+        // XFS needs at least 300 MiB; the image is sparse, so this costs little.
+        file.set_len(512 << 20).map_err(|e| e.to_string())?;
+        let image_str = image.to_string_lossy().into_owned();
+        let sector = sector_bytes.to_string();
+        let device = run(
+            "losetup",
+            &["--sector-size", &sector, "-f", "--show", &image_str],
+        )?;
+        let mount = dir.path().join("mnt");
+        let guard = LoopMount { dir, mount, device };
+        std::fs::create_dir(&guard.mount).map_err(|e| e.to_string())?;
+        let force = if fs == "xfs" { "-f" } else { "-F" };
+        run(&mkfs, &["-q", force, &guard.device])?;
+        run("mount", &[&guard.device, &guard.mount.to_string_lossy()])?;
+        Ok(guard)
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        let _ = run("umount", &[&self.mount.to_string_lossy()]);
+        let _ = run("losetup", &["-d", &self.device]);
+    }
+}
