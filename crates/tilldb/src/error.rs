@@ -36,6 +36,13 @@ pub enum Error {
     /// The options cannot work, on their own or on this device. The text says what would.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
+    /// A record, key or value is larger than tilldb can store.
+    #[error("{what} of {bytes} bytes is larger than the maximum of {max} bytes")]
+    TooLarge {
+        what: &'static str,
+        bytes: u64,
+        max: u64,
+    },
     /// Lost a write-write race; retry the transaction.
     #[error("transaction conflict; retry")]
     Conflict,

@@ -7,9 +7,11 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("tilldb supports Linux only so far; a port adds one io/flush_<os>.rs file");
 
+mod checksum;
 mod error;
 pub mod io;
 mod options;
+pub mod wal;
 
 pub use error::{Error, IoOp, Result};
-pub use options::FlushMethod;
+pub use options::{Durability, FlushMethod};

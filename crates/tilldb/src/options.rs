@@ -127,3 +127,55 @@ mod tests {
         assert!(!FlushMethod::NoSync.is_durable());
     }
 }
+
+/// How durable a commit must be before it is acknowledged.
+///
+/// | level      | acknowledged once the record is | survives a process kill | survives a power cut |
+/// |------------|---------------------------------|-------------------------|----------------------|
+/// | `Sync`     | flushed to stable storage       | yes                     | yes                  |
+/// | `Buffered` | written to the OS               | yes                     | loses at most the last flush interval |
+/// | `Lazy`     | copied into the log buffer      | loses at most the last flush interval | the same |
+///
+/// Whatever the level, the log is always a prefix of what was appended: a crash loses a suffix
+/// of records, never one from the middle, and never part of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Durability {
+    /// Acknowledged after the log is flushed to stable storage up to the record.
+    #[default]
+    Sync,
+    /// Acknowledged after the record is written to the OS; a background flush follows within
+    /// the flush interval.
+    Buffered,
+    /// Acknowledged once in the log buffer; written and flushed in the background within the
+    /// flush interval.
+    Lazy,
+}
+
+impl Durability {
+    /// The name used on the command line and in JSON.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Sync => "sync",
+            Durability::Buffered => "buffered",
+            Durability::Lazy => "lazy",
+        }
+    }
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Durability {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Durability::Sync, Durability::Buffered, Durability::Lazy]
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| format!("unknown durability {s:?}; expected sync, buffered or lazy"))
+    }
+}

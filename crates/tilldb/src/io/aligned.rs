@@ -116,3 +116,117 @@ mod tests {
         assert_eq!(&buf.clone()[..], &buf[..]);
     }
 }
+
+/// A growable byte vector on an [`AlignedBuf`]. Bytes past `len` up to the capacity are always
+/// zero, so a write of `len` rounded up to a block carries zero padding without extra work.
+#[derive(Debug, Clone)]
+pub struct AlignedVec {
+    buf: AlignedBuf,
+    len: usize,
+}
+
+impl AlignedVec {
+    /// An empty vector with room for `capacity` bytes.
+    #[must_use]
+    pub fn with_capacity(capacity: usize) -> Self {
+        AlignedVec {
+            buf: AlignedBuf::zeroed(capacity),
+            len: 0,
+        }
+    }
+
+    /// Bytes in use.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no bytes are in use.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes that fit without growing.
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Makes room for `additional` more bytes, doubling the capacity as needed.
+    pub fn reserve(&mut self, additional: usize) {
+        let needed = self.len + additional;
+        if needed > self.buf.len() {
+            let capacity = needed.next_power_of_two().max(AlignedBuf::ALIGN);
+            let mut grown = AlignedBuf::zeroed(capacity);
+            grown[..self.len].copy_from_slice(&self.buf[..self.len]);
+            self.buf = grown;
+        }
+        assert!(self.buf.len() >= needed);
+    }
+
+    /// The `n` zero bytes after the end, now in use, for the caller to fill in place.
+    pub fn extend_zeroed(&mut self, n: usize) -> &mut [u8] {
+        self.reserve(n);
+        let start = self.len;
+        self.len += n;
+        debug_assert!(self.buf[start..self.len].iter().all(|&b| b == 0));
+        &mut self.buf[start..self.len]
+    }
+
+    /// Appends `bytes`.
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.extend_zeroed(bytes.len()).copy_from_slice(bytes);
+    }
+
+    /// Empties the vector, zeroing what was used so the zero-tail invariant holds.
+    pub fn clear(&mut self) {
+        self.buf[..self.len].fill(0);
+        self.len = 0;
+    }
+
+    /// The bytes in use followed by zero padding up to a multiple of `block` (a power of two
+    /// no larger than the capacity rounding allows).
+    #[must_use]
+    pub fn padded_to(&mut self, block: usize) -> &[u8] {
+        assert!(block.is_power_of_two());
+        let padded = self.len.next_multiple_of(block);
+        self.reserve(padded - self.len);
+        debug_assert!(self.buf[self.len..padded].iter().all(|&b| b == 0));
+        &self.buf[..padded]
+    }
+}
+
+impl Deref for AlignedVec {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+#[cfg(test)]
+mod vec_tests {
+    use super::*;
+
+    #[test]
+    fn grows_keeps_bytes_and_pads_with_zeros() {
+        let mut v = AlignedVec::with_capacity(8);
+        v.extend_from_slice(b"abc");
+        v.extend_from_slice(&[7u8; 5000]);
+        assert_eq!(v.len(), 5003);
+        assert_eq!(&v[..3], b"abc");
+        assert!((v.as_ptr() as usize).is_multiple_of(AlignedBuf::ALIGN));
+        let padded = v.padded_to(4096);
+        assert_eq!(padded.len(), 8192);
+        assert!(padded[5003..].iter().all(|&b| b == 0));
+        v.clear();
+        assert!(v.is_empty());
+        assert!(v.padded_to(512).is_empty());
+        v.extend_from_slice(b"x");
+        assert_eq!(v.padded_to(512), {
+            let mut want = vec![0u8; 512];
+            want[0] = b'x';
+            want
+        });
+    }
+}

@@ -33,7 +33,7 @@ mod measure;
 mod probe;
 mod sim;
 
-pub use aligned::AlignedBuf;
+pub use aligned::{AlignedBuf, AlignedVec};
 pub use file::FileStorage;
 pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
 pub use measure::{MeasureFile, MeasureSpec, Measurement, Recommendation, measure, recommend};

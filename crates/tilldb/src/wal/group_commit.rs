@@ -1,0 +1,251 @@
+//! Group commit decisions, as plain code over plain data (the threads live in `writer.rs`).
+//!
+//! A committer waits for its lsn to be *written* (`Buffered`) or *durable* (`Sync`). Two
+//! stages stand between an appended record and durability, each run by at most one thread at a
+//! time, with no lock held during its I/O:
+//!
+//! ```text
+//!   appended ──write stage──> written ──flush stage──> durable
+//!   (log buffer)   take all pending    (OS)   flush every   (stable storage)
+//!                  chunks, write them         segment written
+//! ```
+//!
+//! The stages overlap: while one thread flushes group k, another may write group k+1 (flush
+//! pipelining), and appenders keep gathering group k+2. [`Progress::role`] tells a committer
+//! what to do; [`wake_plan`] tells a thread that finished a stage whom to wake: exactly the
+//! waiters it satisfied, plus the lowest-lsn waiter that can lead each free stage. Everyone
+//! else sleeps on.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::Thread;
+
+/// What a committer waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// Written to the OS (`Durability::Buffered`).
+    Written,
+    /// Flushed to stable storage (`Durability::Sync`).
+    Durable,
+}
+
+/// What a committer should do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Its need is met: return.
+    Done,
+    /// Lead the write stage.
+    Write,
+    /// Lead the flush stage.
+    Flush,
+    /// Another thread holds the stage it needs: sleep until woken.
+    Wait,
+}
+
+/// How far the log has got. Invariant: `durable <= written <= appended`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Progress {
+    pub appended: u64,
+    pub written: u64,
+    pub durable: u64,
+    pub writing: bool,
+    pub flushing: bool,
+}
+
+impl Progress {
+    pub fn check_invariants(&self) {
+        assert!(
+            self.durable <= self.written,
+            "durable {} > written {}",
+            self.durable,
+            self.written
+        );
+        assert!(
+            self.written <= self.appended,
+            "written {} > appended {}",
+            self.written,
+            self.appended
+        );
+    }
+
+    /// The role of a committer that needs `lsn` to reach `need`.
+    pub fn role(&self, lsn: u64, need: Need) -> Role {
+        self.check_invariants();
+        assert!(
+            lsn <= self.appended,
+            "waiting for lsn {lsn} beyond the log end {}",
+            self.appended
+        );
+        let met = match need {
+            Need::Written => self.written >= lsn,
+            Need::Durable => self.durable >= lsn,
+        };
+        if met {
+            Role::Done
+        } else if self.written < lsn {
+            if self.writing {
+                Role::Wait
+            } else {
+                Role::Write
+            }
+        } else if self.flushing {
+            Role::Wait
+        } else {
+            Role::Flush
+        }
+    }
+}
+
+/// A parked committer.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    pub lsn: u64,
+    pub need: Need,
+    pub slot: Arc<WaitSlot>,
+}
+
+/// Where a parked thread learns it was woken (so a spurious unpark is told apart).
+#[derive(Debug)]
+pub(crate) struct WaitSlot {
+    woken: AtomicBool,
+    thread: Thread,
+}
+
+impl WaitSlot {
+    pub fn for_current_thread() -> Arc<WaitSlot> {
+        Arc::new(WaitSlot {
+            woken: AtomicBool::new(false),
+            thread: std::thread::current(),
+        })
+    }
+
+    /// Wakes the thread. Call after removing its waiter from the queue.
+    pub fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+
+    /// Parks the calling thread (the slot's own) until [`WaitSlot::wake`].
+    pub fn park(&self) {
+        assert_eq!(
+            std::thread::current().id(),
+            self.thread.id(),
+            "parked on another thread's slot"
+        );
+        while !self.woken.load(Ordering::Acquire) {
+            std::thread::park();
+        }
+    }
+}
+
+/// Which waiters (indices into `waiters`) to wake after a stage completed: every waiter whose
+/// need is met, plus the lowest-lsn waiter able to lead each stage that is free.
+pub(crate) fn wake_plan(progress: &Progress, waiters: &[(u64, Need)]) -> Vec<usize> {
+    let mut wake = Vec::new();
+    let mut writer: Option<usize> = None;
+    let mut flusher: Option<usize> = None;
+    for (i, &(lsn, need)) in waiters.iter().enumerate() {
+        let lowest = |best: Option<usize>| best.is_none_or(|b| waiters[b].0 > lsn);
+        match progress.role(lsn, need) {
+            Role::Done => wake.push(i),
+            Role::Write if lowest(writer) => writer = Some(i),
+            Role::Flush if lowest(flusher) => flusher = Some(i),
+            Role::Write | Role::Flush | Role::Wait => {}
+        }
+    }
+    wake.extend(writer);
+    wake.extend(flusher);
+    assert!(wake.len() <= waiters.len());
+    wake
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(
+        appended: u64,
+        written: u64,
+        durable: u64,
+        writing: bool,
+        flushing: bool,
+    ) -> Progress {
+        Progress {
+            appended,
+            written,
+            durable,
+            writing,
+            flushing,
+        }
+    }
+
+    /// Every combination of where the lsn lies and which stages are busy.
+    #[test]
+    fn role_table() {
+        use Need::{Durable, Written};
+        use Role::{Done, Flush, Wait, Write};
+        // appended 30, written 20, durable 10
+        let rows = [
+            // lsn, need, writing, flushing, role
+            (5, Durable, false, false, Done),
+            (10, Durable, true, true, Done),
+            (15, Written, true, true, Done),
+            (15, Durable, false, false, Flush),
+            (15, Durable, true, false, Flush),
+            (15, Durable, false, true, Wait),
+            (25, Written, false, false, Write),
+            (25, Written, false, true, Write),
+            (25, Written, true, false, Wait),
+            (25, Durable, false, false, Write),
+            (25, Durable, true, true, Wait),
+            (30, Durable, false, true, Write),
+        ];
+        for (lsn, need, writing, flushing, want) in rows {
+            let p = progress(30, 20, 10, writing, flushing);
+            assert_eq!(
+                p.role(lsn, need),
+                want,
+                "lsn {lsn} {need:?} writing {writing} flushing {flushing}"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "beyond the log end")]
+    fn waiting_past_the_end_is_a_bug() {
+        let _ = progress(30, 20, 10, false, false).role(31, Need::Written);
+    }
+
+    #[test]
+    #[should_panic(expected = "durable 21 > written 20")]
+    fn broken_progress_panics() {
+        let _ = progress(30, 20, 21, false, false).role(1, Need::Written);
+    }
+
+    #[test]
+    fn wakes_exactly_the_covered_waiters_and_one_leader_per_free_stage() {
+        let p = progress(100, 60, 40, false, false);
+        let waiters = [
+            (50, Need::Durable), // needs flush
+            (40, Need::Durable), // done
+            (90, Need::Durable), // needs write
+            (70, Need::Written), // needs write, lower lsn: leads it
+            (60, Need::Written), // done
+            (45, Need::Durable), // needs flush, lower lsn: leads it
+        ];
+        let mut woken = wake_plan(&p, &waiters);
+        woken.sort_unstable();
+        assert_eq!(woken, vec![1, 3, 4, 5]);
+    }
+
+    #[test]
+    fn busy_stages_get_no_new_leader() {
+        let p = progress(100, 60, 40, true, true);
+        let waiters = [
+            (50, Need::Durable),
+            (90, Need::Written),
+            (30, Need::Written),
+        ];
+        assert_eq!(wake_plan(&p, &waiters), vec![2]);
+    }
+}

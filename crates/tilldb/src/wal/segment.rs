@@ -1,0 +1,294 @@
+//! # Segment format (log version 1)
+//!
+//! A segment is the file `{generation:020}.wal` in the log directory, `segment_bytes` long,
+//! preallocated by writing zeros so that `fdatasync` never has metadata to write. Its first log
+//! block holds the header; records fill the rest (`record.rs`).
+//!
+//! ```text
+//! offset size field
+//!      0    8 magic            "TILLWAL1"
+//!      8    4 version          1
+//!     12    4 log_block_bytes  the write unit; records start at this offset
+//!     16    8 segment_bytes    the file's length
+//!     24    8 generation       unique for the life of the log; equals the number in the name
+//!     32    8 base_lsn         lsn of the record at offset log_block_bytes
+//!     40    4 crc32c           over bytes 0..40
+//!     44    … zeros to the end of the block
+//! ```
+//!
+//! A header is one of three things (see [`HeaderState`]):
+//! - all zeros: a segment whose creation was interrupted, free for reuse;
+//! - valid, with the generation in its name: part of the log (or a prepared spare);
+//! - valid but naming another generation: a segment whose recycling was interrupted, free;
+//! - anything else is corruption, reported with the file and offset.
+//!
+//! Recycling renames a free segment to a new generation's name, then rewrites its header. Its
+//! old records stay, but their checksums are seeded with the old generation, so they never
+//! validate in the new one.
+
+use crate::FlushMethod;
+use crate::checksum::crc32c;
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, Storage, StorageFile, parent_dir};
+use std::path::{Path, PathBuf};
+
+const MAGIC: [u8; 8] = *b"TILLWAL1";
+const VERSION: u32 = 1;
+const MAGIC_OFFSET: usize = 0;
+const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
+const BLOCK_OFFSET: usize = VERSION_OFFSET + size_of::<u32>();
+const SEGMENT_BYTES_OFFSET: usize = BLOCK_OFFSET + size_of::<u32>();
+const GENERATION_OFFSET: usize = SEGMENT_BYTES_OFFSET + size_of::<u64>();
+const BASE_LSN_OFFSET: usize = GENERATION_OFFSET + size_of::<u64>();
+const CRC_OFFSET: usize = BASE_LSN_OFFSET + size_of::<u64>();
+/// Bytes of the header that carry information; the rest of the block is zero.
+pub const HEADER_BYTES: usize = CRC_OFFSET + size_of::<u32>();
+const _: () = assert!(HEADER_BYTES == 44);
+const _: () = assert!(HEADER_BYTES <= 512, "a header fits the smallest log block");
+
+/// The decoded header of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeader {
+    pub log_block_bytes: u32,
+    pub segment_bytes: u64,
+    pub generation: u64,
+    pub base_lsn: u64,
+}
+
+/// What a segment's first block says about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderState {
+    /// All zeros: creation was interrupted before the header was written.
+    Zero,
+    /// A valid header.
+    Valid(SegmentHeader),
+}
+
+impl SegmentHeader {
+    /// The header as one zero-padded log block.
+    #[must_use]
+    pub fn encode(&self) -> AlignedBuf {
+        let mut block = AlignedBuf::zeroed(self.log_block_bytes as usize);
+        block[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&MAGIC);
+        block[VERSION_OFFSET..BLOCK_OFFSET].copy_from_slice(&VERSION.to_le_bytes());
+        block[BLOCK_OFFSET..SEGMENT_BYTES_OFFSET]
+            .copy_from_slice(&self.log_block_bytes.to_le_bytes());
+        block[SEGMENT_BYTES_OFFSET..GENERATION_OFFSET]
+            .copy_from_slice(&self.segment_bytes.to_le_bytes());
+        block[GENERATION_OFFSET..BASE_LSN_OFFSET].copy_from_slice(&self.generation.to_le_bytes());
+        block[BASE_LSN_OFFSET..CRC_OFFSET].copy_from_slice(&self.base_lsn.to_le_bytes());
+        let crc = crc32c(&block[..CRC_OFFSET]);
+        block[CRC_OFFSET..HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+        block
+    }
+
+    /// Decodes the first `HEADER_BYTES`+ bytes of a segment file named `path`.
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<HeaderState> {
+        let corrupt = |offset: usize, what: &'static str| Error::Corruption {
+            file: path.to_path_buf(),
+            offset: offset as u64,
+            what,
+        };
+        if bytes.len() < HEADER_BYTES {
+            return Err(corrupt(0, "log segment shorter than its header"));
+        }
+        if bytes[..HEADER_BYTES].iter().all(|&b| b == 0) {
+            return Ok(HeaderState::Zero);
+        }
+        if bytes[MAGIC_OFFSET..VERSION_OFFSET] != MAGIC {
+            return Err(corrupt(
+                MAGIC_OFFSET,
+                "not a tilldb log segment (bad magic)",
+            ));
+        }
+        let crc = u32::from_le_bytes(bytes[CRC_OFFSET..HEADER_BYTES].try_into().expect("4 bytes"));
+        if crc != crc32c(&bytes[..CRC_OFFSET]) {
+            return Err(corrupt(CRC_OFFSET, "log segment header checksum mismatch"));
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
+        if u32_at(VERSION_OFFSET) != VERSION {
+            return Err(corrupt(
+                VERSION_OFFSET,
+                "log segment version not supported by this build",
+            ));
+        }
+        let header = SegmentHeader {
+            log_block_bytes: u32_at(BLOCK_OFFSET),
+            segment_bytes: u64_at(SEGMENT_BYTES_OFFSET),
+            generation: u64_at(GENERATION_OFFSET),
+            base_lsn: u64_at(BASE_LSN_OFFSET),
+        };
+        let block = header.log_block_bytes;
+        if !block.is_power_of_two() || block < 512 || header.segment_bytes < 8 * u64::from(block) {
+            return Err(corrupt(
+                BLOCK_OFFSET,
+                "log segment header has impossible sizes",
+            ));
+        }
+        Ok(HeaderState::Valid(header))
+    }
+
+    /// Lsns one segment holds.
+    #[must_use]
+    pub fn capacity(&self) -> u64 {
+        self.segment_bytes - u64::from(self.log_block_bytes)
+    }
+}
+
+/// The file name of a segment.
+#[must_use]
+pub fn segment_name(generation: u64) -> String {
+    format!("{generation:020}.wal")
+}
+
+/// The generation a segment file name stands for, if it is one.
+#[must_use]
+pub fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".wal")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// An open segment, ready for appends.
+#[derive(Debug)]
+pub struct Segment {
+    pub header: SegmentHeader,
+    pub path: PathBuf,
+    pub file: Box<dyn StorageFile>,
+}
+
+impl Segment {
+    /// File offset of `lsn`, which must lie in this segment.
+    #[must_use]
+    pub fn offset_of(&self, lsn: u64) -> u64 {
+        assert!(
+            lsn >= self.header.base_lsn,
+            "lsn {lsn} before segment base {}",
+            self.header.base_lsn
+        );
+        let offset = u64::from(self.header.log_block_bytes) + (lsn - self.header.base_lsn);
+        assert!(
+            offset <= self.header.segment_bytes,
+            "lsn {lsn} past the end of {}",
+            self.path.display()
+        );
+        offset
+    }
+
+    /// The lsn just past the last byte this segment can hold.
+    #[must_use]
+    pub fn end_lsn(&self) -> u64 {
+        self.header.base_lsn + self.header.capacity()
+    }
+
+    /// Makes a segment ready for appends: recycles `free` if given (rename, header, flush),
+    /// otherwise creates and zero-fills a new file. Either way the header and the name are
+    /// durable when this returns.
+    pub fn prepare(
+        storage: &dyn Storage,
+        dir: &Path,
+        method: FlushMethod,
+        header: SegmentHeader,
+        free: Option<u64>,
+    ) -> Result<Segment> {
+        let path = dir.join(segment_name(header.generation));
+        let file = if let Some(old) = free {
+            assert!(
+                old < header.generation,
+                "recycling must move to a newer generation"
+            );
+            storage.rename(&dir.join(segment_name(old)), &path)?;
+            storage.flush_dir(dir)?;
+            let file = storage.open(&path, method)?;
+            // A free segment may be one whose creation was cut short, or one made with
+            // another segment size: give it exactly this segment's length, allocated.
+            let len = file.len()?;
+            if len != header.segment_bytes {
+                file.set_len(0)?;
+                file.allocate_zeroed(0, header.segment_bytes)?;
+            }
+            file
+        } else {
+            let file = storage.create(&path, method)?;
+            file.allocate_zeroed(0, header.segment_bytes)?;
+            file
+        };
+        file.write_at(&header.encode(), 0)?;
+        file.flush()?;
+        storage.flush_dir(&parent_dir(&path))?;
+        Ok(Segment { header, path, file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> SegmentHeader {
+        SegmentHeader {
+            log_block_bytes: 512,
+            segment_bytes: 8192,
+            generation: 7,
+            base_lsn: 1000,
+        }
+    }
+
+    #[test]
+    fn golden_header() {
+        let block = header().encode();
+        assert_eq!(block.len(), 512);
+        let hex: Vec<String> = block[..HEADER_BYTES]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            hex.join(""),
+            "54494c4c57414c3101000000000200000020000000000000\
+             0700000000000000e8030000000000000f8f1983"
+        );
+        assert!(block[HEADER_BYTES..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn header_round_trip_and_states() {
+        let p = Path::new("x.wal");
+        assert_eq!(
+            SegmentHeader::decode(&header().encode(), p).expect("ok"),
+            HeaderState::Valid(header())
+        );
+        assert_eq!(
+            SegmentHeader::decode(&[0u8; 512], p).expect("ok"),
+            HeaderState::Zero
+        );
+    }
+
+    #[test]
+    fn every_header_bit_flip_is_corruption_naming_the_file() {
+        let good = header().encode();
+        for bit in 0..HEADER_BYTES * 8 {
+            let mut bad = good.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            match SegmentHeader::decode(&bad, Path::new("/db/wal/x.wal")) {
+                Err(Error::Corruption { file, .. }) => assert_eq!(file, Path::new("/db/wal/x.wal")),
+                other => panic!("bit {bit}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn names_round_trip_and_reject_strangers() {
+        assert_eq!(segment_name(42), "00000000000000000042.wal");
+        assert_eq!(parse_segment_name(&segment_name(42)), Some(42));
+        for bad in [
+            "42.wal",
+            "0000000000000000004x.wal",
+            "00000000000000000042.log",
+            ".wal",
+        ] {
+            assert_eq!(parse_segment_name(bad), None, "{bad}");
+        }
+    }
+}

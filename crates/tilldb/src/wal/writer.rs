@@ -1,0 +1,669 @@
+//! [`Wal`]: appending, group commit, durability levels, the background flusher, segment
+//! switching and recycling, fail-stop on I/O errors.
+//!
+//! Locking: one mutex (`Shared::state`) guards everything below. It is held to reserve an lsn
+//! and copy a record (no I/O, no allocation beyond an occasional buffer growth) and to hand
+//! stages over; every write, flush and segment preparation runs with it released.
+
+use super::group_commit::{Need, Progress, Role, WaitSlot, Waiter, wake_plan};
+use super::reader::{self, ChainSegment, Recovery, WalRecord};
+use super::record::{self, HEADER_BYTES as RECORD_HEADER_BYTES, RecordKind};
+use super::segment::{Segment, SegmentHeader};
+use super::{Lsn, WalOptions};
+use crate::error::{Error, Result};
+use crate::io::{AlignedVec, IoGeometry, Storage, parent_dir};
+use crate::{Durability, FlushMethod};
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+/// The write-ahead log. Share it between threads with `Arc`; dropping it flushes what was
+/// appended (errors ignored; call [`Wal::close`] to see them).
+#[derive(Debug)]
+pub struct Wal {
+    shared: Arc<Shared>,
+    background: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Counters since open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalStats {
+    /// Records appended.
+    pub appends: u64,
+    /// Write stages run (each writes every pending group of records).
+    pub writes: u64,
+    /// Flush stages run (each flushes every segment written since the last).
+    pub flushes: u64,
+    /// Bytes written to segment files, block padding included.
+    pub bytes_written: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+    options: WalOptions,
+    method: FlushMethod,
+    block_bytes: u32,
+    state: Mutex<State>,
+    /// Signalled when a spare segment is ready, or preparing one failed.
+    spare_ready: Condvar,
+    /// Wakes the background thread early (close).
+    background_wake: Condvar,
+    appends: AtomicU64,
+    writes: AtomicU64,
+    flushes: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+/// Bytes appended but not yet taken by a writer, for one segment.
+#[derive(Debug)]
+struct Chunk {
+    segment: Arc<Segment>,
+    /// Block-aligned offset of `buf[0]` in the segment file.
+    file_offset: u64,
+    /// Lsn of `buf[0]`.
+    start_lsn: u64,
+    buf: AlignedVec,
+}
+
+#[derive(Debug)]
+struct State {
+    progress: Progress,
+    /// Pending bytes in lsn order; the last chunk is the one appends go to. Never empty.
+    chunks: Vec<Chunk>,
+    /// The next segment, prepared ahead with base = the active segment's end.
+    spare: Option<Arc<Segment>>,
+    preparing: bool,
+    next_generation: u64,
+    /// Generations of segments free for recycling.
+    free: Vec<u64>,
+    /// Segments written since the last flush stage began.
+    dirty: Vec<Arc<Segment>>,
+    /// Closed segments of the log, oldest first, for reading and release.
+    chain: Vec<ChainSegment>,
+    waiters: Vec<Waiter>,
+    poisoned: bool,
+    closing: bool,
+}
+
+impl State {
+    fn active(&self) -> &Chunk {
+        self.chunks.last().expect("there is always an active chunk")
+    }
+
+    fn pending_bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.buf.len()).sum()
+    }
+
+    /// Records a segment in the chain once appends have moved past it.
+    fn close_segment_if_done(&mut self, segment: &Arc<Segment>) {
+        if Arc::ptr_eq(&self.active().segment, segment) {
+            return;
+        }
+        if self
+            .chain
+            .last()
+            .is_none_or(|c| c.header.generation < segment.header.generation)
+        {
+            self.chain.push(ChainSegment {
+                header: segment.header,
+                path: segment.path.clone(),
+                end_lsn: segment.end_lsn(),
+            });
+        }
+    }
+
+    /// Wakes the waiters a completed stage satisfied, and one leader per free stage.
+    fn wake(&mut self) {
+        let keys: Vec<(u64, Need)> = self.waiters.iter().map(|w| (w.lsn, w.need)).collect();
+        let mut wake = wake_plan(&self.progress, &keys);
+        wake.sort_unstable_by(|a, b| b.cmp(a));
+        for i in wake {
+            self.waiters.swap_remove(i).slot.wake();
+        }
+    }
+
+    /// Fail-stop: after a failed write or flush nothing more is acknowledged until reopen.
+    /// The caller gets the original error; everyone else gets `Poisoned`. Never retried: a
+    /// failed fsync may have dropped the data it was meant to save.
+    fn poison(&mut self, error: Error) -> Error {
+        self.poisoned = true;
+        for w in self.waiters.drain(..) {
+            w.slot.wake();
+        }
+        error
+    }
+
+    fn check_invariants(&self, block: u32) {
+        self.progress.check_invariants();
+        assert!(!self.chunks.is_empty());
+        for c in &self.chunks {
+            assert!(
+                c.file_offset.is_multiple_of(u64::from(block)),
+                "chunk not block-aligned"
+            );
+            assert!(c.start_lsn >= c.segment.header.base_lsn);
+        }
+        let active = self.active();
+        assert_eq!(
+            active.start_lsn + active.buf.len() as u64,
+            self.progress.appended,
+            "active chunk end"
+        );
+        assert!(self.waiters.len() <= 1 << 20, "waiter queue bound");
+    }
+}
+
+impl Wal {
+    /// Opens the log in `dir` (created if missing), recovers it, and starts a fresh segment for
+    /// new records. Returns what recovery found.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: WalOptions,
+    ) -> Result<(Wal, Recovery)> {
+        storage.create_dir_all(dir)?;
+        storage.flush_dir(&parent_dir(dir))?;
+        let scan = reader::scan(&*storage, dir)?;
+        let facts = storage.device_facts(dir)?;
+        let stored_block = scan.chain.first().map(|s| s.header.log_block_bytes);
+        let geometry = IoGeometry::resolve(
+            &facts,
+            options.flush_method,
+            stored_block.or(options.log_block_bytes),
+            16384,
+        )?;
+        let block = geometry.log_block_bytes;
+        if options.segment_bytes < 8 * u64::from(block)
+            || !options.segment_bytes.is_multiple_of(u64::from(block))
+        {
+            return Err(Error::InvalidOptions(format!(
+                "segment size {} must be a multiple of the log block ({block}) and at least 8 blocks",
+                options.segment_bytes
+            )));
+        }
+        let recovery = scan.recovery.clone();
+        let mut free = scan.free;
+        let header = SegmentHeader {
+            log_block_bytes: block,
+            segment_bytes: options.segment_bytes,
+            generation: scan.max_generation + 1,
+            base_lsn: recovery.end_lsn.0,
+        };
+        let first = Arc::new(prepare_segment(
+            &*storage,
+            dir,
+            options.flush_method,
+            header,
+            free.pop(),
+        )?);
+        let chunk = Chunk {
+            file_offset: u64::from(block),
+            start_lsn: header.base_lsn,
+            buf: AlignedVec::with_capacity(64 << 10),
+            segment: first,
+        };
+        let progress = Progress {
+            appended: header.base_lsn,
+            written: header.base_lsn,
+            durable: header.base_lsn,
+            ..Progress::default()
+        };
+        let state = State {
+            progress,
+            chunks: vec![chunk],
+            spare: None,
+            preparing: false,
+            next_generation: header.generation + 1,
+            free,
+            dirty: Vec::new(),
+            chain: scan.chain,
+            waiters: Vec::new(),
+            poisoned: false,
+            closing: false,
+        };
+        let shared = Arc::new(Shared {
+            storage,
+            dir: dir.to_path_buf(),
+            method: options.flush_method,
+            block_bytes: block,
+            options,
+            state: Mutex::new(state),
+            spare_ready: Condvar::new(),
+            background_wake: Condvar::new(),
+            appends: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+        });
+        let bg = Arc::clone(&shared);
+        let background = std::thread::Builder::new()
+            .name("tilldb-wal".into())
+            .spawn(move || bg.background())
+            .map_err(|source| Error::Io {
+                op: crate::IoOp::Create,
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        Ok((
+            Wal {
+                shared,
+                background: Mutex::new(Some(background)),
+            },
+            recovery,
+        ))
+    }
+
+    /// Largest payload one record can carry with these options.
+    #[must_use]
+    pub fn max_payload_bytes(&self) -> usize {
+        self.shared.max_payload_bytes()
+    }
+
+    /// Appends a record and returns its end lsn, without waiting for any I/O (unless the log
+    /// buffer is full, when the caller helps write it out).
+    pub fn append(&self, payload: &[u8]) -> Result<Lsn> {
+        self.shared.append(payload)
+    }
+
+    /// Appends a record and returns once it is as durable as `durability` asks.
+    pub fn commit(&self, payload: &[u8], durability: Durability) -> Result<Lsn> {
+        let lsn = self.shared.append(payload)?;
+        self.wait(lsn, durability)?;
+        Ok(lsn)
+    }
+
+    /// Waits until `lsn` is as durable as `durability` asks (`Lazy` does not wait).
+    pub fn wait(&self, lsn: Lsn, durability: Durability) -> Result<()> {
+        match durability {
+            Durability::Sync => self.shared.wait_for(lsn.0, Need::Durable),
+            Durability::Buffered => self.shared.wait_for(lsn.0, Need::Written),
+            Durability::Lazy => self.shared.check_poison(),
+        }
+    }
+
+    /// Writes everything appended so far to the OS.
+    pub fn flush(&self) -> Result<()> {
+        let lsn = self.shared.state.lock().progress.appended;
+        self.shared.wait_for(lsn, Need::Written)
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn sync(&self) -> Result<()> {
+        let lsn = self.shared.state.lock().progress.appended;
+        self.shared.wait_for(lsn, Need::Durable)
+    }
+
+    /// The end of the appended log.
+    #[must_use]
+    pub fn end_lsn(&self) -> Lsn {
+        Lsn(self.shared.state.lock().progress.appended)
+    }
+
+    /// Everything before this lsn is durable.
+    #[must_use]
+    pub fn durable_lsn(&self) -> Lsn {
+        Lsn(self.shared.state.lock().progress.durable)
+    }
+
+    /// Everything before this lsn is written to the OS.
+    #[must_use]
+    pub fn written_lsn(&self) -> Lsn {
+        Lsn(self.shared.state.lock().progress.written)
+    }
+
+    /// Counters since open.
+    #[must_use]
+    pub fn stats(&self) -> WalStats {
+        let s = &self.shared;
+        WalStats {
+            appends: s.appends.load(Ordering::Relaxed),
+            writes: s.writes.load(Ordering::Relaxed),
+            flushes: s.flushes.load(Ordering::Relaxed),
+            bytes_written: s.bytes_written.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The records written to the OS, from `from` (a record boundary) on.
+    pub fn read_from(&self, from: Lsn) -> Result<Vec<WalRecord>> {
+        let (chain, limit) = {
+            let st = self.shared.state.lock();
+            let mut chain = st.chain.clone();
+            let mut segments: Vec<&Arc<Segment>> = st
+                .dirty
+                .iter()
+                .chain(st.chunks.iter().map(|c| &c.segment))
+                .collect();
+            segments.dedup_by_key(|s| s.header.generation);
+            for seg in segments {
+                if chain
+                    .last()
+                    .is_none_or(|c: &ChainSegment| c.header.generation < seg.header.generation)
+                {
+                    chain.push(ChainSegment {
+                        header: seg.header,
+                        path: seg.path.clone(),
+                        end_lsn: seg.end_lsn(),
+                    });
+                }
+            }
+            (chain, st.progress.written)
+        };
+        reader::read_records(&*self.shared.storage, &chain, from, Lsn(limit))
+    }
+
+    /// Lets closed segments wholly before `lsn` be recycled: the caller (a checkpoint) no
+    /// longer needs their records. Returns how many segments were released.
+    pub fn release_before(&self, lsn: Lsn) -> usize {
+        let mut st = self.shared.state.lock();
+        let keep_from = st
+            .chain
+            .iter()
+            .position(|s| s.end_lsn > lsn.0)
+            .unwrap_or(st.chain.len());
+        let released: Vec<ChainSegment> = st.chain.drain(..keep_from).collect();
+        st.free.extend(released.iter().map(|s| s.header.generation));
+        st.free.sort_unstable_by(|a, b| b.cmp(a));
+        released.len()
+    }
+
+    /// Flushes everything, stops the background thread, and reports any error.
+    pub fn close(self) -> Result<()> {
+        self.stop_background();
+        self.shared.check_poison()?;
+        self.sync()
+    }
+
+    fn stop_background(&self) {
+        self.shared.state.lock().closing = true;
+        self.shared.background_wake.notify_all();
+        if let Some(handle) = self.background.lock().take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.stop_background();
+        let _ = self.sync();
+    }
+}
+
+fn prepare_segment(
+    storage: &dyn Storage,
+    dir: &Path,
+    method: FlushMethod,
+    header: SegmentHeader,
+    free: Option<u64>,
+) -> Result<Segment> {
+    Segment::prepare(storage, dir, method, header, free)
+}
+
+impl Shared {
+    fn max_payload_bytes(&self) -> usize {
+        let capacity = usize::try_from(self.options.segment_bytes - u64::from(self.block_bytes))
+            .expect("fits usize");
+        // Room for the record and the SegmentEnd that must follow it.
+        capacity - 2 * RECORD_HEADER_BYTES
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        if self.state.lock().poisoned {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn append(&self, payload: &[u8]) -> Result<Lsn> {
+        let max = self.max_payload_bytes();
+        if payload.len() > max {
+            return Err(Error::TooLarge {
+                what: "log record",
+                bytes: payload.len() as u64,
+                max: max as u64,
+            });
+        }
+        let len = record::record_len(payload.len());
+        loop {
+            let mut st = self.state.lock();
+            if st.poisoned {
+                return Err(Error::Poisoned);
+            }
+            if st.pending_bytes() + len > self.options.buffer_bytes_max
+                && st.progress.appended > st.progress.written
+            {
+                let lsn = st.progress.appended;
+                drop(st);
+                self.wait_for(lsn, Need::Written)?;
+                continue;
+            }
+            let lsn = st.progress.appended;
+            let segment_end = st.active().segment.end_lsn();
+            if lsn + (len + RECORD_HEADER_BYTES) as u64 > segment_end {
+                if !self.switch_segment(&mut st) {
+                    drop(st);
+                    self.prepare_spare()?;
+                }
+                continue;
+            }
+            let generation = st.active().segment.header.generation;
+            let chunk = st.chunks.last_mut().expect("active chunk");
+            record::encode(
+                chunk.buf.extend_zeroed(len),
+                generation,
+                lsn,
+                RecordKind::Data,
+                payload,
+            );
+            st.progress.appended = lsn + len as u64;
+            debug_assert!({
+                st.check_invariants(self.block_bytes);
+                true
+            });
+            self.appends.fetch_add(1, Ordering::Relaxed);
+            return Ok(Lsn(st.progress.appended));
+        }
+    }
+
+    /// Closes the active segment with a `SegmentEnd` record and makes the spare active.
+    /// Returns false (changing nothing) when no spare is ready.
+    fn switch_segment(&self, st: &mut State) -> bool {
+        let Some(next) = st.spare.take() else {
+            return false;
+        };
+        let lsn = st.progress.appended;
+        let old = &st.active().segment;
+        assert_eq!(
+            next.header.base_lsn,
+            old.end_lsn(),
+            "spare does not continue the active segment"
+        );
+        assert!(
+            lsn + RECORD_HEADER_BYTES as u64 <= old.end_lsn(),
+            "no room left for SegmentEnd"
+        );
+        let generation = old.header.generation;
+        let chunk = st.chunks.last_mut().expect("active chunk");
+        record::encode(
+            chunk.buf.extend_zeroed(RECORD_HEADER_BYTES),
+            generation,
+            lsn,
+            RecordKind::SegmentEnd,
+            &[],
+        );
+        let base = next.header.base_lsn;
+        st.chunks.push(Chunk {
+            file_offset: u64::from(self.block_bytes),
+            start_lsn: base,
+            buf: AlignedVec::with_capacity(64 << 10),
+            segment: next,
+        });
+        // The lsns between the SegmentEnd record and the next base do not exist; the written
+        // and durable marks jump over them with the appended one.
+        st.progress.appended = base;
+        true
+    }
+
+    /// Makes sure a spare segment is ready (preparing it here if no one else is).
+    fn prepare_spare(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.spare.is_some() {
+            return Ok(());
+        }
+        if st.preparing {
+            self.spare_ready.wait(&mut st);
+            return Ok(());
+        }
+        st.preparing = true;
+        let active = &st.active().segment;
+        let header = SegmentHeader {
+            log_block_bytes: self.block_bytes,
+            segment_bytes: self.options.segment_bytes,
+            generation: st.next_generation,
+            base_lsn: active.end_lsn(),
+        };
+        st.next_generation += 1;
+        let free = st.free.pop();
+        let result = MutexGuard::unlocked(&mut st, || {
+            prepare_segment(&*self.storage, &self.dir, self.method, header, free)
+        });
+        st.preparing = false;
+        let result = result.map(|segment| st.spare = Some(Arc::new(segment)));
+        self.spare_ready.notify_all();
+        result
+    }
+
+    /// Waits until `lsn` reaches `need`, leading the write or flush stage when it is free.
+    fn wait_for(&self, lsn: u64, need: Need) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            if st.poisoned {
+                return Err(Error::Poisoned);
+            }
+            match st.progress.role(lsn, need) {
+                Role::Done => return Ok(()),
+                Role::Write => self.write_stage(&mut st)?,
+                Role::Flush => self.flush_stage(&mut st)?,
+                Role::Wait => {
+                    let slot = WaitSlot::for_current_thread();
+                    st.waiters.push(Waiter {
+                        lsn,
+                        need,
+                        slot: Arc::clone(&slot),
+                    });
+                    MutexGuard::unlocked(&mut st, || slot.park());
+                }
+            }
+        }
+    }
+
+    /// Takes every pending chunk and writes it, leaving a new active chunk that starts with a
+    /// copy of the partly filled tail block (rewritten, same bytes first, by the next write).
+    fn write_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        assert!(!st.progress.writing);
+        st.progress.writing = true;
+        let target = st.progress.appended;
+        let block = self.block_bytes as usize;
+        let last = st.active();
+        let tail = last.buf.len() % block;
+        let kept = last.buf.len() - tail;
+        let mut next = Chunk {
+            segment: Arc::clone(&last.segment),
+            file_offset: last.file_offset + kept as u64,
+            start_lsn: last.start_lsn + kept as u64,
+            buf: AlignedVec::with_capacity(last.buf.capacity().max(64 << 10)),
+        };
+        next.buf.extend_from_slice(&last.buf[kept..]);
+        let mut taken = std::mem::replace(&mut st.chunks, vec![next]);
+        let result = MutexGuard::unlocked(st, || {
+            let mut bytes = 0u64;
+            for c in &mut taken {
+                if c.buf.is_empty() {
+                    continue;
+                }
+                assert_eq!(
+                    c.segment.offset_of(c.start_lsn),
+                    c.file_offset,
+                    "chunk lsn vs offset"
+                );
+                let padded = c.buf.padded_to(block);
+                assert!(
+                    c.file_offset + padded.len() as u64 <= c.segment.header.segment_bytes,
+                    "write past segment end"
+                );
+                c.segment.file.write_at(padded, c.file_offset)?;
+                bytes += padded.len() as u64;
+            }
+            Ok::<u64, Error>(bytes)
+        });
+        st.progress.writing = false;
+        let bytes = match result {
+            Ok(bytes) => bytes,
+            Err(e) => return Err(st.poison(e)),
+        };
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+        for c in taken {
+            if st.dirty.last().is_none_or(|d| !Arc::ptr_eq(d, &c.segment)) {
+                st.dirty.push(Arc::clone(&c.segment));
+            }
+            st.close_segment_if_done(&c.segment);
+        }
+        assert!(target >= st.progress.written, "written lsn went backwards");
+        st.progress.written = target;
+        if self.method.is_write_through() {
+            st.progress.durable = target;
+        }
+        st.wake();
+        Ok(())
+    }
+
+    /// Flushes every segment written since the last flush began.
+    fn flush_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        assert!(!st.progress.flushing);
+        st.progress.flushing = true;
+        let target = st.progress.written;
+        let segments = std::mem::take(&mut st.dirty);
+        let result = MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()));
+        st.progress.flushing = false;
+        if let Err(e) = result {
+            return Err(st.poison(e));
+        }
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        assert!(target >= st.progress.durable, "durable lsn went backwards");
+        st.progress.durable = target;
+        st.wake();
+        Ok(())
+    }
+
+    /// Every flush interval: make everything appended durable (`Buffered` and `Lazy` commits),
+    /// and keep a spare segment ready so appenders rarely wait for one.
+    fn background(&self) {
+        loop {
+            {
+                let mut st = self.state.lock();
+                if st.closing || st.poisoned {
+                    return;
+                }
+                let _ = self
+                    .background_wake
+                    .wait_for(&mut st, self.options.flush_interval);
+                if st.closing || st.poisoned {
+                    return;
+                }
+            }
+            let appended = self.state.lock().progress.appended;
+            if self.wait_for(appended, Need::Durable).is_err() {
+                return; // poisoned: every committer already has its error
+            }
+            // A spare that cannot be prepared now (disk full) is retried next interval, and an
+            // appender that needs one prepares it itself and gets the error.
+            let _ = self.prepare_spare();
+        }
+    }
+}
