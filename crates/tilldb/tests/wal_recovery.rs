@@ -319,3 +319,31 @@ fn recycling_a_half_created_segment_restores_its_length() {
         assert_eq!(bytes.len(), 8192, "{path:?} has the wrong length");
     }
 }
+
+/// A checkpoint may ask to release segments whose records are not durable yet (its own lsn
+/// bookkeeping is ahead of the log); recycling those would destroy records a crash still needs.
+#[test]
+fn segments_are_released_only_once_durable() {
+    let disk = disk();
+    let options = WalOptions {
+        flush_interval: std::time::Duration::from_secs(3600),
+        ..WalOptions::for_tests()
+    };
+    let (wal, _) = Wal::open(Arc::new(disk.clone()), Path::new(DIR), options).expect("open");
+    for i in 0..300 {
+        wal.commit(&payload(i), Durability::Lazy)
+            .expect("lazy commit");
+    }
+    wal.flush().expect("written, not flushed");
+    assert_eq!(
+        wal.release_before(wal.end_lsn()),
+        0,
+        "released segments that are not durable"
+    );
+    wal.sync().expect("sync");
+    assert!(
+        wal.release_before(wal.end_lsn()) > 0,
+        "durable segments were not released"
+    );
+    wal.close().expect("close");
+}

@@ -69,6 +69,12 @@ struct Chunk {
     buf: AlignedVec,
 }
 
+/// Starting capacity of a chunk buffer; it grows as a group needs.
+const CHUNK_BYTES_INITIAL: usize = 64 << 10;
+/// Chunk buffers kept for reuse: one being written, one being filled, and spares for a
+/// segment switch.
+const BUFFERS_POOLED: usize = 4;
+
 #[derive(Debug)]
 struct State {
     progress: Progress,
@@ -82,6 +88,8 @@ struct State {
     free: Vec<u64>,
     /// Segments written since the last flush stage began.
     dirty: Vec<Arc<Segment>>,
+    /// Cleared chunk buffers kept for reuse, so the commit path does not allocate.
+    buffers: Vec<AlignedVec>,
     /// Closed segments of the log, oldest first, for reading and release.
     chain: Vec<ChainSegment>,
     waiters: Vec<Waiter>,
@@ -92,6 +100,21 @@ struct State {
 impl State {
     fn active(&self) -> &Chunk {
         self.chunks.last().expect("there is always an active chunk")
+    }
+
+    /// A cleared buffer from the pool, or a new one.
+    fn buffer(&mut self) -> AlignedVec {
+        self.buffers
+            .pop()
+            .unwrap_or_else(|| AlignedVec::with_capacity(CHUNK_BYTES_INITIAL))
+    }
+
+    /// Returns a written chunk's buffer to the pool (at most `BUFFERS_POOLED` are kept).
+    fn recycle_buffer(&mut self, mut buf: AlignedVec) {
+        if self.buffers.len() < BUFFERS_POOLED {
+            buf.clear();
+            self.buffers.push(buf);
+        }
     }
 
     fn pending_bytes(&self) -> usize {
@@ -220,6 +243,7 @@ impl Wal {
             next_generation: header.generation + 1,
             free,
             dirty: Vec::new(),
+            buffers: Vec::new(),
             chain: scan.chain,
             waiters: Vec::new(),
             poisoned: false,
@@ -356,13 +380,15 @@ impl Wal {
     }
 
     /// Lets closed segments wholly before `lsn` be recycled: the caller (a checkpoint) no
-    /// longer needs their records. Returns how many segments were released.
+    /// longer needs their records. Segments not yet durable are kept whatever `lsn` says.
+    /// Returns how many segments were released.
     pub fn release_before(&self, lsn: Lsn) -> usize {
         let mut st = self.shared.state.lock();
+        let limit = lsn.0.min(st.progress.durable);
         let keep_from = st
             .chain
             .iter()
-            .position(|s| s.end_lsn > lsn.0)
+            .position(|s| s.end_lsn > limit)
             .unwrap_or(st.chain.len());
         let released: Vec<ChainSegment> = st.chain.drain(..keep_from).collect();
         st.free.extend(released.iter().map(|s| s.header.generation));
@@ -497,10 +523,11 @@ impl Shared {
             &[],
         );
         let base = next.header.base_lsn;
+        let buf = st.buffer();
         st.chunks.push(Chunk {
             file_offset: u64::from(self.block_bytes),
             start_lsn: base,
-            buf: AlignedVec::with_capacity(64 << 10),
+            buf,
             segment: next,
         });
         // The lsns between the SegmentEnd record and the next base do not exist; the written
@@ -569,16 +596,17 @@ impl Shared {
         st.progress.writing = true;
         let target = st.progress.appended;
         let block = self.block_bytes as usize;
+        let mut buf = st.buffer();
         let last = st.active();
         let tail = last.buf.len() % block;
         let kept = last.buf.len() - tail;
-        let mut next = Chunk {
+        buf.extend_from_slice(&last.buf[kept..]);
+        let next = Chunk {
             segment: Arc::clone(&last.segment),
             file_offset: last.file_offset + kept as u64,
             start_lsn: last.start_lsn + kept as u64,
-            buf: AlignedVec::with_capacity(last.buf.capacity().max(64 << 10)),
+            buf,
         };
-        next.buf.extend_from_slice(&last.buf[kept..]);
         let mut taken = std::mem::replace(&mut st.chunks, vec![next]);
         let result = MutexGuard::unlocked(st, || {
             let mut bytes = 0u64;
@@ -613,6 +641,7 @@ impl Shared {
                 st.dirty.push(Arc::clone(&c.segment));
             }
             st.close_segment_if_done(&c.segment);
+            st.recycle_buffer(c.buf);
         }
         assert!(target >= st.progress.written, "written lsn went backwards");
         st.progress.written = target;
