@@ -326,7 +326,7 @@ fn recycling_a_half_created_segment_restores_its_length() {
 fn segments_are_released_only_once_durable() {
     let disk = disk();
     let options = WalOptions {
-        flush_interval: std::time::Duration::from_secs(3600),
+        flush_interval: std::time::Duration::from_hours(1),
         ..WalOptions::for_tests()
     };
     let (wal, _) = Wal::open(Arc::new(disk.clone()), Path::new(DIR), options).expect("open");
