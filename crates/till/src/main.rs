@@ -1,5 +1,7 @@
-//! `till`: the tilldb command. Today: `till probe`, what a disk is and what each flush costs.
+//! `till`: the tilldb command. Today: `till probe`, what a disk is and what each flush costs,
+//! and `till bench log`, what the write-ahead log makes of it under load.
 
+mod bench;
 mod probe;
 
 use clap::{Parser, Subcommand};
@@ -20,12 +22,18 @@ struct Cli {
 enum Command {
     /// What is this disk, what does each flush method cost, is its cache lying?
     Probe(probe::ProbeArgs),
+    /// Benchmarks: how fast each layer commits, measured against the disk.
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Probe(args) => probe::run(&args),
+        Command::Bench { command } => bench::run(&command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,290 @@
+//! `till bench log`: the write-ahead log alone under load, reproducibly.
+//!
+//! ```text
+//!  DIR/log-PID-N/               fresh for this run, removed at the end (also on error)
+//!   1. raw:   write one log block + flush, in a loop, on a preallocated file  -> raw flushes/s
+//!   2. per thread count T, in its own subdirectory:
+//!        Wal::open -> settle -> T threads commit until stopped -> stats -> close -> remove
+//! ```
+//!
+//! Both steps go through the same storage, so `--sync-latency-us` (a SIMULATED flush latency,
+//! see `slow_storage.rs`) applies to the raw rate and to the log alike. A row's commits/s
+//! divided by the raw rate shows how well group commit shares flushes: above 1 means more
+//! commits than the device could flush one by one.
+
+use super::latency::{merge_sorted, per_sec, percentile_us};
+use super::log_load::commit_from_threads;
+use super::log_report::{self, LogRun};
+use super::scratch::ScratchDir;
+use super::slow_storage::SlowStorage;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tilldb::io::{
+    FileStorage, IoGeometry, MeasureFile, MeasureSpec, Measurement, Storage, measure,
+};
+use tilldb::wal::{Wal, WalOptions};
+use tilldb::{Durability, FlushMethod};
+
+/// More threads than this is a typo, not a benchmark.
+const THREADS_MAX: usize = 4096;
+/// Longest accepted simulated flush latency: 1 s per flush already makes a row crawl.
+const SYNC_LATENCY_US_MAX: u64 = 1_000_000;
+/// Longest accepted time per row (a day).
+const SECONDS_MAX: f64 = 86_400.0;
+/// Largest record payload accepted; larger records measure bandwidth, not the commit path.
+const RECORD_BYTES_MAX: usize = 16 << 20;
+/// The raw measurement runs this long, or `--seconds` if shorter.
+const RAW_SECONDS_MAX: f64 = 1.0;
+/// Idle time after opening each log before the clock starts. The log's background thread
+/// prepares its spare segment (a `--segment-bytes` preallocation plus a flush) one flush
+/// interval after open; in a long-running log that happens once per segment, so it is kept
+/// out of the first moments of every row rather than charged to them. 400 ms covers the
+/// 100 ms interval plus writing and flushing 64 MiB at ~400 MB/s; a slower disk overlaps.
+const SETTLE: Duration = Duration::from_millis(400);
+/// Page size passed when checking the geometry (the log does not use pages; the Wal checks
+/// with the same value).
+const PAGE_BYTES: u32 = 16384;
+
+#[derive(Args, Debug)]
+pub struct LogArgs {
+    /// Thread counts to run, one row each.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4,8,16,32,64,128,256"
+    )]
+    threads: Vec<usize>,
+    /// What each commit waits for: sync (flushed), buffered (written to the OS) or lazy.
+    #[arg(long, default_value = "sync")]
+    durability: Durability,
+    /// How the log's writes are made durable.
+    #[arg(long, default_value = "fdatasync")]
+    flush_method: FlushMethod,
+    /// Log block (write unit) in bytes [default: the device's, as `till probe` reports it].
+    #[arg(long)]
+    block_bytes: Option<u32>,
+    /// Payload bytes per committed record.
+    #[arg(long, default_value_t = 100)]
+    record_bytes: usize,
+    /// Seconds of commits per thread count.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Add a SIMULATED latency of N us to every flush, one flush at a time as on a single
+    /// disk (0: off). Every number printed then includes it.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    sync_latency_us: u64,
+    /// Directory for the scratch logs; each run uses and then removes a fresh subdirectory.
+    #[arg(long, default_value = "tilldb-bench")]
+    dir: PathBuf,
+    /// Size of each log segment file (large, so runs rarely switch segments).
+    #[arg(long, default_value_t = 64 << 20)]
+    segment_bytes: u64,
+    /// Print JSON (stable for scripts) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Also draw commits/s against threads into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+/// One thread count's results.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub threads: usize,
+    /// Commits acknowledged during the row.
+    pub commits: u64,
+    pub elapsed: Duration,
+    /// Flushes the log did. For write-through methods, whose writes are the flushes, its
+    /// write stages.
+    pub flushes: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+impl Row {
+    pub fn commits_per_sec(&self) -> f64 {
+        per_sec(self.commits, self.elapsed)
+    }
+
+    pub fn flushes_per_sec(&self) -> f64 {
+        per_sec(self.flushes, self.elapsed)
+    }
+
+    /// `None` when the log did not flush during the row.
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a ratio reported with a few digits"
+    )]
+    pub fn commits_per_flush(&self) -> Option<f64> {
+        (self.flushes > 0).then(|| self.commits as f64 / self.flushes as f64)
+    }
+}
+
+pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
+    validate(args)?;
+    let latency = Duration::from_micros(args.sync_latency_us);
+    let storage: Arc<dyn Storage> = if latency.is_zero() {
+        Arc::new(FileStorage::new())
+    } else {
+        Arc::new(SlowStorage::new(Arc::new(FileStorage::new()), latency))
+    };
+    let scratch = ScratchDir::create(&args.dir, "log").map_err(|e| {
+        format!(
+            "cannot create a run directory in {}: {e}",
+            args.dir.display()
+        )
+    })?;
+    let facts = storage.device_facts(scratch.path())?;
+    let geometry = IoGeometry::resolve(&facts, args.flush_method, args.block_bytes, PAGE_BYTES)?;
+    let block_bytes = geometry.log_block_bytes;
+
+    let bar = ProgressBar::new(args.threads.len() as u64 + 1);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+            .expect("valid template"),
+    );
+    bar.set_message(format!("raw flushed writes of {block_bytes} B"));
+    let raw = measure_raw(&*storage, scratch.path(), &facts, args, block_bytes)?;
+    bar.inc(1);
+    let options = WalOptions {
+        flush_method: args.flush_method,
+        log_block_bytes: args.block_bytes,
+        segment_bytes: args.segment_bytes,
+        ..WalOptions::default()
+    };
+    let payload = vec![0xA5; args.record_bytes];
+    let mut rows = Vec::with_capacity(args.threads.len());
+    for (index, &threads) in args.threads.iter().enumerate() {
+        bar.set_message(format!("{threads} threads"));
+        let dir = scratch.path().join(format!("row-{index}-{threads}"));
+        let row = run_row(&storage, &dir, &options, args, threads, &payload)?;
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+        rows.push(row);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+
+    let run = LogRun {
+        dir: scratch
+            .path()
+            .parent()
+            .unwrap_or(scratch.path())
+            .to_path_buf(),
+        fs_type: facts.fs_type.clone(),
+        flush_method: args.flush_method,
+        durability: args.durability,
+        block_bytes,
+        record_bytes: args.record_bytes,
+        segment_bytes: args.segment_bytes,
+        seconds: args.seconds,
+        sync_latency_us: (args.sync_latency_us > 0).then_some(args.sync_latency_us),
+        raw,
+        rows,
+    };
+    drop(scratch);
+    log_report::emit(&run, args.json, args.plot.as_deref())
+}
+
+fn validate(args: &LogArgs) -> Result<(), String> {
+    if args.threads.is_empty() {
+        return Err("--threads needs at least one thread count".into());
+    }
+    if args.threads.contains(&0) {
+        return Err("--threads: a thread count of 0 commits nothing; use 1 or more".into());
+    }
+    if let Some(t) = args.threads.iter().find(|&&t| t > THREADS_MAX) {
+        return Err(format!(
+            "--threads: {t} is more than the {THREADS_MAX} supported"
+        ));
+    }
+    if !(args.seconds > 0.0 && args.seconds <= SECONDS_MAX) {
+        return Err(format!(
+            "--seconds must be a positive number of at most {SECONDS_MAX}, not {}",
+            args.seconds
+        ));
+    }
+    if args.sync_latency_us > SYNC_LATENCY_US_MAX {
+        return Err(format!(
+            "--sync-latency-us {} is more than the {SYNC_LATENCY_US_MAX} (1 s) supported",
+            args.sync_latency_us
+        ));
+    }
+    if args.record_bytes > RECORD_BYTES_MAX {
+        return Err(format!(
+            "--record-bytes {} is more than the {RECORD_BYTES_MAX} supported",
+            args.record_bytes
+        ));
+    }
+    Ok(())
+}
+
+/// The flushed-write rate of one writer, at the log's block size and flush method.
+fn measure_raw(
+    storage: &dyn Storage,
+    dir: &Path,
+    facts: &tilldb::io::DeviceFacts,
+    args: &LogArgs,
+    block_bytes: u32,
+) -> Result<Measurement, Box<dyn std::error::Error>> {
+    let spec = MeasureSpec {
+        method: args.flush_method,
+        write_bytes: block_bytes,
+        file: MeasureFile::Preallocated,
+        duration: Duration::from_secs_f64(args.seconds.min(RAW_SECONDS_MAX)),
+    };
+    let raw = measure(storage, dir, facts, spec)?;
+    if let Some(why) = &raw.skipped {
+        return Err(format!("cannot measure raw flushed writes: {why}").into());
+    }
+    assert!(
+        raw.ops > 0,
+        "a measurement that ran completed no flushed write"
+    );
+    Ok(raw)
+}
+
+/// Opens a fresh log in `dir`, lets `threads` threads commit for `--seconds`, closes it.
+fn run_row(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    options: &WalOptions,
+    args: &LogArgs,
+    threads: usize,
+    payload: &[u8],
+) -> Result<Row, Box<dyn std::error::Error>> {
+    let (wal, recovery) = Wal::open(Arc::clone(storage), dir, options.clone())?;
+    assert_eq!(recovery.records, 0, "a fresh directory held log records");
+    std::thread::sleep(SETTLE);
+    let duration = Duration::from_secs_f64(args.seconds);
+    let (samples, elapsed, stats) =
+        commit_from_threads(&wal, threads, args.durability, payload, duration);
+    let close = wal.close();
+    let committers = samples?;
+    close?;
+    let commits: u64 = committers.iter().map(|c| c.commits).sum();
+    assert_eq!(
+        stats.appends, commits,
+        "appends that no thread counted, or the reverse"
+    );
+    let flushes = if args.flush_method.is_write_through() {
+        stats.writes
+    } else {
+        stats.flushes
+    };
+    let runs: Vec<Vec<u64>> = committers.into_iter().map(|c| c.latencies_ns).collect();
+    let latencies = merge_sorted(&runs);
+    Ok(Row {
+        threads,
+        commits,
+        elapsed,
+        flushes,
+        p50_us: percentile_us(&latencies, 50.0),
+        p99_us: percentile_us(&latencies, 99.0),
+        max_us: percentile_us(&latencies, 100.0),
+    })
+}

@@ -1,0 +1,256 @@
+//! Output of `till bench log`: the human report, the JSON contract, and the SVG plot.
+//!
+//! JSON (stable for scripts; latencies in microseconds, rates per second):
+//!
+//! ```text
+//! { flush_method, durability, block_bytes, record_bytes, segment_bytes, seconds, fs_type, dir,
+//!   simulated_sync_latency_us (null when off), raw_flushes_per_sec, raw_p50_us, raw_p99_us,
+//!   results: [ { threads, durability, flush_method, commits, elapsed_seconds, commits_per_sec,
+//!                flushes, flushes_per_sec, commits_per_flush (null without flushes),
+//!                p50_us, p99_us, max_us, ratio_to_raw } ] }
+//! ```
+
+use super::latency::round1;
+use super::log::Row;
+use super::svg::{self, Chart};
+use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use tilldb::io::Measurement;
+use tilldb::{Durability, FlushMethod};
+
+/// Everything one run measured, and how.
+#[derive(Debug)]
+pub struct LogRun {
+    /// The benchmark directory (the run's own subdirectory is gone by now).
+    pub dir: PathBuf,
+    pub fs_type: Option<String>,
+    pub flush_method: FlushMethod,
+    pub durability: Durability,
+    /// The log block actually used.
+    pub block_bytes: u32,
+    pub record_bytes: usize,
+    pub segment_bytes: u64,
+    /// Requested seconds per row.
+    pub seconds: f64,
+    /// The SIMULATED flush latency, when on.
+    pub sync_latency_us: Option<u64>,
+    /// One writer's flushed writes of one block, through the same storage as the log.
+    pub raw: Measurement,
+    pub rows: Vec<Row>,
+}
+
+impl LogRun {
+    fn ratio_to_raw(&self, row: &Row) -> f64 {
+        if self.raw.flushes_per_sec > 0.0 {
+            row.commits_per_sec() / self.raw.flushes_per_sec
+        } else {
+            0.0
+        }
+    }
+
+    fn fs_name(&self) -> &str {
+        self.fs_type.as_deref().unwrap_or("unknown")
+    }
+
+    /// "none", or the loud form every simulated number carries.
+    fn latency_text(&self) -> String {
+        match self.sync_latency_us {
+            None => "none".to_owned(),
+            Some(us) => format!("SIMULATED {us} us per flush, one flush at a time"),
+        }
+    }
+}
+
+/// Writes the plot (if asked for), then prints JSON or the human report.
+pub fn emit(
+    run: &LogRun,
+    as_json: bool,
+    plot_path: Option<&Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(path) = plot_path {
+        std::fs::write(path, plot(run))
+            .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))?;
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&json(run))?);
+    } else {
+        print_text(run);
+        if let Some(path) = plot_path {
+            println!("\nPlot written to {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// The JSON document (see the module doc).
+fn json(run: &LogRun) -> Value {
+    let results: Vec<Value> = run
+        .rows
+        .iter()
+        .map(|r| {
+            json!({
+                "threads": r.threads,
+                "durability": run.durability.name(),
+                "flush_method": run.flush_method.name(),
+                "commits": r.commits,
+                "elapsed_seconds": r.elapsed.as_secs_f64(),
+                "commits_per_sec": round1(r.commits_per_sec()),
+                "flushes": r.flushes,
+                "flushes_per_sec": round1(r.flushes_per_sec()),
+                "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
+                "p50_us": round1(r.p50_us),
+                "p99_us": round1(r.p99_us),
+                "max_us": round1(r.max_us),
+                "ratio_to_raw": (run.ratio_to_raw(r) * 1000.0).round() / 1000.0,
+            })
+        })
+        .collect();
+    json!({
+        "dir": run.dir,
+        "fs_type": run.fs_type,
+        "flush_method": run.flush_method.name(),
+        "durability": run.durability.name(),
+        "block_bytes": run.block_bytes,
+        "record_bytes": run.record_bytes,
+        "segment_bytes": run.segment_bytes,
+        "seconds": run.seconds,
+        "simulated_sync_latency_us": run.sync_latency_us,
+        "raw_flushes_per_sec": round1(run.raw.flushes_per_sec),
+        "raw_p50_us": round1(run.raw.p50_us),
+        "raw_p99_us": round1(run.raw.p99_us),
+        "results": results,
+    })
+}
+
+/// The human report: header, raw line, table.
+fn print_text(run: &LogRun) {
+    let simulated = run.sync_latency_us;
+    println!("Write-ahead log alone: commits from many threads");
+    let rows: [(&str, String); 8] = [
+        ("dir", run.dir.display().to_string()),
+        ("file system", run.fs_name().to_owned()),
+        ("flush method", run.flush_method.to_string()),
+        ("log block", format!("{} B", run.block_bytes)),
+        (
+            "record",
+            format!(
+                "{} B payload, {} B in the log",
+                run.record_bytes,
+                tilldb::wal::record::record_len(run.record_bytes)
+            ),
+        ),
+        ("durability", run.durability.to_string()),
+        ("time per row", format!("{:.2} s", run.seconds)),
+        ("flush latency", run.latency_text()),
+    ];
+    for (name, value) in rows {
+        println!("  {name:<18} {value}");
+    }
+    if let Some(us) = simulated {
+        println!("\n!! Every number below includes a SIMULATED flush latency of {us} us.");
+    }
+    println!(
+        "\nRaw flushed writes: {:.0}/s, p50 {:.0} us, p99 {:.0} us ({} B write + {} on a \
+         preallocated file, one writer, {:.2} s{})",
+        run.raw.flushes_per_sec,
+        run.raw.p50_us,
+        run.raw.p99_us,
+        run.block_bytes,
+        run.flush_method,
+        run.raw.elapsed.as_secs_f64(),
+        simulated.map_or_else(String::new, |us| format!("; SIMULATED +{us} us per flush")),
+    );
+    println!();
+    println!("{}", table(run));
+    let flushes = if run.flush_method.is_write_through() {
+        "write stages (each write of a write-through method is its flush)"
+    } else {
+        "flush stages of the log"
+    };
+    println!("flushes/s counts {flushes}; x raw = commits/s / raw flushed writes/s.");
+    if let Some(us) = simulated {
+        println!("!! All figures include a SIMULATED flush latency of {us} us per flush.");
+    }
+}
+
+fn table(run: &LogRun) -> Table {
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED);
+    table.set_header([
+        "threads",
+        "commits/s",
+        "flushes/s",
+        "commits/flush",
+        "p50 us",
+        "p99 us",
+        "max us",
+        "x raw",
+    ]);
+    for r in &run.rows {
+        table.add_row([
+            r.threads.to_string(),
+            format!("{:.0}", r.commits_per_sec()),
+            format!("{:.0}", r.flushes_per_sec()),
+            r.commits_per_flush()
+                .map_or_else(|| "-".to_owned(), |c| format!("{c:.1}")),
+            micros(r.p50_us),
+            micros(r.p99_us),
+            micros(r.max_us),
+            format!("{:.2}", run.ratio_to_raw(r)),
+        ]);
+    }
+    for i in 0..8 {
+        if let Some(column) = table.column_mut(i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table
+}
+
+/// Microseconds for the table: whole above 10, one decimal below (`lazy` commits take < 1 us).
+fn micros(us: f64) -> String {
+    if us < 10.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.0}")
+    }
+}
+
+/// The SVG: commits/s against threads, and the raw flushed-write rate as a dashed line.
+fn plot(run: &LogRun) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "thread counts are at most 4096")]
+    let points: Vec<(f64, f64)> = run
+        .rows
+        .iter()
+        .map(|r| (r.threads as f64, r.commits_per_sec()))
+        .collect();
+    let latency = match run.sync_latency_us {
+        None => "no simulated latency".to_owned(),
+        Some(us) => format!("SIMULATED flush latency {us} us"),
+    };
+    let title = format!(
+        "tilldb log commits/s: {}, durability {}, {latency}",
+        run.flush_method, run.durability
+    );
+    let subtitle = format!(
+        "{} · {} B log blocks · {} B records · {:.2} s per thread count",
+        run.fs_name(),
+        run.block_bytes,
+        run.record_bytes,
+        run.seconds
+    );
+    let reference = format!(
+        "raw flushed writes, one writer: {:.0}/s",
+        run.raw.flushes_per_sec
+    );
+    svg::render(&Chart {
+        title: &title,
+        subtitle: &subtitle,
+        x_label: "threads (log2 scale)",
+        y_label: "commits/s",
+        series_label: "commits/s",
+        points: &points,
+        reference: Some((run.raw.flushes_per_sec, &reference)),
+    })
+}
