@@ -347,3 +347,25 @@ fn segments_are_released_only_once_durable() {
     );
     wal.close().expect("close");
 }
+
+/// Found by the concurrent crash test after segment preparation moved to its own thread: a
+/// power cut kept the new segment's directory entry but none of its zero-fill, leaving an empty
+/// file. That is an interrupted create, free for reuse, not corruption.
+#[test]
+fn an_empty_segment_file_from_an_interrupted_create_is_free() {
+    let original = disk();
+    write_records(&original, 0..3);
+    let mut files: Vec<_> = files(&original)
+        .into_iter()
+        .filter(|(p, _)| p.ends_with("00000000000000000001.wal"))
+        .collect();
+    files.push((Path::new(DIR).join("00000000000000000002.wal"), Vec::new()));
+    files.push((
+        Path::new(DIR).join("00000000000000000003.wal"),
+        vec![0u8; 20],
+    ));
+    let damaged = disk_with(&files);
+    write_records(&damaged, 3..5);
+    let (ids, _) = recovered_ids(&damaged);
+    assert_eq!(ids, vec![0, 1, 2, 3, 4]);
+}

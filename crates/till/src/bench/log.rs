@@ -82,6 +82,9 @@ pub struct LogArgs {
     /// Size of each log segment file (large, so runs rarely switch segments).
     #[arg(long, default_value_t = 64 << 20)]
     segment_bytes: u64,
+    /// Turn off the log's adaptive gathering before a flush (to measure what it buys).
+    #[arg(long)]
+    no_gather: bool,
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
@@ -154,6 +157,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
         flush_method: args.flush_method,
         log_block_bytes: args.block_bytes,
         segment_bytes: args.segment_bytes,
+        adaptive_gather: !args.no_gather,
         ..WalOptions::default()
     };
     let payload = vec![0xA5; args.record_bytes];
@@ -181,6 +185,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
         block_bytes,
         record_bytes: args.record_bytes,
         segment_bytes: args.segment_bytes,
+        adaptive_gather: !args.no_gather,
         seconds: args.seconds,
         sync_latency_us: (args.sync_latency_us > 0).then_some(args.sync_latency_us),
         raw,

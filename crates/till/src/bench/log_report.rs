@@ -31,6 +31,8 @@ pub struct LogRun {
     pub block_bytes: u32,
     pub record_bytes: usize,
     pub segment_bytes: u64,
+    /// Whether the log gathered released committers before each flush.
+    pub adaptive_gather: bool,
     /// Requested seconds per row.
     pub seconds: f64,
     /// The SIMULATED flush latency, when on.
@@ -114,6 +116,7 @@ fn json(run: &LogRun) -> Value {
         "block_bytes": run.block_bytes,
         "record_bytes": run.record_bytes,
         "segment_bytes": run.segment_bytes,
+        "adaptive_gather": run.adaptive_gather,
         "seconds": run.seconds,
         "simulated_sync_latency_us": run.sync_latency_us,
         "raw_flushes_per_sec": round1(run.raw.flushes_per_sec),
@@ -127,7 +130,7 @@ fn json(run: &LogRun) -> Value {
 fn print_text(run: &LogRun) {
     let simulated = run.sync_latency_us;
     println!("Write-ahead log alone: commits from many threads");
-    let rows: [(&str, String); 8] = [
+    let rows: [(&str, String); 9] = [
         ("dir", run.dir.display().to_string()),
         ("file system", run.fs_name().to_owned()),
         ("flush method", run.flush_method.to_string()),
@@ -141,6 +144,10 @@ fn print_text(run: &LogRun) {
             ),
         ),
         ("durability", run.durability.to_string()),
+        (
+            "adaptive gather",
+            if run.adaptive_gather { "on" } else { "off" }.to_owned(),
+        ),
         ("time per row", format!("{:.2} s", run.seconds)),
         ("flush latency", run.latency_text()),
     ];

@@ -80,6 +80,11 @@ pub struct WalOptions {
     /// How often the background thread writes and flushes `Buffered` and `Lazy` records.
     /// Default: 100 ms. This bounds what a power cut (or, for `Lazy`, a kill) can take.
     pub flush_interval: Duration,
+    /// Before a flush, wait (at most a quarter of a recent flush, and 2 ms) for the
+    /// committers the previous flush released to append again, so that closed-loop committers
+    /// share one flush instead of taking turns. Default: on. It never delays a lone
+    /// committer; see `docs/benchmarks.md` for the measured effect.
+    pub adaptive_gather: bool,
 }
 
 impl Default for WalOptions {
@@ -90,6 +95,7 @@ impl Default for WalOptions {
             segment_bytes: 16 << 20,
             buffer_bytes_max: 4 << 20,
             flush_interval: Duration::from_millis(100),
+            adaptive_gather: true,
         }
     }
 }
@@ -104,6 +110,7 @@ impl WalOptions {
             segment_bytes: 8 * 1024,
             buffer_bytes_max: 16 * 1024,
             flush_interval: Duration::from_millis(5),
+            adaptive_gather: true,
         }
     }
 }

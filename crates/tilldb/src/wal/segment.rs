@@ -16,8 +16,9 @@
 //!     44    … zeros to the end of the block
 //! ```
 //!
-//! A header is one of three things (see [`HeaderState`]):
-//! - all zeros: a segment whose creation was interrupted, free for reuse;
+//! A header is one of these (see [`HeaderState`]):
+//! - all zeros, or a file shorter than a header holding only zeros: a segment whose creation
+//!   was interrupted, free for reuse;
 //! - valid, with the generation in its name: part of the log (or a prepared spare);
 //! - valid but naming another generation: a segment whose recycling was interrupted, free;
 //! - anything else is corruption, reported with the file and offset.
@@ -89,11 +90,16 @@ impl SegmentHeader {
             offset: offset as u64,
             what,
         };
-        if bytes.len() < HEADER_BYTES {
-            return Err(corrupt(0, "log segment shorter than its header"));
-        }
-        if bytes[..HEADER_BYTES].iter().all(|&b| b == 0) {
+        // Zeros, or a file cut short inside zeros: a create whose zero-fill and header never
+        // landed. Nothing in it was ever part of the log.
+        if bytes[..bytes.len().min(HEADER_BYTES)]
+            .iter()
+            .all(|&b| b == 0)
+        {
             return Ok(HeaderState::Zero);
+        }
+        if bytes.len() < HEADER_BYTES {
+            return Err(corrupt(bytes.len(), "log segment shorter than its header"));
         }
         if bytes[MAGIC_OFFSET..VERSION_OFFSET] != MAGIC {
             return Err(corrupt(
