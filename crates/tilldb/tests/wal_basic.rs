@@ -118,3 +118,44 @@ fn oversized_records_are_refused_not_truncated() {
         .expect_err("too large");
     assert!(matches!(err, tilldb::Error::TooLarge { .. }), "{err}");
 }
+
+/// Records ending at every 8-byte position near a segment's end: the last record that fits,
+/// the `SegmentEnd` exactly filling the segment, and the first record of the next segment
+/// all round-trip through a reopen.
+#[test]
+fn record_round_trip_at_every_offset_near_a_segment_boundary() {
+    let options = WalOptions::for_tests(); // 512 B blocks, 8 KiB segments
+    let capacity = usize::try_from(options.segment_bytes).expect("small") - 512;
+    for gap in (0..=256usize).step_by(8) {
+        let disk: Arc<dyn Storage> = Arc::new(SimDisk::new(SimConfig::default()));
+        let dir = Path::new("/db/wal");
+        let (wal, _) = Wal::open(Arc::clone(&disk), dir, options.clone()).expect("open");
+        // A filler that leaves `gap` bytes before the room reserved for SegmentEnd (24 B).
+        let filler = capacity - 24 - gap - 24; // minus its own 24-byte header
+        let mut written = vec![vec![0xF1; filler]];
+        wal.commit(&written[0], Durability::Buffered)
+            .expect("filler");
+        for i in 0..6u8 {
+            let p = vec![i; usize::from(i) * 5];
+            wal.commit(&p, Durability::Buffered).expect("commit");
+            written.push(p);
+        }
+        wal.close().expect("close");
+        let (wal, recovery) = Wal::open(disk, dir, options.clone()).expect("reopen");
+        let back: Vec<Vec<u8>> = wal
+            .read_from(recovery.start_lsn)
+            .expect("read")
+            .into_iter()
+            .map(|r| r.payload)
+            .collect();
+        assert_eq!(back, written, "gap {gap}");
+        // The six records take 240 bytes: they fill the gap exactly at 240 and switch below.
+        let tail: usize = (0..6).map(|i| tilldb::wal::record::record_len(i * 5)).sum();
+        assert_eq!(tail, 240);
+        assert_eq!(
+            recovery.segments >= 2,
+            gap < tail,
+            "gap {gap}: {recovery:?}"
+        );
+    }
+}
