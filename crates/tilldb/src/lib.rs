@@ -11,6 +11,7 @@ mod checksum;
 mod error;
 pub mod io;
 mod options;
+pub mod page;
 pub mod wal;
 
 pub use error::{Error, IoOp, Result};

@@ -1,0 +1,791 @@
+//! The buffer pool: a fixed set of frames caching pages of the data file.
+//!
+//! ```text
+//!   read(id) / write(id)                     flush_dirty() (background writer, checkpoint)
+//!        |  map: PageId -> frame (mutex)            |  copy dirty, logged pages under shared latch
+//!        v                                          v  log durable to their lsn (WAL rule)
+//!   frame: pins, referenced, flags, RwLock<FrameData> ---> Backend::write_pages (torn-page guard)
+//!        |  miss: clock picks an unpinned, logged victim; a dirty victim is written back first
+//!        v
+//!   Backend::read_page
+//! ```
+//!
+//! Rules, each asserted where it is enforced:
+//! - A page is written to the data file only after the log is durable up to its page lsn.
+//! - A page changed by work whose log record has no lsn yet (*unlogged*) is never written back
+//!   or evicted: its change could reach the disk before its log record. [`BufferPool::stamp`]
+//!   gives it the record's lsn and lifts the ban.
+//! - A pinned frame is never evicted; every guard unpins exactly once on drop.
+//! - A page has one frame at most.
+//! - Lock order: a frame latch may be held while taking the map lock, never the reverse.
+
+use super::{PageBuf, PageId, PageKind};
+use crate::error::{Error, Result};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// What the pool needs from the rest of the engine.
+pub trait Backend: Send + Sync {
+    /// Makes the log durable up to at least `lsn`; returns the durable lsn.
+    fn log_durable_to(&self, lsn: u64) -> Result<u64>;
+    /// Reads a page from the data file; `None` when it was never written.
+    fn read_page(&self, id: PageId) -> Result<Option<PageBuf>>;
+    /// Writes pages in place, through the torn-page guard.
+    fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()>;
+}
+
+/// Counters since the pool was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    /// Dirty pages written back to make room (the slow path; the background writer should
+    /// keep this near zero).
+    pub eviction_writes: u64,
+    pub pages_written: u64,
+}
+
+#[derive(Debug, Default)]
+struct FrameData {
+    page: Option<PageBuf>,
+    dirty: bool,
+    /// Lsn of the first change since the page was last clean (0 when clean): where redo must
+    /// start for this page.
+    rec_lsn: u64,
+}
+
+struct Frame {
+    /// Guards currently handed out, plus one while the pool itself works on the frame.
+    pins: AtomicU32,
+    /// Set on every access; the clock clears it once before evicting.
+    referenced: AtomicBool,
+    /// Changed by work whose log record has no lsn yet (see the module rules).
+    unlogged: AtomicBool,
+    /// Mirrors `FrameData::dirty`, readable without the latch.
+    dirty: AtomicBool,
+    /// The id the frame holds, 0 for none; readable without the latch.
+    id: AtomicU64,
+    data: RwLock<FrameData>,
+}
+
+struct Map {
+    ids: HashMap<PageId, usize>,
+    hand: usize,
+}
+
+/// A fixed-size cache of pages.
+pub struct BufferPool {
+    page_bytes: u32,
+    backend: Box<dyn Backend>,
+    frames: Box<[Frame]>,
+    map: Mutex<Map>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+    eviction_writes: AtomicU64,
+    pages_written: AtomicU64,
+}
+
+impl fmt::Debug for BufferPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "BufferPool({} frames of {} B)",
+            self.frames.len(),
+            self.page_bytes
+        )
+    }
+}
+
+/// A page held for reading. The page cannot change or leave the pool while this lives.
+pub struct PageRead<'a> {
+    pool: &'a BufferPool,
+    frame: usize,
+    guard: RwLockReadGuard<'a, FrameData>,
+}
+
+/// A page held for changing; it becomes dirty and *unlogged* until [`BufferPool::stamp`].
+pub struct PageWrite<'a> {
+    pool: &'a BufferPool,
+    frame: usize,
+    guard: RwLockWriteGuard<'a, FrameData>,
+}
+
+impl fmt::Debug for PageRead<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PageRead(frame {}, {:?})", self.frame, **self)
+    }
+}
+
+impl fmt::Debug for PageWrite<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PageWrite(frame {}, {:?})", self.frame, **self)
+    }
+}
+
+impl Deref for PageRead<'_> {
+    type Target = PageBuf;
+    fn deref(&self) -> &PageBuf {
+        self.guard
+            .page
+            .as_ref()
+            .expect("a pinned frame holds its page")
+    }
+}
+
+impl Drop for PageRead<'_> {
+    fn drop(&mut self) {
+        self.pool.unpin(self.frame);
+    }
+}
+
+impl Deref for PageWrite<'_> {
+    type Target = PageBuf;
+    fn deref(&self) -> &PageBuf {
+        self.guard
+            .page
+            .as_ref()
+            .expect("a pinned frame holds its page")
+    }
+}
+
+impl DerefMut for PageWrite<'_> {
+    fn deref_mut(&mut self) -> &mut PageBuf {
+        self.guard
+            .page
+            .as_mut()
+            .expect("a pinned frame holds its page")
+    }
+}
+
+impl Drop for PageWrite<'_> {
+    fn drop(&mut self) {
+        self.pool.unpin(self.frame);
+    }
+}
+
+impl BufferPool {
+    /// A pool of `cache_bytes / page_bytes` frames (at least 8).
+    #[must_use]
+    pub fn new(page_bytes: u32, cache_bytes: u64, backend: Box<dyn Backend>) -> Self {
+        let count = usize::try_from(cache_bytes / u64::from(page_bytes))
+            .unwrap_or(usize::MAX)
+            .max(8);
+        let frames = (0..count)
+            .map(|_| Frame {
+                pins: AtomicU32::new(0),
+                referenced: AtomicBool::new(false),
+                unlogged: AtomicBool::new(false),
+                dirty: AtomicBool::new(false),
+                id: AtomicU64::new(0),
+                data: RwLock::new(FrameData::default()),
+            })
+            .collect();
+        BufferPool {
+            page_bytes,
+            backend,
+            frames,
+            map: Mutex::new(Map {
+                ids: HashMap::with_capacity(count),
+                hand: 0,
+            }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            eviction_writes: AtomicU64::new(0),
+            pages_written: AtomicU64::new(0),
+        }
+    }
+
+    /// The page size.
+    #[must_use]
+    pub fn page_bytes(&self) -> u32 {
+        self.page_bytes
+    }
+
+    /// Number of frames.
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Counters since the pool was made.
+    #[must_use]
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            eviction_writes: self.eviction_writes.load(Ordering::Relaxed),
+            pages_written: self.pages_written.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Reads page `id`, loading it if needed. An unwritten page reads as an empty `Free` page
+    /// with lsn 0 (recovery formats it).
+    pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
+        let frame = self.pin(id, None)?;
+        let guard = self.frames[frame].data.read();
+        assert_eq!(
+            guard.page.as_ref().map(PageBuf::id),
+            Some(id),
+            "frame {frame} holds the wrong page"
+        );
+        Ok(PageRead {
+            pool: self,
+            frame,
+            guard,
+        })
+    }
+
+    /// Opens page `id` for changing. The page is dirty and unlogged from now until
+    /// [`BufferPool::stamp`] gives it the lsn of the log record describing the change.
+    pub fn write(&self, id: PageId) -> Result<PageWrite<'_>> {
+        let frame = self.pin(id, None)?;
+        Ok(self.write_guard(frame, id))
+    }
+
+    /// A new page `id` of `kind` in the pool, without reading the file (its place there holds
+    /// nothing of value: it is past the end, or on the free list).
+    pub fn create(&self, id: PageId, kind: PageKind) -> Result<PageWrite<'_>> {
+        let frame = self.pin(id, Some(kind))?;
+        Ok(self.write_guard(frame, id))
+    }
+
+    fn write_guard(&self, frame: usize, id: PageId) -> PageWrite<'_> {
+        let f = &self.frames[frame];
+        let mut guard = f.data.write();
+        assert_eq!(
+            guard.page.as_ref().map(PageBuf::id),
+            Some(id),
+            "frame {frame} holds the wrong page"
+        );
+        f.unlogged.store(true, Ordering::Release);
+        f.dirty.store(true, Ordering::Release);
+        guard.dirty = true;
+        PageWrite {
+            pool: self,
+            frame,
+            guard,
+        }
+    }
+
+    /// Requires: the caller holds no guard on these pages.
+    ///
+    /// Gives the pages changed by one log record that record's lsn: stamps their page lsn and
+    /// allows them to be written back once the log is durable to it.
+    pub fn stamp(&self, ids: &[PageId], lsn: u64) {
+        // Look the frames up, then latch them without the map lock: a reader may hold a latch
+        // while it pins its next page, which takes the map lock. Unlogged frames cannot be
+        // evicted meanwhile, so the lookups stay true.
+        let frames: Vec<(PageId, usize)> = {
+            let map = self.map.lock();
+            ids.iter()
+                .map(|id| {
+                    (
+                        *id,
+                        *map.ids
+                            .get(id)
+                            .unwrap_or_else(|| panic!("stamped {id} is not in the pool")),
+                    )
+                })
+                .collect()
+        };
+        for (id, frame) in frames {
+            let f = &self.frames[frame];
+            assert!(
+                f.unlogged.load(Ordering::Acquire),
+                "stamped {id} was not changed"
+            );
+            let mut data = f.data.write();
+            let page = data
+                .page
+                .as_mut()
+                .expect("an unlogged frame holds its page");
+            assert_eq!(page.id(), id, "unlogged frame {frame} changed pages");
+            page.set_lsn(lsn);
+            if data.rec_lsn == 0 {
+                data.rec_lsn = lsn;
+            }
+            f.unlogged.store(false, Ordering::Release);
+        }
+    }
+
+    /// Pins the frame holding `id`, loading (or creating, with `kind`) the page on a miss.
+    fn pin(&self, id: PageId, create: Option<PageKind>) -> Result<usize> {
+        assert!(id.0 != 0, "page 0 is never used");
+        loop {
+            let mut map = self.map.lock();
+            if let Some(&frame) = map.ids.get(&id) {
+                let f = &self.frames[frame];
+                f.pins.fetch_add(1, Ordering::AcqRel);
+                f.referenced.store(true, Ordering::Relaxed);
+                drop(map);
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                if let Some(kind) = create {
+                    // Reusing a freed page that is still cached: start it afresh.
+                    let mut data = f.data.write();
+                    let page = data.page.as_mut().expect("a mapped frame holds its page");
+                    let lsn = page.lsn();
+                    *page = PageBuf::new(id, kind, self.page_bytes);
+                    page.set_lsn(lsn);
+                }
+                return Ok(frame);
+            }
+            let victim = self.choose_victim(&mut map)?;
+            drop(map);
+            if let Some(frame) = self.load_into(victim, id, create)? {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                return Ok(frame);
+            }
+            // Lost a race (the victim was pinned again, or `id` was loaded meanwhile): retry.
+        }
+    }
+
+    /// Clock: the first unpinned, logged frame whose referenced bit is clear, clearing bits
+    /// on the way. Pins the victim. Requires: the map lock.
+    fn choose_victim(&self, map: &mut Map) -> Result<usize> {
+        let n = self.frames.len();
+        // Two full turns: the first may only clear referenced bits.
+        for _ in 0..=(2 * n) {
+            let i = map.hand;
+            map.hand = (map.hand + 1) % n;
+            let f = &self.frames[i];
+            if f.pins.load(Ordering::Acquire) > 0 || f.unlogged.load(Ordering::Acquire) {
+                continue;
+            }
+            if f.referenced.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            f.pins.fetch_add(1, Ordering::AcqRel);
+            return Ok(i);
+        }
+        Err(Error::InvalidOptions(format!(
+            "the buffer pool's {n} frames are all pinned or hold unlogged changes; raise cache_bytes"
+        )))
+    }
+
+    /// Writes back the victim if dirty, then maps `id` to it and loads the page. Returns
+    /// `None` (victim released) when another thread got in first.
+    fn load_into(
+        &self,
+        victim: usize,
+        id: PageId,
+        create: Option<PageKind>,
+    ) -> Result<Option<usize>> {
+        let f = &self.frames[victim];
+        let mut data = f.data.write();
+        if data.dirty {
+            let page = data.page.as_mut().expect("a dirty frame holds its page");
+            assert!(
+                !f.unlogged.load(Ordering::Acquire),
+                "evicting an unlogged page"
+            );
+            if let Err(e) = self.write_back(std::slice::from_mut(page)) {
+                drop(data);
+                self.unpin(victim);
+                return Err(e);
+            }
+            data.dirty = false;
+            data.rec_lsn = 0;
+            f.dirty.store(false, Ordering::Release);
+            self.eviction_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut map = self.map.lock();
+        if f.pins.load(Ordering::Acquire) != 1 || map.ids.contains_key(&id) {
+            drop(map);
+            drop(data);
+            self.unpin(victim);
+            return Ok(None);
+        }
+        if let Some(old) = data.page.as_ref().map(PageBuf::id) {
+            assert_eq!(
+                map.ids.remove(&old),
+                Some(victim),
+                "map and frame disagree on {old}"
+            );
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+        map.ids.insert(id, victim);
+        f.id.store(id.0, Ordering::Release);
+        drop(map);
+        // Readers of `id` now find this frame and wait on its latch until the page is in.
+        let loaded = match create {
+            Some(kind) => Ok(PageBuf::new(id, kind, self.page_bytes)),
+            None => self
+                .backend
+                .read_page(id)
+                .map(|p| p.unwrap_or_else(|| PageBuf::new(id, PageKind::Free, self.page_bytes))),
+        };
+        match loaded {
+            Ok(page) => {
+                assert_eq!(page.id(), id);
+                assert_eq!(page.page_bytes(), self.page_bytes as usize);
+                data.page = Some(page);
+                f.referenced.store(true, Ordering::Relaxed);
+                Ok(Some(victim))
+            }
+            Err(e) => {
+                let mut map = self.map.lock();
+                map.ids.remove(&id);
+                f.id.store(0, Ordering::Release);
+                data.page = None;
+                drop(map);
+                drop(data);
+                self.unpin(victim);
+                Err(e)
+            }
+        }
+    }
+
+    /// The write-ahead rule, then the write.
+    fn write_back(&self, pages: &mut [PageBuf]) -> Result<()> {
+        let max_lsn = pages.iter().map(PageBuf::lsn).max().unwrap_or(0);
+        let durable = self.backend.log_durable_to(max_lsn)?;
+        for page in pages.iter() {
+            assert!(
+                page.lsn() <= durable,
+                "{} lsn {} written before the log is durable ({durable})",
+                page.id(),
+                page.lsn()
+            );
+        }
+        self.backend.write_pages(pages)?;
+        self.pages_written
+            .fetch_add(pages.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn unpin(&self, frame: usize) {
+        let before = self.frames[frame].pins.fetch_sub(1, Ordering::AcqRel);
+        assert!(before > 0, "unpin of unpinned frame {frame}");
+    }
+
+    /// Writes back up to `max` dirty, logged pages in one batch; returns how many. Pages
+    /// changed again while being written stay dirty.
+    pub fn flush_dirty(&self, max: usize) -> Result<usize> {
+        let mut batch: Vec<(usize, PageBuf)> = Vec::new();
+        for (i, f) in self.frames.iter().enumerate() {
+            if batch.len() >= max {
+                break;
+            }
+            if !f.dirty.load(Ordering::Acquire) || f.unlogged.load(Ordering::Acquire) {
+                continue;
+            }
+            let data = f.data.read();
+            if data.dirty && !f.unlogged.load(Ordering::Acquire) {
+                batch.push((i, data.page.clone().expect("a dirty frame holds its page")));
+            }
+        }
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let mut pages: Vec<PageBuf> = batch.iter().map(|(_, p)| p.clone()).collect();
+        self.write_back(&mut pages)?;
+        for ((i, copy), _) in batch.iter().zip(&pages) {
+            let f = &self.frames[*i];
+            let mut data = f.data.write();
+            let same = data
+                .page
+                .as_ref()
+                .is_some_and(|p| p.id() == copy.id() && p.lsn() == copy.lsn())
+                && !f.unlogged.load(Ordering::Acquire);
+            if same {
+                data.dirty = false;
+                data.rec_lsn = 0;
+                f.dirty.store(false, Ordering::Release);
+            }
+        }
+        Ok(batch.len())
+    }
+
+    /// Writes back every dirty, logged page (checkpoints). Returns how many.
+    pub fn flush_all(&self) -> Result<usize> {
+        let mut total = 0;
+        loop {
+            let n = self.flush_dirty(256)?;
+            total += n;
+            if n == 0 {
+                return Ok(total);
+            }
+            assert!(
+                total <= self.frames.len() * 64,
+                "flush_all does not converge"
+            );
+        }
+    }
+
+    /// The lowest `rec_lsn` of any dirty page: redo from here replays every change not yet
+    /// in the data file. `None` when nothing is dirty.
+    #[must_use]
+    pub fn min_rec_lsn(&self) -> Option<u64> {
+        self.frames
+            .iter()
+            .filter(|f| f.dirty.load(Ordering::Acquire))
+            .filter_map(|f| {
+                let d = f.data.read();
+                (d.dirty && d.rec_lsn != 0).then_some(d.rec_lsn)
+            })
+            .min()
+    }
+
+    /// Number of dirty frames.
+    #[must_use]
+    pub fn dirty_count(&self) -> usize {
+        self.frames
+            .iter()
+            .filter(|f| f.dirty.load(Ordering::Acquire))
+            .count()
+    }
+
+    /// Checks that map and frames agree and that no guard is outstanding. For tests and
+    /// debug builds at quiet points.
+    pub fn check_invariants(&self) {
+        let map = self.map.lock();
+        assert!(map.ids.len() <= self.frames.len());
+        for (id, &i) in &map.ids {
+            let f = &self.frames[i];
+            assert_eq!(f.id.load(Ordering::Acquire), id.0, "frame {i} id vs map");
+            let d = f.data.read();
+            assert_eq!(d.page.as_ref().map(PageBuf::id), Some(*id));
+            assert_eq!(
+                d.dirty,
+                f.dirty.load(Ordering::Acquire),
+                "frame {i} dirty flag"
+            );
+        }
+        for (i, f) in self.frames.iter().enumerate() {
+            assert_eq!(f.pins.load(Ordering::Acquire), 0, "frame {i} still pinned");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// An in-memory data file and log that checks the write-ahead rule on every write.
+    #[derive(Default)]
+    struct FakeBackend {
+        pages: Mutex<HashMap<PageId, PageBuf>>,
+        durable: AtomicU64,
+        fail_writes: AtomicBool,
+        writes: AtomicU64,
+    }
+
+    impl Backend for Arc<FakeBackend> {
+        fn log_durable_to(&self, lsn: u64) -> Result<u64> {
+            Ok(self.durable.fetch_max(lsn, Ordering::AcqRel).max(lsn))
+        }
+        fn read_page(&self, id: PageId) -> Result<Option<PageBuf>> {
+            Ok(self.pages.lock().get(&id).cloned())
+        }
+        fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()> {
+            if self.fail_writes.load(Ordering::Acquire) {
+                return Err(Error::Poisoned);
+            }
+            for p in pages.iter() {
+                assert!(
+                    p.lsn() <= self.durable.load(Ordering::Acquire),
+                    "WAL rule broken"
+                );
+                self.pages.lock().insert(p.id(), p.clone());
+            }
+            self.writes.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    fn pool(frames: u64) -> (BufferPool, Arc<FakeBackend>) {
+        let backend = Arc::new(FakeBackend::default());
+        (
+            BufferPool::new(4096, frames * 4096, Box::new(Arc::clone(&backend))),
+            backend,
+        )
+    }
+
+    fn put(pool: &BufferPool, id: u64, byte: u8, lsn: u64) {
+        {
+            let mut page = pool.create(PageId(id), PageKind::Leaf).expect("create");
+            page.body_mut()[0] = byte;
+        }
+        pool.stamp(&[PageId(id)], lsn);
+    }
+
+    #[test]
+    fn pages_survive_eviction_through_the_backend() {
+        let (pool, backend) = pool(8);
+        for id in 1..=100 {
+            put(&pool, id, u8::try_from(id).expect("small"), id);
+        }
+        for id in 1..=100 {
+            let page = pool.read(PageId(id)).expect("read");
+            assert_eq!(
+                page.body()[0],
+                u8::try_from(id).expect("small"),
+                "page {id}"
+            );
+            assert_eq!(page.lsn(), id);
+        }
+        let stats = pool.stats();
+        assert!(stats.evictions >= 92, "{stats:?}");
+        assert!(stats.eviction_writes >= 92, "{stats:?}");
+        assert!(backend.pages.lock().len() >= 92);
+        pool.check_invariants();
+    }
+
+    #[test]
+    fn unlogged_pages_are_never_written_or_evicted() {
+        let (pool, backend) = pool(8);
+        for id in 1..=8 {
+            let mut page = pool.create(PageId(id), PageKind::Leaf).expect("create");
+            page.body_mut()[0] = 1;
+        }
+        assert_eq!(
+            pool.flush_dirty(100).expect("flush"),
+            0,
+            "wrote an unlogged page"
+        );
+        let err = pool.read(PageId(9)).expect_err("no victim");
+        assert!(err.to_string().contains("unlogged"), "{err}");
+        assert!(backend.pages.lock().is_empty());
+        pool.stamp(&(1..=8).map(PageId).collect::<Vec<_>>(), 3);
+        assert_eq!(pool.flush_dirty(100).expect("flush"), 8);
+        pool.read(PageId(9)).expect("room now");
+        pool.check_invariants();
+    }
+
+    #[test]
+    fn pinned_pages_stay_while_others_churn() {
+        let (pool, _) = pool(8);
+        for id in 1..=7 {
+            put(&pool, id, 7, 1);
+        }
+        let held: Vec<_> = (1..=7)
+            .map(|id| pool.read(PageId(id)).expect("read"))
+            .collect();
+        for id in 100..200 {
+            put(&pool, id, 1, 2);
+        }
+        for (i, page) in held.iter().enumerate() {
+            assert_eq!(page.id(), PageId(i as u64 + 1));
+            assert_eq!(page.body()[0], 7);
+        }
+        drop(held);
+        pool.check_invariants();
+    }
+
+    #[test]
+    fn write_back_obeys_the_log_and_tracks_rec_lsn() {
+        let (pool, backend) = pool(16);
+        put(&pool, 1, 1, 5);
+        put(&pool, 2, 2, 9);
+        assert_eq!(pool.min_rec_lsn(), Some(5));
+        assert_eq!(pool.flush_all().expect("flush"), 2);
+        assert!(
+            backend.durable.load(Ordering::Acquire) >= 9,
+            "log not forced before writing"
+        );
+        assert_eq!(pool.min_rec_lsn(), None);
+        assert_eq!(pool.dirty_count(), 0);
+    }
+
+    #[test]
+    fn a_failed_write_back_keeps_pages_dirty() {
+        let (pool, backend) = pool(16);
+        put(&pool, 1, 1, 5);
+        backend.fail_writes.store(true, Ordering::Release);
+        assert!(pool.flush_dirty(10).is_err());
+        assert_eq!(pool.dirty_count(), 1);
+        backend.fail_writes.store(false, Ordering::Release);
+        assert_eq!(pool.flush_dirty(10).expect("flush"), 1);
+        assert_eq!(pool.dirty_count(), 0);
+    }
+
+    /// The deadlock this guards against: `stamp` once held the map lock while waiting for a
+    /// page latch, and a reader holding that latch needed the map lock to pin its next page.
+    #[test]
+    fn stamping_while_a_reader_holds_the_page_does_not_deadlock() {
+        let (pool, _) = pool(16);
+        let pool = Arc::new(pool);
+        put(&pool, 2, 2, 1);
+        drop(
+            pool.write(PageId(1))
+                .or_else(|_| pool.create(PageId(1), PageKind::Leaf))
+                .expect("unlogged page"),
+        );
+        let reader = pool.read(PageId(1)).expect("read");
+        let (done, finished) = std::sync::mpsc::channel();
+        let stamper = {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || {
+                pool.stamp(&[PageId(1)], 7);
+                done.send(()).expect("send");
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // With the old lock order this pin blocked forever on the map lock.
+        let other = pool.read(PageId(2)).expect("read another page");
+        drop(other);
+        drop(reader);
+        finished
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("stamp finished");
+        stamper.join().expect("stamper");
+        assert_eq!(pool.read(PageId(1)).expect("read").lsn(), 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "was not changed")]
+    fn stamping_an_unchanged_page_is_a_bug() {
+        let (pool, _) = pool(8);
+        put(&pool, 1, 1, 5);
+        pool.stamp(&[PageId(1)], 6);
+    }
+
+    #[test]
+    fn concurrent_readers_and_writers_on_a_small_pool() {
+        let (pool, _) = pool(12);
+        let pool = Arc::new(pool);
+        let lsn = Arc::new(AtomicU64::new(1));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (pool, lsn) = (Arc::clone(&pool), Arc::clone(&lsn));
+                std::thread::spawn(move || {
+                    let ids: Vec<u64> = (0..10).map(|i| 1 + t * 10 + i).collect();
+                    for &id in &ids {
+                        put(&pool, id, 0, lsn.fetch_add(1, Ordering::AcqRel));
+                    }
+                    for round in 1..=30u8 {
+                        for &id in &ids {
+                            {
+                                let mut page = pool.write(PageId(id)).expect("write");
+                                assert_eq!(page.body()[0], round - 1, "page {id} lost an update");
+                                page.body_mut()[0] = round;
+                            }
+                            pool.stamp(&[PageId(id)], lsn.fetch_add(1, Ordering::AcqRel));
+                            let other = PageId(1 + (id * 7 + u64::from(round)) % 40);
+                            drop(pool.read(other).expect("read"));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        for id in 1..=40 {
+            assert_eq!(
+                pool.read(PageId(id)).expect("read").body()[0],
+                30,
+                "page {id}"
+            );
+        }
+        pool.check_invariants();
+    }
+}

@@ -1,0 +1,343 @@
+//! # Page format (data file version 1)
+//!
+//! The data file is an array of fixed-size pages; page `n` lives at offset `n * page_bytes`.
+//! Page 0 is never used (a zero page id means "none"), so a stray zero is never mistaken for a
+//! page reference. Little-endian.
+//!
+//! ```text
+//! offset size field
+//!      0    4 crc32c     over the page id (8 bytes, LE) then bytes 4..page_bytes
+//!      4    1 kind       1 Leaf · 2 Branch · 3 Overflow · 4 Free
+//!      5    1 version    1
+//!      6    2 zero       must be zero
+//!      8    8 page_id    the page's own id (catches misdirected writes and reads)
+//!     16    8 page_lsn   lsn of the last log record applied to this page
+//!     24    … body       kind-specific (btree/node.rs for Leaf and Branch)
+//! ```
+//!
+//! A page is valid iff its crc matches (seeded with the id it was read as, so a page written at
+//! the wrong offset does not validate), its `page_id` is that id, its kind and version are
+//! known and the reserved bytes are zero. A page of all zeros was allocated but never written
+//! and reads as [`PageState::Unwritten`].
+//!
+//! The write-ahead rule: a page goes to the data file only after the log is durable up to its
+//! `page_lsn` (asserted in the buffer pool).
+
+mod buffer_pool;
+
+pub use buffer_pool::{Backend, BufferPool, PageRead, PageWrite, PoolStats};
+
+use crate::checksum::crc32c_seeded;
+use crate::io::AlignedBuf;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+
+/// Bytes of the page header; the body follows.
+pub const HEADER_BYTES: usize = 24;
+const CRC_OFFSET: usize = 0;
+const KIND_OFFSET: usize = CRC_OFFSET + size_of::<u32>();
+const VERSION_OFFSET: usize = KIND_OFFSET + 1;
+const RESERVED_OFFSET: usize = VERSION_OFFSET + 1;
+const PAGE_ID_OFFSET: usize = RESERVED_OFFSET + 2;
+const PAGE_LSN_OFFSET: usize = PAGE_ID_OFFSET + size_of::<u64>();
+const _: () = assert!(PAGE_LSN_OFFSET + size_of::<u64>() == HEADER_BYTES);
+const VERSION: u8 = 1;
+
+/// Smallest page size.
+pub const PAGE_BYTES_MIN: u32 = 4096;
+/// Largest page size.
+pub const PAGE_BYTES_MAX: u32 = 64 * 1024;
+
+/// A page number in the data file. Zero is never a valid page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PageId(pub u64);
+
+impl PageId {
+    /// The byte offset of this page in the data file.
+    #[must_use]
+    pub fn offset(self, page_bytes: u32) -> u64 {
+        assert!(self.0 != 0, "page 0 is never read or written");
+        self.0 * u64::from(page_bytes)
+    }
+}
+
+impl fmt::Display for PageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "page {}", self.0)
+    }
+}
+
+/// What a page holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PageKind {
+    /// A B+tree leaf: keys and values (or overflow references).
+    Leaf = 1,
+    /// A B+tree branch: separator keys and child page ids.
+    Branch = 2,
+    /// Part of a value too large for a leaf.
+    Overflow = 3,
+    /// On the free list, available for reuse.
+    Free = 4,
+}
+
+impl PageKind {
+    fn from_byte(b: u8) -> Option<PageKind> {
+        match b {
+            1 => Some(PageKind::Leaf),
+            2 => Some(PageKind::Branch),
+            3 => Some(PageKind::Overflow),
+            4 => Some(PageKind::Free),
+            _ => None,
+        }
+    }
+}
+
+/// Why bytes read as a page are not a valid page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageFault {
+    BadCrc,
+    WrongPageId,
+    BadHeader,
+}
+
+impl PageFault {
+    /// The text used in `Error::Corruption`.
+    #[must_use]
+    pub fn what(self) -> &'static str {
+        match self {
+            PageFault::BadCrc => "page checksum mismatch (torn or corrupt page)",
+            PageFault::WrongPageId => "page holds another page's id (misdirected write)",
+            PageFault::BadHeader => "page header has an unknown kind, version or reserved bytes",
+        }
+    }
+}
+
+/// What bytes read from a page's place in the file are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageState {
+    /// All zeros: allocated, never written.
+    Unwritten,
+    /// A valid page of this kind.
+    Valid(PageKind),
+}
+
+/// One page in memory: an aligned buffer of `page_bytes` with typed header access.
+#[derive(Clone)]
+pub struct PageBuf {
+    id: PageId,
+    buf: AlignedBuf,
+}
+
+impl PageBuf {
+    /// A fresh page of `kind`, zero body, lsn 0.
+    #[must_use]
+    pub fn new(id: PageId, kind: PageKind, page_bytes: u32) -> Self {
+        assert!(id.0 != 0, "page 0 is never used");
+        assert!(
+            page_bytes.is_power_of_two() && (PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes)
+        );
+        let mut page = PageBuf {
+            id,
+            buf: AlignedBuf::zeroed(page_bytes as usize),
+        };
+        page.buf[KIND_OFFSET] = kind as u8;
+        page.buf[VERSION_OFFSET] = VERSION;
+        page.buf[PAGE_ID_OFFSET..PAGE_LSN_OFFSET].copy_from_slice(&id.0.to_le_bytes());
+        page
+    }
+
+    /// Wraps bytes read from the place of page `id`, checking them. `Ok(None)` for an
+    /// unwritten (all-zero) page.
+    pub fn from_bytes(id: PageId, buf: AlignedBuf) -> Result<Option<PageBuf>, PageFault> {
+        match Self::validate(id, &buf)? {
+            PageState::Unwritten => Ok(None),
+            PageState::Valid(_) => Ok(Some(PageBuf { id, buf })),
+        }
+    }
+
+    /// Checks the bytes found at page `id`'s place.
+    pub fn validate(id: PageId, bytes: &[u8]) -> Result<PageState, PageFault> {
+        if bytes.iter().all(|&b| b == 0) {
+            return Ok(PageState::Unwritten);
+        }
+        let stored =
+            u32::from_le_bytes(bytes[CRC_OFFSET..KIND_OFFSET].try_into().expect("4 bytes"));
+        if stored != crc32c_seeded(id.0, &[&bytes[KIND_OFFSET..]]) {
+            return Err(PageFault::BadCrc);
+        }
+        let page_id = u64::from_le_bytes(
+            bytes[PAGE_ID_OFFSET..PAGE_LSN_OFFSET]
+                .try_into()
+                .expect("8 bytes"),
+        );
+        if page_id != id.0 {
+            return Err(PageFault::WrongPageId);
+        }
+        let kind = PageKind::from_byte(bytes[KIND_OFFSET]).ok_or(PageFault::BadHeader)?;
+        if bytes[VERSION_OFFSET] != VERSION || bytes[RESERVED_OFFSET..PAGE_ID_OFFSET] != [0, 0] {
+            return Err(PageFault::BadHeader);
+        }
+        Ok(PageState::Valid(kind))
+    }
+
+    /// Seals the page for writing: computes the crc over the current contents. Returns the
+    /// bytes to write.
+    pub fn seal(&mut self) -> &AlignedBuf {
+        let crc = crc32c_seeded(self.id.0, &[&self.buf[KIND_OFFSET..]]);
+        self.buf[CRC_OFFSET..KIND_OFFSET].copy_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(
+            Self::validate(self.id, &self.buf),
+            Ok(PageState::Valid(self.kind()))
+        );
+        &self.buf
+    }
+
+    #[must_use]
+    pub fn id(&self) -> PageId {
+        self.id
+    }
+
+    #[must_use]
+    pub fn kind(&self) -> PageKind {
+        PageKind::from_byte(self.buf[KIND_OFFSET]).expect("in-memory pages have a valid kind")
+    }
+
+    /// Reformats the page as `kind` with an empty body, keeping its id and lsn.
+    pub fn reset(&mut self, kind: PageKind) {
+        self.buf[HEADER_BYTES..].fill(0);
+        self.buf[KIND_OFFSET] = kind as u8;
+    }
+
+    /// Lsn of the last log record applied to this page.
+    #[must_use]
+    pub fn lsn(&self) -> u64 {
+        u64::from_le_bytes(
+            self.buf[PAGE_LSN_OFFSET..HEADER_BYTES]
+                .try_into()
+                .expect("8 bytes"),
+        )
+    }
+
+    /// Stamps the lsn of the record that changed this page. Page lsns never go backwards.
+    pub fn set_lsn(&mut self, lsn: u64) {
+        assert!(
+            lsn >= self.lsn(),
+            "page {} lsn going backwards: {} -> {lsn}",
+            self.id.0,
+            self.lsn()
+        );
+        self.buf[PAGE_LSN_OFFSET..HEADER_BYTES].copy_from_slice(&lsn.to_le_bytes());
+    }
+
+    /// The page size.
+    #[must_use]
+    pub fn page_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The kind-specific body.
+    #[must_use]
+    pub fn body(&self) -> &[u8] {
+        &self.buf[HEADER_BYTES..]
+    }
+
+    /// The kind-specific body, for changing.
+    pub fn body_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[HEADER_BYTES..]
+    }
+
+    /// All bytes of the page (for page images in the log and the doublewrite area).
+    #[must_use]
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl fmt::Debug for PageBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "PageBuf({}, {:?}, lsn {}, {} B)",
+            self.id.0,
+            self.kind(),
+            self.lsn(),
+            self.buf.len()
+        )
+    }
+}
+
+impl Deref for PageBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl DerefMut for PageBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_then_validate_round_trip() {
+        let mut page = PageBuf::new(PageId(7), PageKind::Leaf, 4096);
+        page.set_lsn(99);
+        page.body_mut()[..5].copy_from_slice(b"hello");
+        let bytes = page.seal().clone();
+        let back = PageBuf::from_bytes(PageId(7), bytes)
+            .expect("valid")
+            .expect("written");
+        assert_eq!(back.kind(), PageKind::Leaf);
+        assert_eq!(back.lsn(), 99);
+        assert_eq!(&back.body()[..5], b"hello");
+    }
+
+    #[test]
+    fn zero_page_is_unwritten() {
+        assert_eq!(
+            PageBuf::validate(PageId(3), &[0u8; 4096]),
+            Ok(PageState::Unwritten)
+        );
+    }
+
+    #[test]
+    fn a_page_read_at_another_id_is_refused() {
+        let mut page = PageBuf::new(PageId(7), PageKind::Branch, 4096);
+        let bytes = page.seal().clone();
+        // The crc is seeded with the id the page is read as, so this fails as BadCrc.
+        assert_eq!(PageBuf::validate(PageId(8), &bytes), Err(PageFault::BadCrc));
+    }
+
+    #[test]
+    fn every_bit_flip_in_a_sealed_page_is_detected() {
+        let mut page = PageBuf::new(PageId(5), PageKind::Leaf, 4096);
+        page.set_lsn(12);
+        page.body_mut()[100] = 1;
+        let good = page.seal().clone();
+        for bit in (0..4096 * 8).step_by(7) {
+            let mut bad = good.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert!(PageBuf::validate(PageId(5), &bad).is_err(), "bit {bit}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "lsn going backwards")]
+    fn page_lsn_never_goes_backwards() {
+        let mut page = PageBuf::new(PageId(1), PageKind::Leaf, 4096);
+        page.set_lsn(10);
+        page.set_lsn(9);
+    }
+
+    #[test]
+    #[should_panic(expected = "page 0")]
+    fn page_zero_is_never_used() {
+        let _ = PageBuf::new(PageId(0), PageKind::Leaf, 4096);
+    }
+}
