@@ -12,6 +12,7 @@ mod error;
 pub mod io;
 mod options;
 pub mod page;
+pub mod txn;
 pub mod wal;
 
 pub use error::{Error, IoOp, Result};
