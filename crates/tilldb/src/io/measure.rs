@@ -95,6 +95,16 @@ pub fn measure(
     facts: &DeviceFacts,
     spec: MeasureSpec,
 ) -> Result<Measurement> {
+    measure_sized(storage, dir, facts, spec, PREALLOCATED_FILE_BYTES)
+}
+
+fn measure_sized(
+    storage: &dyn Storage,
+    dir: &Path,
+    facts: &DeviceFacts,
+    spec: MeasureSpec,
+    file_bytes: u64,
+) -> Result<Measurement> {
     if spec.method.is_direct() {
         if facts.direct_io == Some(false) {
             return Ok(Measurement::skipped(
@@ -116,18 +126,23 @@ pub fn measure(
         spec.method,
         spec.write_bytes
     ));
-    let result = measure_file(storage, &path, spec);
+    let result = measure_file(storage, &path, spec, file_bytes);
     let removed = storage.remove(&path);
     let measurement = result?;
     removed?;
     Ok(measurement)
 }
 
-fn measure_file(storage: &dyn Storage, path: &Path, spec: MeasureSpec) -> Result<Measurement> {
+fn measure_file(
+    storage: &dyn Storage,
+    path: &Path,
+    spec: MeasureSpec,
+    file_bytes: u64,
+) -> Result<Measurement> {
     let file = storage.create(path, spec.method)?;
     let write_bytes = u64::from(spec.write_bytes);
     if spec.file == MeasureFile::Preallocated {
-        file.allocate_zeroed(0, PREALLOCATED_FILE_BYTES)?;
+        file.allocate_zeroed(0, file_bytes)?;
         file.flush()?;
         storage.flush_dir(&super::parent_dir(path))?;
     }
@@ -137,8 +152,7 @@ fn measure_file(storage: &dyn Storage, path: &Path, spec: MeasureSpec) -> Result
     let start = Instant::now();
     let mut offset = 0u64;
     while start.elapsed() < spec.duration && (latencies_ns.len() as u64) < OPS_MAX {
-        if offset + write_bytes > PREALLOCATED_FILE_BYTES && spec.file == MeasureFile::Preallocated
-        {
+        if offset + write_bytes > file_bytes && spec.file == MeasureFile::Preallocated {
             offset = 0;
         }
         if offset + write_bytes > APPEND_FILE_BYTES_MAX {
@@ -195,6 +209,41 @@ fn percentile_us(sorted_ns: &[u64], p: f64) -> f64 {
     debug_assert!(sorted_ns.is_sorted());
     let rank = ((p / 100.0) * sorted_ns.len() as f64).ceil() as usize;
     sorted_ns[rank.clamp(1, sorted_ns.len()) - 1] as f64 / 1000.0
+}
+
+/// Flushed-write rates within this factor count as a tie in [`choose_flush_method`].
+const TIE_FACTOR: f64 = 1.10;
+
+/// The engine's automatic flush method: a short probe (`per_method` each, on a 1 MiB
+/// preallocated file, writes of `block_bytes`) of every durable method the device allows,
+/// in the order of [`FlushMethod::DURABLE`]. The fastest wins, except that a method earlier
+/// in that order keeps its place unless a later one is more than 10 % faster: short probes
+/// are noisy, and the earlier methods are simpler (buffered before direct).
+pub fn choose_flush_method(
+    storage: &dyn Storage,
+    dir: &Path,
+    facts: &DeviceFacts,
+    block_bytes: u32,
+    per_method: Duration,
+) -> Result<(FlushMethod, Vec<Measurement>)> {
+    let mut results = Vec::new();
+    for method in FlushMethod::DURABLE {
+        let spec = MeasureSpec {
+            method,
+            write_bytes: block_bytes,
+            file: MeasureFile::Preallocated,
+            duration: per_method,
+        };
+        results.push(measure_sized(storage, dir, facts, spec, 1 << 20)?);
+    }
+    let mut best: Option<&Measurement> = None;
+    for m in results.iter().filter(|m| m.skipped.is_none() && m.ops > 0) {
+        if best.is_none_or(|b| m.flushes_per_sec > b.flushes_per_sec * TIE_FACTOR) {
+            best = Some(m);
+        }
+    }
+    let method = best.map_or(FlushMethod::Fdatasync, |m| m.spec.method);
+    Ok((method, results))
 }
 
 /// What `till probe` (and the engine's automatic choice) concludes from the facts and the
@@ -314,6 +363,38 @@ mod tests {
             p99_us: 2.0,
             max_us: 3.0,
         }
+    }
+
+    #[test]
+    fn automatic_choice_measures_every_method_and_picks_a_durable_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let facts = DeviceFacts::for_dir(dir.path()).expect("facts");
+        let (method, results) = choose_flush_method(
+            &FileStorage,
+            dir.path(),
+            &facts,
+            4096,
+            Duration::from_millis(20),
+        )
+        .expect("choose");
+        assert!(method.is_durable());
+        assert_eq!(results.len(), FlushMethod::DURABLE.len());
+        let chosen = results
+            .iter()
+            .find(|m| m.spec.method == method)
+            .expect("chosen was measured");
+        let fastest = results
+            .iter()
+            .map(|m| m.flushes_per_sec)
+            .fold(0.0, f64::max);
+        assert!(
+            chosen.flushes_per_sec * TIE_FACTOR >= fastest,
+            "{results:?}"
+        );
+        assert!(
+            std::fs::read_dir(dir.path()).expect("ls").next().is_none(),
+            "probe files left"
+        );
     }
 
     #[test]

@@ -36,7 +36,9 @@ mod sim;
 pub use aligned::{AlignedBuf, AlignedVec};
 pub use file::FileStorage;
 pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
-pub use measure::{MeasureFile, MeasureSpec, Measurement, Recommendation, measure, recommend};
+pub use measure::{
+    MeasureFile, MeasureSpec, Measurement, Recommendation, choose_flush_method, measure, recommend,
+};
 pub use probe::{DeviceFacts, WriteCache, atomic_write_supported};
 pub use sim::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk};
 
