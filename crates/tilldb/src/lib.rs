@@ -7,6 +7,7 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("tilldb supports Linux only so far; a port adds one io/flush_<os>.rs file");
 
+pub mod btree;
 mod checksum;
 mod error;
 pub mod io;

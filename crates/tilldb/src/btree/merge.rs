@@ -1,0 +1,191 @@
+//! Merges: after a delete, a node under a quarter full is merged with a sibling when both fit
+//! in one page, and a root branch left with one child takes that child's contents.
+//!
+//! ```text
+//!  children j (left L) and j+1 (right R) of P    ops, in order
+//!  --------------------------------------------  ------------------------------------------
+//!  L's cells (+ P's key j, for branches) + R's   Image L   (built from copies of L and R)
+//!  leaf chain around R                            SetPrev (R's next) -> L
+//!  R leaves the parent                            BranchRemove P j   (key j, child j+1)
+//!  R is free                                      Format R Free      (logged by Pages::free)
+//! ```
+//!
+//! The parent lost a key, so it is considered in turn, up to the root. A node with no sibling
+//! (its parent has a single child) is left as it is; its parent is then considered. A node
+//! whose merge does not fit stays under-full: merging never moves cells between pages except
+//! into one page, which keeps every op simple. Under-full nodes are rare: a node only stays so
+//! when its sibling is more than three quarters full.
+
+use super::node::{self, NodeKind};
+use super::tree::{DEPTH_MAX, Path, check_links_back, with_node};
+use super::{Limits, PageOp, Pages, corrupt, node_mut};
+use crate::Result;
+use crate::page::PageId;
+
+/// A copy of what a merge needs of one node.
+struct Copied {
+    kind: NodeKind,
+    cells: Vec<Vec<u8>>,
+    /// Leaf: previous leaf · branch: leftmost child.
+    link_low: PageId,
+    /// Leaf: next leaf · branch: 0.
+    link_high: PageId,
+    live_bytes: usize,
+}
+
+fn copy_node<P: Pages>(pages: &P, id: PageId) -> Result<Copied> {
+    with_node(pages, id, |node| Copied {
+        kind: node.kind(),
+        cells: node.cells(),
+        link_low: match node.kind() {
+            NodeKind::Leaf => node.prev(),
+            NodeKind::Branch => node.leftmost(),
+        },
+        link_high: match node.kind() {
+            NodeKind::Leaf => node.next(),
+            NodeKind::Branch => PageId(0),
+        },
+        live_bytes: node.live_bytes(),
+    })
+}
+
+/// Restores balance after a delete from `node`, reached through `path` from `root`.
+pub(super) fn rebalance<P: Pages>(
+    pages: &P,
+    root: PageId,
+    mut path: Path,
+    mut node: PageId,
+) -> Result<()> {
+    for _ in 0..=DEPTH_MAX {
+        if node == root {
+            return collapse_root(pages, root);
+        }
+        let (parent, index) = path.pop().expect("a node below the root has a parent");
+        // A method path instead of these closures does not type-check: the node's lifetime
+        // is higher-ranked in `with_node`.
+        #[expect(clippy::redundant_closure_for_method_calls, reason = "see above")]
+        let underfull = with_node(pages, node, |view| view.is_underfull())?;
+        if !underfull {
+            return Ok(());
+        }
+        #[expect(clippy::redundant_closure_for_method_calls, reason = "see above")]
+        let count = with_node(pages, parent, |view| view.count())?;
+        if count > 0 {
+            let left_index = if index < count { index } else { index - 1 };
+            if !merge_children(pages, parent, left_index)? {
+                return Ok(());
+            }
+        }
+        node = parent;
+    }
+    unreachable!("paths are at most DEPTH_MAX long")
+}
+
+/// Merges children `index` and `index + 1` of `parent` into the first if they fit in one
+/// page. Returns whether it did.
+fn merge_children<P: Pages>(pages: &P, parent: PageId, index: usize) -> Result<bool> {
+    let limits = Limits::new(pages.page_bytes());
+    let (separator, left, right) = with_node(pages, parent, |view| {
+        (
+            view.key(index).to_vec(),
+            view.child(index),
+            view.child(index + 1),
+        )
+    })?;
+    if left == right {
+        return Err(corrupt(pages, parent, "branch has the same child twice"));
+    }
+    let left_node = copy_node(pages, left)?;
+    let right_node = copy_node(pages, right)?;
+    if left_node.kind != right_node.kind {
+        return Err(corrupt(
+            pages,
+            right,
+            "sibling nodes are of different kinds",
+        ));
+    }
+    let kind = left_node.kind;
+    let mut cells = left_node.cells;
+    let mut needed_bytes = left_node.live_bytes + right_node.live_bytes;
+    if kind == NodeKind::Branch {
+        // The parent's separator comes down, with the right node's leftmost child.
+        let cell = node::encode_branch_cell(&separator, right_node.link_low);
+        needed_bytes += cell.len() + node::SLOT_BYTES;
+        cells.push(cell);
+    } else if left_node.link_high != right || right_node.link_low != left {
+        return Err(corrupt(
+            pages,
+            right,
+            "leaf chain disagrees with the parent's order",
+        ));
+    }
+    if needed_bytes > limits.usable_bytes {
+        return Ok(false);
+    }
+    cells.extend(right_node.cells);
+    let ascending = cells
+        .windows(2)
+        .all(|pair| node::cell_key(kind, &pair[0]) < node::cell_key(kind, &pair[1]));
+    if !ascending {
+        return Err(corrupt(pages, right, "sibling keys overlap"));
+    }
+    if kind == NodeKind::Leaf && right_node.link_high.0 != 0 {
+        check_links_back(pages, right_node.link_high, right)?;
+    }
+    assert!(node::cells_bytes(&cells) <= limits.usable_bytes);
+    pages.apply(&PageOp::Image {
+        page: left,
+        kind: kind.page_kind(),
+        body: node_mut::build(
+            kind,
+            &limits,
+            left_node.link_low,
+            right_node.link_high,
+            &cells,
+        ),
+    })?;
+    if kind == NodeKind::Leaf && right_node.link_high.0 != 0 {
+        pages.apply(&PageOp::SetPrev {
+            page: right_node.link_high,
+            prev: left,
+        })?;
+    }
+    pages.apply(&PageOp::BranchRemove {
+        page: parent,
+        index: u16::try_from(index).expect("a node holds fewer than 65536 cells"),
+    })?;
+    pages.free(right)?;
+    Ok(true)
+}
+
+/// While the root is a branch with a single child, moves that child's contents into the root
+/// (whose id never changes) and frees the child.
+fn collapse_root<P: Pages>(pages: &P, root: PageId) -> Result<()> {
+    for _ in 0..DEPTH_MAX {
+        let only_child = with_node(pages, root, |view| {
+            (view.kind() == NodeKind::Branch && view.count() == 0).then(|| view.leftmost())
+        })?;
+        let Some(child) = only_child else {
+            return Ok(());
+        };
+        let (kind, body) = {
+            let page = pages.read(child)?;
+            let view = node::NodeRef::parse(&page).map_err(|what| corrupt(pages, child, what))?;
+            if view.kind() == NodeKind::Leaf && (view.prev().0 != 0 || view.next().0 != 0) {
+                return Err(corrupt(pages, child, "the only leaf has sibling links"));
+            }
+            (page.kind(), page.body().to_vec())
+        };
+        pages.apply(&PageOp::Image {
+            page: root,
+            kind,
+            body,
+        })?;
+        pages.free(child)?;
+    }
+    Err(corrupt(
+        pages,
+        root,
+        "tree is deeper than any real tree (a cycle)",
+    ))
+}

@@ -1,0 +1,407 @@
+//! [`Tree`]: a B+tree named by its root page; lookups, inserts and deletes.
+//!
+//! A write descends from the root, remembering the path, decides what to change from copies of
+//! the bytes it read, and only then applies ops (no guard is alive during an apply). An insert
+//! that does not fit splits (`split.rs`); a delete that leaves a node under a quarter full
+//! merges it into a sibling when both fit in one page (`merge.rs`).
+
+use super::cursor::{Cursor, Direction};
+use super::node::{self, LeafValue, NodeKind, NodeRef, ValueRef};
+use super::{Limits, PageOp, Pages, TreeStats, check, corrupt, merge, overflow, split};
+use crate::Result;
+use crate::page::{PageId, PageKind};
+use std::ops::Bound;
+
+/// Deepest tree the code will descend; deeper means a cycle of branch pages. A tree of 4 KiB
+/// pages holding four cells each reaches 2^64 keys before 33 levels.
+pub(super) const DEPTH_MAX: usize = 64;
+
+/// A B+tree, named by its root page, which never changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tree {
+    root: PageId,
+}
+
+/// The branches passed on the way to a leaf: each branch page and the child index taken.
+pub(super) type Path = Vec<(PageId, usize)>;
+
+/// Reads page `id` as a node and runs `f` on it; the guard is dropped before returning.
+pub(super) fn with_node<P: Pages, T>(
+    pages: &P,
+    id: PageId,
+    f: impl FnOnce(&NodeRef<'_>) -> T,
+) -> Result<T> {
+    let page = pages.read(id)?;
+    assert_eq!(page.id(), id, "the pages returned another page");
+    let node = NodeRef::parse(&page).map_err(|what| corrupt(pages, id, what))?;
+    Ok(f(&node))
+}
+
+/// Checks, before a split or merge changes it, that `leaf`'s previous leaf is `prev`.
+pub(super) fn check_links_back<P: Pages>(pages: &P, leaf: PageId, prev: PageId) -> Result<()> {
+    let links_back = with_node(pages, leaf, |node| {
+        node.kind() == NodeKind::Leaf && node.prev() == prev
+    })?;
+    if links_back {
+        Ok(())
+    } else {
+        Err(corrupt(
+            pages,
+            leaf,
+            "leaf chain: a next leaf does not link back",
+        ))
+    }
+}
+
+/// The value of a leaf entry, read from its overflow pages if it has any.
+pub(super) fn resolve<P: Pages>(pages: &P, value: &LeafValue) -> Result<Vec<u8>> {
+    match value {
+        LeafValue::Inline(bytes) => Ok(bytes.clone()),
+        LeafValue::Overflow { len, first } => overflow::read(pages, *first, *len),
+    }
+}
+
+impl Tree {
+    /// Creates an empty tree: one empty leaf, its root.
+    pub fn create<P: Pages>(pages: &P) -> Result<Tree> {
+        let root = pages.allocate(PageKind::Leaf)?;
+        Ok(Tree { root })
+    }
+
+    /// The tree whose root is `root` (as stored in a catalog).
+    #[must_use]
+    pub fn open(root: PageId) -> Tree {
+        assert!(root.0 != 0, "page 0 is never a root");
+        Tree { root }
+    }
+
+    /// The root page id.
+    #[must_use]
+    pub fn root(self) -> PageId {
+        self.root
+    }
+
+    /// Descends to the leaf whose key range holds `key`, returning the path and the leaf.
+    pub(super) fn descend<P: Pages>(self, pages: &P, key: &[u8]) -> Result<(Path, PageId)> {
+        self.descend_by(pages, |node| node.child_index(key))
+    }
+
+    /// Descends choosing the child with `pick` at each branch.
+    pub(super) fn descend_by<P: Pages>(
+        self,
+        pages: &P,
+        mut pick: impl FnMut(&NodeRef<'_>) -> usize,
+    ) -> Result<(Path, PageId)> {
+        let mut path = Path::new();
+        let mut id = self.root;
+        loop {
+            let step = with_node(pages, id, |node| match node.kind() {
+                NodeKind::Leaf => None,
+                NodeKind::Branch => {
+                    let index = pick(node);
+                    Some((index, node.child(index)))
+                }
+            })?;
+            let Some((index, child)) = step else {
+                return Ok((path, id));
+            };
+            if child.0 == 0 {
+                return Err(corrupt(pages, id, "branch has a child of page 0"));
+            }
+            if path.len() == DEPTH_MAX {
+                return Err(corrupt(
+                    pages,
+                    id,
+                    "tree is deeper than any real tree (a cycle)",
+                ));
+            }
+            path.push((id, index));
+            id = child;
+        }
+    }
+
+    /// The value of `key`, if present.
+    pub fn get<P: Pages>(self, pages: &P, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (_, leaf) = self.descend(pages, key)?;
+        let found = with_node(pages, leaf, |node| {
+            node.search(key)
+                .ok()
+                .map(|index| node.value(index).to_owned())
+        })?;
+        found.map(|value| resolve(pages, &value)).transpose()
+    }
+
+    /// Sets `key` to `value`, inserting or replacing. Returns whether it replaced a value.
+    ///
+    /// Keys longer than [`Limits::key_bytes_max`] are refused with `TooLarge`, before anything
+    /// changes. An I/O error from the pages may leave the tree half changed; the engine then
+    /// stops and recovers from the log.
+    pub fn put<P: Pages>(self, pages: &P, key: &[u8], value: &[u8]) -> Result<bool> {
+        let limits = Limits::new(pages.page_bytes());
+        limits.check_key(key)?;
+        limits.check_value(value)?;
+        let (path, leaf) = self.descend(pages, key)?;
+        let inline = limits.is_inline(key.len(), value.len());
+        let cell_bytes = if inline {
+            node::LEAF_CELL_HEADER_BYTES + key.len() + value.len()
+        } else {
+            node::LEAF_OVERFLOW_CELL_OVERHEAD + key.len()
+        };
+        assert!(
+            cell_bytes <= limits.cell_bytes_max,
+            "cell of {cell_bytes} bytes"
+        );
+        // What the key holds now, and whether the new cell fits beside the others.
+        let (old, fits) = with_node(pages, leaf, |node| match node.search(key) {
+            Ok(index) => (
+                Some(overflow_of(node.value(index))),
+                cell_bytes <= node.free_bytes() + node.cell(index).len(),
+            ),
+            Err(_) => (None, cell_bytes + node::SLOT_BYTES <= node.free_bytes()),
+        })?;
+        let new_value = if inline {
+            LeafValue::Inline(value.to_vec())
+        } else {
+            LeafValue::Overflow {
+                len: u32::try_from(value.len()).expect("checked against VALUE_BYTES_MAX"),
+                first: overflow::store(pages, value)?,
+            }
+        };
+        assert_eq!(node::leaf_cell_bytes(key.len(), &new_value), cell_bytes);
+        if fits {
+            pages.apply(&PageOp::LeafPut {
+                page: leaf,
+                key: key.to_vec(),
+                value: new_value,
+            })?;
+        } else {
+            split::split_leaf(pages, self.root, path, leaf, key, new_value)?;
+        }
+        if let Some(Some((first, len))) = old {
+            overflow::free(pages, first, len)?;
+        }
+        Ok(old.is_some())
+    }
+
+    /// Removes `key`. Returns whether it was present.
+    pub fn delete<P: Pages>(self, pages: &P, key: &[u8]) -> Result<bool> {
+        let (path, leaf) = self.descend(pages, key)?;
+        let old = with_node(pages, leaf, |node| {
+            node.search(key)
+                .ok()
+                .map(|index| overflow_of(node.value(index)))
+        })?;
+        let Some(old_overflow) = old else {
+            return Ok(false);
+        };
+        pages.apply(&PageOp::LeafDelete {
+            page: leaf,
+            key: key.to_vec(),
+        })?;
+        if let Some((first, len)) = old_overflow {
+            overflow::free(pages, first, len)?;
+        }
+        merge::rebalance(pages, self.root, path, leaf)?;
+        Ok(true)
+    }
+
+    /// The entries with keys between `lower` and `upper`, in `direction`.
+    pub fn scan<'p, P: Pages>(
+        self,
+        pages: &'p P,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Cursor<'p, P> {
+        Cursor::new(
+            pages,
+            self,
+            lower.map(<[u8]>::to_vec),
+            upper.map(<[u8]>::to_vec),
+            direction,
+        )
+    }
+
+    /// The entries whose keys start with `prefix`, in `direction`.
+    pub fn scan_prefix<'p, P: Pages>(
+        self,
+        pages: &'p P,
+        prefix: &[u8],
+        direction: Direction,
+    ) -> Cursor<'p, P> {
+        let upper = prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+        Cursor::new(
+            pages,
+            self,
+            Bound::Included(prefix.to_vec()),
+            upper,
+            direction,
+        )
+    }
+
+    /// Frees every page of the tree, its root and overflow pages included. The tree must not
+    /// be used afterwards. The whole tree is checked first, so a corrupt tree frees nothing.
+    pub fn destroy<P: Pages>(self, pages: &P) -> Result<()> {
+        self.check(pages)?;
+        let mut doomed = Vec::new();
+        let mut stack = vec![self.root];
+        while let Some(id) = stack.pop() {
+            doomed.push(id);
+            let (children, chains) = with_node(pages, id, |node| match node.kind() {
+                NodeKind::Branch => ((0..=node.count()).map(|i| node.child(i)).collect(), vec![]),
+                NodeKind::Leaf => (
+                    Vec::new(),
+                    (0..node.count())
+                        .filter_map(|i| overflow_of(node.value(i)))
+                        .collect::<Vec<_>>(),
+                ),
+            })?;
+            stack.extend(children);
+            for (first, len) in chains {
+                overflow::walk(pages, first, u64::from(len), |page, _| {
+                    doomed.push(page);
+                    Ok(())
+                })?;
+            }
+        }
+        for id in doomed {
+            pages.free(id)?;
+        }
+        Ok(())
+    }
+
+    /// Checks every invariant of the tree (see `check.rs`), returning its statistics.
+    pub fn check<P: Pages>(self, pages: &P) -> Result<TreeStats> {
+        check::check(pages, self.root)
+    }
+}
+
+/// The overflow chain of a value, if it has one.
+fn overflow_of(value: ValueRef<'_>) -> Option<(PageId, u32)> {
+    match value {
+        ValueRef::Inline(_) => None,
+        ValueRef::Overflow { len, first } => Some((first, len)),
+    }
+}
+
+/// The smallest key above every key starting with `prefix`, or `None` when there is none (the
+/// prefix is empty or all `0xFF`).
+#[must_use]
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::MemPages;
+
+    fn key(i: u32) -> Vec<u8> {
+        format!("key{i:06}").into_bytes()
+    }
+
+    /// Long keys that differ only at the end, so separators are long and branches split.
+    fn long_key(i: u32) -> Vec<u8> {
+        format!("{}{i:06}", "x".repeat(190)).into_bytes()
+    }
+
+    #[test]
+    fn put_get_delete_small() {
+        let pages = MemPages::new(4096);
+        let tree = Tree::create(&pages).expect("create");
+        assert_eq!(tree.get(&pages, b"a").expect("get"), None);
+        assert!(!tree.put(&pages, b"a", b"1").expect("put"));
+        assert!(tree.put(&pages, b"a", b"2").expect("put"));
+        assert!(!tree.put(&pages, b"", b"").expect("put"));
+        assert_eq!(tree.get(&pages, b"a").expect("get"), Some(b"2".to_vec()));
+        assert_eq!(tree.get(&pages, b"").expect("get"), Some(Vec::new()));
+        assert!(tree.delete(&pages, b"a").expect("delete"));
+        assert!(!tree.delete(&pages, b"a").expect("delete"));
+        tree.check(&pages).expect("check");
+    }
+
+    #[test]
+    fn many_keys_split_and_merge_back_to_one_leaf() {
+        let pages = MemPages::new(4096);
+        let tree = Tree::create(&pages).expect("create");
+        for i in 0..3000 {
+            tree.put(&pages, &long_key(i * 7919 % 3000), &[7; 40])
+                .expect("put");
+        }
+        let stats = tree.check(&pages).expect("check");
+        assert_eq!(stats.keys, 3000);
+        assert!(stats.depth >= 3, "{stats:?}");
+        for i in 0..3000 {
+            assert_eq!(
+                tree.get(&pages, &long_key(i)).expect("get"),
+                Some(vec![7; 40])
+            );
+        }
+        for i in 0..3000 {
+            assert!(
+                tree.delete(&pages, &long_key(i * 13 % 3000))
+                    .expect("delete")
+            );
+        }
+        let stats = tree.check(&pages).expect("check");
+        assert_eq!(
+            (stats.keys, stats.depth, stats.leaf_pages),
+            (0, 1, 1),
+            "{stats:?}"
+        );
+        assert_eq!(pages.live_pages(), 1, "every page but the root was freed");
+    }
+
+    #[test]
+    fn root_id_never_changes() {
+        let pages = MemPages::new(4096);
+        let tree = Tree::create(&pages).expect("create");
+        let root = tree.root();
+        for i in 0..500 {
+            tree.put(&pages, &key(i), &[1; 100]).expect("put");
+        }
+        assert_eq!(pages.read(root).expect("read").kind(), PageKind::Branch);
+        assert_eq!(
+            Tree::open(root).get(&pages, &key(42)).expect("get"),
+            Some(vec![1; 100])
+        );
+    }
+
+    #[test]
+    fn destroy_frees_every_page() {
+        let pages = MemPages::new(4096);
+        let keep = Tree::create(&pages).expect("create");
+        keep.put(&pages, b"kept", b"value").expect("put");
+        let tree = Tree::create(&pages).expect("create");
+        for i in 0..300 {
+            tree.put(
+                &pages,
+                &long_key(i),
+                &vec![3; usize::try_from(i).expect("small") * 20],
+            )
+            .expect("put");
+        }
+        assert!(tree.check(&pages).expect("check").depth >= 2);
+        tree.destroy(&pages).expect("destroy");
+        assert_eq!(pages.live_pages(), 1);
+        assert_eq!(
+            keep.get(&pages, b"kept").expect("get"),
+            Some(b"value".to_vec())
+        );
+    }
+
+    #[test]
+    fn prefix_end_cases() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+        assert_eq!(prefix_end(b""), None);
+    }
+}
