@@ -10,6 +10,7 @@ compile_error!("tilldb supports Linux only so far; a port adds one io/flush_<os>
 pub mod btree;
 mod checksum;
 mod error;
+pub mod header;
 pub mod io;
 mod options;
 pub mod page;

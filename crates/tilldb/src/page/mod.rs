@@ -24,8 +24,18 @@
 //! `page_lsn` (asserted in the buffer pool).
 
 mod buffer_pool;
+mod guard;
+mod store;
 
 pub use buffer_pool::{Backend, BufferPool, PageRead, PageWrite, PoolStats};
+pub use guard::{
+    BATCH_HEADER_BYTES, Batch, BatchImage, BatchState, DOUBLEWRITE_FILE_NAME, Doublewrite,
+    ENTRIES_MAX, PAGES_MAX_DEFAULT, PageGuard, RestoreAction, RestoreReport, TornPageGuard,
+    restore_torn_pages,
+};
+pub use store::{
+    BATCH_PAGES_MAX, COALESCE_BYTES_MAX, DATA_FILE_NAME, PAGE_COUNT_MAX, PageSlot, PageStore,
+};
 
 use crate::checksum::crc32c_seeded;
 use crate::io::AlignedBuf;
@@ -55,9 +65,12 @@ pub struct PageId(pub u64);
 impl PageId {
     /// The byte offset of this page in the data file.
     #[must_use]
+    ///
+    /// Saturates rather than overflowing: ids read from corrupt bytes can be huge, and the
+    /// caller's range check against the file then refuses them.
     pub fn offset(self, page_bytes: u32) -> u64 {
         assert!(self.0 != 0, "page 0 is never read or written");
-        self.0 * u64::from(page_bytes)
+        self.0.saturating_mul(u64::from(page_bytes))
     }
 }
 

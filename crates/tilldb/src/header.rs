@@ -1,0 +1,638 @@
+//! # Database header format (header version 1)
+//!
+//! `tilldb.meta` in the database directory holds two *slots*, each one 4 KiB unit: slot 0 at
+//! offset 0, slot 1 at offset 4096. Each slot is a complete header; the valid slot with the
+//! higher generation is the header. Little-endian.
+//!
+//! ```text
+//! offset size field
+//!      0    8 magic            "TILLDB01"
+//!      8    4 version          1
+//!     12    4 page_bytes       4096..=65536, a power of two
+//!     16    1 flush_method     1 Fsync · 2 Fdatasync · 3 Dsync · 4 Direct · 5 DirectDsync
+//!                              · 6 NoSync
+//!     17    1 torn_page_guard  1 None · 2 Doublewrite (page/guard.rs)
+//!     18    6 zero             must be zero
+//!     24    8 generation       >= 1; +1 at every write; odd in slot 0, even in slot 1
+//!     32    8 checkpoint_lsn   redo starts here
+//!     40    8 catalog_root     page id of the table catalog B-tree root; 0 = none yet
+//!     48    8 free_head        first page of the free list; 0 = empty
+//!     56    8 page_count       pages the allocator has handed out, page 0 included
+//!     64   64 reserved         eight u64 fields for later versions; must be zero
+//!    128 3964 zero             must be zero
+//!   4092    4 crc32c           over bytes 0..4092, seeded with the slot index (0 or 1)
+//! ```
+//!
+//! A slot is one of ([`SlotState`]):
+//! - `Zero`: all zeros, never written;
+//! - `Torn`: its crc does not match (a torn write, bit rot, or a slot written at the other
+//!   slot's place: the seed catches that);
+//! - `Valid`: crc, magic, version and every field check out;
+//! - anything else (crc matches, fields do not: a newer version, a foreign file) is
+//!   [`Error::Corruption`]: it was written on purpose, so falling back to the other slot
+//!   could silently go back in time.
+//!
+//! Which header counts, one row per case ([`choose_slot`]):
+//!
+//! | slot 0   | slot 1   | result                                             |
+//! |----------|----------|----------------------------------------------------|
+//! | Zero     | Zero     | `None`: no database                                |
+//! | Valid    | Zero/Torn| slot 0                                             |
+//! | Zero/Torn| Valid    | slot 1                                             |
+//! | Valid a  | Valid b  | the higher generation; equal is corruption         |
+//! | Torn     | Torn     | corruption at offset 0: neither slot validates     |
+//! | Zero     | Torn     | corruption at the torn slot (the only header lost) |
+//! | Torn     | Zero     | the same                                           |
+//!
+//! # Writing ([`HeaderFile::write`])
+//!
+//! A write goes to the slot *not* holding the newest valid header, with the next generation,
+//! then flushes. So the newest valid header is never overwritten: a crash during the write
+//! leaves it readable, and the torn slot loses the comparison. Each write is its own flush;
+//! writing both slots in one flush could tear both (a test demonstrates it).
+//!
+//! [`HeaderFile::create`] writes the first header (generation 1, slot 0) to a temporary file,
+//! flushes it, and renames it into place: `tilldb.meta` either does not exist or holds a
+//! valid header, so an all-zero or half-written first header never looks like a database.
+
+use crate::FlushMethod;
+use crate::checksum::crc32c_seeded;
+use crate::error::{Error, IoOp, Result};
+use crate::io::{AlignedBuf, Storage, StorageFile};
+use crate::page::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageId, TornPageGuard};
+use crate::wal::Lsn;
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+
+/// The header file's name in the database directory.
+pub const HEADER_FILE_NAME: &str = "tilldb.meta";
+/// Where [`HeaderFile::create`] writes the first header before renaming it into place.
+pub const HEADER_TEMP_FILE_NAME: &str = "tilldb.meta.tmp";
+
+/// Bytes of one slot.
+pub const SLOT_BYTES: usize = 4096;
+/// Slots in the file.
+pub const SLOT_COUNT: usize = 2;
+
+const MAGIC: [u8; 8] = *b"TILLDB01";
+const VERSION: u32 = 1;
+const MAGIC_OFFSET: usize = 0;
+const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
+const PAGE_BYTES_OFFSET: usize = VERSION_OFFSET + size_of::<u32>();
+const FLUSH_METHOD_OFFSET: usize = PAGE_BYTES_OFFSET + size_of::<u32>();
+const GUARD_OFFSET: usize = FLUSH_METHOD_OFFSET + 1;
+const ZERO_OFFSET: usize = GUARD_OFFSET + 1;
+const GENERATION_OFFSET: usize = ZERO_OFFSET + 6;
+const CHECKPOINT_LSN_OFFSET: usize = GENERATION_OFFSET + size_of::<u64>();
+const CATALOG_ROOT_OFFSET: usize = CHECKPOINT_LSN_OFFSET + size_of::<u64>();
+const FREE_HEAD_OFFSET: usize = CATALOG_ROOT_OFFSET + size_of::<u64>();
+const PAGE_COUNT_OFFSET: usize = FREE_HEAD_OFFSET + size_of::<u64>();
+const RESERVED_OFFSET: usize = PAGE_COUNT_OFFSET + size_of::<u64>();
+/// Reserved u64 fields, zero in version 1.
+pub const RESERVED_FIELDS: usize = 8;
+const TAIL_OFFSET: usize = RESERVED_OFFSET + RESERVED_FIELDS * size_of::<u64>();
+const CRC_OFFSET: usize = SLOT_BYTES - size_of::<u32>();
+const _: () = assert!(GENERATION_OFFSET == 24);
+const _: () = assert!(RESERVED_OFFSET == 64);
+const _: () = assert!(TAIL_OFFSET == 128);
+const _: () = assert!(
+    SLOT_BYTES.is_multiple_of(AlignedBuf::ALIGN),
+    "slots suit direct I/O"
+);
+
+/// The decoded header: the database's fixed parameters and its last checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub page_bytes: u32,
+    pub flush_method: FlushMethod,
+    pub torn_page_guard: TornPageGuard,
+    /// Set by [`HeaderFile::write`]; what callers pass in is ignored.
+    pub generation: u64,
+    /// Redo starts here.
+    pub checkpoint_lsn: Lsn,
+    /// Root of the table catalog B-tree; `PageId(0)` before it exists.
+    pub catalog_root: PageId,
+    /// First page of the free list; `PageId(0)` when empty.
+    pub free_head: PageId,
+    /// Pages the allocator has handed out, page 0 included.
+    pub page_count: u64,
+}
+
+/// What one slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotState {
+    /// All zeros: never written.
+    Zero,
+    /// The crc does not match: torn or rotted.
+    Torn,
+    Valid(Header),
+}
+
+/// The slot generation `generation` is written to: 1 goes to slot 0 (by
+/// [`HeaderFile::create`]) and each write to the other slot, so odd to 0 and even to 1.
+#[must_use]
+pub fn slot_of_generation(generation: u64) -> usize {
+    assert!(generation >= 1, "generation 0 is never written");
+    usize::from(generation.is_multiple_of(2))
+}
+
+/// The code stored for a flush method.
+#[must_use]
+pub fn flush_method_code(method: FlushMethod) -> u8 {
+    match method {
+        FlushMethod::Fsync => 1,
+        FlushMethod::Fdatasync => 2,
+        FlushMethod::Dsync => 3,
+        FlushMethod::Direct => 4,
+        FlushMethod::DirectDsync => 5,
+        FlushMethod::NoSync => 6,
+    }
+}
+
+/// The flush method a stored code stands for, if any.
+#[must_use]
+pub fn flush_method_from_code(code: u8) -> Option<FlushMethod> {
+    match code {
+        1 => Some(FlushMethod::Fsync),
+        2 => Some(FlushMethod::Fdatasync),
+        3 => Some(FlushMethod::Dsync),
+        4 => Some(FlushMethod::Direct),
+        5 => Some(FlushMethod::DirectDsync),
+        6 => Some(FlushMethod::NoSync),
+        _ => None,
+    }
+}
+
+impl Header {
+    /// Panics unless the fields are ones tilldb could have written.
+    fn check(&self) {
+        assert!(
+            self.page_bytes.is_power_of_two(),
+            "page size {}",
+            self.page_bytes
+        );
+        assert!((PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&self.page_bytes));
+        assert!(self.generation >= 1, "generation 0 is never written");
+        assert!(self.page_count >= 1, "page 0 always exists");
+        assert!(
+            self.catalog_root.0 < self.page_count,
+            "catalog root past page_count"
+        );
+        assert!(
+            self.free_head.0 < self.page_count,
+            "free head past page_count"
+        );
+    }
+
+    /// The header as slot `slot`'s bytes.
+    #[must_use]
+    pub fn encode(&self, slot: usize) -> AlignedBuf {
+        assert!(slot < SLOT_COUNT, "slot {slot}");
+        self.check();
+        assert_eq!(
+            slot_of_generation(self.generation),
+            slot,
+            "generation in the wrong slot"
+        );
+        let mut b = AlignedBuf::zeroed(SLOT_BYTES);
+        b[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&MAGIC);
+        b[VERSION_OFFSET..PAGE_BYTES_OFFSET].copy_from_slice(&VERSION.to_le_bytes());
+        b[PAGE_BYTES_OFFSET..FLUSH_METHOD_OFFSET].copy_from_slice(&self.page_bytes.to_le_bytes());
+        b[FLUSH_METHOD_OFFSET] = flush_method_code(self.flush_method);
+        b[GUARD_OFFSET] = self.torn_page_guard.code();
+        let fields = [
+            (GENERATION_OFFSET, self.generation),
+            (CHECKPOINT_LSN_OFFSET, self.checkpoint_lsn.0),
+            (CATALOG_ROOT_OFFSET, self.catalog_root.0),
+            (FREE_HEAD_OFFSET, self.free_head.0),
+            (PAGE_COUNT_OFFSET, self.page_count),
+        ];
+        for (offset, value) in fields {
+            b[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
+        }
+        let crc = crc32c_seeded(slot as u64, &[&b[..CRC_OFFSET]]);
+        b[CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(Header::decode(&b, slot), Ok(SlotState::Valid(*self)));
+        b
+    }
+
+    /// Decodes slot `slot`'s bytes. `Err((offset in the slot, what))` when the crc matches but
+    /// the fields do not (see the module doc).
+    pub fn decode(bytes: &[u8], slot: usize) -> Result<SlotState, (usize, &'static str)> {
+        assert!(slot < SLOT_COUNT, "slot {slot}");
+        assert_eq!(bytes.len(), SLOT_BYTES);
+        if bytes.iter().all(|&b| b == 0) {
+            return Ok(SlotState::Zero);
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
+        if u32_at(CRC_OFFSET) != crc32c_seeded(slot as u64, &[&bytes[..CRC_OFFSET]]) {
+            return Ok(SlotState::Torn);
+        }
+        if bytes[MAGIC_OFFSET..VERSION_OFFSET] != MAGIC {
+            return Err((MAGIC_OFFSET, "not a tilldb database header (bad magic)"));
+        }
+        if u32_at(VERSION_OFFSET) != VERSION {
+            return Err((VERSION_OFFSET, "header version not supported by this build"));
+        }
+        let page_bytes = u32_at(PAGE_BYTES_OFFSET);
+        if !page_bytes.is_power_of_two() || !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes)
+        {
+            return Err((PAGE_BYTES_OFFSET, "header page size impossible"));
+        }
+        let flush_method = flush_method_from_code(bytes[FLUSH_METHOD_OFFSET])
+            .ok_or((FLUSH_METHOD_OFFSET, "header flush method unknown"))?;
+        let torn_page_guard = TornPageGuard::from_code(bytes[GUARD_OFFSET])
+            .ok_or((GUARD_OFFSET, "header torn-page guard unknown"))?;
+        if bytes[ZERO_OFFSET..GENERATION_OFFSET]
+            .iter()
+            .any(|&b| b != 0)
+        {
+            return Err((ZERO_OFFSET, "header zero bytes not zero"));
+        }
+        if bytes[RESERVED_OFFSET..CRC_OFFSET].iter().any(|&b| b != 0) {
+            return Err((RESERVED_OFFSET, "header reserved bytes not zero"));
+        }
+        let header = Header {
+            page_bytes,
+            flush_method,
+            torn_page_guard,
+            generation: u64_at(GENERATION_OFFSET),
+            checkpoint_lsn: Lsn(u64_at(CHECKPOINT_LSN_OFFSET)),
+            catalog_root: PageId(u64_at(CATALOG_ROOT_OFFSET)),
+            free_head: PageId(u64_at(FREE_HEAD_OFFSET)),
+            page_count: u64_at(PAGE_COUNT_OFFSET),
+        };
+        if header.generation == 0 {
+            return Err((GENERATION_OFFSET, "header generation zero"));
+        }
+        if slot_of_generation(header.generation) != slot {
+            return Err((GENERATION_OFFSET, "header generation in the wrong slot"));
+        }
+        if header.page_count == 0 {
+            return Err((PAGE_COUNT_OFFSET, "header page count zero"));
+        }
+        if header.catalog_root.0 >= header.page_count {
+            return Err((
+                CATALOG_ROOT_OFFSET,
+                "header catalog root past the page count",
+            ));
+        }
+        if header.free_head.0 >= header.page_count {
+            return Err((
+                FREE_HEAD_OFFSET,
+                "header free-list head past the page count",
+            ));
+        }
+        Ok(SlotState::Valid(header))
+    }
+}
+
+/// The table at the top of the file: which slot holds the header. `Ok(None)`: no database.
+/// `Err((file offset, what))`: neither slot can be used.
+pub fn choose_slot(
+    slots: [SlotState; SLOT_COUNT],
+) -> Result<Option<(usize, Header)>, (u64, &'static str)> {
+    let slot_offset = |slot: usize| (slot * SLOT_BYTES) as u64;
+    match slots {
+        [SlotState::Zero, SlotState::Zero] => Ok(None),
+        [SlotState::Valid(h), SlotState::Zero | SlotState::Torn] => Ok(Some((0, h))),
+        [SlotState::Zero | SlotState::Torn, SlotState::Valid(h)] => Ok(Some((1, h))),
+        [SlotState::Valid(a), SlotState::Valid(b)] => match a.generation.cmp(&b.generation) {
+            Ordering::Greater => Ok(Some((0, a))),
+            Ordering::Less => Ok(Some((1, b))),
+            Ordering::Equal => Err((
+                slot_offset(1) + GENERATION_OFFSET as u64,
+                "both header slots hold the same generation",
+            )),
+        },
+        [SlotState::Torn, SlotState::Torn] => Err((
+            slot_offset(0),
+            "neither header slot validates (torn or corrupt)",
+        )),
+        [SlotState::Zero, SlotState::Torn] => Err((
+            slot_offset(1),
+            "the only header slot written does not validate",
+        )),
+        [SlotState::Torn, SlotState::Zero] => Err((
+            slot_offset(0),
+            "the only header slot written does not validate",
+        )),
+    }
+}
+
+/// `tilldb.meta`, open, with the slot holding the newest valid header.
+#[derive(Debug)]
+pub struct HeaderFile {
+    path: PathBuf,
+    file: Box<dyn StorageFile>,
+    /// The slot holding the newest valid header, and that header.
+    newest: (usize, Header),
+    /// A write or flush failed. The newest valid header is still intact, but what the other
+    /// slot holds is unknown until reopen.
+    poisoned: bool,
+}
+
+impl HeaderFile {
+    /// Creates `tilldb.meta` in `dir` holding `header` as generation 1 in slot 0, by way of a
+    /// temporary file renamed into place, and makes it and its name durable. Fails if
+    /// `tilldb.meta` exists. Returns the header as written.
+    pub fn create(
+        storage: &dyn Storage,
+        dir: &Path,
+        method: FlushMethod,
+        header: &Header,
+    ) -> Result<(HeaderFile, Header)> {
+        let path = dir.join(HEADER_FILE_NAME);
+        let temp = dir.join(HEADER_TEMP_FILE_NAME);
+        if storage.exists(&path)? {
+            return Err(Error::io(IoOp::Create, path, rustix::io::Errno::EXIST));
+        }
+        if storage.exists(&temp)? {
+            // Left by a create that crashed before its rename: never a database.
+            storage.remove(&temp)?;
+        }
+        let first = Header {
+            generation: 1,
+            ..*header
+        };
+        let file = storage.create(&temp, method)?;
+        file.allocate_zeroed(0, (SLOT_COUNT * SLOT_BYTES) as u64)?;
+        file.write_at(&first.encode(0), 0)?;
+        file.flush()?;
+        drop(file);
+        storage.rename(&temp, &path)?;
+        storage.flush_dir(dir)?;
+        let file = storage.open(&path, method)?;
+        let header_file = HeaderFile {
+            path,
+            file,
+            newest: (0, first),
+            poisoned: false,
+        };
+        header_file.check_invariants();
+        Ok((header_file, first))
+    }
+
+    /// Opens `tilldb.meta` in `dir` and reads the header. `Ok(None)` when both slots are all
+    /// zeros: no database (never the result of [`HeaderFile::create`]).
+    pub fn open(
+        storage: &dyn Storage,
+        dir: &Path,
+        method: FlushMethod,
+    ) -> Result<Option<(HeaderFile, Header)>> {
+        let path = dir.join(HEADER_FILE_NAME);
+        let file = storage.open(&path, method)?;
+        let Some((slot, header)) = read_slots(&*file, &path)? else {
+            return Ok(None);
+        };
+        let header_file = HeaderFile {
+            path,
+            file,
+            newest: (slot, header),
+            poisoned: false,
+        };
+        header_file.check_invariants();
+        Ok(Some((header_file, header)))
+    }
+
+    /// Reads both slots again and returns the header with the slot it came from.
+    pub fn read(&self) -> Result<Option<(usize, Header)>> {
+        read_slots(&*self.file, &self.path)
+    }
+
+    /// The newest valid header and its slot, as last read or written.
+    #[must_use]
+    pub fn newest(&self) -> (usize, Header) {
+        self.newest
+    }
+
+    /// The header file's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `header` with the next generation into the slot not holding the newest valid
+    /// header, then flushes. Returns the header as written. Page size and guard never change;
+    /// the checkpoint lsn and page count never go backwards.
+    pub fn write(&mut self, header: &Header) -> Result<Header> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let (slot, newest) = self.newest;
+        assert_eq!(
+            header.page_bytes, newest.page_bytes,
+            "page size never changes"
+        );
+        assert_eq!(
+            header.torn_page_guard, newest.torn_page_guard,
+            "guard never changes"
+        );
+        assert!(
+            header.checkpoint_lsn >= newest.checkpoint_lsn,
+            "checkpoint lsn going backwards: {} -> {}",
+            newest.checkpoint_lsn,
+            header.checkpoint_lsn
+        );
+        assert!(
+            header.page_count >= newest.page_count,
+            "page count going backwards"
+        );
+        let target = 1 - slot;
+        assert_ne!(target, slot, "never overwrite the newest valid header");
+        let written = Header {
+            generation: newest.generation + 1,
+            ..*header
+        };
+        assert_eq!(slot_of_generation(written.generation), target);
+        let result = self
+            .file
+            .write_at(&written.encode(target), (target * SLOT_BYTES) as u64)
+            .and_then(|()| self.file.flush());
+        if let Err(err) = result {
+            self.poisoned = true;
+            return Err(err);
+        }
+        self.newest = (target, written);
+        self.check_invariants();
+        Ok(written)
+    }
+
+    /// Panics if the state is inconsistent.
+    pub fn check_invariants(&self) {
+        let (slot, header) = self.newest;
+        assert!(slot < SLOT_COUNT);
+        header.check();
+        // Checked by `Header::decode` for headers read, by `write` for headers written.
+        assert_eq!(
+            slot,
+            slot_of_generation(header.generation),
+            "generation {} in slot {slot}",
+            header.generation
+        );
+    }
+}
+
+/// Reads both slots of `file` and chooses one ([`choose_slot`]).
+fn read_slots(file: &dyn StorageFile, path: &Path) -> Result<Option<(usize, Header)>> {
+    let mut buf = AlignedBuf::zeroed(SLOT_COUNT * SLOT_BYTES);
+    let n = file.read_at(&mut buf, 0)?;
+    assert!(n <= buf.len());
+    // A short file reads as zero-padded: a slot never written is zeros either way.
+    let corrupt = |offset: u64, what| Error::Corruption {
+        file: path.to_path_buf(),
+        offset,
+        what,
+    };
+    let mut slots = [SlotState::Zero; SLOT_COUNT];
+    for (slot, state) in slots.iter_mut().enumerate() {
+        let bytes = &buf[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES];
+        *state = Header::decode(bytes, slot)
+            .map_err(|(offset, what)| corrupt((slot * SLOT_BYTES + offset) as u64, what))?;
+    }
+    choose_slot(slots).map_err(|(offset, what)| corrupt(offset, what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(generation: u64) -> Header {
+        Header {
+            page_bytes: 16384,
+            flush_method: FlushMethod::Fdatasync,
+            torn_page_guard: TornPageGuard::Doublewrite,
+            generation,
+            checkpoint_lsn: Lsn(4096),
+            catalog_root: PageId(1),
+            free_head: PageId(0),
+            page_count: 9,
+        }
+    }
+
+    #[test]
+    fn golden_slot() {
+        let slot = header(4).encode(1);
+        let hex: Vec<String> = slot[..TAIL_OFFSET]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let hex = hex.concat();
+        assert_eq!(
+            hex,
+            "54494c4c44423031010000000040000002020000000000000400000000000000\
+             0010000000000000010000000000000000000000000000000900000000000000\
+             0000000000000000000000000000000000000000000000000000000000000000\
+             0000000000000000000000000000000000000000000000000000000000000000"
+        );
+        assert!(slot[TAIL_OFFSET..CRC_OFFSET].iter().all(|&b| b == 0));
+        let crc = u32::from_le_bytes(slot[CRC_OFFSET..].try_into().expect("4 bytes"));
+        assert_eq!(crc, crc32c_seeded(1, &[&slot[..CRC_OFFSET]]));
+    }
+
+    #[test]
+    fn round_trip_in_each_slot_and_the_slot_seed_catches_a_swap() {
+        for slot in 0..SLOT_COUNT {
+            let generation = 5 + slot as u64;
+            let bytes = header(generation).encode(slot);
+            assert_eq!(
+                Header::decode(&bytes, slot),
+                Ok(SlotState::Valid(header(generation)))
+            );
+            assert_eq!(Header::decode(&bytes, 1 - slot), Ok(SlotState::Torn));
+        }
+        assert_eq!(Header::decode(&[0; SLOT_BYTES], 0), Ok(SlotState::Zero));
+    }
+
+    #[test]
+    fn every_bit_flip_of_a_slot_is_torn() {
+        for slot in 0..SLOT_COUNT {
+            let good = header(1 + slot as u64).encode(slot);
+            for bit in 0..SLOT_BYTES * 8 {
+                let mut bad = good.clone();
+                bad[bit / 8] ^= 1 << (bit % 8);
+                assert_eq!(
+                    Header::decode(&bad, slot),
+                    Ok(SlotState::Torn),
+                    "slot {slot} bit {bit}"
+                );
+            }
+        }
+    }
+
+    /// Rewrites `bytes` with a fresh crc, so a bad field is seen past the crc check.
+    fn with_crc(mut bytes: AlignedBuf, slot: usize) -> AlignedBuf {
+        let crc = crc32c_seeded(slot as u64, &[&bytes[..CRC_OFFSET]]);
+        bytes[CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn bad_fields_under_a_good_crc_are_corruption_not_a_fallback() {
+        let cases: [(usize, u8, usize); 9] = [
+            (MAGIC_OFFSET, b'X', MAGIC_OFFSET),
+            (VERSION_OFFSET, 2, VERSION_OFFSET),
+            (PAGE_BYTES_OFFSET + 1, 0x41, PAGE_BYTES_OFFSET),
+            (FLUSH_METHOD_OFFSET, 9, FLUSH_METHOD_OFFSET),
+            (GUARD_OFFSET, 0, GUARD_OFFSET),
+            (ZERO_OFFSET + 3, 1, ZERO_OFFSET),
+            (RESERVED_OFFSET + 60, 1, RESERVED_OFFSET),
+            (CATALOG_ROOT_OFFSET, 200, CATALOG_ROOT_OFFSET),
+            (GENERATION_OFFSET, 2, GENERATION_OFFSET),
+        ];
+        for (at, value, want) in cases {
+            let mut bytes = header(3).encode(0);
+            bytes[at] = value;
+            let bytes = with_crc(bytes, 0);
+            match Header::decode(&bytes, 0) {
+                Err((offset, _)) => assert_eq!(offset, want, "byte {at}"),
+                other => panic!("byte {at}: {other:?}"),
+            }
+        }
+    }
+
+    /// (slots, the chosen slot or the file offset of the corruption)
+    type Row = ([SlotState; 2], Result<Option<usize>, u64>);
+
+    #[test]
+    fn choose_slot_every_combination() {
+        use SlotState::{Torn, Valid, Zero};
+        let (h1, h2) = (header(1), header(2));
+        let rows: [Row; 12] = [
+            ([Zero, Zero], Ok(None)),
+            ([Zero, Torn], Err(4096)),
+            ([Torn, Zero], Err(0)),
+            ([Torn, Torn], Err(0)),
+            ([Valid(h1), Zero], Ok(Some(0))),
+            ([Valid(h1), Torn], Ok(Some(0))),
+            ([Zero, Valid(h2)], Ok(Some(1))),
+            ([Torn, Valid(h2)], Ok(Some(1))),
+            ([Valid(h1), Valid(h2)], Ok(Some(1))),
+            ([Valid(h2), Valid(h1)], Ok(Some(0))),
+            ([Valid(h2), Valid(h2)], Err(4096 + 24)),
+            ([Valid(header(7)), Valid(header(6))], Ok(Some(0))),
+        ];
+        for (slots, want) in rows {
+            let got = choose_slot(slots)
+                .map(|c| c.map(|(slot, _)| slot))
+                .map_err(|(offset, _)| offset);
+            assert_eq!(got, want, "{slots:?}");
+        }
+    }
+
+    #[test]
+    fn flush_method_codes_round_trip() {
+        for method in FlushMethod::DURABLE
+            .into_iter()
+            .chain([FlushMethod::NoSync])
+        {
+            assert_eq!(
+                flush_method_from_code(flush_method_code(method)),
+                Some(method)
+            );
+        }
+        assert_eq!(flush_method_from_code(0), None);
+        assert_eq!(flush_method_from_code(7), None);
+    }
+}

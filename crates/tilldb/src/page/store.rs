@@ -1,0 +1,598 @@
+//! # Data file layout (data file version 1)
+//!
+//! The data file is `data.tdb` in the database directory: an array of page places, page `n` at
+//! offset `n * page_bytes`. Each place holds a page in the format of `page/mod.rs`, or zeros.
+//!
+//! ```text
+//! offset                    size        holds
+//!      0                    page_bytes  page 0: never used, always zeros (0 means "no page")
+//!      1 * page_bytes       page_bytes  page 1
+//!      n * page_bytes       page_bytes  page n
+//!      page_count * pb      -           end of the file (a torn extension may leave a partial
+//!                                       place here; it reads as zeros + whatever landed)
+//! ```
+//!
+//! What a read of page `n` finds, and what [`PageStore::read`] returns for it:
+//!
+//! | bytes at `n * page_bytes`                      | [`PageSlot`]  | `read`                  |
+//! |------------------------------------------------|---------------|-------------------------|
+//! | past the end of the file                       | `Missing`     | `Ok(None)`              |
+//! | all zeros (allocated, never written)           | `Unwritten`   | `Ok(None)`              |
+//! | a valid page with id `n`                       | `Valid`       | `Ok(Some(page))`        |
+//! | anything else (torn, bit flips, misdirected)   | `Invalid`     | `Err(Corruption)` naming the file and offset `n * page_bytes` |
+//!
+//! A place cut short by the end of the file is read as if padded with zeros: it is `Unwritten`
+//! if what exists is zeros, and `Invalid` otherwise (a valid page is never cut short).
+//!
+//! Rules, each asserted where it is enforced:
+//! - The file grows only through [`PageStore::extend_to`], which writes zeros and flushes, so
+//!   a later overwrite plus `fdatasync` has no metadata to write. A page is written only into a
+//!   place that exists (`id < page_count`), so only into zeros made durable.
+//! - Hence garbage can sit only past the last extension that returned: a power cut during
+//!   `extend_to` may land its zeros torn (TESTPLAN F2 writes garbage into sectors being
+//!   written). No page there was ever allocated, so nothing refers to it; the engine formats a
+//!   page past its durable page count before reading it, and must not report such a place
+//!   as corruption.
+//! - Every buffer is an [`AlignedBuf`] and every offset a multiple of `page_bytes`, itself a
+//!   multiple of the direct-I/O alignment, so the direct flush methods work.
+//! - A failed write or flush poisons the store: every later write and flush returns
+//!   [`Error::Poisoned`] (a flush is never retried; recovery runs at reopen). Reads go on.
+
+use super::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageBuf, PageFault, PageId};
+use crate::FlushMethod;
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, Storage, StorageFile, parent_dir};
+use std::path::{Path, PathBuf};
+
+/// The data file's name in the database directory.
+pub const DATA_FILE_NAME: &str = "data.tdb";
+
+/// Most bytes one coalesced write carries. Copying adjacent pages into one buffer is cheaper
+/// than a system call each up to about this size; beyond it the copy stops paying.
+pub const COALESCE_BYTES_MAX: usize = 1 << 20;
+const _: () = assert!(COALESCE_BYTES_MAX >= PAGE_BYTES_MAX as usize);
+
+/// Most pages one [`PageStore::write_batch`] takes; more is a runaway caller.
+pub const BATCH_PAGES_MAX: usize = 1 << 16;
+
+/// Most pages a data file may hold: 2^40 places, so `id * page_bytes` never overflows a u64.
+pub const PAGE_COUNT_MAX: u64 = 1 << 40;
+const _: () = assert!(PAGE_COUNT_MAX.checked_mul(PAGE_BYTES_MAX as u64).is_some());
+
+/// What the place of one page holds (see the table at the top of the file).
+#[derive(Debug, Clone)]
+pub enum PageSlot {
+    /// Past the end of the file.
+    Missing,
+    /// All zeros: allocated, never written.
+    Unwritten,
+    /// A valid page.
+    Valid(PageBuf),
+    /// Bytes that are not a valid page of this id.
+    Invalid(PageFault),
+}
+
+/// The data file: pages read and written in place at `id * page_bytes`.
+#[derive(Debug)]
+pub struct PageStore {
+    path: PathBuf,
+    file: Box<dyn StorageFile>,
+    page_bytes: u32,
+    /// Whole page places in the file, page 0 included. Only grows.
+    page_count: u64,
+    /// A write or flush failed; see the module rules.
+    poisoned: bool,
+    /// Reused for coalesced writes; allocated on first use.
+    scratch: Option<AlignedBuf>,
+}
+
+impl PageStore {
+    /// Creates `data.tdb` in `dir` holding only page 0 (zeros), flushes it and its directory
+    /// entry. Fails if the file exists.
+    pub fn create(
+        storage: &dyn Storage,
+        dir: &Path,
+        method: FlushMethod,
+        page_bytes: u32,
+    ) -> Result<PageStore> {
+        let path = dir.join(DATA_FILE_NAME);
+        let file = storage.create(&path, method)?;
+        let mut store = PageStore::new(path, file, page_bytes, 0);
+        store.extend_to(1)?;
+        storage.flush_dir(&parent_dir(&store.path))?;
+        assert_eq!(store.page_count, 1);
+        store.check_invariants();
+        Ok(store)
+    }
+
+    /// Opens the existing `data.tdb` in `dir`. A trailing partial place (a torn extension) is
+    /// not counted in [`PageStore::page_count`]; the next [`PageStore::extend_to`] zeroes it.
+    pub fn open(
+        storage: &dyn Storage,
+        dir: &Path,
+        method: FlushMethod,
+        page_bytes: u32,
+    ) -> Result<PageStore> {
+        let path = dir.join(DATA_FILE_NAME);
+        let file = storage.open(&path, method)?;
+        let len = file.len()?;
+        let page_count = len / u64::from(page_bytes);
+        if page_count > PAGE_COUNT_MAX {
+            return Err(Error::Corruption {
+                file: path,
+                offset: len,
+                what: "data file longer than the most pages tilldb addresses",
+            });
+        }
+        let store = PageStore::new(path, file, page_bytes, page_count);
+        store.check_invariants();
+        Ok(store)
+    }
+
+    fn new(path: PathBuf, file: Box<dyn StorageFile>, page_bytes: u32, count: u64) -> Self {
+        assert!(
+            page_bytes.is_power_of_two(),
+            "page size {page_bytes} is not a power of two"
+        );
+        assert!(
+            (PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes),
+            "page size {page_bytes} out of range"
+        );
+        if let Some(align) = file.direct_align() {
+            // Guaranteed by `IoGeometry` at open; a failure here is a bug, not a bad device.
+            assert!(
+                page_bytes.is_multiple_of(align),
+                "page size {page_bytes} is not a multiple of the direct-I/O alignment {align}"
+            );
+        }
+        PageStore {
+            path,
+            file,
+            page_bytes,
+            page_count: count,
+            poisoned: false,
+            scratch: None,
+        }
+    }
+
+    /// The data file's path, as errors name it.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The page size.
+    #[must_use]
+    pub fn page_bytes(&self) -> u32 {
+        self.page_bytes
+    }
+
+    /// Whole page places in the file, page 0 included: pages `1..page_count` can be written.
+    #[must_use]
+    pub fn page_count(&self) -> u64 {
+        self.page_count
+    }
+
+    /// True once a write or flush has failed.
+    #[must_use]
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// Reads page `id`: `None` if it was never written or lies past the end of the file.
+    /// Bytes that are not a valid page are [`Error::Corruption`], never returned as data.
+    pub fn read(&self, id: PageId) -> Result<Option<PageBuf>> {
+        match self.inspect(id)? {
+            PageSlot::Missing | PageSlot::Unwritten => Ok(None),
+            PageSlot::Valid(page) => Ok(Some(page)),
+            PageSlot::Invalid(fault) => Err(Error::Corruption {
+                file: self.path.clone(),
+                offset: id.offset(self.page_bytes),
+                what: fault.what(),
+            }),
+        }
+    }
+
+    /// Reads the place of page `id` and says what it holds, invalid pages included (for torn
+    /// page repair and checks).
+    pub fn inspect(&self, id: PageId) -> Result<PageSlot> {
+        let offset = id.offset(self.page_bytes);
+        let mut buf = AlignedBuf::zeroed(self.page_bytes as usize);
+        let n = self.file.read_at(&mut buf, offset)?;
+        assert!(n <= buf.len(), "read_at returned more than asked");
+        if n == 0 {
+            if id.0 < self.page_count {
+                // Only someone else can shrink the file: tilldb never truncates it.
+                return Err(Error::Corruption {
+                    file: self.path.clone(),
+                    offset,
+                    what: "data file shorter than its page count (truncated while open?)",
+                });
+            }
+            return Ok(PageSlot::Missing);
+        }
+        // Fewer bytes only at the end of the file: the rest of `buf` is still zero, as if the
+        // place were padded (see the module table).
+        debug_assert!(buf[n..].iter().all(|&b| b == 0));
+        Ok(match PageBuf::from_bytes(id, buf) {
+            Ok(None) => PageSlot::Unwritten,
+            Ok(Some(page)) => {
+                assert_eq!(page.id(), id);
+                PageSlot::Valid(page)
+            }
+            Err(fault) => PageSlot::Invalid(fault),
+        })
+    }
+
+    /// Seals `page` and writes it in place. Durable after the next [`PageStore::flush`].
+    pub fn write(&mut self, page: &mut PageBuf) -> Result<()> {
+        self.check_writable()?;
+        self.check_page(page);
+        let offset = page.id().offset(self.page_bytes);
+        let result = self.file.write_at(page.seal(), offset);
+        self.poison_on_error(result)
+    }
+
+    /// Seals `pages`, sorts them by id and writes each in place, adjacent pages coalesced into
+    /// one write of up to [`COALESCE_BYTES_MAX`]. Durable after the next [`PageStore::flush`].
+    /// Two pages with one id in a batch is a bug (which would win?) and panics.
+    pub fn write_batch(&mut self, pages: &mut [PageBuf]) -> Result<()> {
+        self.check_writable()?;
+        assert!(
+            pages.len() <= BATCH_PAGES_MAX,
+            "batch of {} pages exceeds {BATCH_PAGES_MAX}",
+            pages.len()
+        );
+        pages.sort_unstable_by_key(PageBuf::id);
+        for pair in pages.windows(2) {
+            assert!(
+                pair[0].id() != pair[1].id(),
+                "{} twice in one batch",
+                pair[0].id()
+            );
+        }
+        for page in pages.iter_mut() {
+            self.check_page(page);
+            page.seal();
+        }
+        let run_pages_max = COALESCE_BYTES_MAX / self.page_bytes as usize;
+        let mut start = 0;
+        let mut writes = 0;
+        while start < pages.len() {
+            let mut end = start + 1;
+            while end < pages.len()
+                && end - start < run_pages_max
+                && pages[end].id().0 == pages[end - 1].id().0 + 1
+            {
+                end += 1;
+            }
+            let result = self.write_run(&pages[start..end]);
+            self.poison_on_error(result)?;
+            start = end;
+            writes += 1;
+            assert!(writes <= pages.len(), "more writes than pages");
+        }
+        assert_eq!(start, pages.len());
+        Ok(())
+    }
+
+    /// Writes sealed pages with consecutive ids in one write.
+    fn write_run(&mut self, run: &[PageBuf]) -> Result<()> {
+        assert!(!run.is_empty());
+        let offset = run[0].id().offset(self.page_bytes);
+        if let [page] = run {
+            return self.file.write_at(page.bytes(), offset);
+        }
+        let page_bytes = self.page_bytes as usize;
+        let run_bytes = run.len() * page_bytes;
+        assert!(run_bytes <= COALESCE_BYTES_MAX, "run of {run_bytes} bytes");
+        let scratch = self
+            .scratch
+            .get_or_insert_with(|| AlignedBuf::zeroed(COALESCE_BYTES_MAX));
+        for (i, page) in run.iter().enumerate() {
+            assert_eq!(page.id().0, run[0].id().0 + i as u64, "run is consecutive");
+            scratch[i * page_bytes..(i + 1) * page_bytes].copy_from_slice(page.bytes());
+        }
+        self.file.write_at(&scratch[..run_bytes], offset)
+    }
+
+    /// Makes every write so far durable, as the file's flush method does it.
+    pub fn flush(&mut self) -> Result<()> {
+        self.check_writable()?;
+        let result = self.file.flush();
+        self.poison_on_error(result)
+    }
+
+    /// Grows the file to `count` page places by writing zeros and flushes them, so the new
+    /// places are durable zeros before any page is written there, and later overwrites plus
+    /// `fdatasync` have no metadata to write. A partial place at the old end is zeroed too.
+    /// Never shrinks. Grow in large steps: each call is a flush.
+    pub fn extend_to(&mut self, count: u64) -> Result<()> {
+        self.check_writable()?;
+        assert!(
+            count <= PAGE_COUNT_MAX,
+            "{count} pages exceed {PAGE_COUNT_MAX}"
+        );
+        if count <= self.page_count {
+            return Ok(());
+        }
+        let page_bytes = u64::from(self.page_bytes);
+        let offset = self.page_count * page_bytes;
+        let len = (count - self.page_count) * page_bytes;
+        let result = self.file.allocate_zeroed(offset, len);
+        self.poison_on_error(result)?;
+        self.flush()?;
+        self.page_count = count;
+        debug_assert!(self.file.len().is_ok_and(|l| l >= count * page_bytes));
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        Ok(())
+    }
+
+    /// Panics unless `page` belongs in this file: its size, and a place that exists.
+    fn check_page(&self, page: &PageBuf) {
+        assert_eq!(
+            page.page_bytes(),
+            self.page_bytes as usize,
+            "{} has the wrong size for {}",
+            page.id(),
+            self.path.display()
+        );
+        assert!(page.id().0 != 0, "page 0 is never written");
+        assert!(
+            page.id().0 < self.page_count,
+            "{} is past the end ({} pages): extend_to first",
+            page.id(),
+            self.page_count
+        );
+    }
+
+    fn poison_on_error(&mut self, result: Result<()>) -> Result<()> {
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    /// Panics if the store's state is inconsistent.
+    pub fn check_invariants(&self) {
+        assert!(self.page_bytes.is_power_of_two());
+        assert!(self.page_count <= PAGE_COUNT_MAX);
+        if let Some(scratch) = &self.scratch {
+            assert_eq!(scratch.len(), COALESCE_BYTES_MAX);
+        }
+        if !self.poisoned
+            && let Ok(len) = self.file.len()
+        {
+            assert!(
+                len >= self.page_count * u64::from(self.page_bytes),
+                "{} is shorter than its {} pages",
+                self.path.display(),
+                self.page_count
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{Fault, FaultKind, IoKind, SimConfig, SimDisk, Storage};
+    use crate::page::PageKind;
+
+    const DIR: &str = "/db";
+
+    fn disk() -> SimDisk {
+        with_dir(SimDisk::new(SimConfig::default()))
+    }
+
+    fn with_dir(disk: SimDisk) -> SimDisk {
+        disk.create_dir_all(Path::new(DIR)).expect("mkdir");
+        disk
+    }
+
+    fn page(id: u64, lsn: u64, fill: u8, page_bytes: u32) -> PageBuf {
+        let mut page = PageBuf::new(PageId(id), PageKind::Leaf, page_bytes);
+        page.set_lsn(lsn);
+        page.body_mut().fill(fill);
+        page
+    }
+
+    fn store(disk: &SimDisk, method: FlushMethod, page_bytes: u32) -> PageStore {
+        PageStore::create(disk, Path::new(DIR), method, page_bytes).expect("create")
+    }
+
+    #[test]
+    fn create_holds_page_zero_only_and_is_durable() {
+        let disk = disk();
+        let s = store(&disk, FlushMethod::Fdatasync, 4096);
+        assert_eq!(s.page_count(), 1);
+        let durable = disk
+            .durable_contents(Path::new("/db/data.tdb"))
+            .expect("durable name");
+        assert_eq!(durable, vec![0u8; 4096]);
+        assert!(PageStore::create(&disk, Path::new(DIR), FlushMethod::Fdatasync, 4096).is_err());
+    }
+
+    #[test]
+    fn write_then_read_round_trip_for_every_method() {
+        for method in FlushMethod::DURABLE {
+            let disk = disk();
+            let mut s = store(&disk, method, 8192);
+            s.extend_to(4).expect("extend");
+            let mut p = page(3, 7, 0xAB, 8192);
+            s.write(&mut p).expect("write");
+            s.flush().expect("flush");
+            let back = s.read(PageId(3)).expect("read").expect("written");
+            assert_eq!(back.bytes(), p.bytes(), "{method}");
+            assert!(s.read(PageId(2)).expect("read").is_none(), "unwritten");
+            assert!(s.read(PageId(4)).expect("read").is_none(), "past the end");
+            assert!(
+                s.read(PageId(400)).expect("read").is_none(),
+                "far past the end"
+            );
+            s.check_invariants();
+        }
+    }
+
+    #[test]
+    fn batch_coalesces_adjacent_pages_into_one_write() {
+        let disk = disk();
+        let mut s = store(&disk, FlushMethod::Fdatasync, 4096);
+        s.extend_to(20).expect("extend");
+        let mut pages: Vec<PageBuf> = [10, 4, 3, 5, 11, 17]
+            .into_iter()
+            .map(|id| page(id, 1, u8::try_from(id).expect("small"), 4096))
+            .collect();
+        let writes = disk.call_count(IoKind::Write);
+        s.write_batch(&mut pages).expect("batch");
+        // Runs 3-5, 10-11 and 17.
+        assert_eq!(disk.call_count(IoKind::Write) - writes, 3);
+        let ids: Vec<u64> = pages.iter().map(|p| p.id().0).collect();
+        assert_eq!(ids, [3, 4, 5, 10, 11, 17], "sorted in place");
+        for p in &pages {
+            assert_eq!(
+                s.read(p.id()).expect("read").expect("written").bytes(),
+                p.bytes()
+            );
+        }
+    }
+
+    #[test]
+    fn long_runs_are_cut_at_the_coalesce_limit() {
+        let disk = disk();
+        let mut s = store(&disk, FlushMethod::Fdatasync, 65536);
+        let count = COALESCE_BYTES_MAX / 65536 * 2 + 1; // 33 pages, two full runs and one
+        s.extend_to(count as u64 + 1).expect("extend");
+        let mut pages: Vec<PageBuf> = (1..=count as u64).map(|id| page(id, 1, 9, 65536)).collect();
+        let writes = disk.call_count(IoKind::Write);
+        s.write_batch(&mut pages).expect("batch");
+        assert_eq!(disk.call_count(IoKind::Write) - writes, 3);
+        assert!(s.read(PageId(count as u64)).expect("read").is_some());
+    }
+
+    #[test]
+    #[should_panic(expected = "twice in one batch")]
+    fn a_page_twice_in_a_batch_panics() {
+        let disk = disk();
+        let mut s = store(&disk, FlushMethod::Fdatasync, 4096);
+        s.extend_to(5).expect("extend");
+        let _ = s.write_batch(&mut [page(2, 1, 1, 4096), page(2, 2, 2, 4096)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "extend_to first")]
+    fn writing_past_the_end_panics() {
+        let disk = disk();
+        let mut s = store(&disk, FlushMethod::Fdatasync, 4096);
+        let _ = s.write(&mut page(1, 1, 1, 4096));
+    }
+
+    #[test]
+    fn every_kind_of_bad_page_is_corruption_naming_file_and_offset() {
+        let disk = disk();
+        let mut s = store(&disk, FlushMethod::Fdatasync, 4096);
+        s.extend_to(8).expect("extend");
+        s.write(&mut page(5, 3, 1, 4096)).expect("write");
+        let path = Path::new("/db/data.tdb");
+        for (offset, mask) in [(5 * 4096, 1), (5 * 4096 + 9, 0x80), (6 * 4096 - 1, 4)] {
+            disk.corrupt(path, offset, mask);
+            match s.read(PageId(5)) {
+                Err(Error::Corruption { file, offset, what }) => {
+                    assert_eq!(file, path);
+                    assert_eq!(offset, 5 * 4096);
+                    assert_eq!(what, PageFault::BadCrc.what());
+                }
+                other => panic!("offset {offset}: {other:?}"),
+            }
+            disk.corrupt(path, offset, mask);
+            assert!(s.read(PageId(5)).is_ok());
+        }
+        // A page written at another page's place (a misdirected write) does not validate.
+        let image = disk.live_contents(path).expect("file")[5 * 4096..6 * 4096].to_vec();
+        let mut buf = AlignedBuf::zeroed(4096);
+        buf.copy_from_slice(&image);
+        s.file.write_at(&buf, 6 * 4096).expect("write");
+        let err = s.read(PageId(6)).expect_err("misdirected");
+        assert!(err.to_string().contains("offset 24576"), "{err}");
+    }
+
+    #[test]
+    fn a_partial_place_at_the_end_reads_as_padded_and_is_zeroed_by_extend() {
+        let disk = disk();
+        let s = store(&disk, FlushMethod::Fdatasync, 16384);
+        // A torn extension: half of page 1's place exists, holding half a page.
+        let mut p = page(1, 1, 7, 16384);
+        s.file.write_at(&p.seal()[..8192], 16384).expect("write");
+        let s = PageStore::open(&disk, Path::new(DIR), FlushMethod::Fdatasync, 16384);
+        let mut s = s.expect("open");
+        assert_eq!(s.page_count(), 1);
+        assert!(matches!(
+            s.inspect(PageId(1)).expect("inspect"),
+            PageSlot::Invalid(PageFault::BadCrc)
+        ));
+        s.extend_to(2).expect("extend");
+        assert!(matches!(
+            s.inspect(PageId(1)).expect("inspect"),
+            PageSlot::Unwritten
+        ));
+        assert!(matches!(
+            s.inspect(PageId(2)).expect("inspect"),
+            PageSlot::Missing
+        ));
+    }
+
+    #[test]
+    fn a_file_truncated_while_open_is_corruption_not_a_panic() {
+        let disk = disk();
+        let mut s = store(&disk, FlushMethod::Fdatasync, 4096);
+        s.extend_to(4).expect("extend");
+        s.file.set_len(4096).expect("truncate");
+        match s.read(PageId(2)) {
+            Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 2 * 4096),
+            other => panic!("{other:?}"),
+        }
+        assert!(s.read(PageId(4)).expect("past the end").is_none());
+    }
+
+    #[test]
+    fn a_failed_flush_poisons_every_later_write_and_flush() {
+        let disk = disk();
+        let mut s = store(&disk, FlushMethod::Fdatasync, 4096);
+        s.extend_to(3).expect("extend");
+        s.write(&mut page(1, 1, 1, 4096)).expect("write");
+        disk.inject(Fault::once(IoKind::Flush, 1, FaultKind::FlushLosesData));
+        assert!(s.flush().is_err());
+        assert!(s.is_poisoned());
+        assert!(matches!(s.flush(), Err(Error::Poisoned)), "never retried");
+        assert!(matches!(
+            s.write(&mut page(2, 1, 1, 4096)),
+            Err(Error::Poisoned)
+        ));
+        assert!(matches!(s.extend_to(9), Err(Error::Poisoned)));
+        assert!(s.read(PageId(1)).is_ok(), "reads go on");
+    }
+
+    #[test]
+    fn direct_io_on_a_four_k_native_device() {
+        let disk = with_dir(SimDisk::new(SimConfig::four_k_native()));
+        let mut s = store(&disk, FlushMethod::DirectDsync, 4096);
+        s.extend_to(5).expect("extend");
+        let mut pages = vec![
+            page(1, 1, 1, 4096),
+            page(2, 1, 2, 4096),
+            page(4, 1, 4, 4096),
+        ];
+        s.write_batch(&mut pages).expect("batch");
+        s.flush().expect("flush");
+        let durable = disk
+            .durable_contents(Path::new("/db/data.tdb"))
+            .expect("durable");
+        assert_eq!(&durable[4 * 4096..5 * 4096], pages[2].bytes());
+    }
+}
