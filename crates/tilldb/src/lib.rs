@@ -9,6 +9,7 @@ compile_error!("tilldb supports Linux only so far; a port adds one io/flush_<os>
 
 pub mod btree;
 mod checksum;
+mod db;
 mod error;
 pub mod header;
 pub mod io;
@@ -17,5 +18,7 @@ pub mod page;
 pub mod txn;
 pub mod wal;
 
+pub use btree::Direction;
+pub use db::{Db, ReadTxn, Txn};
 pub use error::{Error, IoOp, Result};
-pub use options::{Durability, FlushMethod};
+pub use options::{Durability, FlushMethod, Options};

@@ -179,3 +179,88 @@ impl FromStr for Durability {
             .ok_or_else(|| format!("unknown durability {s:?}; expected sync, buffered or lazy"))
     }
 }
+
+/// How a database is laid out, cached, flushed and protected. Validated at open
+/// ([`Options::validate`]); the page size, flush method and torn-page guard of an existing
+/// database come from its header, and these fields then only apply to new databases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Page size, a power of two from 4 KiB to 64 KiB. Default: 16 KiB.
+    pub page_bytes: u32,
+    /// Most bytes of pages the buffer pool caches. Default: 64 MiB. Minimum: 8 pages.
+    pub cache_bytes: u64,
+    /// Durability of `Txn::commit()`; `Txn::commit_with` chooses per commit. Default: `Sync`.
+    pub durability: Durability,
+    /// How the log and data file are flushed. `None` (the default) probes the device when the
+    /// database is created and stores the fastest durable method.
+    pub flush_method: Option<FlushMethod>,
+    /// How pages are protected from torn writes. Default: `Doublewrite`.
+    pub torn_page_guard: crate::page::TornPageGuard,
+    /// A checkpoint runs once this much log was written since the last. Default: 256 MiB.
+    pub checkpoint_log_bytes: u64,
+    /// The log's options (segment size, flush interval, gathering); its flush method is set
+    /// from `flush_method`.
+    pub wal: crate::wal::WalOptions,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            page_bytes: 16 * 1024,
+            cache_bytes: 64 << 20,
+            durability: Durability::Sync,
+            flush_method: None,
+            torn_page_guard: crate::page::TornPageGuard::Doublewrite,
+            checkpoint_log_bytes: 256 << 20,
+            // 64 MiB segments: one commit's record must fit in a segment, and a 16 MiB value
+            // logs its overflow pages in full.
+            wal: crate::wal::WalOptions {
+                segment_bytes: 64 << 20,
+                ..crate::wal::WalOptions::default()
+            },
+        }
+    }
+}
+
+impl Options {
+    /// Tiny pages, cache and log, so tests hit eviction, splits and checkpoints quickly.
+    #[must_use]
+    pub fn for_tests() -> Self {
+        Options {
+            page_bytes: 4096,
+            cache_bytes: 64 * 4096,
+            durability: Durability::Sync,
+            flush_method: Some(FlushMethod::Fdatasync),
+            torn_page_guard: crate::page::TornPageGuard::Doublewrite,
+            checkpoint_log_bytes: 2 << 20,
+            wal: crate::wal::WalOptions {
+                segment_bytes: 1 << 20,
+                ..crate::wal::WalOptions::for_tests()
+            },
+        }
+    }
+
+    /// Refuses options that cannot work, saying what would.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |what: String| Err(crate::Error::InvalidOptions(what));
+        if !self.page_bytes.is_power_of_two() || !(4096..=65536).contains(&self.page_bytes) {
+            return bad(format!(
+                "page size {} must be a power of two from 4096 to 65536",
+                self.page_bytes
+            ));
+        }
+        if self.cache_bytes < 8 * u64::from(self.page_bytes) {
+            return bad(format!(
+                "cache of {} bytes holds fewer than 8 pages of {}",
+                self.cache_bytes, self.page_bytes
+            ));
+        }
+        if self.checkpoint_log_bytes < self.wal.segment_bytes {
+            return bad(format!(
+                "checkpoint_log_bytes {} is smaller than one log segment ({})",
+                self.checkpoint_log_bytes, self.wal.segment_bytes
+            ));
+        }
+        Ok(())
+    }
+}

@@ -364,8 +364,19 @@ impl BufferPool {
             f.pins.fetch_add(1, Ordering::AcqRel);
             return Ok(i);
         }
+        let pinned = self
+            .frames
+            .iter()
+            .filter(|f| f.pins.load(Ordering::Acquire) > 0)
+            .count();
+        let unlogged = self
+            .frames
+            .iter()
+            .filter(|f| f.unlogged.load(Ordering::Acquire))
+            .count();
         Err(Error::InvalidOptions(format!(
-            "the buffer pool's {n} frames are all pinned or hold unlogged changes; raise cache_bytes"
+            "the buffer pool's {n} frames are all pinned ({pinned}) or hold unlogged changes \
+             ({unlogged}); raise cache_bytes"
         )))
     }
 

@@ -1,0 +1,599 @@
+//! [`Db`]: an embedded transactional key-value store on the log, the buffer pool and the
+//! B+tree. See ARCHITECTURE.md, "The store", for the decisions this follows.
+//!
+//! A database directory holds `tilldb.meta` (header slots), `data.tdb` (pages),
+//! `doublewrite.tdb` (the torn-page guard) and `wal/` (the log). Page 1 is the table catalog
+//! (reserved for named tables) and page 2 the default table's root.
+//!
+//! Write path: `begin()` takes the writer lock; `commit` records the values readers must
+//! still see in the overlay, applies the write set to the tree (pages become unlogged),
+//! appends one commit record, stamps the pages with its lsn, releases the lock, then waits for
+//! the durability level. Readers read at the visible lsn (see `txn::visibility`).
+
+mod pages;
+pub mod record;
+mod txn;
+
+pub use txn::{ReadTxn, Txn};
+
+use crate::btree::{Direction, Tree};
+use crate::error::{Error, Result};
+use crate::header::{Header, HeaderFile};
+use crate::io::{FileStorage, IoGeometry, Storage, choose_flush_method};
+use crate::page::{
+    BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, PageGuard, PageId, PageStore,
+};
+use crate::txn::{Overlay, Seen, TableId, Visibility};
+use crate::wal::{Lsn, Wal};
+use crate::{Durability, Options};
+use pages::{DataFiles, ReadPages, TxnPages};
+use parking_lot::{Mutex, RwLock};
+use record::Alloc;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Root of the table catalog (reserved for named tables).
+const CATALOG_ROOT: PageId = PageId(1);
+/// Root of the default table.
+const DEFAULT_ROOT: PageId = PageId(2);
+/// The overlay's id for the default table.
+const DEFAULT_TABLE: TableId = DEFAULT_ROOT.0;
+/// Entries a scan reads from the tree per hold of the tree lock.
+const SCAN_BATCH: usize = 256;
+
+/// An open database. Cheap to share: clone it, or wrap it in an `Arc`.
+#[derive(Clone)]
+pub struct Db {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Db({})", self.inner.dir.display())
+    }
+}
+
+struct Inner {
+    dir: PathBuf,
+    options: Options,
+    wal: Arc<Wal>,
+    pool: BufferPool,
+    data_path: PathBuf,
+    /// The writer lock: one read-write transaction at a time. Holds the allocator state.
+    writer: Mutex<Alloc>,
+    /// Readers hold it shared while they read pages; a commit holds it exclusively while it
+    /// changes them, so no reader sees a page half way through a split.
+    tree_lock: RwLock<()>,
+    reads: Mutex<Reads>,
+    header: Mutex<HeaderFile>,
+    poisoned: AtomicBool,
+    checkpoint_end: AtomicU64,
+}
+
+struct Reads {
+    visibility: Visibility,
+    overlay: Overlay,
+    /// Snapshots of open read transactions, with counts.
+    snapshots: BTreeMap<u64, usize>,
+}
+
+impl Db {
+    /// Opens the database in `dir`, creating it when missing, on the real file system.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
+        Db::open_with_storage(Arc::new(FileStorage::new()), dir.as_ref(), options)
+    }
+
+    /// Opens the database in `dir` on any storage (the simulated disk in tests).
+    #[expect(
+        clippy::needless_pass_by_value,
+        reason = "callers hand the storage over; the log keeps its own clone"
+    )]
+    pub fn open_with_storage(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: Options,
+    ) -> Result<Db> {
+        options.validate()?;
+        storage.create_dir_all(dir)?;
+        let header_path = dir.join(crate::header::HEADER_FILE_NAME);
+        let existing = if storage.exists(&header_path)? {
+            let method = options
+                .flush_method
+                .unwrap_or(crate::FlushMethod::Fdatasync);
+            HeaderFile::open(&*storage, dir, method)?
+        } else {
+            None
+        };
+        match existing {
+            Some((file, header)) => open_existing(&storage, dir, options, file, header),
+            None => create(&storage, dir, options),
+        }
+    }
+
+    /// Starts a read-write transaction, waiting while another one is open.
+    pub fn begin(&self) -> Result<Txn<'_>> {
+        self.check_poison()?;
+        Ok(Txn::new(self, self.inner.writer.lock()))
+    }
+
+    /// Starts a read-only transaction: every read sees the same acknowledged state.
+    pub fn begin_read(&self) -> Result<ReadTxn<'_>> {
+        self.check_poison()?;
+        Ok(ReadTxn::new(self, self.snapshot_register()))
+    }
+
+    /// The latest acknowledged value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_poison()?;
+        let snapshot = self.visible_lsn();
+        self.read_at(key, snapshot)
+    }
+
+    /// The acknowledged entries between `lower` and `upper`, in `direction`.
+    pub fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_poison()?;
+        let snapshot = self.snapshot_register();
+        let result = self.scan_at(lower, upper, direction, snapshot);
+        self.snapshot_release(snapshot);
+        result
+    }
+
+    /// Writes every change so far to the data file and moves the log's start past them.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.check_poison()?;
+        let alloc = self.inner.writer.lock();
+        self.checkpoint_locked(*alloc)
+    }
+
+    /// Checkpoints and closes the log. Dropping the last handle does the same, ignoring errors.
+    pub fn close(self) -> Result<()> {
+        self.checkpoint()
+    }
+
+    /// Statistics: the log's and the buffer pool's counters.
+    #[must_use]
+    pub fn stats(&self) -> (crate::wal::WalStats, crate::page::PoolStats) {
+        (self.inner.wal.stats(), self.inner.pool.stats())
+    }
+
+    /// Checks the default table's tree (order, links, page kinds) and returns its statistics.
+    pub fn check(&self) -> Result<crate::btree::TreeStats> {
+        let _shared = self.inner.tree_lock.read();
+        Tree::open(DEFAULT_ROOT).check(&self.read_pages())
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        if self.inner.poisoned.load(Ordering::Acquire) {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn poison(&self, error: Error) -> Error {
+        self.inner.poisoned.store(true, Ordering::Release);
+        error
+    }
+
+    fn read_pages(&self) -> ReadPages<'_> {
+        ReadPages {
+            pool: &self.inner.pool,
+            path: &self.inner.data_path,
+        }
+    }
+
+    /// Moves the visible lsn over commits acknowledged since, and prunes the overlay.
+    fn visible_lsn(&self) -> u64 {
+        let (written, durable) = (
+            self.inner.wal.written_lsn().0,
+            self.inner.wal.durable_lsn().0,
+        );
+        let mut reads = self.inner.reads.lock();
+        let visible = reads.visibility.advance(written, durable);
+        let horizon = reads
+            .snapshots
+            .keys()
+            .next()
+            .map_or(visible, |&s| s.min(visible));
+        reads.overlay.prune(horizon);
+        visible
+    }
+
+    fn snapshot_register(&self) -> u64 {
+        let snapshot = self.visible_lsn();
+        *self
+            .inner
+            .reads
+            .lock()
+            .snapshots
+            .entry(snapshot)
+            .or_default() += 1;
+        snapshot
+    }
+
+    fn snapshot_release(&self, snapshot: u64) {
+        let mut reads = self.inner.reads.lock();
+        let count = reads
+            .snapshots
+            .get_mut(&snapshot)
+            .expect("registered snapshot");
+        *count -= 1;
+        if *count == 0 {
+            reads.snapshots.remove(&snapshot);
+        }
+    }
+
+    /// `key` as a reader at `snapshot` sees it. The tree is read first and the overlay after:
+    /// a commit records the overlay entry before it changes the page, so a change seen in the
+    /// tree always has its entry by the time the overlay is asked.
+    fn read_at(&self, key: &[u8], snapshot: u64) -> Result<Option<Vec<u8>>> {
+        let tree_value = {
+            let _shared = self.inner.tree_lock.read();
+            Tree::open(DEFAULT_ROOT).get(&self.read_pages(), key)?
+        };
+        Ok(
+            match self
+                .inner
+                .reads
+                .lock()
+                .overlay
+                .seen(DEFAULT_TABLE, key, snapshot)
+            {
+                Seen::Tree => tree_value,
+                Seen::Value(v) => v,
+            },
+        )
+    }
+
+    fn scan_at(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+        snapshot: u64,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let (mut lower, mut upper) = (lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec));
+        let mut out = Vec::new();
+        loop {
+            // One batch from the tree, under the shared lock.
+            let batch: Vec<(Vec<u8>, Vec<u8>)> = {
+                let _shared = self.inner.tree_lock.read();
+                let pages = self.read_pages();
+                let cursor = Tree::open(DEFAULT_ROOT).scan(
+                    &pages,
+                    as_ref(&lower),
+                    as_ref(&upper),
+                    direction,
+                );
+                cursor.take(SCAN_BATCH).collect::<Result<_>>()?
+            };
+            let done = batch.len() < SCAN_BATCH;
+            // The window this batch covers, then the overlay's view of it.
+            let (window_lower, window_upper) = match (direction, batch.last(), done) {
+                (_, _, true) | (_, None, _) => (lower.clone(), upper.clone()),
+                (Direction::Forward, Some((k, _)), false) => {
+                    (lower.clone(), Bound::Included(k.clone()))
+                }
+                (Direction::Backward, Some((k, _)), false) => {
+                    (Bound::Included(k.clone()), upper.clone())
+                }
+            };
+            let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = batch.into_iter().collect();
+            {
+                let reads = self.inner.reads.lock();
+                for key in reads.overlay.keys_in(
+                    DEFAULT_TABLE,
+                    as_ref(&window_lower),
+                    as_ref(&window_upper),
+                ) {
+                    match reads.overlay.seen(DEFAULT_TABLE, key, snapshot) {
+                        Seen::Tree => {}
+                        Seen::Value(None) => {
+                            merged.remove(key);
+                        }
+                        Seen::Value(Some(v)) => {
+                            merged.insert(key.to_vec(), v);
+                        }
+                    }
+                }
+            }
+            match direction {
+                Direction::Forward => out.extend(merged),
+                Direction::Backward => out.extend(merged.into_iter().rev()),
+            }
+            if done {
+                return Ok(out);
+            }
+            match direction {
+                Direction::Forward => lower = excluded_after(&window_upper),
+                Direction::Backward => upper = excluded_after(&window_lower),
+            }
+        }
+    }
+
+    /// Requires: the writer lock (`alloc` is its state).
+    fn checkpoint_locked(&self, alloc: Alloc) -> Result<()> {
+        let inner = &self.inner;
+        let end = inner.wal.end_lsn();
+        inner.wal.sync()?;
+        inner.pool.flush_all()?;
+        let mut header_file = inner.header.lock();
+        let (_, newest) = header_file.newest();
+        let header = Header {
+            checkpoint_lsn: end,
+            free_head: alloc.free_head,
+            page_count: alloc.page_count,
+            ..newest
+        };
+        header_file.write(&header)?;
+        inner.wal.release_before(end);
+        inner.checkpoint_end.store(end.0, Ordering::Release);
+        Ok(())
+    }
+
+    /// Runs a checkpoint when enough log was written since the last one.
+    /// Requires: the writer lock.
+    fn maybe_checkpoint(&self, alloc: Alloc) -> Result<()> {
+        let written =
+            self.inner.wal.end_lsn().0 - self.inner.checkpoint_end.load(Ordering::Acquire);
+        if written >= self.inner.options.checkpoint_log_bytes {
+            self.checkpoint_locked(alloc)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if !self.poisoned.load(Ordering::Acquire) {
+            // Best effort: a clean shutdown shortens the next recovery.
+            let end = self.wal.end_lsn();
+            if self.wal.sync().is_ok() && self.pool.flush_all().is_ok() {
+                let alloc = *self.writer.lock();
+                let mut header_file = self.header.lock();
+                let (_, newest) = header_file.newest();
+                let header = Header {
+                    checkpoint_lsn: end,
+                    free_head: alloc.free_head,
+                    page_count: alloc.page_count,
+                    ..newest
+                };
+                let _ = header_file.write(&header);
+            }
+        }
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// The bound that continues a scan past a window's inclusive edge.
+fn excluded_after(edge: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match edge {
+        Bound::Included(k) => Bound::Excluded(k.clone()),
+        other => other.clone(),
+    }
+}
+
+/// Creates a new database: files, a probed flush method, the catalog and default table in a
+/// first commit, then the header (last, so a database without a header was never used).
+fn create(storage: &Arc<dyn Storage>, dir: &Path, options: Options) -> Result<Db> {
+    remove_interrupted_create(&**storage, dir)?;
+    let facts = storage.device_facts(dir)?;
+    let method = if let Some(m) = options.flush_method {
+        m
+    } else {
+        let block = IoGeometry::default_log_block_bytes(&facts);
+        choose_flush_method(&**storage, dir, &facts, block, Duration::from_millis(60))?.0
+    };
+    IoGeometry::resolve(
+        &facts,
+        method,
+        options.wal.log_block_bytes,
+        options.page_bytes,
+    )?;
+    let store = PageStore::create(&**storage, dir, method, options.page_bytes)?;
+    let guard = PageGuard::create(
+        options.torn_page_guard,
+        &**storage,
+        dir,
+        method,
+        options.page_bytes,
+    )?;
+    let wal_options = crate::wal::WalOptions {
+        flush_method: method,
+        ..options.wal.clone()
+    };
+    let (wal, _) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
+    let wal = Arc::new(wal);
+    let pool = BufferPool::new(
+        options.page_bytes,
+        options.cache_bytes,
+        Box::new(DataFiles {
+            wal: Arc::clone(&wal),
+            files: Mutex::new((store, guard)),
+        }),
+    );
+    let data_path = dir.join(DATA_FILE_NAME);
+    let first = Alloc {
+        page_count: 1,
+        free_head: PageId(0),
+    };
+    let alloc = {
+        let pages = TxnPages::new(&pool, &data_path, first);
+        assert_eq!(Tree::create(&pages)?.root(), CATALOG_ROOT);
+        assert_eq!(Tree::create(&pages)?.root(), DEFAULT_ROOT);
+        let (ops, alloc, touched) = pages.finish();
+        let lsn = wal.commit(&record::encode(alloc, &ops), Durability::Sync)?;
+        pool.stamp(&touched, lsn.0);
+        pool.flush_all()?;
+        alloc
+    };
+    let header = Header {
+        page_bytes: options.page_bytes,
+        flush_method: method,
+        torn_page_guard: options.torn_page_guard,
+        generation: 0,
+        checkpoint_lsn: wal.end_lsn(),
+        catalog_root: CATALOG_ROOT,
+        free_head: alloc.free_head,
+        page_count: alloc.page_count,
+    };
+    let (header_file, header) = HeaderFile::create(&**storage, dir, method, &header)?;
+    Ok(assemble(
+        dir,
+        options,
+        wal,
+        pool,
+        header_file,
+        alloc,
+        header.checkpoint_lsn,
+    ))
+}
+
+/// A crash during `create` leaves files but no header: nothing in them was ever acknowledged.
+fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    for name in [
+        DATA_FILE_NAME,
+        DOUBLEWRITE_FILE_NAME,
+        crate::header::HEADER_TEMP_FILE_NAME,
+    ] {
+        let path = dir.join(name);
+        if storage.exists(&path)? {
+            storage.remove(&path)?;
+        }
+    }
+    let wal_dir = dir.join("wal");
+    if storage.exists(&wal_dir)? {
+        for name in storage.list_dir(&wal_dir)? {
+            storage.remove(&wal_dir.join(name))?;
+        }
+    }
+    storage.flush_dir(dir)
+}
+
+/// Opens an existing database: restore torn pages, recover the log, redo from the
+/// checkpoint, open for business.
+fn open_existing(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    options: Options,
+    header_file: HeaderFile,
+    header: Header,
+) -> Result<Db> {
+    let method = header.flush_method;
+    let facts = storage.device_facts(dir)?;
+    IoGeometry::resolve(
+        &facts,
+        method,
+        options.wal.log_block_bytes,
+        header.page_bytes,
+    )?;
+    let mut store = PageStore::open(&**storage, dir, method, header.page_bytes)?;
+    let guard = PageGuard::open(
+        header.torn_page_guard,
+        &**storage,
+        dir,
+        method,
+        header.page_bytes,
+    )?;
+    guard.restore_torn_pages(&mut store)?;
+    let wal_options = crate::wal::WalOptions {
+        flush_method: method,
+        ..options.wal.clone()
+    };
+    let (wal, _recovery) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
+    let wal = Arc::new(wal);
+    let options = Options {
+        page_bytes: header.page_bytes,
+        flush_method: Some(method),
+        torn_page_guard: header.torn_page_guard,
+        ..options
+    };
+    let pool = BufferPool::new(
+        header.page_bytes,
+        options.cache_bytes,
+        Box::new(DataFiles {
+            wal: Arc::clone(&wal),
+            files: Mutex::new((store, guard)),
+        }),
+    );
+    let mut alloc = Alloc {
+        page_count: header.page_count,
+        free_head: header.free_head,
+    };
+    for rec in wal.read_from(header.checkpoint_lsn)? {
+        let commit = record::decode(&rec.payload).map_err(|what| Error::Corruption {
+            file: dir.join("wal"),
+            offset: rec.lsn.0,
+            what,
+        })?;
+        let mut touched = Vec::new();
+        for op in &commit.ops {
+            let lsn = pool.read(op.page())?.lsn();
+            if lsn < rec.end_lsn.0 {
+                let mut page = pool.write(op.page())?;
+                op.apply_to(&mut page);
+                touched.push(op.page());
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        pool.stamp(&touched, rec.end_lsn.0);
+        alloc = commit.alloc;
+    }
+    Ok(assemble(
+        dir,
+        options,
+        wal,
+        pool,
+        header_file,
+        alloc,
+        header.checkpoint_lsn,
+    ))
+}
+
+fn assemble(
+    dir: &Path,
+    options: Options,
+    wal: Arc<Wal>,
+    pool: BufferPool,
+    header: HeaderFile,
+    alloc: Alloc,
+    checkpoint: Lsn,
+) -> Db {
+    let visible = wal.end_lsn().0;
+    Db {
+        inner: Arc::new(Inner {
+            dir: dir.to_path_buf(),
+            data_path: dir.join(DATA_FILE_NAME),
+            options,
+            wal,
+            pool,
+            writer: Mutex::new(alloc),
+            tree_lock: RwLock::new(()),
+            reads: Mutex::new(Reads {
+                visibility: Visibility::new(visible),
+                overlay: Overlay::default(),
+                snapshots: BTreeMap::new(),
+            }),
+            header: Mutex::new(header),
+            poisoned: AtomicBool::new(false),
+            checkpoint_end: AtomicU64::new(checkpoint.0),
+        }),
+    }
+}

@@ -1,0 +1,194 @@
+//! The B+tree's view of the buffer pool: [`TxnPages`] for a commit (applies, records and
+//! allocates), [`ReadPages`] for readers, and [`DataFiles`], the pool's backend.
+
+use super::record::Alloc;
+use crate::btree::{PageOp, Pages};
+use crate::error::{Error, Result};
+use crate::page::{
+    Backend, BufferPool, HEADER_BYTES, PageBuf, PageGuard, PageId, PageKind, PageRead, PageStore,
+};
+use crate::wal::Wal;
+use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Pages as one commit sees them: every change goes to the pool (unlogged until stamped) and
+/// into the commit's op list; allocation takes the free list first, then grows the file.
+pub struct TxnPages<'a> {
+    pool: &'a BufferPool,
+    path: &'a Path,
+    alloc: RefCell<Alloc>,
+    ops: RefCell<Vec<PageOp>>,
+    touched: RefCell<BTreeSet<PageId>>,
+}
+
+impl<'a> TxnPages<'a> {
+    pub fn new(pool: &'a BufferPool, path: &'a Path, alloc: Alloc) -> Self {
+        TxnPages {
+            pool,
+            path,
+            alloc: RefCell::new(alloc),
+            ops: RefCell::default(),
+            touched: RefCell::default(),
+        }
+    }
+
+    /// The ops, the allocator state after them, and the pages they changed.
+    pub fn finish(self) -> (Vec<PageOp>, Alloc, Vec<PageId>) {
+        (
+            self.ops.into_inner(),
+            self.alloc.into_inner(),
+            self.touched.into_inner().into_iter().collect(),
+        )
+    }
+
+    fn never_allocated(&self, id: PageId) -> Error {
+        Error::Corruption {
+            file: self.path.to_path_buf(),
+            offset: id.0.saturating_mul(u64::from(self.pool.page_bytes())),
+            what: "reference to a page that was never allocated",
+        }
+    }
+}
+
+impl Pages for TxnPages<'_> {
+    type Read<'b>
+        = PageRead<'b>
+    where
+        Self: 'b;
+
+    fn page_bytes(&self) -> u32 {
+        self.pool.page_bytes()
+    }
+
+    fn read(&self, id: PageId) -> Result<PageRead<'_>> {
+        if id.0 == 0 || id.0 >= self.alloc.borrow().page_count {
+            return Err(self.never_allocated(id));
+        }
+        self.pool.read(id)
+    }
+
+    fn apply(&self, op: &PageOp) -> Result<()> {
+        {
+            let mut page = self.pool.write(op.page())?;
+            op.apply_to(&mut page);
+        }
+        self.touched.borrow_mut().insert(op.page());
+        self.ops.borrow_mut().push(op.clone());
+        Ok(())
+    }
+
+    fn allocate(&self, kind: PageKind) -> Result<PageId> {
+        let head = self.alloc.borrow().free_head;
+        let id = if head.0 == 0 {
+            let mut alloc = self.alloc.borrow_mut();
+            let id = PageId(alloc.page_count);
+            alloc.page_count += 1;
+            id
+        } else {
+            let next = {
+                let page = self.read(head)?;
+                if page.kind() != PageKind::Free {
+                    return Err(Error::Corruption {
+                        file: self.path.to_path_buf(),
+                        offset: head.offset(self.pool.page_bytes()),
+                        what: "free list points at a page in use",
+                    });
+                }
+                PageId(u64::from_le_bytes(
+                    page.body()[..8].try_into().expect("8 bytes"),
+                ))
+            };
+            self.alloc.borrow_mut().free_head = next;
+            head
+        };
+        self.apply(&PageOp::Format { page: id, kind })?;
+        Ok(id)
+    }
+
+    fn free(&self, id: PageId) -> Result<()> {
+        let head = self.alloc.borrow().free_head;
+        let mut body = vec![0u8; self.pool.page_bytes() as usize - HEADER_BYTES];
+        body[..8].copy_from_slice(&head.0.to_le_bytes());
+        self.apply(&PageOp::Image {
+            page: id,
+            kind: PageKind::Free,
+            body,
+        })?;
+        self.alloc.borrow_mut().free_head = id;
+        Ok(())
+    }
+
+    fn path(&self) -> &Path {
+        self.path
+    }
+}
+
+/// Pages for readers: never changed through this view.
+pub struct ReadPages<'a> {
+    pub pool: &'a BufferPool,
+    pub path: &'a Path,
+}
+
+impl Pages for ReadPages<'_> {
+    type Read<'b>
+        = PageRead<'b>
+    where
+        Self: 'b;
+
+    fn page_bytes(&self) -> u32 {
+        self.pool.page_bytes()
+    }
+
+    fn read(&self, id: PageId) -> Result<PageRead<'_>> {
+        self.pool.read(id)
+    }
+
+    fn apply(&self, op: &PageOp) -> Result<()> {
+        panic!("a reader tried to change {}", op.page());
+    }
+
+    fn allocate(&self, _kind: PageKind) -> Result<PageId> {
+        panic!("a reader tried to allocate a page");
+    }
+
+    fn free(&self, id: PageId) -> Result<()> {
+        panic!("a reader tried to free {id}");
+    }
+
+    fn path(&self) -> &Path {
+        self.path
+    }
+}
+
+/// The pool's backend: the log (for the write-ahead rule) and the data file behind its
+/// torn-page guard.
+pub struct DataFiles {
+    pub wal: Arc<Wal>,
+    pub files: Mutex<(PageStore, PageGuard)>,
+}
+
+impl Backend for DataFiles {
+    fn log_durable_to(&self, lsn: u64) -> Result<u64> {
+        if self.wal.durable_lsn().0 < lsn {
+            self.wal.sync()?;
+        }
+        Ok(self.wal.durable_lsn().0)
+    }
+
+    fn read_page(&self, id: PageId) -> Result<Option<PageBuf>> {
+        self.files.lock().0.read(id)
+    }
+
+    fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()> {
+        let mut files = self.files.lock();
+        let (store, guard) = &mut *files;
+        let last = pages.iter().map(|p| p.id().0).max().unwrap_or(0);
+        if last >= store.page_count() {
+            store.extend_to(last + 1)?;
+        }
+        guard.write_pages(store, pages)
+    }
+}

@@ -1,0 +1,226 @@
+//! The store's public contract: the API of issue 4, persistence across reopen, databases many
+//! times the cache, ordered scans both ways, and what readers see of in-flight commits.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use tilldb::io::{SimConfig, SimDisk};
+use tilldb::{Db, Direction, Durability, Options};
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("value {i} round {round} ").into_bytes();
+    v.resize(20 + (i as usize * 7) % 200, b'.');
+    v
+}
+
+fn sim_db(disk: &SimDisk) -> Db {
+    Db::open_with_storage(
+        Arc::new(disk.clone()),
+        Path::new("/db"),
+        Options::for_tests(),
+    )
+    .expect("open")
+}
+
+#[test]
+fn the_api_of_the_issue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options {
+        flush_method: Some(tilldb::FlushMethod::Fdatasync),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path().join("db"), options.clone()).expect("creates when missing");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"key", b"value").expect("put");
+    assert_eq!(
+        txn.get(b"key").expect("get"),
+        Some(b"value".to_vec()),
+        "sees its own writes"
+    );
+    assert_eq!(
+        db.get(b"key").expect("get"),
+        None,
+        "others do not see it before commit"
+    );
+    txn.commit().expect("commit");
+    assert_eq!(db.get(b"key").expect("get"), Some(b"value".to_vec()));
+    let mut txn = db.begin().expect("begin");
+    txn.delete(b"key").expect("delete");
+    txn.put(b"other", b"x").expect("put");
+    txn.commit_with(Durability::Buffered)
+        .expect("commit buffered");
+    assert_eq!(db.get(b"key").expect("get"), None);
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"never", b"x").expect("put");
+    txn.rollback();
+    assert_eq!(db.get(b"never").expect("get"), None);
+    db.close().expect("close");
+    let db = Db::open(dir.path().join("db"), options).expect("reopen");
+    assert_eq!(db.get(b"other").expect("get"), Some(b"x".to_vec()));
+    assert_eq!(db.get(b"key").expect("get"), None);
+    assert_eq!(db.get(b"never").expect("get"), None);
+}
+
+#[test]
+fn a_database_many_times_the_cache_survives_reopen() {
+    let disk = SimDisk::new(SimConfig::default());
+    {
+        let db = sim_db(&disk);
+        for batch in 0..40u32 {
+            let mut txn = db.begin().expect("begin");
+            for i in batch * 100..batch * 100 + 100 {
+                txn.put(&key(i), &value(i, 0)).expect("put");
+            }
+            txn.commit().expect("commit");
+        }
+        // A transaction may change at most as many pages as the cache holds (changed pages
+        // stay in memory until the commit is logged), so delete in several commits.
+        for chunk in (0..4000).step_by(3).collect::<Vec<u32>>().chunks(100) {
+            let mut txn = db.begin().expect("begin");
+            for &i in chunk {
+                txn.delete(&key(i)).expect("delete");
+            }
+            txn.commit().expect("commit");
+        }
+        let (_, pool) = db.stats();
+        assert!(pool.evictions > 100, "the cache was never full: {pool:?}");
+        db.check().expect("tree checks");
+    }
+    let db = sim_db(&disk);
+    for i in 0..4000 {
+        let want = (i % 3 != 0).then(|| value(i, 0));
+        assert_eq!(db.get(&key(i)).expect("get"), want, "key {i}");
+    }
+    db.check().expect("tree checks after reopen");
+}
+
+#[test]
+fn scans_both_ways_with_bounds() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = sim_db(&disk);
+    let mut txn = db.begin().expect("begin");
+    for i in 0..1000 {
+        txn.put(&key(i), &value(i, 1)).expect("put");
+    }
+    txn.commit().expect("commit");
+    let all = db
+        .scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .expect("scan");
+    assert_eq!(all.len(), 1000);
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+    let (lo, hi) = (key(100), key(700));
+    let fwd = db
+        .scan(
+            Bound::Included(&lo),
+            Bound::Excluded(&hi),
+            Direction::Forward,
+        )
+        .expect("scan");
+    let bwd = db
+        .scan(
+            Bound::Included(&lo),
+            Bound::Excluded(&hi),
+            Direction::Backward,
+        )
+        .expect("scan");
+    assert_eq!(fwd.len(), 600);
+    assert_eq!(fwd.first().map(|e| e.0.clone()), Some(lo.clone()));
+    assert_eq!(bwd.iter().rev().cloned().collect::<Vec<_>>(), fwd);
+    // A transaction's scan merges its own writes.
+    let mut txn = db.begin().expect("begin");
+    txn.delete(&key(100)).expect("delete");
+    txn.put(b"key00000100a", b"new").expect("put");
+    let seen = txn
+        .scan(
+            Bound::Included(&lo),
+            Bound::Excluded(&key(102)),
+            Direction::Forward,
+        )
+        .expect("scan");
+    let keys: Vec<&[u8]> = seen.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(keys, vec![&b"key00000100a"[..], &key(101)[..]]);
+}
+
+/// No reader returns data of a `Sync` commit that a crash could still take back: while the
+/// commit's flush is in progress (a simulated 300 ms flush), readers see the old value.
+#[test]
+fn readers_do_not_see_a_sync_commit_before_it_is_durable() {
+    let slow = SimDisk::new(SimConfig {
+        flush_latency: std::time::Duration::from_millis(300),
+        ..SimConfig::default()
+    });
+    let db = Db::open_with_storage(Arc::new(slow), Path::new("/slow"), Options::for_tests())
+        .expect("open");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k", b"old").expect("put");
+    txn.commit().expect("commit");
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut txn = db.begin().expect("begin");
+            txn.put(b"k", b"new").expect("put");
+            txn.commit().expect("commit");
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(
+        db.get(b"k").expect("get"),
+        Some(b"old".to_vec()),
+        "saw a commit that is not durable"
+    );
+    let scan = db
+        .scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .expect("scan");
+    assert_eq!(scan, vec![(b"k".to_vec(), b"old".to_vec())]);
+    writer.join().expect("writer");
+    assert_eq!(db.get(b"k").expect("get"), Some(b"new".to_vec()));
+}
+
+#[test]
+fn read_transactions_keep_their_snapshot() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = sim_db(&disk);
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"a", b"1").expect("put");
+    txn.put(b"b", b"1").expect("put");
+    txn.commit().expect("commit");
+    let read = db.begin_read().expect("begin_read");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"a", b"2").expect("put");
+    txn.delete(b"b").expect("delete");
+    txn.put(b"c", b"2").expect("put");
+    txn.commit().expect("commit");
+    assert_eq!(read.get(b"a").expect("get"), Some(b"1".to_vec()));
+    assert_eq!(read.get(b"b").expect("get"), Some(b"1".to_vec()));
+    assert_eq!(read.get(b"c").expect("get"), None);
+    let snap = read
+        .scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .expect("scan");
+    assert_eq!(
+        snap,
+        vec![
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"b".to_vec(), b"1".to_vec())
+        ]
+    );
+    drop(read);
+    assert_eq!(db.get(b"a").expect("get"), Some(b"2".to_vec()));
+    assert_eq!(db.get(b"b").expect("get"), None);
+}
+
+#[test]
+fn oversized_keys_are_refused_and_large_values_work() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = sim_db(&disk);
+    let mut txn = db.begin().expect("begin");
+    let err = txn.put(&vec![1u8; 5000], b"v").expect_err("too large");
+    assert!(matches!(err, tilldb::Error::TooLarge { .. }), "{err}");
+    let big = vec![7u8; 20_000];
+    txn.put(b"big", &big).expect("put");
+    txn.commit().expect("commit");
+    assert_eq!(db.get(b"big").expect("get"), Some(big));
+}

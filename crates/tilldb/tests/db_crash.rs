@@ -1,0 +1,179 @@
+//! The store crashed at every kind of point: the simulated disk dies at the k-th write or
+//! flush (inside commits, write-back, doublewrite batches, checkpoints, log switches), then a
+//! process kill or a power cut (unflushed writes dropped or torn per 512 B or 4 KiB sector)
+//! follows. After recovery (TESTPLAN oracle 1, 2, 3, 8):
+//! - the state equals the model after the first n commits, for some n at least the number of
+//!   acknowledged `Sync` commits and at most the number attempted: nothing acknowledged is
+//!   lost, nothing is half applied;
+//! - the tree checks;
+//! - the database accepts and keeps new commits, across a second crash and recovery.
+//!
+//! A failure names its seed; rerun one with `DB_CRASH_SEED=n cargo test --test db_crash`.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk};
+use tilldb::{Db, Direction, Options};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Commit `c` of seed `seed`: a few puts and deletes over a small key space, so pages split,
+/// merge and get reused.
+fn commit_ops(seed: u64, commit: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut state =
+        seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ commit.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let mut next = move || {
+        state ^= state >> 31;
+        state = state.wrapping_mul(0x94D0_49BB_1331_11EB);
+        state ^= state >> 29;
+        state
+    };
+    (0..=(next() % 12))
+        .map(|_| {
+            let key = format!("k{:04}", next() % 600).into_bytes();
+            let roll = next();
+            let value = (roll % 5 != 0).then(|| {
+                let mut value = format!("c{commit}-").into_bytes();
+                value.resize(8 + usize::try_from(roll % 300).expect("small"), b'v');
+                value
+            });
+            (key, value)
+        })
+        .collect()
+}
+
+fn apply(model: &mut Model, ops: &[(Vec<u8>, Option<Vec<u8>>)]) {
+    for (k, v) in ops {
+        match v {
+            Some(v) => model.insert(k.clone(), v.clone()),
+            None => model.remove(k),
+        };
+    }
+}
+
+fn options() -> Options {
+    // A small cache so write-back and eviction happen; checkpoints every 256 KiB of log.
+    Options {
+        cache_bytes: 32 * 4096,
+        checkpoint_log_bytes: 1 << 20,
+        ..Options::for_tests()
+    }
+}
+
+fn open(disk: &SimDisk) -> Db {
+    Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options()).expect("recovery")
+}
+
+/// Runs commits until the disk dies (or `count` are done); returns how many were
+/// acknowledged and how many were attempted.
+fn run(db: &Db, seed: u64, first: u64, count: u64) -> (u64, u64) {
+    let mut acknowledged = first;
+    for c in first..first + count {
+        let Ok(mut txn) = db.begin() else {
+            return (acknowledged, c);
+        };
+        for (k, v) in commit_ops(seed, c) {
+            match v {
+                Some(v) => txn.put(&k, &v).expect("put into the write set"),
+                None => txn.delete(&k).expect("delete from the write set"),
+            }
+        }
+        if txn.commit().is_err() {
+            return (acknowledged, c + 1);
+        }
+        acknowledged = c + 1;
+    }
+    (acknowledged, first + count)
+}
+
+fn state(db: &Db) -> Model {
+    db.scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .expect("scan")
+        .into_iter()
+        .collect()
+}
+
+/// The recovered state must be the model after some n commits with low <= n <= high.
+fn matching_prefix(seed: u64, recovered: &Model, low: u64, high: u64) -> u64 {
+    let mut model = Model::new();
+    for c in 0..low {
+        apply(&mut model, &commit_ops(seed, c));
+    }
+    for n in low..=high {
+        if &model == recovered {
+            return n;
+        }
+        apply(&mut model, &commit_ops(seed, n));
+    }
+    panic!(
+        "seed {seed}: recovered state is no prefix of commits {low}..={high} (lost an acknowledged commit, or half applied one)"
+    );
+}
+
+fn run_seed(seed: u64) {
+    let disk = SimDisk::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    });
+    let db = open(&disk);
+    // Warm up, so the crash lands in a database with history, then arm the fault.
+    let (warm, _) = run(&db, seed, 0, 20);
+    assert_eq!(warm, 20, "seed {seed}: warm-up failed");
+    let kind = if seed.is_multiple_of(2) {
+        IoKind::Write
+    } else {
+        IoKind::Flush
+    };
+    disk.inject(Fault::once(kind, 1 + seed % 97, FaultKind::Crash));
+    let (acknowledged, attempted) = run(&db, seed, 20, 60);
+    drop(db);
+    disk.clear_faults();
+    // No garbage sectors here: the log rewrites its last block with the same leading bytes and
+    // assumes a sector write lands old or new (docs/durability.md). With garbage in rewritten
+    // sectors seed 29 loses acknowledged commits; a padding tail mode that drops the
+    // assumption is the next step (notes on issue 4). Pages have garbage-proof protection
+    // (tests/page_guard.rs crashes the doublewrite guard with garbage on).
+    let mode = match seed % 3 {
+        0 => CrashMode::ProcessKill,
+        1 => CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: false,
+        },
+        _ => CrashMode::PowerLoss {
+            tear_bytes: 4096,
+            garbage: false,
+        },
+    };
+    disk.crash(mode);
+    let db = open(&disk);
+    db.check()
+        .unwrap_or_else(|e| panic!("seed {seed} {mode:?}: tree check failed: {e}"));
+    let n = matching_prefix(seed, &state(&db), acknowledged, attempted);
+    // The database goes on, and survives a second crash.
+    let (again, _) = run(&db, seed, n, 5);
+    assert_eq!(again, n + 5, "seed {seed}: commits after recovery failed");
+    drop(db);
+    disk.crash(CrashMode::PowerLoss {
+        tear_bytes: 512,
+        garbage: false,
+    });
+    let db = open(&disk);
+    matching_prefix(seed, &state(&db), n + 5, n + 5);
+}
+
+#[test]
+fn crashes_at_random_points_lose_no_acknowledged_commit_and_half_apply_none() {
+    if let Ok(seed) = std::env::var("DB_CRASH_SEED") {
+        return run_seed(seed.parse().expect("DB_CRASH_SEED is a number"));
+    }
+    let seeds: u64 = std::env::var("DB_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    for seed in 0..seeds {
+        run_seed(seed);
+    }
+    println!("db_crash: {seeds} seeds, each crashed twice and recovered");
+}
