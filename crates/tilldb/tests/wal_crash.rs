@@ -43,6 +43,25 @@ fn durability_for(seed: u64, thread: u32) -> Durability {
     }
 }
 
+/// Process kill, or power loss tearing at 512 B or 4 KiB, with and without garbage sectors.
+fn crash_mode(seed: u64) -> CrashMode {
+    match seed % 4 {
+        0 => CrashMode::ProcessKill,
+        1 => CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: false,
+        },
+        2 => CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: true,
+        },
+        _ => CrashMode::PowerLoss {
+            tear_bytes: 4096,
+            garbage: true,
+        },
+    }
+}
+
 fn run_seed(seed: u64) {
     let disk = SimDisk::new(SimConfig {
         seed,
@@ -85,17 +104,7 @@ fn run_seed(seed: u64) {
         w.join().expect("worker");
     }
     drop(Arc::into_inner(wal).expect("workers are done"));
-    let mode = match seed % 3 {
-        0 => CrashMode::ProcessKill,
-        1 => CrashMode::PowerLoss {
-            tear_bytes: 512,
-            garbage: false,
-        },
-        _ => CrashMode::PowerLoss {
-            tear_bytes: 4096,
-            garbage: false,
-        },
-    };
+    let mode = crash_mode(seed);
     disk.clear_faults();
     disk.crash(mode);
 

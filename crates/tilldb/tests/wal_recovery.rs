@@ -188,14 +188,14 @@ fn stale_records_of_recycled_segments_are_never_replayed() {
     }
     wal.close().expect("close");
     let segments = disk.list_dir(Path::new(DIR)).expect("ls");
-    let newest = segments.last().expect("segments");
+    let newest: u64 = segments.last().expect("segments")[..20]
+        .parse()
+        .expect("generation");
+    assert!(newest > 15, "few segments used: {segments:?}");
     assert!(
-        newest.as_str() > "00000000000000000015.wal",
-        "few segments used: {segments:?}"
-    );
-    assert!(
-        segments.len() < 8,
-        "segments were not recycled: {segments:?}"
+        (segments.len() as u64) * 4 < newest,
+        "segments were not recycled: {} files for {newest} generations",
+        segments.len()
     );
     let (ids, _) = recovered_ids(&disk);
     let first = *ids.first().expect("records");
@@ -368,4 +368,33 @@ fn an_empty_segment_file_from_an_interrupted_create_is_free() {
     write_records(&damaged, 3..5);
     let (ids, _) = recovered_ids(&damaged);
     assert_eq!(ids, vec![0, 1, 2, 3, 4]);
+}
+
+/// Found by the concurrent crash test once garbage sectors were on: a power cut while a spare
+/// segment's header was being written left garbage there. A segment newer than every segment
+/// of the log was never used: free, not corruption. An invalid header older than the log's
+/// last segment still is corruption.
+#[test]
+fn a_garbage_header_on_an_unused_spare_is_free_but_inside_the_log_is_corruption() {
+    let original = disk();
+    write_records(&original, 0..3);
+    let mut files: Vec<_> = files(&original)
+        .into_iter()
+        .filter(|(p, _)| p.ends_with("00000000000000000001.wal"))
+        .collect();
+    let mut garbage = vec![0u8; 8192];
+    garbage[..512].fill(0xA7);
+    files.push((
+        Path::new(DIR).join("00000000000000000009.wal"),
+        garbage.clone(),
+    ));
+    let spare = disk_with(&files);
+    let (ids, _) = recovered_ids(&spare);
+    assert_eq!(ids, vec![0, 1, 2]);
+    files.push((Path::new(DIR).join("00000000000000000000.wal"), garbage));
+    let inside = disk_with(&files);
+    match Wal::open(Arc::new(inside), Path::new(DIR), WalOptions::for_tests()) {
+        Err(Error::Corruption { file, .. }) => assert!(file.ends_with("00000000000000000000.wal")),
+        other => panic!("expected corruption, got {other:?}"),
+    }
 }

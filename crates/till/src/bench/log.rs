@@ -85,6 +85,10 @@ pub struct LogArgs {
     /// Turn off the log's adaptive gathering before a flush (to measure what it buys).
     #[arg(long)]
     no_gather: bool,
+    /// Rewrite each group's last block instead of padding it (safe only on devices that
+    /// write sectors atomically; to measure what padding costs).
+    #[arg(long)]
+    no_pad: bool,
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
@@ -103,6 +107,8 @@ pub struct Row {
     /// Flushes the log did. For write-through methods, whose writes are the flushes, its
     /// write stages.
     pub flushes: u64,
+    /// Bytes the log wrote to its files during the row.
+    pub bytes_written: u64,
     pub p50_us: f64,
     pub p99_us: f64,
     pub max_us: f64,
@@ -111,6 +117,17 @@ pub struct Row {
 impl Row {
     pub fn commits_per_sec(&self) -> f64 {
         per_sec(self.commits, self.elapsed)
+    }
+
+    /// Log bytes written per commit.
+    pub fn log_bytes_per_commit(&self) -> f64 {
+        if self.commits == 0 {
+            0.0
+        } else {
+            #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+            let ratio = self.bytes_written as f64 / self.commits as f64;
+            ratio
+        }
     }
 
     pub fn flushes_per_sec(&self) -> f64 {
@@ -158,6 +175,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
         log_block_bytes: args.block_bytes,
         segment_bytes: args.segment_bytes,
         adaptive_gather: !args.no_gather,
+        pad_groups: !args.no_pad,
         ..WalOptions::default()
     };
     let payload = vec![0xA5; args.record_bytes];
@@ -186,6 +204,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
         record_bytes: args.record_bytes,
         segment_bytes: args.segment_bytes,
         adaptive_gather: !args.no_gather,
+        pad_groups: !args.no_pad,
         seconds: args.seconds,
         sync_latency_us: (args.sync_latency_us > 0).then_some(args.sync_latency_us),
         raw,
@@ -288,6 +307,7 @@ fn run_row(
         commits,
         elapsed,
         flushes,
+        bytes_written: stats.bytes_written,
         p50_us: percentile_us(&latencies, 50.0),
         p99_us: percentile_us(&latencies, 99.0),
         max_us: percentile_us(&latencies, 100.0),

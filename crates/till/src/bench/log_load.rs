@@ -30,6 +30,8 @@ pub struct Counts {
     pub appends: u64,
     pub writes: u64,
     pub flushes: u64,
+    /// Bytes written to segment files, padding included.
+    pub bytes_written: u64,
 }
 
 impl Counts {
@@ -38,6 +40,7 @@ impl Counts {
             appends: after.appends - before.appends,
             writes: after.writes - before.writes,
             flushes: after.flushes - before.flushes,
+            bytes_written: after.bytes_written - before.bytes_written,
         }
     }
 }

@@ -33,6 +33,8 @@ pub struct LogRun {
     pub segment_bytes: u64,
     /// Whether the log gathered released committers before each flush.
     pub adaptive_gather: bool,
+    /// Whether each group's last block was padded (or rewritten by the next group).
+    pub pad_groups: bool,
     /// Requested seconds per row.
     pub seconds: f64,
     /// The SIMULATED flush latency, when on.
@@ -103,6 +105,7 @@ fn json(run: &LogRun) -> Value {
                 "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
                 "p50_us": round1(r.p50_us),
                 "p99_us": round1(r.p99_us),
+                "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
                 "max_us": round1(r.max_us),
                 "ratio_to_raw": (run.ratio_to_raw(r) * 1000.0).round() / 1000.0,
             })
@@ -117,6 +120,7 @@ fn json(run: &LogRun) -> Value {
         "record_bytes": run.record_bytes,
         "segment_bytes": run.segment_bytes,
         "adaptive_gather": run.adaptive_gather,
+        "pad_groups": run.pad_groups,
         "seconds": run.seconds,
         "simulated_sync_latency_us": run.sync_latency_us,
         "raw_flushes_per_sec": round1(run.raw.flushes_per_sec),
@@ -130,7 +134,7 @@ fn json(run: &LogRun) -> Value {
 fn print_text(run: &LogRun) {
     let simulated = run.sync_latency_us;
     println!("Write-ahead log alone: commits from many threads");
-    let rows: [(&str, String); 9] = [
+    let rows: [(&str, String); 10] = [
         ("dir", run.dir.display().to_string()),
         ("file system", run.fs_name().to_owned()),
         ("flush method", run.flush_method.to_string()),
@@ -147,6 +151,15 @@ fn print_text(run: &LogRun) {
         (
             "adaptive gather",
             if run.adaptive_gather { "on" } else { "off" }.to_owned(),
+        ),
+        (
+            "tail block",
+            if run.pad_groups {
+                "padded"
+            } else {
+                "rewritten"
+            }
+            .to_owned(),
         ),
         ("time per row", format!("{:.2} s", run.seconds)),
         ("flush latency", run.latency_text()),
@@ -193,6 +206,7 @@ fn table(run: &LogRun) -> Table {
         "p99 us",
         "max us",
         "x raw",
+        "log B/commit",
     ]);
     for r in &run.rows {
         table.add_row([
@@ -205,9 +219,10 @@ fn table(run: &LogRun) -> Table {
             micros(r.p99_us),
             micros(r.max_us),
             format!("{:.2}", run.ratio_to_raw(r)),
+            format!("{:.0}", r.log_bytes_per_commit()),
         ]);
     }
-    for i in 0..8 {
+    for i in 0..9 {
         if let Some(column) = table.column_mut(i) {
             column.set_cell_alignment(CellAlignment::Right);
         }

@@ -28,17 +28,22 @@
 //! segment_bytes - block`. A `SegmentEnd` record sends the stream to `base + capacity`, the next
 //! segment's base. After recovery the new segment's base is the recovered end lsn instead.
 //!
-//! ## Rewriting the tail block
+//! ## The tail block
 //!
-//! The write unit is the log block. A group's last block is usually partly filled, and the next
-//! group rewrites that block with the same leading bytes plus new records. This never endangers
-//! the records already in it: a crash or power cut tears a write at sector granularity, each
-//! sector landing old or new, and old and new agree on every byte that was already there. The
-//! assumption is the one every database log makes: a sector write is atomic (old or new), which
-//! `NVMe` guarantees (`AWUPF` >= 1 logical block) and SATA/SAS drives provide through per-sector ECC.
-//! The alternatives measured worse: padding every group to a fresh block wastes up to 4 KiB per
-//! commit (a 40x larger log for 100-byte commits, so 40x more checkpoints), and ping-pong tail
-//! slots add a write and a recovery path for no gain on sector-atomic devices.
+//! The write unit is the log block. A group's last block is usually partly filled. By default
+//! (`WalOptions::pad_groups`) the writer closes it with a `Pad` record, and the next group
+//! starts in a fresh block: no write ever touches a block holding acknowledged records, so a
+//! power cut that leaves garbage in the sectors being written (TESTPLAN F2) cannot reach them.
+//! The device cost is nil (a 4K-physical disk writes 4 KiB per group either way); the log grows
+//! by up to one block per group instead of by the records alone, which brings checkpoints and
+//! segment switches sooner at low concurrency (measured in `docs/benchmarks.md`).
+//!
+//! With padding off, the next group rewrites the partly filled block with the same leading
+//! bytes plus new records. A crash then tears the rewrite per sector, each sector old or new,
+//! and old and new agree on every byte already there: safe on devices whose sector writes are
+//! atomic (`NVMe` guarantees it for one logical block), not on ones that leave garbage.
+//!
+//! Every segment keeps room at its end for the largest pad plus its `SegmentEnd` record.
 
 mod group_commit;
 mod reader;
@@ -85,6 +90,12 @@ pub struct WalOptions {
     /// share one flush instead of taking turns. Default: on. It never delays a lone
     /// committer; see `docs/benchmarks.md` for the measured effect.
     pub adaptive_gather: bool,
+    /// After each group write, fill the rest of its last block with a `Pad` record, so no later
+    /// write ever touches a block that holds acknowledged records. Default: on. Off, the next
+    /// group rewrites that block with the same leading bytes, which is safe only on devices
+    /// that write a sector atomically (see "Rewriting the tail block" above); it keeps the log
+    /// up to 32x smaller for one-commit groups.
+    pub pad_groups: bool,
 }
 
 impl Default for WalOptions {
@@ -96,6 +107,7 @@ impl Default for WalOptions {
             buffer_bytes_max: 4 << 20,
             flush_interval: Duration::from_millis(100),
             adaptive_gather: true,
+            pad_groups: true,
         }
     }
 }
@@ -111,6 +123,7 @@ impl WalOptions {
             buffer_bytes_max: 16 * 1024,
             flush_interval: Duration::from_millis(5),
             adaptive_gather: true,
+            pad_groups: true,
         }
     }
 }

@@ -6,11 +6,15 @@
 //! | bytes at the expected lsn                 | decision                                        |
 //! |-------------------------------------------|-------------------------------------------------|
 //! | a valid `Data` record                     | keep it; continue after it                      |
+//! | a valid `Pad` record                      | skip it; continue after it                      |
 //! | a valid `SegmentEnd`                      | continue at `base + capacity` in the next segment |
 //! | zeros                                     | end of log (never written)                      |
 //! | bad length, bad crc, truncated header     | end of log (torn tail); report file and offset  |
 //! | valid crc but another lsn                 | end of log (stale or misplaced); report it      |
 //! | valid crc but unknown kind / reserved bits | end of log; report it                          |
+//!
+//! A segment whose header does not validate is free if it is newer than every valid segment
+//! (its preparation was cut short: headers are flushed before use), and corruption otherwise.
 //!
 //! Segments are chained in generation order by lsn: the next segment is the first later one
 //! whose header's `base_lsn` is the lsn where this one's records ended. Segments outside the
@@ -118,7 +122,9 @@ fn scan_segment(
                 return SegmentEnd::Next(header.base_lsn + header.capacity());
             }
             Ok(rec) => {
-                visit(lsn, rec.payload, rec.len);
+                if rec.kind == RecordKind::Data {
+                    visit(lsn, rec.payload, rec.len);
+                }
                 lsn += rec.len as u64;
             }
             Err(fault) => {
@@ -136,6 +142,7 @@ fn scan_segment(
 /// Reads every segment header in `dir` and follows the chain to the end of the log.
 pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan> {
     let mut found: Vec<(u64, SegmentHeader, PathBuf)> = Vec::new();
+    let mut invalid: Vec<(u64, Error)> = Vec::new();
     let mut scan = Scan::default();
     for name in storage.list_dir(dir)? {
         let Some(generation) = parse_segment_name(&name) else {
@@ -144,12 +151,25 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan> {
         scan.max_generation = scan.max_generation.max(generation);
         let path = dir.join(&name);
         let bytes = read_segment(storage, &path)?;
-        match SegmentHeader::decode(&bytes, &path)? {
-            HeaderState::Valid(h) if h.generation == generation => {
+        match SegmentHeader::decode(&bytes, &path) {
+            Ok(HeaderState::Valid(h)) if h.generation == generation => {
                 found.push((generation, h, path));
             }
             // An interrupted create (zeros) or recycle (the old generation's header).
-            HeaderState::Zero | HeaderState::Valid(_) => scan.free.push(generation),
+            Ok(HeaderState::Zero | HeaderState::Valid(_)) => scan.free.push(generation),
+            // Judged below, against the log's newest segment.
+            Err(e) => invalid.push((generation, e)),
+        }
+    }
+    // A header that does not validate belongs to a segment whose preparation a crash cut
+    // short, if it is newer than every valid segment: a header is flushed before its segment
+    // is used. Anywhere else it is corruption of the log.
+    let newest_valid = found.iter().map(|(g, _, _)| *g).max().unwrap_or(0);
+    for (generation, error) in invalid {
+        if generation > newest_valid {
+            scan.free.push(generation);
+        } else {
+            return Err(error);
         }
     }
     found.sort_by_key(|(g, _, _)| *g);

@@ -7,7 +7,7 @@
 //!      0    4 crc32c       over the segment generation (8 bytes, LE), then bytes 4..len
 //!      4    4 len          header + payload + padding; a multiple of 8, at least 24
 //!      8    8 lsn          position of this record in the log stream
-//!     16    1 kind         1 Data · 2 SegmentEnd
+//!     16    1 kind         1 Data · 2 SegmentEnd · 3 Pad
 //!     17    3 zero         must be zero
 //!     20    4 payload_len  payload bytes; len = round_up(24 + payload_len, 8)
 //!     24    … payload, then zeros up to len
@@ -20,6 +20,9 @@
 //!    recycled segment never validate, and neither do torn or zeroed bytes);
 //! 3. `lsn` is the expected next lsn (catches a valid record in the wrong place);
 //! 4. kind is known, the reserved bytes are zero, `payload_len` agrees with `len`.
+//!
+//! `Pad` fills the rest of a log block after a group write (payload: zeros), so that no later
+//! write touches a block holding acknowledged records (see `wal/mod.rs`). Readers skip it.
 //!
 //! `SegmentEnd` has no payload. It closes a segment: the log continues at the start of the next
 //! segment, whose header names the lsn that follows the `SegmentEnd` record. Every segment keeps
@@ -49,6 +52,8 @@ pub enum RecordKind {
     Data = 1,
     /// Closes a segment; the log continues in the next one.
     SegmentEnd = 2,
+    /// Fills the rest of a block after a group write; skipped by readers.
+    Pad = 3,
 }
 
 impl RecordKind {
@@ -56,6 +61,7 @@ impl RecordKind {
         match b {
             1 => Some(RecordKind::Data),
             2 => Some(RecordKind::SegmentEnd),
+            3 => Some(RecordKind::Pad),
             _ => None,
         }
     }

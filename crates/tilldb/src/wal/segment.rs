@@ -21,7 +21,9 @@
 //!   was interrupted, free for reuse;
 //! - valid, with the generation in its name: part of the log (or a prepared spare);
 //! - valid but naming another generation: a segment whose recycling was interrupted, free;
-//! - anything else is corruption, reported with the file and offset.
+//! - anything else does not decode: recovery treats it as free when the segment is newer than
+//!   every valid one (an interrupted preparation), and as corruption, reported with the file
+//!   and offset, anywhere else (`reader.rs`).
 //!
 //! Recycling renames a free segment to a new generation's name, then rewrites its header. Its
 //! old records stay, but their checksums are seeded with the old generation, so they never

@@ -79,6 +79,9 @@ struct Chunk {
 const GATHER_MAX: Duration = Duration::from_millis(10);
 /// Shortest idle gap after which a flush leader stops waiting for returners.
 const GATHER_IDLE_MIN: Duration = Duration::from_micros(20);
+/// Zeros for pad records: at most two of the largest log blocks.
+static ZEROS: [u8; 2 * crate::io::LOG_BLOCK_BYTES_MAX as usize] =
+    [0; 2 * crate::io::LOG_BLOCK_BYTES_MAX as usize];
 /// Starting capacity of a chunk buffer; it grows as a group needs.
 const CHUNK_BYTES_INITIAL: usize = 64 << 10;
 /// Chunk buffers kept for reuse: one being written, one being filled, and spares for a
@@ -473,8 +476,17 @@ impl Shared {
     fn max_payload_bytes(&self) -> usize {
         let capacity = usize::try_from(self.options.segment_bytes - u64::from(self.block_bytes))
             .expect("fits usize");
-        // Room for the record and the SegmentEnd that must follow it.
-        capacity - 2 * RECORD_HEADER_BYTES
+        capacity - RECORD_HEADER_BYTES - self.tail_reserve()
+    }
+
+    /// Bytes every segment keeps free after its last data record: the `SegmentEnd` record,
+    /// and with padding the largest pad before it (a block plus a record header).
+    fn tail_reserve(&self) -> usize {
+        if self.options.pad_groups {
+            2 * self.block_bytes as usize + RECORD_HEADER_BYTES
+        } else {
+            RECORD_HEADER_BYTES
+        }
     }
 
     fn check_poison(&self) -> Result<()> {
@@ -510,7 +522,7 @@ impl Shared {
             }
             let lsn = st.progress.appended;
             let segment_end = st.active().segment.end_lsn();
-            if lsn + (len + RECORD_HEADER_BYTES) as u64 > segment_end {
+            if lsn + (len + self.tail_reserve()) as u64 > segment_end {
                 if !self.switch_segment(&mut st) {
                     drop(st);
                     self.prepare_spare()?;
@@ -655,6 +667,9 @@ impl Shared {
     fn write_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         assert!(!st.progress.writing);
         st.progress.writing = true;
+        if self.options.pad_groups {
+            self.pad_active_block(st);
+        }
         let target = st.progress.appended;
         let block = self.block_bytes as usize;
         let mut buf = st.buffer();
@@ -711,6 +726,41 @@ impl Shared {
         }
         wake_unlocked(st);
         Ok(())
+    }
+
+    /// Closes the active chunk's partly filled block with a `Pad` record (at least a header,
+    /// so a gap under 24 bytes pads into the next block as well).
+    fn pad_active_block(&self, st: &mut State) {
+        let block = self.block_bytes as usize;
+        let used = st.active().buf.len() % block;
+        if used == 0 {
+            return;
+        }
+        let mut pad = block - used;
+        if pad < RECORD_HEADER_BYTES {
+            pad += block;
+        }
+        let lsn = st.progress.appended;
+        let segment = &st.active().segment;
+        let generation = segment.header.generation;
+        assert!(
+            lsn + (pad + RECORD_HEADER_BYTES) as u64 <= segment.end_lsn(),
+            "no room to pad: the tail reserve was not kept"
+        );
+        let chunk = st.chunks.last_mut().expect("active chunk");
+        let target = chunk.buf.extend_zeroed(pad);
+        record::encode(
+            target,
+            generation,
+            lsn,
+            RecordKind::Pad,
+            &ZEROS[..pad - RECORD_HEADER_BYTES],
+        );
+        st.progress.appended = lsn + pad as u64;
+        assert!(
+            st.active().buf.len().is_multiple_of(block),
+            "pad did not reach a block boundary"
+        );
     }
 
     /// Flushes every segment written since the last flush began.
