@@ -17,11 +17,16 @@ use std::sync::Arc;
 use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk};
 use tilldb::{Db, Direction, Options};
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+type Model = BTreeMap<(String, Vec<u8>), Vec<u8>>;
+/// One change of a commit: table, key, new value (`None`: delete).
+type Op = (String, Vec<u8>, Option<Vec<u8>>);
+
+/// The tables commits write to; `""` is the default table.
+const TABLES: [&str; 3] = ["", "left", "right"];
 
 /// Commit `c` of seed `seed`: a few puts and deletes over a small key space, so pages split,
 /// merge and get reused.
-fn commit_ops(seed: u64, commit: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+fn commit_ops(seed: u64, commit: u64) -> Vec<Op> {
     let mut state =
         seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ commit.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     let mut next = move || {
@@ -32,6 +37,7 @@ fn commit_ops(seed: u64, commit: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
     };
     (0..=(next() % 12))
         .map(|_| {
+            let table = TABLES[usize::try_from(next() % 3).expect("small")].to_owned();
             let key = format!("k{:04}", next() % 600).into_bytes();
             let roll = next();
             let value = (roll % 5 != 0).then(|| {
@@ -39,16 +45,16 @@ fn commit_ops(seed: u64, commit: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
                 value.resize(8 + usize::try_from(roll % 300).expect("small"), b'v');
                 value
             });
-            (key, value)
+            (table, key, value)
         })
         .collect()
 }
 
-fn apply(model: &mut Model, ops: &[(Vec<u8>, Option<Vec<u8>>)]) {
-    for (k, v) in ops {
+fn apply(model: &mut Model, ops: &[Op]) {
+    for (t, k, v) in ops {
         match v {
-            Some(v) => model.insert(k.clone(), v.clone()),
-            None => model.remove(k),
+            Some(v) => model.insert((t.clone(), k.clone()), v.clone()),
+            None => model.remove(&(t.clone(), k.clone())),
         };
     }
 }
@@ -74,10 +80,10 @@ fn run(db: &Db, seed: u64, first: u64, count: u64) -> (u64, u64) {
         let Ok(mut txn) = db.begin() else {
             return (acknowledged, c);
         };
-        for (k, v) in commit_ops(seed, c) {
+        for (t, k, v) in commit_ops(seed, c) {
             match v {
-                Some(v) => txn.put(&k, &v).expect("put into the write set"),
-                None => txn.delete(&k).expect("delete from the write set"),
+                Some(v) => txn.put_in(&t, &k, &v).expect("put into the write set"),
+                None => txn.delete_in(&t, &k).expect("delete from the write set"),
             }
         }
         if txn.commit().is_err() {
@@ -89,10 +95,19 @@ fn run(db: &Db, seed: u64, first: u64, count: u64) -> (u64, u64) {
 }
 
 fn state(db: &Db) -> Model {
-    db.scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
-        .expect("scan")
-        .into_iter()
-        .collect()
+    let mut model = Model::new();
+    for table in TABLES {
+        let entries = db.scan_in(
+            table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        );
+        for (k, v) in entries.expect("scan") {
+            model.insert((table.to_owned(), k), v);
+        }
+    }
+    model
 }
 
 /// The recovered state must be the model after some n commits with low <= n <= high.

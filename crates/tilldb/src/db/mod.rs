@@ -2,8 +2,10 @@
 //! B+tree. See ARCHITECTURE.md, "The store", for the decisions this follows.
 //!
 //! A database directory holds `tilldb.meta` (header slots), `data.tdb` (pages),
-//! `doublewrite.tdb` (the torn-page guard) and `wal/` (the log). Page 1 is the table catalog
-//! (reserved for named tables) and page 2 the default table's root.
+//! `doublewrite.tdb` (the torn-page guard) and `wal/` (the log). Page 1 is the root of the
+//! table catalog (name -> root page id, 8 bytes LE) and page 2 the root of the default table
+//! (name `""`). A named table is created by the first commit that writes to it; readers find
+//! it through the catalog at their snapshot, so it appears to them when that commit does.
 //!
 //! Write path: `begin()` takes the writer lock; `commit` records the values readers must
 //! still see in the overlay, applies the write set to the tree (pages become unlogged),
@@ -36,12 +38,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Root of the table catalog (reserved for named tables).
+/// Root of the table catalog.
 const CATALOG_ROOT: PageId = PageId(1);
 /// Root of the default table.
 const DEFAULT_ROOT: PageId = PageId(2);
-/// The overlay's id for the default table.
-const DEFAULT_TABLE: TableId = DEFAULT_ROOT.0;
+/// The overlay's id for the catalog (tables are identified by their root page).
+const CATALOG_TABLE: TableId = CATALOG_ROOT.0;
+/// Longest table name.
+const TABLE_NAME_BYTES_MAX: usize = 255;
 /// Entries a scan reads from the tree per hold of the tree lock.
 const SCAN_BATCH: usize = 256;
 
@@ -126,11 +130,49 @@ impl Db {
         Ok(ReadTxn::new(self, self.snapshot_register()))
     }
 
-    /// The latest acknowledged value of `key`.
+    /// The latest acknowledged value of `key` in the default table.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_in("", key)
+    }
+
+    /// The latest acknowledged value of `key` in table `table` (`""` is the default table).
+    pub fn get_in(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_poison()?;
         let snapshot = self.visible_lsn();
-        self.read_at(key, snapshot)
+        match self.table_root(table, snapshot)? {
+            Some(root) => self.read_at(root, key, snapshot),
+            None => Ok(None),
+        }
+    }
+
+    /// The names of the named tables that exist, in order.
+    pub fn tables(&self) -> Result<Vec<String>> {
+        self.check_poison()?;
+        let snapshot = self.snapshot_register();
+        let result = self.scan_at(
+            CATALOG_ROOT,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+            snapshot,
+        );
+        self.snapshot_release(snapshot);
+        Ok(result?
+            .into_iter()
+            .map(|(name, _)| String::from_utf8_lossy(&name).into_owned())
+            .collect())
+    }
+
+    /// The root of `table` as a reader at `snapshot` sees the catalog; `None` if it does not
+    /// exist for that reader.
+    fn table_root(&self, table: &str, snapshot: u64) -> Result<Option<PageId>> {
+        if table.is_empty() {
+            return Ok(Some(DEFAULT_ROOT));
+        }
+        let Some(value) = self.read_at(CATALOG_ROOT, table.as_bytes(), snapshot)? else {
+            return Ok(None);
+        };
+        catalog_root_of(&value, &self.inner.data_path).map(Some)
     }
 
     /// The acknowledged entries between `lower` and `upper`, in `direction`.
@@ -140,9 +182,24 @@ impl Db {
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_in("", lower, upper, direction)
+    }
+
+    /// The acknowledged entries of `table` between `lower` and `upper`, in `direction`.
+    pub fn scan_in(
+        &self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.check_poison()?;
         let snapshot = self.snapshot_register();
-        let result = self.scan_at(lower, upper, direction, snapshot);
+        let result = match self.table_root(table, snapshot) {
+            Ok(Some(root)) => self.scan_at(root, lower, upper, direction, snapshot),
+            Ok(None) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        };
         self.snapshot_release(snapshot);
         result
     }
@@ -166,9 +223,23 @@ impl Db {
     }
 
     /// Checks the default table's tree (order, links, page kinds) and returns its statistics.
+    /// Every table's tree and the catalog are checked; the default table's stats are returned.
     pub fn check(&self) -> Result<crate::btree::TreeStats> {
         let _shared = self.inner.tree_lock.read();
-        Tree::open(DEFAULT_ROOT).check(&self.read_pages())
+        let pages = self.read_pages();
+        Tree::open(CATALOG_ROOT).check(&pages)?;
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = Tree::open(CATALOG_ROOT)
+            .scan(
+                &pages,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Forward,
+            )
+            .collect::<Result<_>>()?;
+        for (_, value) in entries {
+            Tree::open(catalog_root_of(&value, &self.inner.data_path)?).check(&pages)?;
+        }
+        Tree::open(DEFAULT_ROOT).check(&pages)
     }
 
     fn check_poison(&self) -> Result<()> {
@@ -235,19 +306,13 @@ impl Db {
     /// `key` as a reader at `snapshot` sees it. The tree is read first and the overlay after:
     /// a commit records the overlay entry before it changes the page, so a change seen in the
     /// tree always has its entry by the time the overlay is asked.
-    fn read_at(&self, key: &[u8], snapshot: u64) -> Result<Option<Vec<u8>>> {
+    fn read_at(&self, root: PageId, key: &[u8], snapshot: u64) -> Result<Option<Vec<u8>>> {
         let tree_value = {
             let _shared = self.inner.tree_lock.read();
-            Tree::open(DEFAULT_ROOT).get(&self.read_pages(), key)?
+            Tree::open(root).get(&self.read_pages(), key)?
         };
         Ok(
-            match self
-                .inner
-                .reads
-                .lock()
-                .overlay
-                .seen(DEFAULT_TABLE, key, snapshot)
-            {
+            match self.inner.reads.lock().overlay.seen(root.0, key, snapshot) {
                 Seen::Tree => tree_value,
                 Seen::Value(v) => v,
             },
@@ -256,6 +321,7 @@ impl Db {
 
     fn scan_at(
         &self,
+        root: PageId,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         direction: Direction,
@@ -268,12 +334,8 @@ impl Db {
             let batch: Vec<(Vec<u8>, Vec<u8>)> = {
                 let _shared = self.inner.tree_lock.read();
                 let pages = self.read_pages();
-                let cursor = Tree::open(DEFAULT_ROOT).scan(
-                    &pages,
-                    as_ref(&lower),
-                    as_ref(&upper),
-                    direction,
-                );
+                let cursor =
+                    Tree::open(root).scan(&pages, as_ref(&lower), as_ref(&upper), direction);
                 cursor.take(SCAN_BATCH).collect::<Result<_>>()?
             };
             let done = batch.len() < SCAN_BATCH;
@@ -290,12 +352,12 @@ impl Db {
             let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = batch.into_iter().collect();
             {
                 let reads = self.inner.reads.lock();
-                for key in reads.overlay.keys_in(
-                    DEFAULT_TABLE,
-                    as_ref(&window_lower),
-                    as_ref(&window_upper),
-                ) {
-                    match reads.overlay.seen(DEFAULT_TABLE, key, snapshot) {
+                for key in
+                    reads
+                        .overlay
+                        .keys_in(root.0, as_ref(&window_lower), as_ref(&window_upper))
+                {
+                    match reads.overlay.seen(root.0, key, snapshot) {
                         Seen::Tree => {}
                         Seen::Value(None) => {
                             merged.remove(key);
@@ -371,6 +433,16 @@ impl Drop for Inner {
             }
         }
     }
+}
+
+/// The root page a catalog entry names.
+fn catalog_root_of(value: &[u8], data_path: &Path) -> Result<PageId> {
+    let bytes: [u8; 8] = value.try_into().map_err(|_| Error::Corruption {
+        file: data_path.to_path_buf(),
+        offset: CATALOG_ROOT.offset(4096),
+        what: "table catalog entry is not a page id",
+    })?;
+    Ok(PageId(u64::from_le_bytes(bytes)))
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {

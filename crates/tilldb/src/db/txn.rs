@@ -1,12 +1,16 @@
 //! Transactions. [`Txn`]: read-write, one at a time (it holds the writer lock); its writes
 //! stay private until `commit`. [`ReadTxn`]: read-only, any number, each reading one snapshot.
+//!
+//! Every call has a form for the default table (`put`, `get`, ...) and one naming a table
+//! (`put_in("orders", ...)`); `""` names the default table.
 
 use super::pages::TxnPages;
 use super::record::{self, Alloc};
-use super::{DEFAULT_ROOT, DEFAULT_TABLE, Db};
+use super::{CATALOG_ROOT, CATALOG_TABLE, DEFAULT_ROOT, Db, TABLE_NAME_BYTES_MAX, catalog_root_of};
 use crate::Durability;
 use crate::btree::{Direction, Tree};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::page::PageId;
 use parking_lot::MutexGuard;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,8 +21,8 @@ use std::ops::Bound;
 pub struct Txn<'db> {
     db: &'db Db,
     alloc: MutexGuard<'db, Alloc>,
-    /// Key -> new value (`None`: delete).
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// (table, key) -> new value (`None`: delete).
+    writes: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
 }
 
 impl fmt::Debug for Txn<'_> {
@@ -36,44 +40,82 @@ impl<'db> Txn<'db> {
         }
     }
 
-    /// Sets `key` to `value`.
+    /// Sets `key` to `value` in the default table.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_sizes(key, Some(value))?;
-        self.writes.insert(key.to_vec(), Some(value.to_vec()));
+        self.put_in("", key, value)
+    }
+
+    /// Sets `key` to `value` in `table`, creating the table at commit if it does not exist.
+    pub fn put_in(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_sizes(table, key, Some(value))?;
+        self.writes
+            .insert((table.to_owned(), key.to_vec()), Some(value.to_vec()));
         Ok(())
     }
 
-    /// Removes `key` (nothing happens if it is absent).
+    /// Removes `key` from the default table (nothing happens if it is absent).
     pub fn delete(&mut self, key: &[u8]) -> Result<()> {
-        self.check_sizes(key, None)?;
-        self.writes.insert(key.to_vec(), None);
+        self.delete_in("", key)
+    }
+
+    /// Removes `key` from `table`.
+    pub fn delete_in(&mut self, table: &str, key: &[u8]) -> Result<()> {
+        self.check_sizes(table, key, None)?;
+        self.writes.insert((table.to_owned(), key.to_vec()), None);
         Ok(())
     }
 
-    /// The value of `key`, this transaction's own writes included.
+    /// The value of `key` in the default table, this transaction's own writes included.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = self.writes.get(key) {
+        self.get_in("", key)
+    }
+
+    /// The value of `key` in `table`, this transaction's own writes included.
+    pub fn get_in(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.writes.get(&(table.to_owned(), key.to_vec())) {
             return Ok(v.clone());
         }
         let _shared = self.db.inner.tree_lock.read();
-        Tree::open(DEFAULT_ROOT).get(&self.db.read_pages(), key)
+        match self.root_of(table)? {
+            Some(root) => Tree::open(root).get(&self.db.read_pages(), key),
+            None => Ok(None),
+        }
     }
 
-    /// The entries between the bounds, this transaction's writes included, in `direction`.
+    /// The entries of the default table between the bounds, own writes included.
     pub fn scan(
         &self,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_in("", lower, upper, direction)
+    }
+
+    /// The entries of `table` between the bounds, own writes included, in `direction`.
+    pub fn scan_in(
+        &self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = {
             let _shared = self.db.inner.tree_lock.read();
-            let pages = self.db.read_pages();
-            Tree::open(DEFAULT_ROOT)
-                .scan(&pages, lower, upper, Direction::Forward)
-                .collect::<Result<_>>()?
+            match self.root_of(table)? {
+                Some(root) => {
+                    let pages = self.db.read_pages();
+                    Tree::open(root)
+                        .scan(&pages, lower, upper, Direction::Forward)
+                        .collect::<Result<_>>()?
+                }
+                None => BTreeMap::new(),
+            }
         };
-        for (k, v) in self.writes.range::<[u8], _>((lower, upper)) {
+        for ((t, k), v) in &self.writes {
+            if t != table || !std::ops::RangeBounds::contains(&(lower, upper), k.as_slice()) {
+                continue;
+            }
             match v {
                 Some(v) => merged.insert(k.clone(), v.clone()),
                 None => merged.remove(k),
@@ -114,31 +156,66 @@ impl<'db> Txn<'db> {
     /// Drops the writes.
     pub fn rollback(self) {}
 
+    /// The committed root of `table` (the writer sees the latest catalog).
+    /// Requires: the tree lock, shared or exclusive.
+    fn root_of(&self, table: &str) -> Result<Option<PageId>> {
+        if table.is_empty() {
+            return Ok(Some(DEFAULT_ROOT));
+        }
+        let value = Tree::open(CATALOG_ROOT).get(&self.db.read_pages(), table.as_bytes())?;
+        value
+            .map(|v| catalog_root_of(&v, &self.db.inner.data_path))
+            .transpose()
+    }
+
     fn apply_and_log(&mut self, durability: Durability) -> Result<crate::wal::Lsn> {
         let db = self.db;
         let inner = &db.inner;
-        let tree = Tree::open(DEFAULT_ROOT);
         let _exclusive = inner.tree_lock.write();
+        // Roots of the tables written to; `None` for tables this commit creates.
+        let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
+        for (table, _) in self.writes.keys() {
+            if !roots.contains_key(table) {
+                roots.insert(table.clone(), self.root_of(table)?);
+            }
+        }
         // Readers may not see this commit until it is acknowledged: keep the values they
         // still need, before the pages change. The provisional lsn is above every current
-        // snapshot and at most this commit's lsn.
+        // snapshot and at most this commit's lsn. A table this commit creates is hidden by
+        // its catalog entry; its keys need no entries.
         let provisional = inner.wal.end_lsn().0 + 1;
         {
             let pages = db.read_pages();
-            let befores: Vec<(&Vec<u8>, Option<Vec<u8>>)> = self
-                .writes
-                .keys()
-                .map(|k| Ok((k, tree.get(&pages, k)?)))
-                .collect::<Result<_>>()?;
+            let mut befores = Vec::new();
+            for (table, root) in &roots {
+                if root.is_none() {
+                    befores.push((CATALOG_TABLE, table.as_bytes().to_vec(), None));
+                }
+            }
+            for (table, key) in self.writes.keys() {
+                if let Some(root) = roots[table] {
+                    befores.push((root.0, key.clone(), Tree::open(root).get(&pages, key)?));
+                }
+            }
             let mut reads = inner.reads.lock();
-            for (key, before) in befores {
-                reads
-                    .overlay
-                    .record(DEFAULT_TABLE, key, provisional, before);
+            for (table_id, key, before) in befores {
+                reads.overlay.record(table_id, &key, provisional, before);
             }
         }
         let pages = TxnPages::new(&inner.pool, &inner.data_path, *self.alloc);
-        for (key, value) in &self.writes {
+        for (table, root) in &mut roots {
+            if root.is_none() {
+                let tree = Tree::create(&pages)?;
+                Tree::open(CATALOG_ROOT).put(
+                    &pages,
+                    table.as_bytes(),
+                    &tree.root().0.to_le_bytes(),
+                )?;
+                *root = Some(tree.root());
+            }
+        }
+        for ((table, key), value) in &self.writes {
+            let tree = Tree::open(roots[table].expect("every table has a root by now"));
             match value {
                 Some(v) => {
                     tree.put(&pages, key, v)?;
@@ -160,10 +237,17 @@ impl<'db> Txn<'db> {
         Ok(lsn)
     }
 
-    fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    fn check_sizes(&self, table: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if table.len() > TABLE_NAME_BYTES_MAX {
+            return Err(Error::TooLarge {
+                what: "table name",
+                bytes: table.len() as u64,
+                max: TABLE_NAME_BYTES_MAX as u64,
+            });
+        }
         let limits = crate::btree::Limits::new(self.db.inner.pool.page_bytes());
         if key.len() > limits.key_bytes_max {
-            return Err(crate::Error::TooLarge {
+            return Err(Error::TooLarge {
                 what: "key",
                 bytes: key.len() as u64,
                 max: limits.key_bytes_max as u64,
@@ -173,7 +257,7 @@ impl<'db> Txn<'db> {
             let max =
                 crate::btree::VALUE_BYTES_MAX.min(self.db.inner.wal.max_payload_bytes() as u64 / 2);
             if v.len() as u64 > max {
-                return Err(crate::Error::TooLarge {
+                return Err(Error::TooLarge {
                     what: "value",
                     bytes: v.len() as u64,
                     max,
@@ -201,19 +285,43 @@ impl<'db> ReadTxn<'db> {
         ReadTxn { db, snapshot }
     }
 
-    /// The value of `key` in this snapshot.
+    /// The value of `key` in the default table, in this snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db.read_at(key, self.snapshot)
+        self.get_in("", key)
     }
 
-    /// The entries between the bounds in this snapshot, in `direction`.
+    /// The value of `key` in `table`, in this snapshot.
+    pub fn get_in(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.db.table_root(table, self.snapshot)? {
+            Some(root) => self.db.read_at(root, key, self.snapshot),
+            None => Ok(None),
+        }
+    }
+
+    /// The entries of the default table between the bounds, in this snapshot.
     pub fn scan(
         &self,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.db.scan_at(lower, upper, direction, self.snapshot)
+        self.scan_in("", lower, upper, direction)
+    }
+
+    /// The entries of `table` between the bounds, in this snapshot, in `direction`.
+    pub fn scan_in(
+        &self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        match self.db.table_root(table, self.snapshot)? {
+            Some(root) => self
+                .db
+                .scan_at(root, lower, upper, direction, self.snapshot),
+            None => Ok(Vec::new()),
+        }
     }
 }
 
