@@ -224,3 +224,35 @@ fn oversized_keys_are_refused_and_large_values_work() {
     txn.commit().expect("commit");
     assert_eq!(db.get(b"big").expect("get"), Some(big));
 }
+
+/// Free pages are reused: overwriting and deleting and reinserting the same keys, round after
+/// round, leaves the data file the size it reached after the first rounds.
+#[test]
+fn the_data_file_does_not_grow_under_steady_updates() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = sim_db(&disk);
+    let data = Path::new("/db/data.tdb");
+    let mut sizes = Vec::new();
+    for round in 0..12u32 {
+        for chunk in (0..1500u32).collect::<Vec<_>>().chunks(100) {
+            let mut txn = db.begin().expect("begin");
+            for &i in chunk {
+                if (i + round) % 4 == 0 {
+                    txn.delete(&key(i)).expect("delete");
+                } else {
+                    txn.put(&key(i), &value(i, round)).expect("put");
+                }
+            }
+            txn.commit().expect("commit");
+        }
+        db.checkpoint().expect("checkpoint");
+        sizes.push(disk.live_contents(data).expect("data file").len());
+    }
+    let settled = sizes[3];
+    let last = *sizes.last().expect("sizes");
+    assert!(
+        last <= settled + settled / 10,
+        "data file grew from {settled} to {last}: {sizes:?}"
+    );
+    db.check().expect("tree checks");
+}

@@ -68,8 +68,9 @@ fn options() -> Options {
     }
 }
 
-fn open(disk: &SimDisk) -> Db {
-    Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options()).expect("recovery")
+fn open(disk: &SimDisk, seed: u64, phase: &str) -> Db {
+    Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options())
+        .unwrap_or_else(|e| panic!("seed {seed}, {phase}: recovery failed: {e}"))
 }
 
 /// Runs commits until the disk dies (or `count` are done); returns how many were
@@ -132,7 +133,7 @@ fn run_seed(seed: u64) {
         seed,
         ..SimConfig::default()
     });
-    let db = open(&disk);
+    let db = open(&disk, seed, "create");
     // Warm up, so the crash lands in a database with history, then arm the fault.
     let (warm, _) = run(&db, seed, 0, 20);
     assert_eq!(warm, 20, "seed {seed}: warm-up failed");
@@ -163,7 +164,7 @@ fn run_seed(seed: u64) {
         },
     };
     disk.crash(mode);
-    let db = open(&disk);
+    let db = open(&disk, seed, "first crash");
     db.check()
         .unwrap_or_else(|e| panic!("seed {seed} {mode:?}: tree check failed: {e}"));
     let n = matching_prefix(seed, &state(&db), acknowledged, attempted);
@@ -175,7 +176,7 @@ fn run_seed(seed: u64) {
         tear_bytes: 512,
         garbage: false,
     });
-    let db = open(&disk);
+    let db = open(&disk, seed, "second crash");
     matching_prefix(seed, &state(&db), n + 5, n + 5);
 }
 
@@ -192,4 +193,49 @@ fn crashes_at_random_points_lose_no_acknowledged_commit_and_half_apply_none() {
         run_seed(seed);
     }
     println!("db_crash: {seeds} seeds, each crashed twice and recovered");
+}
+
+/// Found by the crash test (seed 30, only under CPU contention): a page is allocated in memory
+/// at commit, but the data file is extended only when the page is first written back. A power
+/// cut during that extension left garbage at the place of a page whose `Format` was already
+/// durable in the log, and redo reported it as corruption instead of rebuilding the page from
+/// the log. Here the garbage is put there by hand.
+#[test]
+fn garbage_at_a_page_the_log_creates_is_rebuilt_not_corruption() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = open(&disk, 0, "create");
+    let mut txn = db.begin().expect("begin");
+    for i in 0..300u32 {
+        txn.put_in("", format!("key{i:05}").as_bytes(), &[7u8; 100])
+            .expect("put");
+    }
+    txn.commit().expect("commit"); // splits: new pages, logged, not yet written back
+    // Crash without a checkpoint: the handle is leaked, its threads fail after the crash.
+    std::mem::forget(db);
+    disk.crash(CrashMode::ProcessKill);
+    let data = Path::new("/db/data.tdb");
+    let storage: &dyn tilldb::io::Storage = &disk;
+    let file = storage
+        .open(data, tilldb::FlushMethod::Fdatasync)
+        .expect("data file");
+    let len = file.len().expect("len");
+    let garbage = vec![0xC3u8; 8 * 4096];
+    file.write_at(&garbage, len)
+        .expect("garbage where new pages go");
+    file.flush().expect("flush");
+    drop(file);
+    let db = open(&disk, 0, "after garbage");
+    for i in 0..300u32 {
+        assert_eq!(
+            db.get(format!("key{i:05}").as_bytes()).expect("get"),
+            Some(vec![7u8; 100])
+        );
+    }
+    db.check().expect("tree checks");
+    let mut txn = db.begin().expect("begin");
+    for i in 300..600u32 {
+        txn.put_in("", format!("key{i:05}").as_bytes(), &[8u8; 100])
+            .expect("put");
+    }
+    txn.commit().expect("allocating past the garbage works");
 }

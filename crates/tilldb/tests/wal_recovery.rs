@@ -398,3 +398,25 @@ fn a_garbage_header_on_an_unused_spare_is_free_but_inside_the_log_is_corruption(
         other => panic!("expected corruption, got {other:?}"),
     }
 }
+
+/// Found while adding segment deletion: deleting free segments out of order left a gap, and
+/// recovery chained from the oldest segment, stopped at the gap and took every later (live)
+/// segment for free space: acknowledged commits silently lost. A missing segment must be an
+/// error naming the segment before the gap.
+#[test]
+fn a_missing_segment_in_the_middle_of_the_log_is_corruption_not_the_end() {
+    let original = disk();
+    write_records(&original, 0..200); // many 8 KiB segments
+    let mut files = files(&original);
+    files.sort();
+    assert!(files.len() > 4, "too few segments: {}", files.len());
+    let removed = files.remove(2);
+    let damaged = disk_with(&files);
+    match Wal::open(Arc::new(damaged), Path::new(DIR), WalOptions::for_tests()) {
+        Err(Error::Corruption { file, what, .. }) => {
+            assert_eq!(file, files[1].0, "names the segment before {:?}", removed.0);
+            assert!(what.contains("missing"), "{what}");
+        }
+        other => panic!("a missing segment was not noticed: {other:?}"),
+    }
+}

@@ -114,6 +114,13 @@ fn kind_from_byte(byte: u8) -> Option<PageKind> {
 }
 
 impl PageOp {
+    /// True when the op sets the whole page (kind and body) from its own bytes alone, so it
+    /// can rebuild a page whose old bytes are unreadable.
+    #[must_use]
+    pub fn rewrites_whole_page(&self) -> bool {
+        matches!(self, PageOp::Format { .. } | PageOp::Image { .. })
+    }
+
     /// The page this op changes.
     #[must_use]
     pub fn page(&self) -> PageId {

@@ -15,10 +15,11 @@
 mod pages;
 pub mod record;
 mod txn;
+mod writeback;
 
 pub use txn::{ReadTxn, Txn};
 
-use crate::btree::{Direction, Tree};
+use crate::btree::{Direction, PageOp, Tree};
 use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
 use crate::io::{FileStorage, IoGeometry, Storage, choose_flush_method};
@@ -65,7 +66,7 @@ struct Inner {
     dir: PathBuf,
     options: Options,
     wal: Arc<Wal>,
-    pool: BufferPool,
+    pool: Arc<BufferPool>,
     data_path: PathBuf,
     /// The writer lock: one read-write transaction at a time. Holds the allocator state.
     writer: Mutex<Alloc>,
@@ -74,7 +75,9 @@ struct Inner {
     tree_lock: RwLock<()>,
     reads: Mutex<Reads>,
     header: Mutex<HeaderFile>,
-    poisoned: AtomicBool,
+    /// Shared with the background writer, which sets it when a write-back fails.
+    poisoned: Arc<AtomicBool>,
+    writeback: Mutex<writeback::WriteBack>,
     checkpoint_end: AtomicU64,
 }
 
@@ -416,6 +419,8 @@ impl Db {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // Join the writer first: nothing may write these files once the handle is gone.
+        self.writeback.lock().stop();
         if !self.poisoned.load(Ordering::Acquire) {
             // Best effort: a clean shutdown shortens the next recovery.
             let end = self.wal.end_lsn();
@@ -526,7 +531,7 @@ fn create(storage: &Arc<dyn Storage>, dir: &Path, options: Options) -> Result<Db
         page_count: alloc.page_count,
     };
     let (header_file, header) = HeaderFile::create(&**storage, dir, method, &header)?;
-    Ok(assemble(
+    assemble(
         dir,
         options,
         wal,
@@ -534,7 +539,7 @@ fn create(storage: &Arc<dyn Storage>, dir: &Path, options: Options) -> Result<Db
         header_file,
         alloc,
         header.checkpoint_lsn,
-    ))
+    )
 }
 
 /// A crash during `create` leaves files but no header: nothing in them was ever acknowledged.
@@ -590,6 +595,9 @@ fn open_existing(
     };
     let (wal, _recovery) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
     let wal = Arc::new(wal);
+    // Segments wholly before the checkpoint are not needed: free them for recycling now, or
+    // every open would add a segment.
+    wal.release_before(header.checkpoint_lsn);
     let options = Options {
         page_bytes: header.page_bytes,
         flush_method: Some(method),
@@ -616,19 +624,14 @@ fn open_existing(
         })?;
         let mut touched = Vec::new();
         for op in &commit.ops {
-            let lsn = pool.read(op.page())?.lsn();
-            if lsn < rec.end_lsn.0 {
-                let mut page = pool.write(op.page())?;
-                op.apply_to(&mut page);
-                touched.push(op.page());
-            }
+            redo_op(&pool, op, rec.end_lsn.0, &mut touched)?;
         }
         touched.sort_unstable();
         touched.dedup();
         pool.stamp(&touched, rec.end_lsn.0);
         alloc = commit.alloc;
     }
-    Ok(assemble(
+    assemble(
         dir,
         options,
         wal,
@@ -636,7 +639,31 @@ fn open_existing(
         header_file,
         alloc,
         header.checkpoint_lsn,
-    ))
+    )
+}
+
+/// Replays one page operation of the record ending at `lsn`, unless the page has it already.
+///
+/// An operation that rewrites the whole page (`Format`, `Image`) needs nothing of the page's
+/// old bytes, so it rebuilds a page whose place holds garbage: a page allocated in memory is
+/// first written (and the file extended for it) only at write-back, and a crash can cut that
+/// extension after the allocation is durable in the log. Any other operation on an unreadable
+/// page is corruption.
+fn redo_op(pool: &BufferPool, op: &PageOp, lsn: u64, touched: &mut Vec<PageId>) -> Result<()> {
+    let page_lsn = match pool.read(op.page()) {
+        Ok(page) => page.lsn(),
+        Err(Error::Corruption { .. }) if op.rewrites_whole_page() => {
+            drop(pool.create(op.page(), crate::page::PageKind::Free)?);
+            0
+        }
+        Err(e) => return Err(e),
+    };
+    if page_lsn < lsn {
+        let mut page = pool.write(op.page())?;
+        op.apply_to(&mut page);
+        touched.push(op.page());
+    }
+    Ok(())
 }
 
 fn assemble(
@@ -647,9 +674,18 @@ fn assemble(
     header: HeaderFile,
     alloc: Alloc,
     checkpoint: Lsn,
-) -> Db {
+) -> Result<Db> {
     let visible = wal.end_lsn().0;
-    Db {
+    let pool = Arc::new(pool);
+    let poisoned = Arc::new(AtomicBool::new(false));
+    let writeback = writeback::WriteBack::start(Arc::clone(&pool), Arc::clone(&poisoned)).map_err(
+        |source| Error::Io {
+            op: crate::IoOp::Create,
+            path: dir.to_path_buf(),
+            source,
+        },
+    )?;
+    Ok(Db {
         inner: Arc::new(Inner {
             dir: dir.to_path_buf(),
             data_path: dir.join(DATA_FILE_NAME),
@@ -664,8 +700,9 @@ fn assemble(
                 snapshots: BTreeMap::new(),
             }),
             header: Mutex::new(header),
-            poisoned: AtomicBool::new(false),
+            poisoned,
+            writeback: Mutex::new(writeback),
             checkpoint_end: AtomicU64::new(checkpoint.0),
         }),
-    }
+    })
 }

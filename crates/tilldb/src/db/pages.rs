@@ -83,9 +83,15 @@ impl Pages for TxnPages<'_> {
     fn allocate(&self, kind: PageKind) -> Result<PageId> {
         let head = self.alloc.borrow().free_head;
         let id = if head.0 == 0 {
-            let mut alloc = self.alloc.borrow_mut();
-            let id = PageId(alloc.page_count);
-            alloc.page_count += 1;
+            // A fresh page past every allocated one: its place in the file holds nothing of
+            // value (zeros, or garbage from a cut extension), so it is made, not read.
+            let id = {
+                let mut alloc = self.alloc.borrow_mut();
+                let id = PageId(alloc.page_count);
+                alloc.page_count += 1;
+                id
+            };
+            drop(self.pool.create(id, kind)?);
             id
         } else {
             let next = {

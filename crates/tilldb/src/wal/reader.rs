@@ -213,6 +213,18 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan> {
         });
         expected = end_lsn;
     }
+    // A segment that ended with `SegmentEnd` has a successor on disk: the writer switches only
+    // to a prepared spare whose header and name are durable. If none continues the log, a
+    // segment is missing: refuse, rather than take what followed it for free space.
+    if scan.recovery.stop.is_none()
+        && let Some(last) = scan.chain.last()
+    {
+        return Err(Error::Corruption {
+            file: last.path.clone(),
+            offset: last.header.segment_bytes,
+            what: "the log continues past this segment, but the next segment is missing",
+        });
+    }
     scan.recovery.end_lsn = Lsn(expected);
     scan.free.sort_unstable();
     Ok(scan)

@@ -8,7 +8,7 @@
 use super::group_commit::{Need, Progress, Role, WaitSlot, Waiter, wake_plan};
 use super::reader::{self, ChainSegment, Recovery, WalRecord};
 use super::record::{self, HEADER_BYTES as RECORD_HEADER_BYTES, RecordKind};
-use super::segment::{Segment, SegmentHeader};
+use super::segment::{self, Segment, SegmentHeader};
 use super::{Lsn, WalOptions};
 use crate::error::{Error, Result};
 use crate::io::{AlignedVec, IoGeometry, Storage, parent_dir};
@@ -75,6 +75,8 @@ struct Chunk {
     buf: AlignedVec,
 }
 
+/// Free segments kept for recycling after a release; more are deleted.
+const FREE_SEGMENTS_KEPT: usize = 4;
 /// Longest a flush leader waits for released committers to return (see `Shared::gather`).
 const GATHER_MAX: Duration = Duration::from_millis(10);
 /// Shortest idle gap after which a flush leader stops waiting for returners.
@@ -426,6 +428,24 @@ impl Wal {
         let released: Vec<ChainSegment> = st.chain.drain(..keep_from).collect();
         st.free.extend(released.iter().map(|s| s.header.generation));
         st.free.sort_unstable_by(|a, b| b.cmp(a));
+        // Delete the oldest: what stays on disk must be a contiguous suffix of the log, since
+        // recovery chains segments from the oldest valid one (`free` is sorted newest first).
+        let surplus = st.free.len().saturating_sub(FREE_SEGMENTS_KEPT);
+        let keep = st.free.len() - surplus;
+        let extra: Vec<u64> = st.free.drain(keep..).collect();
+        drop(st);
+        if !extra.is_empty() {
+            let storage = &*self.shared.storage;
+            let removed = extra.iter().all(|&g| {
+                storage
+                    .remove(&self.shared.dir.join(segment::segment_name(g)))
+                    .is_ok()
+            });
+            // A failed removal only leaves a free segment behind, which the next open finds.
+            if removed {
+                let _ = storage.flush_dir(&self.shared.dir);
+            }
+        }
         released.len()
     }
 
