@@ -2,8 +2,11 @@
 //!
 //! - `till bench log` (`log.rs`): the write-ahead log alone, commits/s against threads,
 //!   compared with the device's raw flushed-write rate.
+//! - `till bench store` (`store.rs`): the whole store on a database kept in a directory:
+//!   open or recovery, load, one-put transactions against threads, point reads, close.
 //!
-//! `log_load.rs` runs the committer threads, `log_report.rs` prints and plots the rows.
+//! `log_load.rs` runs the committer threads, `log_report.rs` prints and plots the rows;
+//! `store_load.rs` and `store_report.rs` do the same for the store.
 //!
 //! Shared pieces: `latency.rs` (percentiles over merged per-thread samples), `scratch.rs`
 //! (a fresh run directory removed afterwards), `slow_storage.rs` (a SIMULATED flush latency,
@@ -15,6 +18,9 @@ mod log_load;
 mod log_report;
 mod scratch;
 mod slow_storage;
+mod store;
+mod store_load;
+mod store_report;
 mod svg;
 
 use clap::Subcommand;
@@ -23,10 +29,14 @@ use clap::Subcommand;
 pub enum BenchCommand {
     /// The write-ahead log alone: commits/s, flushes and latency against thread count.
     Log(log::LogArgs),
+    /// The whole store on a database kept in a directory: open or recovery, load, one-put
+    /// transactions against thread count, point reads, close.
+    Store(store::StoreArgs),
 }
 
 pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
     match command {
         BenchCommand::Log(args) => log::run(args),
+        BenchCommand::Store(args) => store::run(args),
     }
 }

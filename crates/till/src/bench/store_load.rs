@@ -1,0 +1,279 @@
+//! The load of `till bench store`: N threads running one operation (a one-put transaction, or
+//! a point read) on one [`Db`] until told to stop, each timing its own operations, with the
+//! store's counters taken around them.
+//!
+//! ```text
+//!  main:    spawn N, gate closed -> stats -> open gate -> sleep -> stop -> join -> stats
+//!  threads:          wait at gate -> loop { time op(state) } until stop -> sort
+//! ```
+//!
+//! Keys are chosen by a per-thread xorshift generator seeded from the phase and the thread
+//! index, so two runs with the same flags touch the same keys in the same order per thread.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{PoisonError, RwLock};
+use std::time::{Duration, Instant};
+use tilldb::Db;
+use tilldb::page::PoolStats;
+use tilldb::wal::WalStats;
+
+/// Latency samples kept per phase (8 bytes each, so at most 128 MiB), shared among its
+/// threads. A thread that has its share keeps running and counting, untimed.
+const SAMPLES_PER_PHASE_MAX: usize = 16 << 20;
+
+/// The key for number `n`: fixed width, so keys sort like their numbers.
+pub fn key(n: u64) -> String {
+    format!("key{n:012}")
+}
+
+/// xorshift64: a tiny, seedable generator; quality is ample for picking keys.
+#[derive(Debug, Clone)]
+pub struct XorShift(u64);
+
+impl XorShift {
+    /// A generator for `seed`; distinct seeds give distinct streams (splitmix64 scrambles the
+    /// seed, so neighbouring seeds do not start with similar states).
+    pub fn new(seed: u64) -> XorShift {
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        // xorshift's state must never be zero: zero maps to zero forever.
+        XorShift(if z == 0 { 1 } else { z })
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        assert_ne!(x, 0, "xorshift reached its fixed point");
+        self.0 = x;
+        x
+    }
+
+    /// A number in `0..n`. The modulo bias is below n / 2^64: nothing for key spaces.
+    pub fn below(&mut self, n: u64) -> u64 {
+        assert!(n > 0, "empty range");
+        self.next_u64() % n
+    }
+}
+
+/// What a thread's operation works with: its generator, a value buffer, and what it saw.
+#[derive(Debug)]
+pub struct ThreadState {
+    pub rng: XorShift,
+    /// The value a writer puts (its first bytes change with every put).
+    pub value: Vec<u8>,
+    /// Reads that found no value (every key is loaded, so this should stay 0).
+    pub missing: u64,
+}
+
+/// What one thread did.
+#[derive(Debug)]
+pub struct Worker {
+    /// Sorted operation latencies in ns: all of them, or the first `samples_max`.
+    pub latencies_ns: Vec<u64>,
+    pub ops: u64,
+    pub missing: u64,
+}
+
+/// The store's counters over one phase.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    pub wal: WalStats,
+    pub pool: PoolStats,
+}
+
+impl Counts {
+    fn since(before: (WalStats, PoolStats), after: (WalStats, PoolStats)) -> Counts {
+        let (wb, pb) = before;
+        let (wa, pa) = after;
+        Counts {
+            wal: WalStats {
+                appends: wa.appends - wb.appends,
+                writes: wa.writes - wb.writes,
+                flushes: wa.flushes - wb.flushes,
+                bytes_written: wa.bytes_written - wb.bytes_written,
+            },
+            pool: PoolStats {
+                hits: pa.hits - pb.hits,
+                misses: pa.misses - pb.misses,
+                evictions: pa.evictions - pb.evictions,
+                eviction_writes: pa.eviction_writes - pb.eviction_writes,
+                pages_written: pa.pages_written - pb.pages_written,
+            },
+        }
+    }
+}
+
+/// One phase's raw results.
+#[derive(Debug)]
+pub struct Phase {
+    pub workers: Vec<Worker>,
+    /// From opening the gate until the last thread stopped.
+    pub elapsed: Duration,
+    pub counts: Counts,
+}
+
+/// Runs `threads` threads, each calling `op` in a loop for `duration`. Thread `i` starts
+/// with `XorShift::new(seed + i)` and a `value_bytes` value. The first error stops every
+/// thread and is returned.
+pub fn run_threads<F>(
+    db: &Db,
+    threads: usize,
+    duration: Duration,
+    seed: u64,
+    value_bytes: usize,
+    op: F,
+) -> Result<Phase, Box<dyn std::error::Error>>
+where
+    F: Fn(&Db, &mut ThreadState) -> tilldb::Result<()> + Sync,
+{
+    assert!(threads > 0, "a phase without threads");
+    let stop = AtomicBool::new(false);
+    // Held for writing until every thread is spawned; each thread starts once it can read.
+    let gate = RwLock::new(());
+    let samples_max = (SAMPLES_PER_PHASE_MAX / threads).max(1);
+    let closed = gate.write().unwrap_or_else(PoisonError::into_inner);
+    let (results, elapsed, before, after, spawn_error) = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(threads);
+        let mut spawn_error = None;
+        for i in 0..threads {
+            let (gate, stop, op) = (&gate, &stop, &op);
+            let worker = move || {
+                drop(gate.read().unwrap_or_else(PoisonError::into_inner));
+                let state = ThreadState {
+                    rng: XorShift::new(seed.wrapping_add(i as u64)),
+                    value: vec![0xA5; value_bytes],
+                    missing: 0,
+                };
+                run_until(db, state, op, stop, samples_max)
+            };
+            match std::thread::Builder::new()
+                .name(format!("store-{i}"))
+                .spawn_scoped(s, worker)
+            {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    spawn_error = Some(e);
+                    stop.store(true, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }
+        let before = db.stats();
+        let start = Instant::now();
+        drop(closed);
+        if spawn_error.is_none() {
+            std::thread::sleep(duration);
+        }
+        stop.store(true, Ordering::Relaxed);
+        let results: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().expect("a benchmark thread panicked"))
+            .collect();
+        let elapsed = start.elapsed();
+        (results, elapsed, before, db.stats(), spawn_error)
+    });
+    if let Some(e) = spawn_error {
+        return Err(format!("cannot start {threads} threads: {e}").into());
+    }
+    let workers = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    assert_eq!(workers.len(), threads, "a thread went missing");
+    Ok(Phase {
+        workers,
+        elapsed,
+        counts: Counts::since(before, after),
+    })
+}
+
+/// One thread: run and time `op` until told to stop. Keeps at most `samples_max` latencies
+/// but counts every operation.
+fn run_until<F>(
+    db: &Db,
+    mut state: ThreadState,
+    op: &F,
+    stop: &AtomicBool,
+    samples_max: usize,
+) -> tilldb::Result<Worker>
+where
+    F: Fn(&Db, &mut ThreadState) -> tilldb::Result<()>,
+{
+    let mut latencies_ns = Vec::with_capacity(samples_max.min(1 << 16));
+    let mut ops = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        if let Err(e) = op(db, &mut state) {
+            stop.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        ops += 1;
+        if latencies_ns.len() < samples_max {
+            latencies_ns.push(ns);
+        }
+    }
+    assert!(latencies_ns.len() <= samples_max, "sample bound");
+    latencies_ns.sort_unstable();
+    Ok(Worker {
+        latencies_ns,
+        ops,
+        missing: state.missing,
+    })
+}
+
+/// A one-put transaction on a random key below `keys`, committed at `durability`. The
+/// value's first bytes hold a per-thread counter, so every put changes the page.
+pub fn put_random(
+    db: &Db,
+    state: &mut ThreadState,
+    keys: u64,
+    durability: tilldb::Durability,
+) -> tilldb::Result<()> {
+    let n = state.rng.below(keys);
+    let stamp = state.rng.next_u64().to_le_bytes();
+    let len = stamp.len().min(state.value.len());
+    state.value[..len].copy_from_slice(&stamp[..len]);
+    let mut txn = db.begin()?;
+    txn.put(key(n).as_bytes(), &state.value)?;
+    txn.commit_with(durability)
+}
+
+/// A point read of a random key below `keys`; counts the key as missing if it has no value.
+pub fn get_random(db: &Db, state: &mut ThreadState, keys: u64) -> tilldb::Result<()> {
+    let n = state.rng.below(keys);
+    if db.get(key(n).as_bytes())?.is_none() {
+        state.missing += 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_have_a_fixed_width() {
+        assert_eq!(key(0), "key000000000000");
+        assert_eq!(key(99_999), "key000000099999");
+        assert_eq!(key(999_999_999_999).len(), key(0).len());
+    }
+
+    #[test]
+    fn xorshift_is_seeded_and_stays_in_range() {
+        let (mut a, mut b, mut c) = (XorShift::new(0), XorShift::new(0), XorShift::new(1));
+        let first: Vec<u64> = (0..100).map(|_| a.below(10)).collect();
+        let again: Vec<u64> = (0..100).map(|_| b.below(10)).collect();
+        let other: Vec<u64> = (0..100).map(|_| c.below(10)).collect();
+        assert_eq!(first, again);
+        assert_ne!(first, other);
+        assert!(first.iter().all(|&n| n < 10));
+        // Every value of a small range comes up.
+        let mut seen = [false; 10];
+        for &n in &first {
+            seen[usize::try_from(n).expect("below 10")] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "{first:?}");
+    }
+}

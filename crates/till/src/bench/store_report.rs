@@ -1,0 +1,449 @@
+//! Output of `till bench store`: the human report and the JSON contract.
+//!
+//! JSON (stable for scripts; latencies in microseconds, rates per second, sizes in bytes):
+//!
+//! ```text
+//! { dir, created, open_seconds, fs_type, device, page_bytes, cache_bytes, durability,
+//!   flush_method, flush_method_source ("chosen" | "flag" | "header"), keys, value_bytes,
+//!   seconds,
+//!   load: { keys, inserted, puts_per_txn, seconds, inserts_per_sec (null when none) },
+//!   results: [ { threads, durability, flush_method, commits, elapsed_seconds,
+//!                commits_per_sec, p50_us, p99_us, max_us, flushes,
+//!                commits_per_flush (null without flushes), log_appends,
+//!                log_bytes_per_commit, pool_hits, pool_misses, pool_evictions,
+//!                pool_eviction_writes, pool_pages_written } ],
+//!   reads: { threads, gets, missing, elapsed_seconds, gets_per_sec, p50_us, p99_us, max_us,
+//!            pool_hits, pool_misses },
+//!   close_seconds, size_on_disk_bytes, apparent_bytes, notes: [ text ] }
+//! ```
+
+use super::latency::{per_sec, round1};
+use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::Duration;
+use tilldb::page::PoolStats;
+use tilldb::{Durability, FlushMethod};
+
+/// Where the flush method in force came from.
+#[derive(Debug, Clone, Copy)]
+pub enum MethodSource {
+    /// Probed and chosen by the database when this run created it.
+    Chosen,
+    /// `--flush-method`, when this run created the database.
+    Flag,
+    /// The existing database's header; holds what `--flush-method` asked for, if anything.
+    Header(Option<FlushMethod>),
+}
+
+/// The load phase.
+#[derive(Debug, Clone)]
+pub struct Load {
+    pub keys: u64,
+    /// Keys put by this run: 0 when the database already held the last key.
+    pub inserted: u64,
+    pub puts_per_txn: u64,
+    pub elapsed: Duration,
+}
+
+impl Load {
+    fn inserts_per_sec(&self) -> Option<f64> {
+        (self.inserted > 0).then(|| per_sec(self.inserted, self.elapsed))
+    }
+}
+
+/// One thread count of the write phase.
+#[derive(Debug, Clone)]
+pub struct WriteRow {
+    pub threads: usize,
+    /// Transactions committed (and acknowledged) during the row.
+    pub commits: u64,
+    pub elapsed: Duration,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    /// Flushes of the log (write stages for write-through methods).
+    pub flushes: u64,
+    pub log_appends: u64,
+    pub log_bytes: u64,
+    pub pool: PoolStats,
+}
+
+impl WriteRow {
+    fn commits_per_sec(&self) -> f64 {
+        per_sec(self.commits, self.elapsed)
+    }
+
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "ratios reported with a few digits"
+    )]
+    fn commits_per_flush(&self) -> Option<f64> {
+        (self.flushes > 0).then(|| self.commits as f64 / self.flushes as f64)
+    }
+
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "ratios reported with a few digits"
+    )]
+    fn log_bytes_per_commit(&self) -> f64 {
+        if self.commits == 0 {
+            0.0
+        } else {
+            self.log_bytes as f64 / self.commits as f64
+        }
+    }
+}
+
+/// The read phase.
+#[derive(Debug, Clone)]
+pub struct ReadRow {
+    pub threads: usize,
+    pub gets: u64,
+    /// Gets that found no value.
+    pub missing: u64,
+    pub elapsed: Duration,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub pool: PoolStats,
+}
+
+/// Everything one run measured, and how.
+#[derive(Debug)]
+pub struct StoreRun {
+    /// The database directory, absolute.
+    pub dir: PathBuf,
+    pub fs_type: Option<String>,
+    pub device: Option<String>,
+    /// Whether this run created the database (or reopened and recovered one).
+    pub created: bool,
+    pub open: Duration,
+    /// The database's page size.
+    pub page_bytes: u32,
+    /// `--page-bytes` (applies only to a new database).
+    pub page_bytes_asked: u32,
+    pub cache_bytes: u64,
+    pub durability: Durability,
+    pub flush_method: FlushMethod,
+    pub method_source: MethodSource,
+    pub keys: u64,
+    pub value_bytes: usize,
+    pub seconds: f64,
+    pub load: Load,
+    pub rows: Vec<WriteRow>,
+    pub reads: ReadRow,
+    pub close: Duration,
+    pub disk: super::store::DiskUsage,
+}
+
+impl StoreRun {
+    /// Things a reader of the numbers should know: flags that did not apply, surprises.
+    fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.page_bytes != self.page_bytes_asked {
+            notes.push(format!(
+                "the database has {} B pages; --page-bytes {} applies only to a new database \
+                 (--fresh)",
+                self.page_bytes, self.page_bytes_asked
+            ));
+        }
+        if let MethodSource::Header(Some(asked)) = self.method_source
+            && asked != self.flush_method
+        {
+            notes.push(format!(
+                "the database flushes with {}; --flush-method {asked} applies only to a new \
+                 database (--fresh)",
+                self.flush_method
+            ));
+        }
+        if !self.flush_method.is_durable() {
+            notes.push("flush method nosync: NOTHING is durable, whatever the durability".into());
+        }
+        if self.durability != Durability::Sync {
+            notes.push(format!(
+                "durability {}: commits are acknowledged before they are flushed",
+                self.durability
+            ));
+        }
+        for r in &self.rows {
+            if r.log_appends != r.commits {
+                notes.push(format!(
+                    "{} threads: the log counted {} appends for {} commits",
+                    r.threads, r.log_appends, r.commits
+                ));
+            }
+        }
+        if self.reads.missing > 0 {
+            notes.push(format!(
+                "{} of {} reads found no value, although every key was loaded",
+                self.reads.missing, self.reads.gets
+            ));
+        }
+        notes
+    }
+
+    fn method_text(&self) -> String {
+        let source = match self.method_source {
+            MethodSource::Chosen => "probed and chosen by the database at create",
+            MethodSource::Flag => "--flush-method",
+            MethodSource::Header(_) => "from the database's header",
+        };
+        format!("{} ({source})", self.flush_method)
+    }
+}
+
+/// Prints JSON or the human report.
+pub fn emit(run: &StoreRun, as_json: bool) -> Result<(), Box<dyn std::error::Error>> {
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&json(run))?);
+    } else {
+        print_text(run);
+    }
+    Ok(())
+}
+
+/// The JSON document (see the module doc).
+fn json(run: &StoreRun) -> Value {
+    let results: Vec<Value> = run
+        .rows
+        .iter()
+        .map(|r| {
+            json!({
+                "threads": r.threads,
+                "durability": run.durability.name(),
+                "flush_method": run.flush_method.name(),
+                "commits": r.commits,
+                "elapsed_seconds": r.elapsed.as_secs_f64(),
+                "commits_per_sec": round1(r.commits_per_sec()),
+                "p50_us": round1(r.p50_us),
+                "p99_us": round1(r.p99_us),
+                "max_us": round1(r.max_us),
+                "flushes": r.flushes,
+                "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
+                "log_appends": r.log_appends,
+                "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
+                "pool_hits": r.pool.hits,
+                "pool_misses": r.pool.misses,
+                "pool_evictions": r.pool.evictions,
+                "pool_eviction_writes": r.pool.eviction_writes,
+                "pool_pages_written": r.pool.pages_written,
+            })
+        })
+        .collect();
+    let reads = &run.reads;
+    json!({
+        "dir": run.dir,
+        "created": run.created,
+        "open_seconds": run.open.as_secs_f64(),
+        "fs_type": run.fs_type,
+        "device": run.device,
+        "page_bytes": run.page_bytes,
+        "cache_bytes": run.cache_bytes,
+        "durability": run.durability.name(),
+        "flush_method": run.flush_method.name(),
+        "flush_method_source": match run.method_source {
+            MethodSource::Chosen => "chosen",
+            MethodSource::Flag => "flag",
+            MethodSource::Header(_) => "header",
+        },
+        "keys": run.keys,
+        "value_bytes": run.value_bytes,
+        "seconds": run.seconds,
+        "load": {
+            "keys": run.load.keys,
+            "inserted": run.load.inserted,
+            "puts_per_txn": run.load.puts_per_txn,
+            "seconds": run.load.elapsed.as_secs_f64(),
+            "inserts_per_sec": run.load.inserts_per_sec().map(round1),
+        },
+        "results": results,
+        "reads": {
+            "threads": reads.threads,
+            "gets": reads.gets,
+            "missing": reads.missing,
+            "elapsed_seconds": reads.elapsed.as_secs_f64(),
+            "gets_per_sec": round1(per_sec(reads.gets, reads.elapsed)),
+            "p50_us": round1(reads.p50_us),
+            "p99_us": round1(reads.p99_us),
+            "max_us": round1(reads.max_us),
+            "pool_hits": reads.pool.hits,
+            "pool_misses": reads.pool.misses,
+        },
+        "close_seconds": run.close.as_secs_f64(),
+        "size_on_disk_bytes": run.disk.allocated_bytes,
+        "apparent_bytes": run.disk.apparent_bytes,
+        "notes": run.notes(),
+    })
+}
+
+/// The human report: header, one line per phase, the write table, where the database is.
+fn print_text(run: &StoreRun) {
+    println!("tilldb store under load");
+    let fs = match (&run.fs_type, &run.device) {
+        (Some(fs), Some(dev)) => format!("{fs} on {dev}"),
+        (Some(fs), None) => fs.clone(),
+        (None, _) => "unknown".to_owned(),
+    };
+    let rows: [(&str, String); 8] = [
+        ("dir", run.dir.display().to_string()),
+        ("file system", fs),
+        ("page size", format!("{} B", run.page_bytes)),
+        (
+            "cache",
+            format!(
+                "{} ({} pages)",
+                size(run.cache_bytes),
+                run.cache_bytes / u64::from(run.page_bytes)
+            ),
+        ),
+        ("durability", run.durability.to_string()),
+        ("flush method", run.method_text()),
+        (
+            "keys",
+            format!("{} keys, {} B values", run.keys, run.value_bytes),
+        ),
+        ("time per phase", format!("{:.2} s", run.seconds)),
+    ];
+    for (name, value) in rows {
+        println!("  {name:<16} {value}");
+    }
+    println!();
+    let (verb, detail) = match (run.created, run.method_source) {
+        (true, MethodSource::Chosen) => {
+            ("created a new database", " (flush-method probe included)")
+        }
+        (true, _) => ("created a new database", ""),
+        (false, _) => ("reopened the database", " (recovery included)"),
+    };
+    println!("open    {verb} in {:.3} s{detail}", run.open.as_secs_f64());
+    match run.load.inserts_per_sec() {
+        Some(rate) => println!(
+            "load    {} keys in {:.2} s: {rate:.0} inserts/s (transactions of {} puts, {})",
+            run.load.inserted,
+            run.load.elapsed.as_secs_f64(),
+            run.load.puts_per_txn,
+            run.durability
+        ),
+        None => println!(
+            "load    skipped: the database already holds key {}",
+            super::store_load::key(run.keys - 1)
+        ),
+    }
+    println!(
+        "writes  one-put transactions on random keys; latency from begin to acknowledged commit"
+    );
+    println!("{}", table(run));
+    let r = &run.reads;
+    println!(
+        "reads   {} threads, random db.get: {:.0} gets/s, p50 {} us, p99 {} us, max {} us, \
+         pool {} hits / {} misses",
+        r.threads,
+        per_sec(r.gets, r.elapsed),
+        micros(r.p50_us),
+        micros(r.p99_us),
+        micros(r.max_us),
+        r.pool.hits,
+        r.pool.misses,
+    );
+    println!(
+        "close   {:.3} s (checkpoint: pages written back, log released)",
+        run.close.as_secs_f64()
+    );
+    println!();
+    let parts: Vec<String> = run
+        .disk
+        .parts
+        .iter()
+        .map(|(name, bytes)| format!("{name} {}", size(*bytes)))
+        .collect();
+    println!(
+        "The database stays in {}: {} on disk ({}).",
+        run.dir.display(),
+        size(run.disk.allocated_bytes),
+        parts.join(", ")
+    );
+    println!("Run again to reopen it (the open is timed); --fresh starts over.");
+    for note in run.notes() {
+        println!("note: {note}");
+    }
+}
+
+fn table(run: &StoreRun) -> Table {
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED);
+    let header = [
+        "threads",
+        "commits/s",
+        "p50 us",
+        "p99 us",
+        "max us",
+        "commits/flush",
+        "log B/commit",
+        "pool hits",
+        "misses",
+        "evictions",
+        "evict writes",
+    ];
+    table.set_header(header);
+    for r in &run.rows {
+        table.add_row([
+            r.threads.to_string(),
+            format!("{:.0}", r.commits_per_sec()),
+            micros(r.p50_us),
+            micros(r.p99_us),
+            micros(r.max_us),
+            r.commits_per_flush()
+                .map_or_else(|| "-".to_owned(), |c| format!("{c:.1}")),
+            format!("{:.0}", r.log_bytes_per_commit()),
+            r.pool.hits.to_string(),
+            r.pool.misses.to_string(),
+            r.pool.evictions.to_string(),
+            r.pool.eviction_writes.to_string(),
+        ]);
+    }
+    for i in 0..header.len() {
+        if let Some(column) = table.column_mut(i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table
+}
+
+/// Microseconds: whole above 10, one decimal below (`lazy` commits take < 1 us).
+fn micros(us: f64) -> String {
+    if us < 10.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.0}")
+    }
+}
+
+/// Bytes in binary units, one decimal.
+#[expect(clippy::cast_precision_loss, reason = "sizes shown with one decimal")]
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_use_binary_units() {
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(8192), "8.0 KiB");
+        assert_eq!(size(64 << 20), "64.0 MiB");
+        assert_eq!(size(3 << 30), "3.0 GiB");
+    }
+}
