@@ -267,10 +267,9 @@ impl Db {
 
     /// Moves the visible lsn over commits acknowledged since, and prunes the overlay.
     fn visible_lsn(&self) -> u64 {
-        let (written, durable) = (
-            self.inner.wal.written_lsn().0,
-            self.inner.wal.durable_lsn().0,
-        );
+        // One read of both marks: two reads could see durable pass the written mark read first.
+        let (written, durable) = self.inner.wal.written_and_durable();
+        let (written, durable) = (written.0, durable.0);
         let mut reads = self.inner.reads.lock();
         let visible = reads.visibility.advance(written, durable);
         let horizon = reads

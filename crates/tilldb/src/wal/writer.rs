@@ -368,6 +368,14 @@ impl Wal {
         Lsn(self.shared.state.lock().progress.durable)
     }
 
+    /// How far the log is written and durable, read together (separate calls can see the
+    /// durable mark pass the written one read a moment before).
+    #[must_use]
+    pub fn written_and_durable(&self) -> (Lsn, Lsn) {
+        let st = self.shared.state.lock();
+        (Lsn(st.progress.written), Lsn(st.progress.durable))
+    }
+
     /// Everything before this lsn is written to the OS.
     #[must_use]
     pub fn written_lsn(&self) -> Lsn {
