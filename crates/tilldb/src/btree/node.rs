@@ -264,10 +264,21 @@ pub struct NodeRef<'a> {
 }
 
 impl<'a> NodeRef<'a> {
-    /// Views the node on `page`, checking the layout rules in the format table.
+    /// Views the node on `page`, checking the layout rules in the format table once per
+    /// version of the page: a page changes only through a mutable access, which clears its
+    /// checked mark, so an unchanged page checked before is trusted.
     pub fn parse(page: &'a PageBuf) -> Result<NodeRef<'a>, &'static str> {
         let kind = NodeKind::of(page.kind()).ok_or("page is not a tree node")?;
-        Self::parse_body(kind, page.body())
+        if page.node_checked() {
+            debug_assert!(
+                Self::parse_body(kind, page.body()).is_ok(),
+                "a checked page changed"
+            );
+            return Ok(Self::trusted(kind, page.body()));
+        }
+        let node = Self::parse_body(kind, page.body())?;
+        page.set_node_checked();
+        Ok(node)
     }
 
     /// Views a node of `kind` on `body`, checking the layout rules in the format table.

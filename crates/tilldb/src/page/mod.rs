@@ -41,6 +41,7 @@ use crate::checksum::crc32c_seeded;
 use crate::io::AlignedBuf;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bytes of the page header; the body follows.
 pub const HEADER_BYTES: usize = 24;
@@ -136,10 +137,22 @@ pub enum PageState {
 }
 
 /// One page in memory: an aligned buffer of `page_bytes` with typed header access.
-#[derive(Clone)]
 pub struct PageBuf {
     id: PageId,
     buf: AlignedBuf,
+    /// Set once the node layer has checked this version of the page; cleared by every
+    /// mutable access, so a changed page is checked again before it is trusted.
+    node_checked: AtomicBool,
+}
+
+impl Clone for PageBuf {
+    fn clone(&self) -> Self {
+        PageBuf {
+            id: self.id,
+            buf: self.buf.clone(),
+            node_checked: AtomicBool::new(self.node_checked.load(Ordering::Acquire)),
+        }
+    }
 }
 
 impl PageBuf {
@@ -153,6 +166,7 @@ impl PageBuf {
         let mut page = PageBuf {
             id,
             buf: AlignedBuf::zeroed(page_bytes as usize),
+            node_checked: AtomicBool::new(false),
         };
         page.buf[KIND_OFFSET] = kind as u8;
         page.buf[VERSION_OFFSET] = VERSION;
@@ -165,7 +179,11 @@ impl PageBuf {
     pub fn from_bytes(id: PageId, buf: AlignedBuf) -> Result<Option<PageBuf>, PageFault> {
         match Self::validate(id, &buf)? {
             PageState::Unwritten => Ok(None),
-            PageState::Valid(_) => Ok(Some(PageBuf { id, buf })),
+            PageState::Valid(_) => Ok(Some(PageBuf {
+                id,
+                buf,
+                node_checked: AtomicBool::new(false),
+            })),
         }
     }
 
@@ -218,6 +236,7 @@ impl PageBuf {
 
     /// Reformats the page as `kind` with an empty body, keeping its id and lsn.
     pub fn reset(&mut self, kind: PageKind) {
+        self.node_checked.store(false, Ordering::Release);
         self.buf[HEADER_BYTES..].fill(0);
         self.buf[KIND_OFFSET] = kind as u8;
     }
@@ -257,7 +276,19 @@ impl PageBuf {
 
     /// The kind-specific body, for changing.
     pub fn body_mut(&mut self) -> &mut [u8] {
+        self.node_checked.store(false, Ordering::Release);
         &mut self.buf[HEADER_BYTES..]
+    }
+
+    /// True when the node layer checked this version of the page.
+    #[must_use]
+    pub fn node_checked(&self) -> bool {
+        self.node_checked.load(Ordering::Acquire)
+    }
+
+    /// Records that the node layer checked this version of the page.
+    pub fn set_node_checked(&self) {
+        self.node_checked.store(true, Ordering::Release);
     }
 
     /// All bytes of the page (for page images in the log and the doublewrite area).
@@ -289,6 +320,7 @@ impl Deref for PageBuf {
 
 impl DerefMut for PageBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
+        self.node_checked.store(false, Ordering::Release);
         &mut self.buf
     }
 }
