@@ -2,6 +2,7 @@
 //! and `till bench log`, what the write-ahead log makes of it under load.
 
 mod bench;
+mod crashtest;
 mod probe;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +23,9 @@ struct Cli {
 enum Command {
     /// What is this disk, what does each flush method cost, is its cache lying?
     Probe(probe::ProbeArgs),
+    /// Kill a committing process at random moments and check that nothing acknowledged is
+    /// lost and nothing is half applied.
+    Crashtest(crashtest::CrashtestArgs),
     /// Benchmarks: how fast each layer commits, measured against the disk.
     Bench {
         #[command(subcommand)]
@@ -33,6 +37,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Probe(args) => probe::run(&args),
+        Command::Crashtest(args) => crashtest::run(&args),
         Command::Bench { command } => bench::run(&command),
     };
     match result {
