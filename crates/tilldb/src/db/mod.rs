@@ -501,7 +501,7 @@ fn create(storage: &Arc<dyn Storage>, dir: &Path, options: Options) -> Result<Db
         options.cache_bytes,
         Box::new(DataFiles {
             wal: Arc::clone(&wal),
-            files: Mutex::new((store, guard)),
+            files: Mutex::new(pages::Files::new(store, guard)),
         }),
     );
     let data_path = dir.join(DATA_FILE_NAME);
@@ -608,7 +608,7 @@ fn open_existing(
         options.cache_bytes,
         Box::new(DataFiles {
             wal: Arc::clone(&wal),
-            files: Mutex::new((store, guard)),
+            files: Mutex::new(pages::Files::new(store, guard)),
         }),
     );
     let mut alloc = Alloc {

@@ -10,7 +10,7 @@ use crate::page::{
 use crate::wal::Wal;
 use parking_lot::Mutex;
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -173,7 +173,27 @@ impl Pages for ReadPages<'_> {
 /// torn-page guard.
 pub struct DataFiles {
     pub wal: Arc<Wal>,
-    pub files: Mutex<(PageStore, PageGuard)>,
+    pub files: Mutex<Files>,
+}
+
+/// The data file, its guard, and the newest lsn written for each page.
+pub struct Files {
+    pub store: PageStore,
+    pub guard: PageGuard,
+    /// Writers copy a page and write it later; a copy taken before a newer version was
+    /// written must not land after it (the newer change would be lost once a checkpoint moved
+    /// redo past it). Copies not newer than what was written are dropped.
+    pub written_lsn: HashMap<PageId, u64>,
+}
+
+impl Files {
+    pub fn new(store: PageStore, guard: PageGuard) -> Self {
+        Files {
+            store,
+            guard,
+            written_lsn: HashMap::new(),
+        }
+    }
 }
 
 impl Backend for DataFiles {
@@ -185,16 +205,94 @@ impl Backend for DataFiles {
     }
 
     fn read_page(&self, id: PageId) -> Result<Option<PageBuf>> {
-        self.files.lock().0.read(id)
+        self.files.lock().store.read(id)
     }
 
     fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()> {
         let mut files = self.files.lock();
-        let (store, guard) = &mut *files;
-        let last = pages.iter().map(|p| p.id().0).max().unwrap_or(0);
+        let Files {
+            store,
+            guard,
+            written_lsn,
+        } = &mut *files;
+        let mut fresh: Vec<PageBuf> = pages
+            .iter()
+            .filter(|p| written_lsn.get(&p.id()).is_none_or(|&w| p.lsn() > w))
+            .cloned()
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let last = fresh.iter().map(|p| p.id().0).max().unwrap_or(0);
         if last >= store.page_count() {
             store.extend_to(last + 1)?;
         }
-        guard.write_pages(store, pages)
+        guard.write_pages(store, &mut fresh)?;
+        for p in &fresh {
+            written_lsn.insert(p.id(), p.lsn());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FlushMethod;
+    use crate::io::{SimConfig, SimDisk, Storage};
+    use crate::page::TornPageGuard;
+    use crate::wal::WalOptions;
+
+    fn leaf(id: u64, lsn: u64, byte: u8) -> PageBuf {
+        let mut page = PageBuf::new(PageId(id), PageKind::Leaf, 4096);
+        page.set_lsn(lsn);
+        page.body_mut()[100] = byte;
+        page
+    }
+
+    /// The race this guards against: the background writer copied page 5 at lsn 100, a commit
+    /// changed it (lsn 120) and a checkpoint wrote that and marked it clean; the old copy then
+    /// landed last, and the change at 120 was on no disk while redo started past it.
+    #[test]
+    fn a_stale_copy_written_after_a_newer_one_is_dropped() {
+        let disk = SimDisk::new(SimConfig::default());
+        let storage: Arc<dyn Storage> = Arc::new(disk.clone());
+        let dir = Path::new("/db");
+        storage.create_dir_all(dir).expect("mkdir");
+        let store = PageStore::create(&*storage, dir, FlushMethod::Fdatasync, 4096).expect("store");
+        let guard = PageGuard::create(
+            TornPageGuard::None,
+            &*storage,
+            dir,
+            FlushMethod::Fdatasync,
+            4096,
+        )
+        .expect("guard");
+        let (wal, _) = Wal::open(
+            Arc::clone(&storage),
+            &dir.join("wal"),
+            WalOptions::for_tests(),
+        )
+        .expect("wal");
+        let files = DataFiles {
+            wal: Arc::new(wal),
+            files: Mutex::new(Files::new(store, guard)),
+        };
+        files.write_pages(&mut [leaf(5, 120, 2)]).expect("newer");
+        files
+            .write_pages(&mut [leaf(5, 100, 1), leaf(6, 100, 1)])
+            .expect("stale and fresh");
+        let page5 = files.read_page(PageId(5)).expect("read").expect("written");
+        assert_eq!(
+            (page5.lsn(), page5.body()[100]),
+            (120, 2),
+            "a stale copy overwrote page 5"
+        );
+        let page6 = files.read_page(PageId(6)).expect("read").expect("written");
+        assert_eq!(
+            page6.lsn(),
+            100,
+            "a fresh page in the same batch was dropped"
+        );
     }
 }
