@@ -47,6 +47,9 @@ const DEFAULT_ROOT: PageId = PageId(2);
 const CATALOG_TABLE: TableId = CATALOG_ROOT.0;
 /// Longest table name.
 const TABLE_NAME_BYTES_MAX: usize = 255;
+/// Write-back passes a checkpoint makes over pages dirtied before its start; pages changed
+/// again meanwhile keep their redo point, so more passes only move the checkpoint later.
+const CHECKPOINT_PASSES: usize = 4;
 /// Entries a scan reads from the tree per hold of the tree lock.
 const SCAN_BATCH: usize = 256;
 
@@ -75,6 +78,8 @@ struct Inner {
     tree_lock: RwLock<()>,
     reads: Mutex<Reads>,
     header: Mutex<HeaderFile>,
+    /// Held by the running checkpoint: one at a time.
+    checkpointing: Mutex<()>,
     /// Shared with the background writer, which sets it when a write-back fails.
     poisoned: Arc<AtomicBool>,
     writeback: Mutex<writeback::WriteBack>,
@@ -210,8 +215,7 @@ impl Db {
     /// Writes every change so far to the data file and moves the log's start past them.
     pub fn checkpoint(&self) -> Result<()> {
         self.check_poison()?;
-        let alloc = self.inner.writer.lock();
-        self.checkpoint_locked(*alloc)
+        self.fuzzy_checkpoint()
     }
 
     /// Checkpoints and closes the log. Dropping the last handle does the same, ignoring errors.
@@ -384,33 +388,57 @@ impl Db {
         }
     }
 
-    /// Requires: the writer lock (`alloc` is its state).
-    fn checkpoint_locked(&self, alloc: Alloc) -> Result<()> {
+    /// A fuzzy checkpoint. Commits go on while it writes pages back; they are held only while
+    /// it reads a consistent point:
+    ///
+    /// 1. under the writer lock (no commit half applied, every changed page stamped): the log
+    ///    end `end` and the allocator state;
+    /// 2. write back every page whose first unwritten change was logged before `end` (the WAL
+    ///    rule forces the log first);
+    /// 3. redo must start at the oldest redo point still dirty, or at `end`: write that and
+    ///    the allocator state to the other header slot, and release log segments before it.
+    ///
+    /// A page changed again during step 2 stays dirty with its old redo point, which only
+    /// moves the checkpoint earlier: never past a change that is on no disk.
+    fn fuzzy_checkpoint(&self) -> Result<()> {
         let inner = &self.inner;
-        let end = inner.wal.end_lsn();
-        inner.wal.sync()?;
-        inner.pool.flush_all()?;
+        let _one_at_a_time = inner.checkpointing.lock();
+        let (end, alloc) = {
+            let alloc = inner.writer.lock();
+            (inner.wal.end_lsn(), *alloc)
+        };
+        for _ in 0..CHECKPOINT_PASSES {
+            if inner.pool.flush_dirty_before(end.0, 256)? == 0 {
+                break;
+            }
+        }
+        let redo = inner.pool.min_rec_lsn().map_or(end.0, |r| r.min(end.0));
         let mut header_file = inner.header.lock();
         let (_, newest) = header_file.newest();
+        assert!(
+            redo >= newest.checkpoint_lsn.0,
+            "checkpoint going backwards: {redo}"
+        );
         let header = Header {
-            checkpoint_lsn: end,
+            checkpoint_lsn: Lsn(redo),
             free_head: alloc.free_head,
             page_count: alloc.page_count,
             ..newest
         };
         header_file.write(&header)?;
-        inner.wal.release_before(end);
+        drop(header_file);
+        inner.wal.release_before(Lsn(redo));
         inner.checkpoint_end.store(end.0, Ordering::Release);
         Ok(())
     }
 
-    /// Runs a checkpoint when enough log was written since the last one.
-    /// Requires: the writer lock.
-    fn maybe_checkpoint(&self, alloc: Alloc) -> Result<()> {
-        let written =
-            self.inner.wal.end_lsn().0 - self.inner.checkpoint_end.load(Ordering::Acquire);
-        if written >= self.inner.options.checkpoint_log_bytes {
-            self.checkpoint_locked(alloc)?;
+    /// Runs a checkpoint when enough log was written since the last one, unless one is
+    /// running. Requires: the caller holds no writer lock.
+    fn maybe_checkpoint(&self) -> Result<()> {
+        let since = self.inner.wal.end_lsn().0 - self.inner.checkpoint_end.load(Ordering::Acquire);
+        if since >= self.inner.options.checkpoint_log_bytes && !self.inner.checkpointing.is_locked()
+        {
+            self.fuzzy_checkpoint()?;
         }
         Ok(())
     }
@@ -514,8 +542,9 @@ fn create(storage: &Arc<dyn Storage>, dir: &Path, options: Options) -> Result<Db
         assert_eq!(Tree::create(&pages)?.root(), CATALOG_ROOT);
         assert_eq!(Tree::create(&pages)?.root(), DEFAULT_ROOT);
         let (ops, alloc, touched) = pages.finish();
+        let before = wal.end_lsn();
         let lsn = wal.commit(&record::encode(alloc, &ops), Durability::Sync)?;
-        pool.stamp(&touched, lsn.0);
+        pool.stamp(&touched, lsn.0, before.0);
         pool.flush_all()?;
         alloc
     };
@@ -627,7 +656,7 @@ fn open_existing(
         }
         touched.sort_unstable();
         touched.dedup();
-        pool.stamp(&touched, rec.end_lsn.0);
+        pool.stamp(&touched, rec.end_lsn.0, rec.lsn.0);
         alloc = commit.alloc;
     }
     assemble(
@@ -699,6 +728,7 @@ fn assemble(
                 snapshots: BTreeMap::new(),
             }),
             header: Mutex::new(header),
+            checkpointing: Mutex::new(()),
             poisoned,
             writeback: Mutex::new(writeback),
             checkpoint_end: AtomicU64::new(checkpoint.0),

@@ -145,12 +145,11 @@ impl<'db> Txn<'db> {
             Ok(lsn) => lsn,
             Err(e) => return Err(db.poison(e)),
         };
-        let alloc = *self.alloc;
-        let checkpoint = db.maybe_checkpoint(alloc);
         drop(self);
         db.inner.wal.wait(lsn, durability)?;
         db.visible_lsn();
-        checkpoint
+        // Outside the writer lock: the next writer goes on while pages are written back.
+        db.maybe_checkpoint()
     }
 
     /// Drops the writes.
@@ -183,7 +182,9 @@ impl<'db> Txn<'db> {
         // still need, before the pages change. The provisional lsn is above every current
         // snapshot and at most this commit's lsn. A table this commit creates is hidden by
         // its catalog entry; its keys need no entries.
-        let provisional = inner.wal.end_lsn().0 + 1;
+        // The log end now, under the writer lock: this commit's record starts at or after it.
+        let before = inner.wal.end_lsn().0;
+        let provisional = before + 1;
         {
             let pages = db.read_pages();
             let mut befores = Vec::new();
@@ -231,7 +232,7 @@ impl<'db> Txn<'db> {
             lsn.0 >= provisional,
             "commit lsn {lsn} below its provisional lsn {provisional}"
         );
-        inner.pool.stamp(&touched, lsn.0);
+        inner.pool.stamp(&touched, lsn.0, before);
         *self.alloc = alloc;
         inner.reads.lock().visibility.committed(lsn.0, durability);
         Ok(lsn)

@@ -53,9 +53,9 @@ pub struct PoolStats {
 struct FrameData {
     page: Option<PageBuf>,
     dirty: bool,
-    /// Lsn of the first change since the page was last clean (0 when clean): where redo must
-    /// start for this page.
-    rec_lsn: u64,
+    /// Where redo must start to replay the first change since the page was last clean: the
+    /// log position before that change's record (`None` when clean).
+    rec_lsn: Option<u64>,
 }
 
 struct Frame {
@@ -276,9 +276,16 @@ impl BufferPool {
 
     /// Requires: the caller holds no guard on these pages.
     ///
+    /// `redo_from` is a log position at or before the start of that record (a record
+    /// boundary), from which redo would replay it.
+    ///
     /// Gives the pages changed by one log record that record's lsn: stamps their page lsn and
     /// allows them to be written back once the log is durable to it.
-    pub fn stamp(&self, ids: &[PageId], lsn: u64) {
+    pub fn stamp(&self, ids: &[PageId], lsn: u64, redo_from: u64) {
+        assert!(
+            redo_from < lsn,
+            "redo point {redo_from} not before the record's end {lsn}"
+        );
         // Look the frames up, then latch them without the map lock: a reader may hold a latch
         // while it pins its next page, which takes the map lock. Unlogged frames cannot be
         // evicted meanwhile, so the lookups stay true.
@@ -308,8 +315,8 @@ impl BufferPool {
                 .expect("an unlogged frame holds its page");
             assert_eq!(page.id(), id, "unlogged frame {frame} changed pages");
             page.set_lsn(lsn);
-            if data.rec_lsn == 0 {
-                data.rec_lsn = lsn;
+            if data.rec_lsn.is_none() {
+                data.rec_lsn = Some(redo_from);
             }
             f.unlogged.store(false, Ordering::Release);
         }
@@ -402,7 +409,7 @@ impl BufferPool {
                 return Err(e);
             }
             data.dirty = false;
-            data.rec_lsn = 0;
+            data.rec_lsn = None;
             f.dirty.store(false, Ordering::Release);
             self.eviction_writes.fetch_add(1, Ordering::Relaxed);
         }
@@ -479,6 +486,16 @@ impl BufferPool {
     /// Writes back up to `max` dirty, logged pages in one batch; returns how many. Pages
     /// changed again while being written stay dirty.
     pub fn flush_dirty(&self, max: usize) -> Result<usize> {
+        self.flush_dirty_where(max, u64::MAX)
+    }
+
+    /// Writes back up to `max` dirty, logged pages whose redo point is before `before`
+    /// (checkpoints: every change logged before their start). Returns how many.
+    pub fn flush_dirty_before(&self, before: u64, max: usize) -> Result<usize> {
+        self.flush_dirty_where(max, before)
+    }
+
+    fn flush_dirty_where(&self, max: usize, before: u64) -> Result<usize> {
         let mut batch: Vec<(usize, PageBuf)> = Vec::new();
         for (i, f) in self.frames.iter().enumerate() {
             if batch.len() >= max {
@@ -488,7 +505,10 @@ impl BufferPool {
                 continue;
             }
             let data = f.data.read();
-            if data.dirty && !f.unlogged.load(Ordering::Acquire) {
+            if data.dirty
+                && !f.unlogged.load(Ordering::Acquire)
+                && data.rec_lsn.is_some_and(|r| r < before)
+            {
                 batch.push((i, data.page.clone().expect("a dirty frame holds its page")));
             }
         }
@@ -507,7 +527,7 @@ impl BufferPool {
                 && !f.unlogged.load(Ordering::Acquire);
             if same {
                 data.dirty = false;
-                data.rec_lsn = 0;
+                data.rec_lsn = None;
                 f.dirty.store(false, Ordering::Release);
             }
         }
@@ -539,7 +559,7 @@ impl BufferPool {
             .filter(|f| f.dirty.load(Ordering::Acquire))
             .filter_map(|f| {
                 let d = f.data.read();
-                (d.dirty && d.rec_lsn != 0).then_some(d.rec_lsn)
+                if d.dirty { d.rec_lsn } else { None }
             })
             .min()
     }
@@ -625,7 +645,7 @@ mod tests {
             let mut page = pool.create(PageId(id), PageKind::Leaf).expect("create");
             page.body_mut()[0] = byte;
         }
-        pool.stamp(&[PageId(id)], lsn);
+        pool.stamp(&[PageId(id)], lsn, lsn - 1);
     }
 
     #[test]
@@ -665,7 +685,7 @@ mod tests {
         let err = pool.read(PageId(9)).expect_err("no victim");
         assert!(err.to_string().contains("unlogged"), "{err}");
         assert!(backend.pages.lock().is_empty());
-        pool.stamp(&(1..=8).map(PageId).collect::<Vec<_>>(), 3);
+        pool.stamp(&(1..=8).map(PageId).collect::<Vec<_>>(), 3, 2);
         assert_eq!(pool.flush_dirty(100).expect("flush"), 8);
         pool.read(PageId(9)).expect("room now");
         pool.check_invariants();
@@ -696,7 +716,11 @@ mod tests {
         let (pool, backend) = pool(16);
         put(&pool, 1, 1, 5);
         put(&pool, 2, 2, 9);
-        assert_eq!(pool.min_rec_lsn(), Some(5));
+        assert_eq!(
+            pool.min_rec_lsn(),
+            Some(4),
+            "the redo point of the oldest change"
+        );
         assert_eq!(pool.flush_all().expect("flush"), 2);
         assert!(
             backend.durable.load(Ordering::Acquire) >= 9,
@@ -735,7 +759,7 @@ mod tests {
         let stamper = {
             let pool = Arc::clone(&pool);
             std::thread::spawn(move || {
-                pool.stamp(&[PageId(1)], 7);
+                pool.stamp(&[PageId(1)], 7, 6);
                 done.send(()).expect("send");
             })
         };
@@ -756,7 +780,7 @@ mod tests {
     fn stamping_an_unchanged_page_is_a_bug() {
         let (pool, _) = pool(8);
         put(&pool, 1, 1, 5);
-        pool.stamp(&[PageId(1)], 6);
+        pool.stamp(&[PageId(1)], 6, 5);
     }
 
     #[test]
@@ -779,7 +803,8 @@ mod tests {
                                 assert_eq!(page.body()[0], round - 1, "page {id} lost an update");
                                 page.body_mut()[0] = round;
                             }
-                            pool.stamp(&[PageId(id)], lsn.fetch_add(1, Ordering::AcqRel));
+                            let l = lsn.fetch_add(1, Ordering::AcqRel);
+                            pool.stamp(&[PageId(id)], l, l - 1);
                             let other = PageId(1 + (id * 7 + u64::from(round)) % 40);
                             drop(pool.read(other).expect("read"));
                         }
