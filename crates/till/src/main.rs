@@ -2,6 +2,7 @@
 //! and `till bench log`, what the write-ahead log makes of it under load.
 
 mod bench;
+mod check;
 mod crashtest;
 mod probe;
 
@@ -23,6 +24,8 @@ struct Cli {
 enum Command {
     /// What is this disk, what does each flush method cost, is its cache lying?
     Probe(probe::ProbeArgs),
+    /// Recover a database and check every tree and every page checksum.
+    Check(check::CheckArgs),
     /// Kill a committing process at random moments and check that nothing acknowledged is
     /// lost and nothing is half applied.
     Crashtest(crashtest::CrashtestArgs),
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Probe(args) => probe::run(&args),
         Command::Crashtest(args) => crashtest::run(&args),
+        Command::Check(args) => check::run(&args),
         Command::Bench { command } => bench::run(&command),
     };
     match result {

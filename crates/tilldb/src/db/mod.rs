@@ -232,6 +232,17 @@ impl Db {
     /// Checks the default table's tree (order, links, page kinds) and returns its statistics.
     /// Every table's tree and the catalog are checked; the default table's stats are returned.
     pub fn check(&self) -> Result<crate::btree::TreeStats> {
+        let tables = self.check_tables()?;
+        Ok(tables
+            .into_iter()
+            .find(|(name, _)| name.is_empty())
+            .expect("the default table")
+            .1)
+    }
+
+    /// Checks the catalog and every table's tree (key order, separators, leaf links, page
+    /// kinds, overflow chains); returns each table's statistics, the default table as `""`.
+    pub fn check_tables(&self) -> Result<Vec<(String, crate::btree::TreeStats)>> {
         let _shared = self.inner.tree_lock.read();
         let pages = self.read_pages();
         Tree::open(CATALOG_ROOT).check(&pages)?;
@@ -243,10 +254,15 @@ impl Db {
                 Direction::Forward,
             )
             .collect::<Result<_>>()?;
-        for (_, value) in entries {
-            Tree::open(catalog_root_of(&value, &self.inner.data_path)?).check(&pages)?;
+        let mut stats = vec![(String::new(), Tree::open(DEFAULT_ROOT).check(&pages)?)];
+        for (name, value) in entries {
+            let root = catalog_root_of(&value, &self.inner.data_path)?;
+            stats.push((
+                String::from_utf8_lossy(&name).into_owned(),
+                Tree::open(root).check(&pages)?,
+            ));
         }
-        Tree::open(DEFAULT_ROOT).check(&pages)
+        Ok(stats)
     }
 
     fn check_poison(&self) -> Result<()> {
