@@ -7,7 +7,6 @@
 //! ```
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 use tilldb::Durability;
 use tilldb::wal::{Wal, WalStats};
@@ -56,54 +55,35 @@ pub fn commit_from_threads(
     payload: &[u8],
     duration: Duration,
 ) -> (Samples, Duration, Counts) {
-    let stop = AtomicBool::new(false);
-    // Held for writing until every thread is spawned; each thread starts once it can read.
-    let gate = RwLock::new(());
     let samples_max = (SAMPLES_PER_ROW_MAX / threads).max(1);
-    let closed = gate.write().unwrap_or_else(PoisonError::into_inner);
-    let (results, elapsed, before, after) = std::thread::scope(|s| {
-        let mut handles = Vec::with_capacity(threads);
-        let mut spawn_error = None;
-        for i in 0..threads {
-            let committer = || {
-                drop(gate.read().unwrap_or_else(PoisonError::into_inner));
-                commit_until(wal, durability, payload, &stop, samples_max)
-            };
-            match std::thread::Builder::new()
-                .name(format!("commit-{i}"))
-                .spawn_scoped(s, committer)
-            {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    spawn_error = Some(e);
-                    stop.store(true, Ordering::Relaxed);
-                    break;
-                }
-            }
-        }
-        let before = wal.stats();
-        let start = Instant::now();
-        drop(closed);
-        if spawn_error.is_none() {
-            std::thread::sleep(duration);
-        }
-        stop.store(true, Ordering::Relaxed);
-        let results: Vec<_> = handles
-            .into_iter()
-            .map(|h| h.join().expect("a committer thread panicked"))
-            .collect();
-        let elapsed = start.elapsed();
-        let after = wal.stats();
-        let results = match spawn_error {
-            Some(e) => Err(format!("cannot start {threads} threads: {e}").into()),
-            None => results
+    let run = super::threads::run_gated(
+        threads,
+        "commit",
+        duration,
+        || wal.stats(),
+        |_, stop| commit_until(wal, durability, payload, stop, samples_max),
+    );
+    match run {
+        Ok(run) => {
+            let counts = Counts::since(run.before, run.after);
+            let results = run
+                .results
                 .into_iter()
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(Into::into),
-        };
-        (results, elapsed, before, after)
-    });
-    (results, elapsed, Counts::since(before, after))
+                .map_err(Into::into);
+            (results, run.elapsed, counts)
+        }
+        Err(e) => (
+            Err(e),
+            Duration::ZERO,
+            Counts {
+                appends: 0,
+                writes: 0,
+                flushes: 0,
+                bytes_written: 0,
+            },
+        ),
+    }
 }
 
 /// One committer: commit and time until told to stop. Keeps at most `samples_max` latencies

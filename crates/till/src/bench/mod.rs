@@ -22,6 +22,7 @@ mod store;
 mod store_load;
 mod store_report;
 mod svg;
+mod threads;
 
 use clap::Subcommand;
 

@@ -11,7 +11,6 @@
 //! index, so two runs with the same flags touch the same keys in the same order per thread.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 use tilldb::Db;
 use tilldb::page::PoolStats;
@@ -130,61 +129,26 @@ pub fn run_threads<F>(
 where
     F: Fn(&Db, &mut ThreadState) -> tilldb::Result<()> + Sync,
 {
-    assert!(threads > 0, "a phase without threads");
-    let stop = AtomicBool::new(false);
-    // Held for writing until every thread is spawned; each thread starts once it can read.
-    let gate = RwLock::new(());
     let samples_max = (SAMPLES_PER_PHASE_MAX / threads).max(1);
-    let closed = gate.write().unwrap_or_else(PoisonError::into_inner);
-    let (results, elapsed, before, after, spawn_error) = std::thread::scope(|s| {
-        let mut handles = Vec::with_capacity(threads);
-        let mut spawn_error = None;
-        for i in 0..threads {
-            let (gate, stop, op) = (&gate, &stop, &op);
-            let worker = move || {
-                drop(gate.read().unwrap_or_else(PoisonError::into_inner));
-                let state = ThreadState {
-                    rng: XorShift::new(seed.wrapping_add(i as u64)),
-                    value: vec![0xA5; value_bytes],
-                    missing: 0,
-                };
-                run_until(db, state, op, stop, samples_max)
+    let run = super::threads::run_gated(
+        threads,
+        "store",
+        duration,
+        || db.stats(),
+        |i, stop| {
+            let state = ThreadState {
+                rng: XorShift::new(seed.wrapping_add(i as u64)),
+                value: vec![0xA5; value_bytes],
+                missing: 0,
             };
-            match std::thread::Builder::new()
-                .name(format!("store-{i}"))
-                .spawn_scoped(s, worker)
-            {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    spawn_error = Some(e);
-                    stop.store(true, Ordering::Relaxed);
-                    break;
-                }
-            }
-        }
-        let before = db.stats();
-        let start = Instant::now();
-        drop(closed);
-        if spawn_error.is_none() {
-            std::thread::sleep(duration);
-        }
-        stop.store(true, Ordering::Relaxed);
-        let results: Vec<_> = handles
-            .into_iter()
-            .map(|h| h.join().expect("a benchmark thread panicked"))
-            .collect();
-        let elapsed = start.elapsed();
-        (results, elapsed, before, db.stats(), spawn_error)
-    });
-    if let Some(e) = spawn_error {
-        return Err(format!("cannot start {threads} threads: {e}").into());
-    }
-    let workers = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-    assert_eq!(workers.len(), threads, "a thread went missing");
+            run_until(db, state, &op, stop, samples_max)
+        },
+    )?;
+    let workers = run.results.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(Phase {
         workers,
-        elapsed,
-        counts: Counts::since(before, after),
+        elapsed: run.elapsed,
+        counts: Counts::since(run.before, run.after),
     })
 }
 
