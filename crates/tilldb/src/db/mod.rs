@@ -637,7 +637,12 @@ fn open_existing(
         flush_method: method,
         ..options.wal.clone()
     };
-    let (wal, _recovery) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
+    let (wal, _recovery) = Wal::open_from(
+        Arc::clone(storage),
+        &dir.join("wal"),
+        wal_options,
+        Some(header.checkpoint_lsn),
+    )?;
     let wal = Arc::new(wal);
     // Segments wholly before the checkpoint are not needed: free them for recycling now, or
     // every open would add a segment.

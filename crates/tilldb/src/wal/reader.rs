@@ -140,7 +140,21 @@ fn scan_segment(
 }
 
 /// Reads every segment header in `dir` and follows the chain to the end of the log.
-pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan> {
+/// Reads the first block of a segment file (enough for its header), or less if shorter.
+fn read_header_block(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>> {
+    let file = storage.open(path, FlushMethod::Fdatasync)?;
+    let mut bytes = vec![0u8; 4096];
+    let n = file.read_at(&mut bytes, 0)?;
+    bytes.truncate(n);
+    Ok(bytes)
+}
+
+/// Reads every segment header in `dir` and follows the chain to the end of the log. With
+/// `start` (a checkpoint: nothing before it is needed), the chain begins at the segment that
+/// holds it: the newest valid segment whose base is at or before it (every segment made later
+/// has a higher generation and a base at or past the log end of its time, so past `start`).
+/// Older segments are free, and only headers of them are read.
+pub(crate) fn scan(storage: &dyn Storage, dir: &Path, start: Option<Lsn>) -> Result<Scan> {
     let mut found: Vec<(u64, SegmentHeader, PathBuf)> = Vec::new();
     let mut invalid: Vec<(u64, Error)> = Vec::new();
     let mut scan = Scan::default();
@@ -150,7 +164,7 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan> {
         };
         scan.max_generation = scan.max_generation.max(generation);
         let path = dir.join(&name);
-        let bytes = read_segment(storage, &path)?;
+        let bytes = read_header_block(storage, &path)?;
         match SegmentHeader::decode(&bytes, &path) {
             Ok(HeaderState::Valid(h)) if h.generation == generation => {
                 found.push((generation, h, path));
@@ -173,6 +187,13 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan> {
         }
     }
     found.sort_by_key(|(g, _, _)| *g);
+    if let Some(start) = start {
+        let from = found
+            .iter()
+            .rposition(|(_, h, _)| h.base_lsn <= start.0)
+            .unwrap_or(0);
+        scan.free.extend(found.drain(..from).map(|(g, _, _)| g));
+    }
     let Some((_, first, _)) = found.first() else {
         return Ok(scan);
     };

@@ -208,9 +208,20 @@ impl Wal {
         dir: &Path,
         options: WalOptions,
     ) -> Result<(Wal, Recovery)> {
+        Self::open_from(storage, dir, options, None)
+    }
+
+    /// Like [`Wal::open`], for a caller that needs nothing before `start` (a checkpoint):
+    /// recovery reads only the segments from the one holding `start`; older ones are free.
+    pub fn open_from(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: WalOptions,
+        start: Option<Lsn>,
+    ) -> Result<(Wal, Recovery)> {
         storage.create_dir_all(dir)?;
         storage.flush_dir(&parent_dir(dir))?;
-        let scan = reader::scan(&*storage, dir)?;
+        let scan = reader::scan(&*storage, dir, start)?;
         let facts = storage.device_facts(dir)?;
         let stored_block = scan.chain.first().map(|s| s.header.log_block_bytes);
         let geometry = IoGeometry::resolve(
