@@ -170,7 +170,7 @@ impl<'db> Txn<'db> {
     fn apply_and_log(&mut self, durability: Durability) -> Result<crate::wal::Lsn> {
         let db = self.db;
         let inner = &db.inner;
-        let _exclusive = inner.tree_lock.write();
+        let exclusive = inner.tree_lock.write();
         // Roots of the tables written to; `None` for tables this commit creates.
         let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
         for (table, _) in self.writes.keys() {
@@ -226,6 +226,10 @@ impl<'db> Txn<'db> {
                 }
             }
         }
+        // The pages are whole again (no node half split) and the overlay hides this commit
+        // from readers until it is acknowledged: readers may go on while the record is
+        // appended, which can wait for a log segment to be prepared.
+        drop(exclusive);
         let (ops, alloc, touched) = pages.finish();
         let lsn = inner.wal.append(&record::encode(alloc, &ops))?;
         assert!(
