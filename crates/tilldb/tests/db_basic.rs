@@ -256,3 +256,60 @@ fn the_data_file_does_not_grow_under_steady_updates() {
     );
     db.check().expect("tree checks");
 }
+
+/// docs/durability.md, "What readers see": a `Lazy` commit is visible at once (its committer
+/// never waits), but a `Lazy` commit behind a `Sync` commit whose flush is in progress waits
+/// for that flush: readers see a prefix of commits, never a later one without an earlier one.
+#[test]
+fn lazy_commits_are_visible_at_once_unless_an_earlier_commit_is_pending() {
+    let slow = SimDisk::new(SimConfig {
+        flush_latency: std::time::Duration::from_millis(300),
+        ..SimConfig::default()
+    });
+    let db = Db::open_with_storage(Arc::new(slow), Path::new("/slow"), Options::for_tests())
+        .expect("open");
+    let started = std::time::Instant::now();
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"lazy", b"1").expect("put");
+    txn.commit_with(Durability::Lazy).expect("lazy commit");
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(250),
+        "a Lazy commit waited for a flush"
+    );
+    assert_eq!(
+        db.get(b"lazy").expect("get"),
+        Some(b"1".to_vec()),
+        "a Lazy commit is visible at once"
+    );
+
+    let appends = db.stats().0.appends;
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut txn = db.begin().expect("begin");
+            txn.put(b"sync", b"2").expect("put");
+            txn.commit().expect("sync commit");
+        })
+    };
+    // Wait until the Sync commit's record is in the log (its flush takes 300 ms more).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.stats().0.appends == appends {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Sync commit never appended"
+        );
+        std::thread::yield_now();
+    }
+    let mut txn = db.begin().expect("begin after the Sync commit appended");
+    txn.put(b"behind", b"3").expect("put");
+    txn.commit_with(Durability::Lazy).expect("lazy commit");
+    assert_eq!(
+        db.get(b"behind").expect("get"),
+        None,
+        "visible before the Sync commit ahead of it"
+    );
+    assert_eq!(db.get(b"sync").expect("get"), None);
+    writer.join().expect("writer");
+    assert_eq!(db.get(b"sync").expect("get"), Some(b"2".to_vec()));
+    assert_eq!(db.get(b"behind").expect("get"), Some(b"3".to_vec()));
+}
