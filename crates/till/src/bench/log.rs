@@ -28,12 +28,8 @@ use tilldb::io::{
 use tilldb::wal::{Wal, WalOptions};
 use tilldb::{Durability, FlushMethod};
 
-/// More threads than this is a typo, not a benchmark.
-const THREADS_MAX: usize = 4096;
 /// Longest accepted simulated flush latency: 1 s per flush already makes a row crawl.
 const SYNC_LATENCY_US_MAX: u64 = 1_000_000;
-/// Longest accepted time per row (a day).
-const SECONDS_MAX: f64 = 86_400.0;
 /// Largest record payload accepted; larger records measure bandwidth, not the commit path.
 const RECORD_BYTES_MAX: usize = 16 << 20;
 /// The raw measurement runs this long, or `--seconds` if shorter.
@@ -215,23 +211,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn validate(args: &LogArgs) -> Result<(), String> {
-    if args.threads.is_empty() {
-        return Err("--threads needs at least one thread count".into());
-    }
-    if args.threads.contains(&0) {
-        return Err("--threads: a thread count of 0 commits nothing; use 1 or more".into());
-    }
-    if let Some(t) = args.threads.iter().find(|&&t| t > THREADS_MAX) {
-        return Err(format!(
-            "--threads: {t} is more than the {THREADS_MAX} supported"
-        ));
-    }
-    if !(args.seconds > 0.0 && args.seconds <= SECONDS_MAX) {
-        return Err(format!(
-            "--seconds must be a positive number of at most {SECONDS_MAX}, not {}",
-            args.seconds
-        ));
-    }
+    super::check_threads_and_seconds(&args.threads, args.seconds)?;
     if args.sync_latency_us > SYNC_LATENCY_US_MAX {
         return Err(format!(
             "--sync-latency-us {} is more than the {SYNC_LATENCY_US_MAX} (1 s) supported",

@@ -41,3 +41,29 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Store(args) => store::run(args),
     }
 }
+
+/// Most threads a benchmark row may ask for.
+const THREADS_MAX: usize = 4096;
+/// Longest a row may run, in seconds (a day).
+const SECONDS_MAX: f64 = 86_400.0;
+
+/// The checks every benchmark makes of `--threads` and `--seconds`.
+fn check_threads_and_seconds(threads: &[usize], seconds: f64) -> Result<(), String> {
+    if threads.is_empty() {
+        return Err("--threads needs at least one thread count".into());
+    }
+    if threads.contains(&0) {
+        return Err("--threads: a thread count of 0 runs nothing; use 1 or more".into());
+    }
+    if let Some(t) = threads.iter().find(|&&t| t > THREADS_MAX) {
+        return Err(format!(
+            "--threads: {t} is more than the {THREADS_MAX} supported"
+        ));
+    }
+    if !(seconds > 0.0 && seconds <= SECONDS_MAX) {
+        return Err(format!(
+            "--seconds must be a positive number of at most {SECONDS_MAX}, not {seconds}"
+        ));
+    }
+    Ok(())
+}

@@ -24,10 +24,6 @@ use tilldb::header::{self, HEADER_FILE_NAME, Header};
 use tilldb::io::DeviceFacts;
 use tilldb::{Db, Durability, FlushMethod, Options};
 
-/// More threads than this is a typo, not a benchmark.
-const THREADS_MAX: usize = 4096;
-/// Longest accepted time per phase (a day).
-const SECONDS_MAX: f64 = 86_400.0;
 /// Keys are `key` plus 12 digits, so at most 10^12 of them.
 const KEYS_MAX: u64 = 1_000_000_000_000;
 /// Largest value accepted: larger values measure overflow-page bandwidth, not the commit path.
@@ -170,23 +166,7 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Checks the flags and builds the options, before anything touches the disk.
 fn validate(args: &StoreArgs) -> Result<Options, String> {
-    if args.threads.is_empty() {
-        return Err("--threads needs at least one thread count".into());
-    }
-    if args.threads.contains(&0) {
-        return Err("--threads: a thread count of 0 runs nothing; use 1 or more".into());
-    }
-    if let Some(t) = args.threads.iter().find(|&&t| t > THREADS_MAX) {
-        return Err(format!(
-            "--threads: {t} is more than the {THREADS_MAX} supported"
-        ));
-    }
-    if !(args.seconds > 0.0 && args.seconds <= SECONDS_MAX) {
-        return Err(format!(
-            "--seconds must be a positive number of at most {SECONDS_MAX}, not {}",
-            args.seconds
-        ));
-    }
+    super::check_threads_and_seconds(&args.threads, args.seconds)?;
     if !(1..=KEYS_MAX).contains(&args.keys) {
         return Err(format!(
             "--keys must be from 1 to {KEYS_MAX}, not {}",
