@@ -6,9 +6,10 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 
 /// Merges sorted runs of samples (one per thread) into one sorted vector, in O(n log k).
-pub fn merge_sorted(runs: &[Vec<u64>]) -> Vec<u64> {
-    let total: usize = runs.iter().map(Vec::len).sum();
-    for run in runs {
+pub fn merge_sorted<R: AsRef<[u64]>>(runs: &[R]) -> Vec<u64> {
+    let runs: Vec<&[u64]> = runs.iter().map(AsRef::as_ref).collect();
+    let total: usize = runs.iter().map(|r| r.len()).sum();
+    for run in &runs {
         debug_assert!(run.is_sorted(), "unsorted run");
     }
     let mut merged = Vec::with_capacity(total);
@@ -72,7 +73,7 @@ mod tests {
     fn merges_runs_of_any_length() {
         let runs = vec![vec![1, 4, 9], vec![], vec![2, 3, 10, 11], vec![4]];
         assert_eq!(merge_sorted(&runs), vec![1, 2, 3, 4, 4, 9, 10, 11]);
-        assert!(merge_sorted(&[]).is_empty());
+        assert!(merge_sorted::<Vec<u64>>(&[]).is_empty());
     }
 
     #[test]

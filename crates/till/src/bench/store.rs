@@ -12,7 +12,7 @@
 //!
 //! `store_load.rs` runs the threads, `store_report.rs` prints the results.
 
-use super::latency::{merge_sorted, percentile_us};
+use super::latency::percentile_us;
 use super::store_load::{self, Counts, Phase, key};
 use super::store_report::{self, Load, MethodSource, ReadRow, StoreRun, WriteRow};
 use clap::Args;
@@ -298,12 +298,7 @@ fn load(db: &Db, args: &StoreArgs, bar: &ProgressBar) -> Result<Load, Box<dyn st
 /// flushes are the log's write stages.
 fn write_row(threads: usize, phase: &Phase, method: FlushMethod) -> WriteRow {
     let Counts { wal, pool } = phase.counts;
-    let runs: Vec<Vec<u64>> = phase
-        .workers
-        .iter()
-        .map(|w| w.latencies_ns.clone())
-        .collect();
-    let latencies = merge_sorted(&runs);
+    let latencies = phase.latencies_ns();
     WriteRow {
         threads,
         commits: phase.workers.iter().map(|w| w.ops).sum(),
@@ -323,12 +318,7 @@ fn write_row(threads: usize, phase: &Phase, method: FlushMethod) -> WriteRow {
 }
 
 fn read_row(threads: usize, phase: &Phase) -> ReadRow {
-    let runs: Vec<Vec<u64>> = phase
-        .workers
-        .iter()
-        .map(|w| w.latencies_ns.clone())
-        .collect();
-    let latencies = merge_sorted(&runs);
+    let latencies = phase.latencies_ns();
     ReadRow {
         threads,
         gets: phase.workers.iter().map(|w| w.ops).sum(),

@@ -115,6 +115,18 @@ pub struct Phase {
     pub counts: Counts,
 }
 
+impl Phase {
+    /// Every worker's latency samples, merged in order.
+    pub fn latencies_ns(&self) -> Vec<u64> {
+        let runs: Vec<&[u64]> = self
+            .workers
+            .iter()
+            .map(|w| w.latencies_ns.as_slice())
+            .collect();
+        super::latency::merge_sorted(&runs)
+    }
+}
+
 /// Runs `threads` threads, each calling `op` in a loop for `duration`. Thread `i` starts
 /// with `XorShift::new(seed + i)` and a `value_bytes` value. The first error stops every
 /// thread and is returned.
