@@ -10,6 +10,8 @@
 //!
 //! A failure names its seed; rerun one with `DB_CRASH_SEED=n cargo test --test db_crash`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
@@ -148,21 +150,7 @@ fn run_seed(seed: u64) {
     disk.clear_faults();
     // Garbage sectors included: the log pads every group to a block boundary, so no write
     // touches a block with acknowledged records (before padding, seed 29 lost commits here).
-    let mode = match seed % 4 {
-        0 => CrashMode::ProcessKill,
-        1 => CrashMode::PowerLoss {
-            tear_bytes: 512,
-            garbage: false,
-        },
-        2 => CrashMode::PowerLoss {
-            tear_bytes: 512,
-            garbage: true,
-        },
-        _ => CrashMode::PowerLoss {
-            tear_bytes: 4096,
-            garbage: true,
-        },
-    };
+    let mode = common::crash_mode(seed);
     disk.crash(mode);
     let db = open(&disk, seed, "first crash");
     db.check()

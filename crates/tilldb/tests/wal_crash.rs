@@ -8,6 +8,8 @@
 //!
 //! A failure names its seed; rerun one with `WAL_CRASH_SEED=n cargo test --test wal_crash`.
 
+mod common;
+
 use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::Arc;
@@ -40,25 +42,6 @@ fn durability_for(seed: u64, thread: u32) -> Durability {
         0 | 1 => Durability::Sync,
         2 => Durability::Buffered,
         _ => Durability::Lazy,
-    }
-}
-
-/// Process kill, or power loss tearing at 512 B or 4 KiB, with and without garbage sectors.
-fn crash_mode(seed: u64) -> CrashMode {
-    match seed % 4 {
-        0 => CrashMode::ProcessKill,
-        1 => CrashMode::PowerLoss {
-            tear_bytes: 512,
-            garbage: false,
-        },
-        2 => CrashMode::PowerLoss {
-            tear_bytes: 512,
-            garbage: true,
-        },
-        _ => CrashMode::PowerLoss {
-            tear_bytes: 4096,
-            garbage: true,
-        },
     }
 }
 
@@ -104,7 +87,7 @@ fn run_seed(seed: u64) {
         w.join().expect("worker");
     }
     drop(Arc::into_inner(wal).expect("workers are done"));
-    let mode = crash_mode(seed);
+    let mode = common::crash_mode(seed);
     disk.clear_faults();
     disk.crash(mode);
 

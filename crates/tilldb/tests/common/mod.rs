@@ -96,3 +96,24 @@ impl Drop for LoopMount {
         let _ = run("losetup", &["-d", &self.device]);
     }
 }
+
+/// The crash a seed gets in the crash tests: a process kill, or a power loss tearing unflushed
+/// writes at 512 B or 4 KiB, with and without garbage sectors.
+pub fn crash_mode(seed: u64) -> tilldb::io::CrashMode {
+    use tilldb::io::CrashMode;
+    match seed % 4 {
+        0 => CrashMode::ProcessKill,
+        1 => CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: false,
+        },
+        2 => CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: true,
+        },
+        _ => CrashMode::PowerLoss {
+            tear_bytes: 4096,
+            garbage: true,
+        },
+    }
+}
