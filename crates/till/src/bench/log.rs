@@ -14,22 +14,18 @@
 
 use super::latency::{merge_sorted, per_sec, percentile_us};
 use super::log_load::commit_from_threads;
-use super::log_report::{self, LogRun};
+use super::log_report::{self, LogRun, Workload};
+use super::raw;
 use super::scratch::ScratchDir;
-use super::slow_storage::SlowStorage;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tilldb::io::{
-    FileStorage, IoGeometry, MeasureFile, MeasureSpec, Measurement, Storage, measure,
-};
+use tilldb::io::{IoGeometry, Storage};
 use tilldb::wal::{Wal, WalOptions};
 use tilldb::{Durability, FlushMethod};
 
-/// Longest accepted simulated flush latency: 1 s per flush already makes a row crawl.
-const SYNC_LATENCY_US_MAX: u64 = 1_000_000;
 /// Largest record payload accepted; larger records measure bandwidth, not the commit path.
 const RECORD_BYTES_MAX: usize = 16 << 20;
 /// The raw measurement runs this long, or `--seconds` if shorter.
@@ -142,12 +138,7 @@ impl Row {
 
 pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
     validate(args)?;
-    let latency = Duration::from_micros(args.sync_latency_us);
-    let storage: Arc<dyn Storage> = if latency.is_zero() {
-        Arc::new(FileStorage::new())
-    } else {
-        Arc::new(SlowStorage::new(Arc::new(FileStorage::new()), latency))
-    };
+    let storage = raw::storage(args.sync_latency_us);
     let scratch = ScratchDir::create(&args.dir, "log").map_err(|e| {
         format!(
             "cannot create a run directory in {}: {e}",
@@ -164,7 +155,15 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
             .expect("valid template"),
     );
     bar.set_message(format!("raw flushed writes of {block_bytes} B"));
-    let raw = measure_raw(&*storage, scratch.path(), &facts, args, block_bytes)?;
+    let raw = raw::flushed_writes(
+        &*storage,
+        scratch.path(),
+        &facts,
+        args.flush_method,
+        block_bytes,
+        Duration::from_secs_f64(args.seconds.min(RAW_SECONDS_MAX)),
+    )?
+    .map_err(|why| format!("cannot measure raw flushed writes: {why}"))?;
     bar.inc(1);
     let options = WalOptions {
         flush_method: args.flush_method,
@@ -188,6 +187,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
     bar.finish_and_clear();
 
     let run = LogRun {
+        workload: Workload::LogRecords,
         dir: scratch
             .path()
             .parent()
@@ -212,12 +212,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 fn validate(args: &LogArgs) -> Result<(), String> {
     super::check_threads_and_seconds(&args.threads, args.seconds)?;
-    if args.sync_latency_us > SYNC_LATENCY_US_MAX {
-        return Err(format!(
-            "--sync-latency-us {} is more than the {SYNC_LATENCY_US_MAX} (1 s) supported",
-            args.sync_latency_us
-        ));
-    }
+    raw::check_sync_latency(args.sync_latency_us)?;
     if args.record_bytes > RECORD_BYTES_MAX {
         return Err(format!(
             "--record-bytes {} is more than the {RECORD_BYTES_MAX} supported",
@@ -225,31 +220,6 @@ fn validate(args: &LogArgs) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// The flushed-write rate of one writer, at the log's block size and flush method.
-fn measure_raw(
-    storage: &dyn Storage,
-    dir: &Path,
-    facts: &tilldb::io::DeviceFacts,
-    args: &LogArgs,
-    block_bytes: u32,
-) -> Result<Measurement, Box<dyn std::error::Error>> {
-    let spec = MeasureSpec {
-        method: args.flush_method,
-        write_bytes: block_bytes,
-        file: MeasureFile::Preallocated,
-        duration: Duration::from_secs_f64(args.seconds.min(RAW_SECONDS_MAX)),
-    };
-    let raw = measure(storage, dir, facts, spec)?;
-    if let Some(why) = &raw.skipped {
-        return Err(format!("cannot measure raw flushed writes: {why}").into());
-    }
-    assert!(
-        raw.ops > 0,
-        "a measurement that ran completed no flushed write"
-    );
-    Ok(raw)
 }
 
 /// Opens a fresh log in `dir`, lets `threads` threads commit for `--seconds`, closes it.

@@ -1,13 +1,19 @@
-//! Output of `till bench log`: the human report, the JSON contract, and the SVG plot.
+//! Output of `till bench log` and `till bench commit`: the human report, the JSON contract,
+//! and the SVG plot. Both measure commits/s against threads next to the raw flushed-write
+//! rate; they differ in what a commit is (a log record alone, or a one-insert transaction on
+//! the whole store), which [`Workload`] says.
 //!
 //! JSON (stable for scripts; latencies in microseconds, rates per second):
 //!
 //! ```text
-//! { flush_method, durability, block_bytes, record_bytes, segment_bytes, seconds, fs_type, dir,
+//! { workload ("log-records" | "store-inserts"), flush_method, durability, block_bytes,
+//!   record_bytes (the value size for store inserts), segment_bytes, seconds, fs_type, dir,
+//!   page_bytes, cache_bytes, torn_page_guard (store inserts only, else null),
 //!   simulated_sync_latency_us (null when off), raw_flushes_per_sec, raw_p50_us, raw_p99_us,
 //!   results: [ { threads, durability, flush_method, commits, elapsed_seconds, commits_per_sec,
 //!                flushes, flushes_per_sec, commits_per_flush (null without flushes),
-//!                p50_us, p99_us, max_us, ratio_to_raw } ] }
+//!                p50_us, p99_us, max_us, log_bytes_per_commit, ratio_to_raw,
+//!                ratio_to_one_thread (null without a 1-thread row) } ] }
 //! ```
 
 use super::latency::round1;
@@ -17,11 +23,36 @@ use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use tilldb::io::Measurement;
+use tilldb::page::TornPageGuard;
 use tilldb::{Durability, FlushMethod};
+
+/// What one commit of a run is.
+#[derive(Debug, Clone, Copy)]
+pub enum Workload {
+    /// `till bench log`: one record of `record_bytes` appended to the log alone.
+    LogRecords,
+    /// `till bench commit`: a transaction inserting one key with a `record_bytes` value into
+    /// a fresh database, committed through the whole store.
+    StoreInserts {
+        page_bytes: u32,
+        cache_bytes: u64,
+        guard: TornPageGuard,
+    },
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::LogRecords => "log-records",
+            Workload::StoreInserts { .. } => "store-inserts",
+        }
+    }
+}
 
 /// Everything one run measured, and how.
 #[derive(Debug)]
 pub struct LogRun {
+    pub workload: Workload,
     /// The benchmark directory (the run's own subdirectory is gone by now).
     pub dir: PathBuf,
     pub fs_type: Option<String>,
@@ -51,6 +82,12 @@ impl LogRun {
         } else {
             0.0
         }
+    }
+
+    /// Commits/s relative to the 1-thread row, when the run has one.
+    fn ratio_to_one_thread(&self, row: &Row) -> Option<f64> {
+        let one = self.rows.iter().find(|r| r.threads == 1)?.commits_per_sec();
+        (one > 0.0).then(|| row.commits_per_sec() / one)
     }
 
     fn fs_name(&self) -> &str {
@@ -108,10 +145,23 @@ fn json(run: &LogRun) -> Value {
                 "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
                 "max_us": round1(r.max_us),
                 "ratio_to_raw": (run.ratio_to_raw(r) * 1000.0).round() / 1000.0,
+                "ratio_to_one_thread": run.ratio_to_one_thread(r).map(|x| (x * 1000.0).round() / 1000.0),
             })
         })
         .collect();
+    let (page_bytes, cache_bytes, guard) = match run.workload {
+        Workload::LogRecords => (None, None, None),
+        Workload::StoreInserts {
+            page_bytes,
+            cache_bytes,
+            guard,
+        } => (Some(page_bytes), Some(cache_bytes), Some(guard.name())),
+    };
     json!({
+        "workload": run.workload.name(),
+        "page_bytes": page_bytes,
+        "cache_bytes": cache_bytes,
+        "torn_page_guard": guard,
         "dir": run.dir,
         "fs_type": run.fs_type,
         "flush_method": run.flush_method.name(),
@@ -133,20 +183,41 @@ fn json(run: &LogRun) -> Value {
 /// The human report: header, raw line, table.
 fn print_text(run: &LogRun) {
     let simulated = run.sync_latency_us;
-    println!("Write-ahead log alone: commits from many threads");
-    let rows: [(&str, String); 10] = [
+    let mut rows: Vec<(&str, String)> = vec![];
+    match run.workload {
+        Workload::LogRecords => {
+            println!("Write-ahead log alone: commits from many threads");
+            rows.push((
+                "record",
+                format!(
+                    "{} B payload, {} B in the log",
+                    run.record_bytes,
+                    tilldb::wal::record::record_len(run.record_bytes)
+                ),
+            ));
+        }
+        Workload::StoreInserts {
+            page_bytes,
+            cache_bytes,
+            guard,
+        } => {
+            println!("Whole store: one-insert transactions from many threads, fresh database");
+            rows.extend([
+                (
+                    "transaction",
+                    format!("insert one 15 B key with a {} B value", run.record_bytes),
+                ),
+                ("page size", format!("{page_bytes} B")),
+                ("cache", format!("{} MiB", cache_bytes >> 20)),
+                ("torn-page guard", guard.name().to_owned()),
+            ]);
+        }
+    }
+    rows.extend([
         ("dir", run.dir.display().to_string()),
         ("file system", run.fs_name().to_owned()),
         ("flush method", run.flush_method.to_string()),
         ("log block", format!("{} B", run.block_bytes)),
-        (
-            "record",
-            format!(
-                "{} B payload, {} B in the log",
-                run.record_bytes,
-                tilldb::wal::record::record_len(run.record_bytes)
-            ),
-        ),
         ("durability", run.durability.to_string()),
         (
             "adaptive gather",
@@ -163,7 +234,7 @@ fn print_text(run: &LogRun) {
         ),
         ("time per row", format!("{:.2} s", run.seconds)),
         ("flush latency", run.latency_text()),
-    ];
+    ]);
     for (name, value) in rows {
         println!("  {name:<18} {value}");
     }
@@ -188,7 +259,10 @@ fn print_text(run: &LogRun) {
     } else {
         "flush stages of the log"
     };
-    println!("flushes/s counts {flushes}; x raw = commits/s / raw flushed writes/s.");
+    println!(
+        "flushes/s counts {flushes}; x raw = commits/s / raw flushed writes/s; \
+         x 1 thread = commits/s / the 1-thread row's."
+    );
     if let Some(us) = simulated {
         println!("!! All figures include a SIMULATED flush latency of {us} us per flush.");
     }
@@ -206,6 +280,7 @@ fn table(run: &LogRun) -> Table {
         "p99 us",
         "max us",
         "x raw",
+        "x 1 thread",
         "log B/commit",
     ]);
     for r in &run.rows {
@@ -219,10 +294,12 @@ fn table(run: &LogRun) -> Table {
             micros(r.p99_us),
             micros(r.max_us),
             format!("{:.2}", run.ratio_to_raw(r)),
+            run.ratio_to_one_thread(r)
+                .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}")),
             format!("{:.0}", r.log_bytes_per_commit()),
         ]);
     }
-    for i in 0..9 {
+    for i in 0..10 {
         if let Some(column) = table.column_mut(i) {
             column.set_cell_alignment(CellAlignment::Right);
         }
@@ -251,12 +328,20 @@ fn plot(run: &LogRun) -> String {
         None => "no simulated latency".to_owned(),
         Some(us) => format!("SIMULATED flush latency {us} us"),
     };
+    let what = match run.workload {
+        Workload::LogRecords => "log",
+        Workload::StoreInserts { .. } => "insert+commit",
+    };
     let title = format!(
-        "tilldb log commits/s: {}, durability {}, {latency}",
+        "tilldb {what} commits/s: {}, durability {}, {latency}",
         run.flush_method, run.durability
     );
+    let unit = match run.workload {
+        Workload::LogRecords => "records",
+        Workload::StoreInserts { .. } => "values",
+    };
     let subtitle = format!(
-        "{} · {} B log blocks · {} B records · {:.2} s per thread count",
+        "{} · {} B log blocks · {} B {unit} · {:.2} s per thread count",
         run.fs_name(),
         run.block_bytes,
         run.record_bytes,

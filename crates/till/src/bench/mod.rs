@@ -2,6 +2,10 @@
 //!
 //! - `till bench log` (`log.rs`): the write-ahead log alone, commits/s against threads,
 //!   compared with the device's raw flushed-write rate.
+//! - `till bench seed` (`seed.rs`): the classic test, one client, 500 x "insert one row,
+//!   commit" per flush method and durability, against each method's raw flush rate.
+//! - `till bench commit` (`commit.rs`): one-insert transactions on the whole store against
+//!   threads, printed like `till bench log` (`log_report.rs` serves both).
 //! - `till bench store` (`store.rs`): the whole store on a database kept in a directory:
 //!   open or recovery, load, one-put transactions against threads, point reads, close.
 //!
@@ -12,11 +16,14 @@
 //! (a fresh run directory removed afterwards), `slow_storage.rs` (a SIMULATED flush latency,
 //! serialized like one disk), `svg.rs` (hand-written line charts).
 
+mod commit;
 mod latency;
 mod log;
 mod log_load;
 mod log_report;
+mod raw;
 mod scratch;
+mod seed;
 mod slow_storage;
 mod store;
 mod store_load;
@@ -28,6 +35,12 @@ use clap::Subcommand;
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
+    /// The classic test: one client, 500 x "insert one row, commit", for each flush method
+    /// and durability, next to each method's raw flush rate.
+    Seed(seed::SeedArgs),
+    /// Insert+commit transactions on the whole store against thread count, next to the raw
+    /// flush rate (like `bench log`, through every layer).
+    Commit(commit::CommitArgs),
     /// The write-ahead log alone: commits/s, flushes and latency against thread count.
     Log(log::LogArgs),
     /// The whole store on a database kept in a directory: open or recovery, load, one-put
@@ -37,6 +50,8 @@ pub enum BenchCommand {
 
 pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
     match command {
+        BenchCommand::Seed(args) => seed::run(args),
+        BenchCommand::Commit(args) => commit::run(args),
         BenchCommand::Log(args) => log::run(args),
         BenchCommand::Store(args) => store::run(args),
     }

@@ -130,6 +130,23 @@ impl TornPageGuard {
     }
 }
 
+impl std::fmt::Display for TornPageGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for TornPageGuard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [TornPageGuard::None, TornPageGuard::Doublewrite]
+            .into_iter()
+            .find(|g| g.name() == s)
+            .ok_or_else(|| format!("unknown torn-page guard {s:?}; expected none or doublewrite"))
+    }
+}
+
 /// A guard in use: what [`TornPageGuard`] chose, with its files.
 #[derive(Debug)]
 pub enum PageGuard {
@@ -654,6 +671,15 @@ mod tests {
     use crate::page::PageKind;
 
     const DIR: &str = "/db";
+
+    #[test]
+    fn guard_names_round_trip() {
+        for g in [TornPageGuard::None, TornPageGuard::Doublewrite] {
+            assert_eq!(g.name().parse::<TornPageGuard>(), Ok(g));
+            assert_eq!(TornPageGuard::from_code(g.code()), Some(g));
+        }
+        assert!("full-page-images".parse::<TornPageGuard>().is_err());
+    }
 
     fn page(id: u64, lsn: u64, fill: u8) -> PageBuf {
         let mut page = PageBuf::new(PageId(id), PageKind::Leaf, 4096);

@@ -1,0 +1,459 @@
+//! `till bench seed`: the classic test this project started from. One client, 500 times
+//! "insert one row, commit", at each durability level and with each flush method, next to the
+//! raw flushed-write rate of the same method measured in the same run.
+//!
+//! ```text
+//!  DIR/seed-PID-N/                  fresh for this run, removed at the end (also on error)
+//!   per flush method M (those the device refuses are reported as skipped):
+//!     1. raw:  one log block + flush with M, in a loop, on a preallocated file -> raw flushes/s
+//!     2. per durability D: a fresh database (method M, default options otherwise) ->
+//!          settle -> 500 x (begin; put(key i, value); commit_with(D)), each timed -> close
+//! ```
+//!
+//! The figure that matters: `Sync` commits/s over the raw flushes/s of the same method. A
+//! commit costs one flushed log write, so the ratio shows what the store adds on top of the
+//! disk (the target is >= 0.85). `Buffered` and `Lazy` are not bound by the flush rate.
+//!
+//! JSON (stable; same row fields as `till bench log`, plus per-method raw rates):
+//!
+//! ```text
+//! { workload: "seed", commits, value_bytes, dir, fs_type, simulated_sync_latency_us,
+//!   methods: [ { flush_method, block_bytes, raw_flushes_per_sec, raw_p50_us, raw_p99_us,
+//!                skipped (null, or why the device refused the method) } ],
+//!   results: [ { threads (1), durability, flush_method, commits, elapsed_seconds,
+//!                commits_per_sec, flushes, flushes_per_sec, commits_per_flush (null without
+//!                flushes), p50_us, p99_us, max_us, log_bytes_per_commit, ratio_to_raw,
+//!                raw_flushes_per_sec } ] }
+//! ```
+
+use super::commit::bench_options;
+use super::latency::{per_sec, percentile_us, round1};
+use super::log::Row;
+use super::raw;
+use super::scratch::ScratchDir;
+use super::store_load::key;
+use clap::Args;
+use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tilldb::io::{IoGeometry, Measurement, Storage};
+use tilldb::page::TornPageGuard;
+use tilldb::{Db, Durability, FlushMethod};
+
+/// Idle time after opening each database before the first commit, so the log's spare
+/// segment is prepared outside the timed commits (see `SETTLE` in `commit.rs`).
+const SETTLE: Duration = Duration::from_millis(300);
+/// Most commits a run may ask for (each is timed and kept).
+const COMMITS_MAX: u64 = 10_000_000;
+/// Largest value accepted.
+const VALUE_BYTES_MAX: usize = 1 << 20;
+/// Cache of the seed databases (they stay tiny).
+const CACHE_BYTES: u64 = 64 << 20;
+/// The ratio of `Sync` commits/s to raw flushes/s this project aims for.
+const SYNC_TARGET: f64 = 0.85;
+
+#[derive(Args, Debug)]
+pub struct SeedArgs {
+    /// Insert-and-commit transactions per database.
+    #[arg(long, default_value_t = 500)]
+    commits: u64,
+    /// Flush methods to run [default: every durable one].
+    #[arg(long, value_delimiter = ',')]
+    flush_methods: Vec<FlushMethod>,
+    /// Durability levels to run.
+    #[arg(long, value_delimiter = ',', default_value = "sync,buffered,lazy")]
+    durabilities: Vec<Durability>,
+    /// Bytes per inserted value (the row).
+    #[arg(long, default_value_t = 100)]
+    value_bytes: usize,
+    /// Seconds of the raw flushed-write measurement per method.
+    #[arg(long, default_value_t = 1.0)]
+    raw_seconds: f64,
+    /// Add a SIMULATED latency of N us to every flush, one flush at a time as on a single
+    /// disk (0: off). Every number printed then includes it.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    sync_latency_us: u64,
+    /// Page size of the databases.
+    #[arg(long, default_value_t = 16384)]
+    page_bytes: u32,
+    /// Directory for the scratch databases; each run uses and then removes a fresh
+    /// subdirectory.
+    #[arg(long, default_value = "tilldb-bench")]
+    dir: PathBuf,
+    /// Print JSON (stable for scripts) instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One flush method's raw rate, or why the device refused it.
+#[derive(Debug)]
+struct MethodRaw {
+    method: FlushMethod,
+    block_bytes: u32,
+    raw: Result<Measurement, String>,
+}
+
+/// One (method, durability) database's 500 commits.
+#[derive(Debug)]
+struct SeedRow {
+    method: FlushMethod,
+    durability: Durability,
+    raw_flushes_per_sec: f64,
+    row: Row,
+}
+
+impl SeedRow {
+    fn ratio_to_raw(&self) -> f64 {
+        if self.raw_flushes_per_sec > 0.0 {
+            self.row.commits_per_sec() / self.raw_flushes_per_sec
+        } else {
+            0.0
+        }
+    }
+}
+
+pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
+    validate(args)?;
+    let methods: Vec<FlushMethod> = if args.flush_methods.is_empty() {
+        FlushMethod::DURABLE.to_vec()
+    } else {
+        args.flush_methods.clone()
+    };
+    let storage = raw::storage(args.sync_latency_us);
+    let scratch = ScratchDir::create(&args.dir, "seed").map_err(|e| {
+        format!(
+            "cannot create a run directory in {}: {e}",
+            args.dir.display()
+        )
+    })?;
+    let facts = storage.device_facts(scratch.path())?;
+    let bar = ProgressBar::new((methods.len() * (1 + args.durabilities.len())) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+            .expect("valid template"),
+    );
+    let mut method_raws = Vec::with_capacity(methods.len());
+    let mut rows = Vec::new();
+    for &method in &methods {
+        bar.set_message(format!("{method}: raw flushed writes"));
+        let raw = match IoGeometry::resolve(&facts, method, None, args.page_bytes) {
+            Err(e) => MethodRaw {
+                method,
+                block_bytes: 0,
+                raw: Err(e.to_string()),
+            },
+            Ok(geometry) => {
+                let block_bytes = geometry.log_block_bytes;
+                let raw = raw::flushed_writes(
+                    &*storage,
+                    scratch.path(),
+                    &facts,
+                    method,
+                    block_bytes,
+                    Duration::from_secs_f64(args.raw_seconds),
+                )?;
+                MethodRaw {
+                    method,
+                    block_bytes,
+                    raw,
+                }
+            }
+        };
+        bar.inc(1);
+        let Ok(measured) = &raw.raw else {
+            bar.inc(args.durabilities.len() as u64);
+            method_raws.push(raw);
+            continue;
+        };
+        for &durability in &args.durabilities {
+            bar.set_message(format!("{method}: {durability} commits"));
+            let dir = scratch.path().join(format!("{method}-{durability}"));
+            let row = run_one(&storage, &dir, args, method, durability)?;
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+            rows.push(SeedRow {
+                method,
+                durability,
+                raw_flushes_per_sec: measured.flushes_per_sec,
+                row,
+            });
+            bar.inc(1);
+        }
+        method_raws.push(raw);
+    }
+    bar.finish_and_clear();
+    let dir = scratch
+        .path()
+        .parent()
+        .unwrap_or(scratch.path())
+        .to_path_buf();
+    drop(scratch);
+    let report = Report {
+        args,
+        dir: &dir,
+        fs_type: facts.fs_type.as_deref(),
+        raws: &method_raws,
+        rows: &rows,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.json())?);
+    } else {
+        report.print();
+    }
+    Ok(())
+}
+
+fn validate(args: &SeedArgs) -> Result<(), String> {
+    raw::check_sync_latency(args.sync_latency_us)?;
+    if !(1..=COMMITS_MAX).contains(&args.commits) {
+        return Err(format!(
+            "--commits must be from 1 to {COMMITS_MAX}, not {}",
+            args.commits
+        ));
+    }
+    if args.value_bytes > VALUE_BYTES_MAX {
+        return Err(format!(
+            "--value-bytes {} is more than the {VALUE_BYTES_MAX} supported",
+            args.value_bytes
+        ));
+    }
+    if args.durabilities.is_empty() {
+        return Err("--durabilities needs at least one level".into());
+    }
+    if !(args.raw_seconds > 0.0 && args.raw_seconds <= 60.0) {
+        return Err(format!(
+            "--raw-seconds must be above 0 and at most 60, not {}",
+            args.raw_seconds
+        ));
+    }
+    bench_options(
+        args.page_bytes,
+        CACHE_BYTES,
+        Durability::Sync,
+        FlushMethod::Fdatasync,
+        TornPageGuard::Doublewrite,
+    )
+    .map_err(|e| format!("{e} (--page-bytes {})", args.page_bytes))?;
+    Ok(())
+}
+
+/// A fresh database in `dir` with `method`; `--commits` one-insert transactions at
+/// `durability`, each timed; then close.
+fn run_one(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    args: &SeedArgs,
+    method: FlushMethod,
+    durability: Durability,
+) -> Result<Row, Box<dyn std::error::Error>> {
+    let options = bench_options(
+        args.page_bytes,
+        CACHE_BYTES,
+        durability,
+        method,
+        TornPageGuard::Doublewrite,
+    )?;
+    let db = Db::open_with_storage(Arc::clone(storage), dir, options)
+        .map_err(|e| format!("cannot create a database in {}: {e}", dir.display()))?;
+    std::thread::sleep(SETTLE);
+    let value = vec![0xA5; args.value_bytes];
+    let capacity = usize::try_from(args.commits).expect("validated");
+    let mut latencies_ns = Vec::with_capacity(capacity);
+    let (wal_before, _) = db.stats();
+    let start = Instant::now();
+    for i in 0..args.commits {
+        let t = Instant::now();
+        let mut txn = db.begin()?;
+        txn.put(key(i).as_bytes(), &value)?;
+        txn.commit_with(durability)?;
+        latencies_ns.push(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
+    }
+    let elapsed = start.elapsed();
+    let (wal_after, _) = db.stats();
+    // Every row is there, before and after close.
+    assert_eq!(
+        db.get(key(args.commits - 1).as_bytes())?.as_deref(),
+        Some(value.as_slice()),
+        "the last committed row is missing"
+    );
+    db.close()
+        .map_err(|e| format!("closing the database in {} failed: {e}", dir.display()))?;
+    let appends = wal_after.appends - wal_before.appends;
+    assert_eq!(appends, args.commits, "log appends != commits");
+    let flushes = if method.is_write_through() {
+        wal_after.writes - wal_before.writes
+    } else {
+        wal_after.flushes - wal_before.flushes
+    };
+    latencies_ns.sort_unstable();
+    Ok(Row {
+        threads: 1,
+        commits: args.commits,
+        elapsed,
+        flushes,
+        bytes_written: wal_after.bytes_written - wal_before.bytes_written,
+        p50_us: percentile_us(&latencies_ns, 50.0),
+        p99_us: percentile_us(&latencies_ns, 99.0),
+        max_us: percentile_us(&latencies_ns, 100.0),
+    })
+}
+
+/// What a run prints.
+struct Report<'a> {
+    args: &'a SeedArgs,
+    dir: &'a Path,
+    fs_type: Option<&'a str>,
+    raws: &'a [MethodRaw],
+    rows: &'a [SeedRow],
+}
+
+impl Report<'_> {
+    fn json(&self) -> Value {
+        let methods: Vec<Value> = self
+            .raws
+            .iter()
+            .map(|m| {
+                let ok = m.raw.as_ref().ok();
+                json!({
+                    "flush_method": m.method.name(),
+                    "block_bytes": (m.block_bytes > 0).then_some(m.block_bytes),
+                    "raw_flushes_per_sec": ok.map(|r| round1(r.flushes_per_sec)),
+                    "raw_p50_us": ok.map(|r| round1(r.p50_us)),
+                    "raw_p99_us": ok.map(|r| round1(r.p99_us)),
+                    "skipped": m.raw.as_ref().err(),
+                })
+            })
+            .collect();
+        let results: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|s| {
+                let r = &s.row;
+                json!({
+                    "threads": r.threads,
+                    "durability": s.durability.name(),
+                    "flush_method": s.method.name(),
+                    "commits": r.commits,
+                    "elapsed_seconds": r.elapsed.as_secs_f64(),
+                    "commits_per_sec": round1(r.commits_per_sec()),
+                    "flushes": r.flushes,
+                    "flushes_per_sec": round1(per_sec(r.flushes, r.elapsed)),
+                    "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
+                    "p50_us": round1(r.p50_us),
+                    "p99_us": round1(r.p99_us),
+                    "max_us": round1(r.max_us),
+                    "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
+                    "ratio_to_raw": (s.ratio_to_raw() * 1000.0).round() / 1000.0,
+                    "raw_flushes_per_sec": round1(s.raw_flushes_per_sec),
+                })
+            })
+            .collect();
+        json!({
+            "workload": "seed",
+            "commits": self.args.commits,
+            "value_bytes": self.args.value_bytes,
+            "dir": self.dir,
+            "fs_type": self.fs_type,
+            "simulated_sync_latency_us": (self.args.sync_latency_us > 0).then_some(self.args.sync_latency_us),
+            "methods": methods,
+            "results": results,
+        })
+    }
+
+    fn print(&self) {
+        let args = self.args;
+        println!(
+            "One client, {} x (insert one row, commit), per flush method and durability",
+            args.commits
+        );
+        println!("  {:<18} {}", "dir", self.dir.display());
+        println!(
+            "  {:<18} {}",
+            "file system",
+            self.fs_type.unwrap_or("unknown")
+        );
+        println!(
+            "  {:<18} 15 B key, {} B value, fresh database each",
+            "row", args.value_bytes
+        );
+        if args.sync_latency_us > 0 {
+            println!(
+                "\n!! Every number below includes a SIMULATED flush latency of {} us.",
+                args.sync_latency_us
+            );
+        }
+        println!();
+        println!("{}", self.table());
+        for m in self.raws {
+            if let Err(why) = &m.raw {
+                println!("{}: skipped: {why}", m.method);
+            }
+        }
+        println!(
+            "raw/s = one writer's flushed log-block writes with that method, measured in this \
+             run; x raw = commits/s / raw/s (target for sync: >= {SYNC_TARGET})."
+        );
+        let sync: Vec<&SeedRow> = self
+            .rows
+            .iter()
+            .filter(|r| r.durability == Durability::Sync)
+            .collect();
+        if let Some(worst) = sync
+            .iter()
+            .min_by(|a, b| a.ratio_to_raw().total_cmp(&b.ratio_to_raw()))
+        {
+            println!(
+                "sync: lowest x raw {:.2} ({}); {} of {} methods at or above {SYNC_TARGET}.",
+                worst.ratio_to_raw(),
+                worst.method,
+                sync.iter()
+                    .filter(|r| r.ratio_to_raw() >= SYNC_TARGET)
+                    .count(),
+                sync.len()
+            );
+        }
+    }
+
+    fn table(&self) -> Table {
+        let mut table = Table::new();
+        table.load_style(UTF8_FULL_CONDENSED);
+        table.set_header([
+            "flush method",
+            "durability",
+            "seconds",
+            "commits/s",
+            "raw/s",
+            "x raw",
+            "flushes",
+            "log B/commit",
+            "p50 us",
+            "p99 us",
+            "max us",
+        ]);
+        for s in self.rows {
+            let r = &s.row;
+            table.add_row([
+                s.method.to_string(),
+                s.durability.to_string(),
+                format!("{:.3}", r.elapsed.as_secs_f64()),
+                format!("{:.0}", r.commits_per_sec()),
+                format!("{:.0}", s.raw_flushes_per_sec),
+                format!("{:.2}", s.ratio_to_raw()),
+                r.flushes.to_string(),
+                format!("{:.0}", r.log_bytes_per_commit()),
+                format!("{:.1}", r.p50_us),
+                format!("{:.1}", r.p99_us),
+                format!("{:.1}", r.max_us),
+            ]);
+        }
+        for i in 2..11 {
+            if let Some(column) = table.column_mut(i) {
+                column.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        table
+    }
+}

@@ -1,0 +1,219 @@
+//! `till bench seed` and `till bench commit` end to end, with tiny settings: the JSON
+//! contract, what the counters must say about each durability level, the simulated latency as
+//! a physical bound, bad input, and cleanup of the bench directory.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn till(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_till"))
+        .args(args)
+        .output()
+        .expect("run till")
+}
+
+/// Runs `till` with `args` plus `--json --dir DIR` and parses its JSON.
+fn json_of(dir: &Path, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--json", "--dir", dir.to_str().expect("utf-8 path")]);
+    let out = till(&all);
+    assert!(
+        out.status.success(),
+        "till {all:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn assert_empty(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir).expect("ls").collect();
+    assert!(left.is_empty(), "bench left files: {left:?}");
+}
+
+fn number(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number: {v}"))
+}
+
+#[test]
+fn seed_runs_each_method_and_durability_and_counts_one_flush_per_sync_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = json_of(
+        dir.path(),
+        &[
+            "bench",
+            "seed",
+            "--commits",
+            "40",
+            "--flush-methods",
+            "fdatasync,dsync",
+            "--durabilities",
+            "sync,buffered,lazy",
+            "--raw-seconds",
+            "0.1",
+        ],
+    );
+    assert_eq!(json["workload"], "seed");
+    assert_eq!(json["commits"], 40);
+    assert_eq!(json["value_bytes"], 100);
+    let methods = json["methods"].as_array().expect("methods");
+    assert_eq!(methods.len(), 2, "{json}");
+    for m in methods {
+        assert!(m["skipped"].is_null(), "{m}");
+        assert!(number(m, "raw_flushes_per_sec") > 0.0, "{m}");
+        assert!(number(m, "block_bytes") >= 512.0, "{m}");
+    }
+    let results = json["results"].as_array().expect("results");
+    assert_eq!(results.len(), 6, "{json}");
+    for r in results {
+        assert_eq!(r["threads"], 1, "{r}");
+        assert_eq!(r["commits"], 40, "{r}");
+        for key in ["commits_per_sec", "elapsed_seconds", "p50_us", "max_us"] {
+            assert!(number(r, key) > 0.0, "{key}: {r}");
+        }
+        assert!(number(r, "p50_us") <= number(r, "p99_us"), "{r}");
+        assert!(number(r, "p99_us") <= number(r, "max_us"), "{r}");
+        let ratio = number(r, "commits_per_sec") / number(r, "raw_flushes_per_sec");
+        assert!((number(r, "ratio_to_raw") - ratio).abs() < 0.01, "{r}");
+        let (method, durability) = (r["flush_method"].as_str(), r["durability"].as_str());
+        let flushes = r["flushes"].as_u64().expect("flushes");
+        match (method, durability) {
+            // One client: every sync commit is its own flushed write, and so is every
+            // write-through write (dsync counts writes as flushes).
+            (_, Some("sync")) | (Some("dsync"), Some("buffered")) => {
+                assert_eq!(flushes, 40, "{r}");
+                assert!(number(r, "log_bytes_per_commit") >= 512.0, "{r}");
+            }
+            // Buffered writes to the OS per commit but does not wait for a flush.
+            (Some("fdatasync"), Some("buffered")) => {
+                assert!(number(r, "log_bytes_per_commit") >= 512.0, "{r}");
+            }
+            (_, Some("lazy")) => {}
+            other => panic!("unexpected row {other:?}: {r}"),
+        }
+    }
+    assert_empty(dir.path());
+}
+
+#[test]
+fn seed_prints_a_table_with_the_sync_verdict() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = till(&[
+        "bench",
+        "seed",
+        "--commits",
+        "10",
+        "--flush-methods",
+        "fdatasync",
+        "--durabilities",
+        "sync",
+        "--raw-seconds",
+        "0.1",
+        "--dir",
+        dir.path().to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("10 x (insert one row, commit)"), "{text}");
+    assert!(text.contains("fdatasync"), "{text}");
+    assert!(text.contains("sync: lowest x raw"), "{text}");
+    assert_empty(dir.path());
+}
+
+#[test]
+fn seed_refuses_bad_input_before_touching_the_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bench = dir.path().join("bench");
+    let bench = bench.to_str().expect("utf-8");
+    for (args, why) in [
+        (vec!["--commits", "0"], "--commits"),
+        (vec!["--raw-seconds", "0"], "--raw-seconds"),
+        (vec!["--page-bytes", "1000"], "page size"),
+        (vec!["--sync-latency-us", "2000000"], "--sync-latency-us"),
+    ] {
+        let mut all = vec!["bench", "seed", "--dir", bench];
+        all.extend(args);
+        let out = till(&all);
+        assert!(!out.status.success(), "{all:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{all:?}: {err}");
+        assert!(!Path::new(bench).exists(), "{all:?} created the bench dir");
+    }
+}
+
+#[test]
+fn commit_rows_share_flushes_and_scale_from_one_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plot = dir.path().join("commit.svg");
+    let bench = dir.path().join("bench");
+    let json = json_of(
+        &bench,
+        &[
+            "bench",
+            "commit",
+            "--threads",
+            "1,8",
+            "--seconds",
+            "0.4",
+            "--plot",
+            plot.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(json["workload"], "store-inserts");
+    assert_eq!(json["torn_page_guard"], "doublewrite");
+    assert_eq!(json["page_bytes"], 16384);
+    let results = json["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    let one = &results[0];
+    assert_eq!(one["threads"], 1);
+    assert!(
+        (number(one, "ratio_to_one_thread") - 1.0).abs() < 1e-9,
+        "{one}"
+    );
+    for r in results {
+        let commits = number(r, "commits");
+        let flushes = number(r, "flushes");
+        assert!(commits > 0.0, "{r}");
+        // Sync: a commit is acknowledged only after a flush covering it.
+        assert!(flushes > 0.0 && flushes <= commits, "{r}");
+        assert!(number(r, "log_bytes_per_commit") > 100.0, "{r}");
+    }
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert!(
+        svg.contains("<svg") && svg.contains("insert+commit"),
+        "{svg}"
+    );
+    assert!(!bench.exists(), "the bench dir it created is left behind");
+}
+
+#[test]
+fn commit_with_simulated_latency_never_flushes_faster_than_the_device() {
+    // One flush at a time of at least 5 ms: at most 200 flushes/s, whatever the threads; 16
+    // threads must share them (several commits per flush).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = json_of(
+        dir.path(),
+        &[
+            "bench",
+            "commit",
+            "--threads",
+            "16",
+            "--seconds",
+            "0.5",
+            "--sync-latency-us",
+            "5000",
+        ],
+    );
+    assert_eq!(json["simulated_sync_latency_us"], 5000);
+    assert!(number(&json, "raw_flushes_per_sec") <= 200.0, "{json}");
+    let r = &json["results"][0];
+    assert!(number(r, "flushes_per_sec") <= 200.0, "{r}");
+    assert!(number(r, "commits_per_flush") > 2.0, "{r}");
+    assert_empty(dir.path());
+}
