@@ -25,6 +25,27 @@ impl<'a> NodeMut<'a> {
         NodeMut { kind, body }
     }
 
+    /// A mutable node on `body`, which the caller knows is valid: its page was checked and
+    /// has changed only through node ops since (re-checked in debug builds).
+    pub(super) fn trusted(kind: NodeKind, body: &'a mut [u8]) -> NodeMut<'a> {
+        debug_assert!(
+            NodeRef::parse_body(kind, body).is_ok(),
+            "a trusted node is invalid"
+        );
+        NodeMut { kind, body }
+    }
+
+    /// Asserts that `cell` obeys the node's size rule (at most a quarter of the node), which
+    /// `insert_cell` relies on the caller for.
+    fn assert_cell_size(&self, cell: &[u8]) {
+        let max = (self.body.len() - NODE_HEADER_BYTES) / 4 - SLOT_BYTES;
+        assert!(
+            cell.len() <= max,
+            "cell of {} bytes is over a quarter of the node ({max})",
+            cell.len()
+        );
+    }
+
     fn view(&self) -> NodeRef<'_> {
         NodeRef::trusted(self.kind, self.body)
     }
@@ -57,6 +78,7 @@ impl<'a> NodeMut<'a> {
     /// Inserts the encoded `cell` at slot `index`, compacting first if the gap is too small.
     /// The caller keeps key order (asserted in debug builds).
     pub(super) fn insert_cell(&mut self, index: usize, cell: &[u8]) {
+        self.assert_cell_size(cell);
         let view = self.view();
         let (count, free, gap) = (view.count(), view.free_bytes(), view.gap_bytes());
         assert!(index <= count, "insert at {index} of {count} cells");

@@ -174,10 +174,28 @@ impl PageOp {
 
     fn apply_to_node(&self, page: &mut PageBuf) {
         let kind = NodeKind::of(page.kind()).expect("node op applied to a non-node page");
+        // A page checked since its last read from disk changed only through node ops, each of
+        // which leaves a valid node (they insert at the search position, and the NodeMut
+        // primitives keep the accounting and assert the cell size), so it is not checked
+        // again; debug builds check it before and after.
+        let checked = page.node_checked();
+        let mut node = if checked {
+            NodeMut::trusted(kind, page.body_mut())
+        } else {
+            NodeMut::new(kind, page.body_mut())
+        };
+        self.apply_node_op(kind, &mut node);
+        debug_assert!(
+            super::node::NodeRef::parse_body(kind, page.body()).is_ok(),
+            "{self:?} left an invalid node"
+        );
+        page.set_node_checked();
+    }
+
+    fn apply_node_op(&self, kind: NodeKind, node: &mut NodeMut<'_>) {
         let expect_kind = |wanted: NodeKind| {
             assert_eq!(kind, wanted, "{self:?} applied to a {kind:?} node");
         };
-        let mut node = NodeMut::new(kind, page.body_mut());
         match self {
             PageOp::LeafPut { key, value, .. } => {
                 expect_kind(NodeKind::Leaf);
@@ -552,6 +570,44 @@ mod tests {
                 data: vec![0xAB; 3],
             },
         ]
+    }
+
+    #[test]
+    fn node_ops_keep_a_checked_page_checked_and_valid() {
+        let mut page = PageBuf::new(PageId(5), PageKind::Leaf, 4096);
+        let put = |key: &[u8]| PageOp::LeafPut {
+            page: PageId(5),
+            key: key.to_vec(),
+            value: LeafValue::Inline(b"value".to_vec()),
+        };
+        // The first op checks the fresh page in full; every later one trusts it.
+        for key in [&b"m"[..], b"a", b"z", b"m", b"b"] {
+            put(key).apply_to(&mut page);
+            assert!(page.node_checked(), "an op left the page unchecked");
+        }
+        PageOp::LeafDelete {
+            page: PageId(5),
+            key: b"a".to_vec(),
+        }
+        .apply_to(&mut page);
+        assert!(page.node_checked());
+        let node = node::NodeRef::parse_body(NodeKind::Leaf, page.body())
+            .expect("ops left a valid node");
+        assert_eq!(node.count(), 3, "b, m (replaced) and z");
+        assert!(node.is_sorted());
+    }
+
+    #[test]
+    #[should_panic(expected = "page op on an invalid")]
+    fn a_node_op_on_an_unchecked_corrupt_page_panics() {
+        let mut page = PageBuf::new(PageId(5), PageKind::Leaf, 4096);
+        // A count with no slots or cells behind it.
+        page.body_mut()[0] = 7;
+        PageOp::LeafDelete {
+            page: PageId(5),
+            key: b"a".to_vec(),
+        }
+        .apply_to(&mut page);
     }
 
     #[test]
