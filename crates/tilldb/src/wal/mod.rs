@@ -19,7 +19,8 @@
 //! - Recovery (`reader.rs`): follow the segment chain from the oldest segment; the log ends at
 //!   the first record that does not validate. New appends always go to a fresh segment whose
 //!   header names the lsn where the old log ended, so bytes left after that point (a torn tail,
-//!   a lost write's neighbours) can never be read as part of the log again.
+//!   a lost write's neighbours) can never be read as part of the log again. Tools read the
+//!   log the same way, without writing, through [`inspect_log`].
 //!
 //! ## Lsn
 //!
@@ -51,8 +52,12 @@ pub mod record;
 mod segment;
 mod writer;
 
-pub use reader::{Recovery, RecoveryStop, WalRecord};
+pub use reader::{
+    LogEvent, LogInspection, Recovery, RecoveryStop, SegmentFile, SegmentRole, WalRecord,
+    inspect_log,
+};
 pub use record::RecordKind;
+pub use segment::SegmentHeader;
 pub use writer::{Wal, WalStats};
 
 use crate::FlushMethod;

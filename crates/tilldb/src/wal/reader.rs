@@ -19,9 +19,12 @@
 //! Segments are chained in generation order by lsn: the next segment is the first later one
 //! whose header's `base_lsn` is the lsn where this one's records ended. Segments outside the
 //! chain (an unused spare, an interrupted create or recycle) are free for reuse.
+//!
+//! Tools read the log through [`inspect_log`]: the same scan, shown record by record, with no
+//! writer opened and nothing written.
 
 use super::Lsn;
-use super::record::{self, RecordFault, RecordKind};
+use super::record::{self, RecordFault, RecordKind, RecordRef};
 use super::segment::{HeaderState, SegmentHeader, parse_segment_name};
 use crate::FlushMethod;
 use crate::error::{Error, Result};
@@ -99,14 +102,15 @@ fn read_segment(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Walks the records of one segment from `from` (an lsn in it), calling `visit` for each valid
-/// `Data` record, until the log leaves the segment or ends.
+/// Walks the records of one segment from `from` (an lsn in it), calling `visit` with the file
+/// offset of each valid record (`Data`, `Pad`, and the closing `SegmentEnd`), until the log
+/// leaves the segment or ends.
 fn scan_segment(
     bytes: &[u8],
     header: &SegmentHeader,
     path: &Path,
     from: u64,
-    mut visit: impl FnMut(u64, &[u8], usize),
+    mut visit: impl FnMut(u64, RecordRef<'_>),
 ) -> SegmentEnd {
     let block = u64::from(header.log_block_bytes);
     let end = usize::try_from(header.segment_bytes)
@@ -119,12 +123,11 @@ fn scan_segment(
         let rest = if at <= end { &bytes[at..end] } else { &[][..] };
         match record::decode(rest, header.generation, lsn) {
             Ok(rec) if rec.kind == RecordKind::SegmentEnd => {
+                visit(offset, rec);
                 return SegmentEnd::Next(header.base_lsn + header.capacity());
             }
             Ok(rec) => {
-                if rec.kind == RecordKind::Data {
-                    visit(lsn, rec.payload, rec.len);
-                }
+                visit(offset, rec);
                 lsn += rec.len as u64;
             }
             Err(fault) => {
@@ -139,7 +142,6 @@ fn scan_segment(
     }
 }
 
-/// Reads every segment header in `dir` and follows the chain to the end of the log.
 /// Reads the first block of a segment file (enough for its header), or less if shorter.
 fn read_header_block(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>> {
     let file = storage.open(path, FlushMethod::Fdatasync)?;
@@ -155,6 +157,17 @@ fn read_header_block(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>> {
 /// has a higher generation and a base at or past the log end of its time, so past `start`).
 /// Older segments are free, and only headers of them are read.
 pub(crate) fn scan(storage: &dyn Storage, dir: &Path, start: Option<Lsn>) -> Result<Scan> {
+    scan_visit(storage, dir, start, &mut |_| {})
+}
+
+/// [`scan`], showing `visit` each segment of the chain, each valid record in it and where its
+/// records stop (see [`LogEvent`]).
+fn scan_visit(
+    storage: &dyn Storage,
+    dir: &Path,
+    start: Option<Lsn>,
+    visit: &mut dyn FnMut(LogEvent<'_>),
+) -> Result<Scan> {
     let mut found: Vec<(u64, SegmentHeader, PathBuf)> = Vec::new();
     let mut invalid: Vec<(u64, Error)> = Vec::new();
     let mut scan = Scan::default();
@@ -213,7 +226,16 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path, start: Option<Lsn>) -> Res
             });
         }
         let mut records = 0u64;
-        let end = scan_segment(&bytes, &header, &path, expected, |_, _, _| records += 1);
+        visit(LogEvent::Segment {
+            path: &path,
+            header: &header,
+        });
+        let end = scan_segment(&bytes, &header, &path, expected, |offset, record| {
+            if record.kind == RecordKind::Data {
+                records += 1;
+            }
+            visit(LogEvent::Record { offset, record });
+        });
         scan.recovery.records += records;
         scan.recovery.segments += 1;
         let end_lsn = match end {
@@ -222,6 +244,7 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path, start: Option<Lsn>) -> Res
                 next
             }
             SegmentEnd::Stop(stop) => {
+                visit(LogEvent::Stop(&stop));
                 let lsn = stop.lsn.0;
                 scan.recovery.stop = Some(stop);
                 lsn
@@ -269,12 +292,12 @@ pub(crate) fn read_records(
             continue;
         }
         let bytes = read_segment(storage, &seg.path)?;
-        let end = scan_segment(&bytes, h, &seg.path, lsn, |at, payload, len| {
-            if at < limit.0 {
+        let end = scan_segment(&bytes, h, &seg.path, lsn, |_, rec| {
+            if rec.kind == RecordKind::Data && rec.lsn < limit.0 {
                 out.push(WalRecord {
-                    lsn: Lsn(at),
-                    end_lsn: Lsn(at + len as u64),
-                    payload: payload.to_vec(),
+                    lsn: Lsn(rec.lsn),
+                    end_lsn: Lsn(rec.lsn + rec.len as u64),
+                    payload: rec.payload.to_vec(),
                 });
             }
         });
@@ -293,4 +316,353 @@ pub(crate) fn read_records(
         };
     }
     Ok(out)
+}
+
+/// What [`inspect_log`] shows its visitor, in log order.
+#[derive(Debug, Clone, Copy)]
+pub enum LogEvent<'a> {
+    /// A segment joins the chain; its records follow.
+    Segment {
+        path: &'a Path,
+        header: &'a SegmentHeader,
+    },
+    /// A valid record (`Data`, `Pad` or `SegmentEnd`) at `offset` in the current segment.
+    Record { offset: u64, record: RecordRef<'a> },
+    /// The records of the current segment end here without a `SegmentEnd`; the fault says why
+    /// (`Zero`: never-written space, a clean end). The chain goes on only if a later segment
+    /// begins at this lsn: one made by a later open, which never reads what followed.
+    Stop(&'a RecoveryStop),
+}
+
+/// Why a segment file is, or is not, part of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentRole {
+    /// In the chain: its records run from its header's base to `end_lsn`.
+    Chain { end_lsn: Lsn },
+    /// A valid header outside the chain: a segment released before the log's start, or a
+    /// prepared spare. `holds_records`: a valid record sits at its base, so it was written to
+    /// (a released segment always; a spare never, unless a crash kept its records and lost
+    /// the end of the segment before it).
+    Unchained { holds_records: bool },
+    /// All zeros: its creation was interrupted.
+    Unwritten,
+    /// A valid header naming generation `header_generation`: its recycling was interrupted.
+    Recycling { header_generation: u64 },
+    /// A header that does not decode, in a segment newer than every valid one: its
+    /// preparation was interrupted. `offset` and `what` say what is wrong with it.
+    Torn { offset: u64, what: &'static str },
+}
+
+/// A segment file of the log directory, as [`inspect_log`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentFile {
+    pub path: PathBuf,
+    /// The generation the file's name stands for.
+    pub generation: u64,
+    /// The file's length.
+    pub file_bytes: u64,
+    /// Its header, when that is valid and names the file's generation.
+    pub header: Option<SegmentHeader>,
+    pub role: SegmentRole,
+}
+
+/// What [`inspect_log`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogInspection {
+    /// Every segment file in the directory, in generation order.
+    pub segments: Vec<SegmentFile>,
+    /// The chain as recovery from `start` follows it: where the log starts, ends and why.
+    pub recovery: Recovery,
+}
+
+/// Reads the log in `dir` without changing anything, for tools (`till dump-log`, `till
+/// check`, `till stats`): no writer is opened, no segment is prepared, nothing is written.
+///
+/// The chain is followed exactly as [`super::Wal::open_from`] does from `start` (`None`: from
+/// the oldest valid segment), and `visit` is shown each of its segments, every valid record in
+/// them and where each segment's records stop. Then every segment file is listed with its
+/// role. Bytes that recovery would refuse (a damaged header of a segment the log needs, a
+/// segment shorter than its header says, a missing segment) are the same
+/// [`Error::Corruption`], naming the file and offset; events already shown stay valid.
+pub fn inspect_log(
+    storage: &dyn Storage,
+    dir: &Path,
+    start: Option<Lsn>,
+    mut visit: impl FnMut(LogEvent<'_>),
+) -> Result<LogInspection> {
+    let scan = scan_visit(storage, dir, start, &mut visit)?;
+    let mut segments = Vec::new();
+    for name in storage.list_dir(dir)? {
+        let Some(generation) = parse_segment_name(&name) else {
+            continue;
+        };
+        let path = dir.join(&name);
+        let file_bytes = storage.open(&path, FlushMethod::Fdatasync)?.len()?;
+        let (header, role) = match scan
+            .chain
+            .iter()
+            .find(|s| s.header.generation == generation)
+        {
+            Some(segment) => (
+                Some(segment.header),
+                SegmentRole::Chain {
+                    end_lsn: Lsn(segment.end_lsn),
+                },
+            ),
+            None => unchained_role(storage, &path, generation)?,
+        };
+        segments.push(SegmentFile {
+            path,
+            generation,
+            file_bytes,
+            header,
+            role,
+        });
+    }
+    segments.sort_by_key(|s| s.generation);
+    assert!(
+        segments
+            .iter()
+            .filter(|s| matches!(s.role, SegmentRole::Chain { .. }))
+            .count()
+            == scan.recovery.segments,
+        "every segment of the chain is listed once"
+    );
+    Ok(LogInspection {
+        segments,
+        recovery: scan.recovery,
+    })
+}
+
+/// The header and role of a segment file outside the chain.
+fn unchained_role(
+    storage: &dyn Storage,
+    path: &Path,
+    generation: u64,
+) -> Result<(Option<SegmentHeader>, SegmentRole)> {
+    Ok(
+        match SegmentHeader::decode(&read_header_block(storage, path)?, path) {
+            Ok(HeaderState::Valid(h)) if h.generation == generation => {
+                let holds_records = first_record_is_valid(storage, path, &h)?;
+                (Some(h), SegmentRole::Unchained { holds_records })
+            }
+            Ok(HeaderState::Valid(h)) => (
+                None,
+                SegmentRole::Recycling {
+                    header_generation: h.generation,
+                },
+            ),
+            Ok(HeaderState::Zero) => (None, SegmentRole::Unwritten),
+            // `scan` accepted it, so it is newer than every valid segment.
+            Err(Error::Corruption { offset, what, .. }) => {
+                (None, SegmentRole::Torn { offset, what })
+            }
+            Err(e) => return Err(e),
+        },
+    )
+}
+
+/// Whether a valid record sits at the base of the segment `header` describes. Reads the first
+/// 64 KiB after the header block, and the whole segment only for a longer first record.
+fn first_record_is_valid(
+    storage: &dyn Storage,
+    path: &Path,
+    header: &SegmentHeader,
+) -> Result<bool> {
+    const FIRST_READ_BYTES: usize = 64 << 10;
+    let file = storage.open(path, FlushMethod::Fdatasync)?;
+    let mut bytes = vec![0u8; FIRST_READ_BYTES];
+    let n = file.read_at(&mut bytes, u64::from(header.log_block_bytes))?;
+    bytes.truncate(n);
+    let decoded = record::decode(&bytes, header.generation, header.base_lsn);
+    if decoded == Err(RecordFault::BadLen) && n == FIRST_READ_BYTES {
+        let whole = read_segment(storage, path)?;
+        let at = usize::try_from(header.log_block_bytes).expect("u32 fits usize");
+        let rest = whole.get(at..).unwrap_or_default();
+        return Ok(record::decode(rest, header.generation, header.base_lsn).is_ok());
+    }
+    Ok(decoded.is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Durability;
+    use crate::io::{SimConfig, SimDisk};
+    use crate::wal::{Wal, WalOptions};
+    use std::sync::Arc;
+
+    /// Every file of the disk under `dir` and its bytes.
+    fn contents(disk: &SimDisk, dir: &Path) -> Vec<(String, Vec<u8>)> {
+        disk.list_dir(dir)
+            .expect("ls")
+            .into_iter()
+            .map(|name| {
+                let bytes = disk.live_contents(&dir.join(&name)).expect("contents");
+                (name, bytes)
+            })
+            .collect()
+    }
+
+    /// A log of 60 records over several segments, reopened once (so the chain holds a
+    /// segment made by an open), then inspected: every record is shown once, in lsn order,
+    /// the chain's segments are listed as such, and not a byte changes.
+    #[test]
+    fn inspect_log_shows_every_record_and_writes_nothing() {
+        let disk = SimDisk::new(SimConfig::default());
+        let storage: Arc<dyn Storage> = Arc::new(disk.clone());
+        let dir = Path::new("/db/wal");
+        for round in 0..2u8 {
+            let (wal, _) =
+                Wal::open(Arc::clone(&storage), dir, WalOptions::for_tests()).expect("open");
+            for i in 0..30u8 {
+                wal.commit(&[round, i, 7, 7, 7], Durability::Sync)
+                    .expect("commit");
+            }
+            wal.close().expect("close");
+        }
+        let before = contents(&disk, dir);
+        let (mut data, mut ends, mut stops, mut segments) = (Vec::new(), 0, Vec::new(), 0);
+        let found = inspect_log(&*storage, dir, None, |event| match event {
+            LogEvent::Segment { .. } => segments += 1,
+            LogEvent::Record { record, .. } => match record.kind {
+                RecordKind::Data => data.push((record.lsn, record.payload.to_vec())),
+                RecordKind::SegmentEnd => ends += 1,
+                RecordKind::Pad => {}
+            },
+            LogEvent::Stop(stop) => stops.push(stop.fault),
+        })
+        .expect("inspect");
+        assert_eq!(contents(&disk, dir), before, "inspect_log changed the log");
+        assert_eq!(data.len(), 60);
+        assert_eq!(found.recovery.records, 60);
+        assert!(data.windows(2).all(|w| w[0].0 < w[1].0), "lsn order");
+        let expected: Vec<Vec<u8>> = (0..2u8)
+            .flat_map(|round| (0..30u8).map(move |i| vec![round, i, 7, 7, 7]))
+            .collect();
+        assert_eq!(
+            data.into_iter().map(|(_, p)| p).collect::<Vec<_>>(),
+            expected
+        );
+        assert!(ends >= 1, "30 records of 5 bytes cross an 8 KiB segment");
+        assert_eq!(segments, found.recovery.segments);
+        assert_eq!(
+            stops,
+            vec![RecordFault::Zero; 2],
+            "each open's last segment ends in zeros"
+        );
+        let chained = found
+            .segments
+            .iter()
+            .filter(|s| matches!(s.role, SegmentRole::Chain { .. }))
+            .count();
+        assert_eq!(chained, found.recovery.segments);
+        assert_eq!(found.segments.len(), before.len());
+        assert!(
+            found
+                .segments
+                .windows(2)
+                .all(|w| w[0].generation < w[1].generation)
+        );
+    }
+
+    /// A damaged record in a full segment ends the log there, and the next segment, which
+    /// the damaged one's `SegmentEnd` led to, falls out of the chain: it is listed as
+    /// unchained and holding records (what a check warns about), the spare as not.
+    #[test]
+    fn a_segment_cut_off_by_damage_is_listed_as_holding_records() {
+        let disk = SimDisk::new(SimConfig::default());
+        let storage: Arc<dyn Storage> = Arc::new(disk.clone());
+        let dir = Path::new("/db/wal");
+        let (wal, _) = Wal::open(Arc::clone(&storage), dir, WalOptions::for_tests()).expect("open");
+        for i in 0..40u8 {
+            wal.commit(&[i; 100], Durability::Sync).expect("commit");
+        }
+        wal.close().expect("close");
+        let mut first: Option<(PathBuf, u64)> = None;
+        let mut current = PathBuf::new();
+        let intact = inspect_log(&*storage, dir, None, |event| match event {
+            LogEvent::Segment { path, .. } => current = path.to_path_buf(),
+            LogEvent::Record { offset, record }
+                if record.kind == RecordKind::Data && first.is_none() =>
+            {
+                first = Some((current.clone(), offset));
+            }
+            _ => {}
+        })
+        .expect("inspect");
+        let used = intact.recovery.segments;
+        assert!(used >= 3, "40 records of 100 bytes fill 8 KiB segments");
+        let (path, offset) = first.expect("records");
+        let mut bytes = disk.live_contents(&path).expect("contents");
+        bytes[usize::try_from(offset).expect("small") + 30] ^= 0x01;
+        let file = storage.open(&path, FlushMethod::Fdatasync).expect("open");
+        file.write_at(&bytes, 0).expect("write");
+        let found = inspect_log(&*storage, dir, None, |_| {}).expect("inspect");
+        assert_eq!(found.recovery.records, 0);
+        assert_eq!(found.recovery.segments, 1);
+        let roles: Vec<SegmentRole> = found.segments.iter().map(|s| s.role).collect();
+        assert!(
+            matches!(roles[0], SegmentRole::Chain { end_lsn } if end_lsn.0 == 0),
+            "{roles:?}"
+        );
+        let cut_off = SegmentRole::Unchained {
+            holds_records: true,
+        };
+        assert!(roles[1..used].iter().all(|r| *r == cut_off), "{roles:?}");
+        // A spare, when the preparer made one before the close.
+        let spare = SegmentRole::Unchained {
+            holds_records: false,
+        };
+        assert!(roles[used..].iter().all(|r| *r == spare), "{roles:?}");
+    }
+
+    /// A flipped byte in the last record ends the log there: the stop names the file and the
+    /// record's offset, and the records before it are still shown.
+    #[test]
+    fn inspect_log_names_a_damaged_record() {
+        let disk = SimDisk::new(SimConfig::default());
+        let storage: Arc<dyn Storage> = Arc::new(disk.clone());
+        let dir = Path::new("/db/wal");
+        let (wal, _) = Wal::open(Arc::clone(&storage), dir, WalOptions::for_tests()).expect("open");
+        for i in 0..3u8 {
+            wal.commit(&[i; 40], Durability::Sync).expect("commit");
+        }
+        wal.close().expect("close");
+        let mut offsets = Vec::new();
+        let mut last_path = PathBuf::new();
+        inspect_log(&*storage, dir, None, |event| {
+            if let LogEvent::Record { offset, record } = event
+                && record.kind == RecordKind::Data
+            {
+                offsets.push(offset);
+            }
+            if let LogEvent::Segment { path, .. } = event {
+                last_path = path.to_path_buf();
+            }
+        })
+        .expect("inspect");
+        let victim = *offsets.last().expect("three records");
+        let mut bytes = disk.live_contents(&last_path).expect("contents");
+        bytes[usize::try_from(victim).expect("small") + 30] ^= 0x01;
+        let file = storage
+            .open(&last_path, FlushMethod::Fdatasync)
+            .expect("open");
+        file.write_at(&bytes, 0).expect("write");
+        let mut data = 0;
+        let found = inspect_log(&*storage, dir, None, |event| {
+            if let LogEvent::Record { record, .. } = event
+                && record.kind == RecordKind::Data
+            {
+                data += 1;
+            }
+        })
+        .expect("inspect");
+        assert_eq!(data, 2);
+        let stop = found.recovery.stop.expect("the log stops");
+        assert_eq!(
+            (stop.path, stop.offset, stop.fault),
+            (last_path, victim, RecordFault::BadCrc)
+        );
+    }
 }
