@@ -1,0 +1,184 @@
+//! Free-space accounting (`Db::check_space`): every page of the data file is in exactly one
+//! tree or on the free list; a page nobody owns (leaked) or two owners hold (doubly used) is
+//! named, on a database whose header was damaged on purpose.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use tilldb::btree::MemPages;
+use tilldb::header::{HEADER_FILE_NAME, Header, SLOT_BYTES, SlotState, choose_slot};
+use tilldb::io::{AlignedBuf, SimConfig, SimDisk, Storage};
+use tilldb::page::{PageBuf, PageId};
+use tilldb::{Db, FlushMethod, Options};
+
+const DIR: &str = "/db";
+
+fn open(disk: &SimDisk) -> Db {
+    Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), Options::for_tests())
+        .expect("open")
+}
+
+/// A database with free pages (most keys deleted again), a named table and an overflow value.
+fn populated(disk: &SimDisk) -> Db {
+    let db = open(disk);
+    for batch in 0..20u32 {
+        let mut txn = db.begin().expect("begin");
+        for i in batch * 100..batch * 100 + 100 {
+            txn.put(format!("key{i:06}").as_bytes(), &[7u8; 60])
+                .expect("put");
+        }
+        txn.put_in("t", format!("t{batch}").as_bytes(), b"x")
+            .expect("put");
+        txn.commit().expect("commit");
+    }
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"big", &vec![1u8; 20_000]).expect("put");
+    txn.commit().expect("commit");
+    for batch in 0..15u32 {
+        let mut txn = db.begin().expect("begin");
+        for i in batch * 100..batch * 100 + 100 {
+            txn.delete(format!("key{i:06}").as_bytes()).expect("delete");
+        }
+        txn.commit().expect("commit");
+    }
+    db
+}
+
+/// Writes the newest header of the database on `disk`, changed by `change`, as the next
+/// generation into the other slot: what a buggy allocator could have written.
+fn rewrite_header(disk: &SimDisk, change: impl FnOnce(&mut Header)) {
+    let path = Path::new(DIR).join(HEADER_FILE_NAME);
+    let bytes = disk.live_contents(&path).expect("header file");
+    let slots: [SlotState; 2] = std::array::from_fn(|slot| {
+        Header::decode(&bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES], slot).expect("slot")
+    });
+    let (slot, mut header) = choose_slot(slots).expect("valid").expect("a header");
+    change(&mut header);
+    header.generation += 1;
+    let target = 1 - slot;
+    let file = disk.open(&path, FlushMethod::Fdatasync).expect("open");
+    file.write_at(&header.encode(target), (target * SLOT_BYTES) as u64)
+        .expect("write");
+    file.flush().expect("flush");
+}
+
+#[test]
+fn every_page_is_in_one_tree_or_on_the_free_list() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = populated(&disk);
+    let space = db.check_space().expect("check space");
+    assert!(space.is_clean(), "{space:?}");
+    assert!(space.free_pages > 10, "deletes freed pages: {space:?}");
+    assert_eq!(
+        space.tree_pages() + space.free_pages + 1,
+        space.page_count,
+        "page 0 plus trees plus free list: {space:?}"
+    );
+    let tables = db.check_tables().expect("check tables");
+    assert_eq!(space.tables, tables);
+    assert_eq!(
+        space
+            .tables
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["", "t"]
+    );
+    assert!(space.tables[0].1.overflow_pages >= 4, "the big value");
+    db.close().expect("close");
+    let db = open(&disk);
+    assert_eq!(db.check_space().expect("after reopen"), space);
+}
+
+/// A header whose free-list head was lost: every free page is leaked, and each is named.
+#[test]
+fn a_lost_free_list_is_reported_page_by_page() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = populated(&disk);
+    let before = db.check_space().expect("check space");
+    db.close().expect("close");
+    rewrite_header(&disk, |h| h.free_head = PageId(0));
+    let db = open(&disk);
+    let space = db.check_space().expect("check space");
+    assert_eq!(space.free_pages, 0);
+    assert_eq!(space.leaked.len() as u64, before.free_pages, "{space:?}");
+    assert!(space.doubly_used.is_empty());
+    assert!(!space.is_clean());
+}
+
+/// A free list that starts at the default table's root: that page is named with both owners.
+#[test]
+fn a_free_list_into_a_tree_is_reported_as_doubly_used() {
+    let disk = SimDisk::new(SimConfig::default());
+    populated(&disk).close().expect("close");
+    rewrite_header(&disk, |h| h.free_head = PageId(2));
+    let db = open(&disk);
+    let space = db.check_space().expect("check space");
+    assert_eq!(
+        space.doubly_used,
+        vec![(
+            PageId(2),
+            "the default table".to_string(),
+            "the free list".to_string()
+        )]
+    );
+    assert!(!space.leaked.is_empty(), "the real free list is lost");
+}
+
+/// A header whose page count runs past the data: the pages past the end are leaked.
+#[test]
+fn a_page_count_past_the_data_leaks_the_pages_past_it() {
+    let disk = SimDisk::new(SimConfig::default());
+    populated(&disk).close().expect("close");
+    let mut count = 0;
+    rewrite_header(&disk, |h| {
+        h.page_count += 2;
+        count = h.page_count;
+    });
+    let db = open(&disk);
+    let space = db.check_space().expect("check space");
+    assert_eq!(space.leaked, vec![PageId(count - 2), PageId(count - 1)]);
+}
+
+/// `check_space_of` reads pages without a database: over the data file of a cleanly closed
+/// database and its header's allocator state it finds what the open database finds; a free
+/// list head past the page count is corruption.
+#[test]
+fn check_space_of_a_closed_data_file_agrees_with_the_open_database() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = populated(&disk);
+    let open_space = db.check_space().expect("check space");
+    db.close().expect("close");
+    let data = disk
+        .live_contents(&Path::new(DIR).join("data.tdb"))
+        .expect("data file");
+    let pages: BTreeMap<PageId, PageBuf> = (1..data.len() / 4096)
+        .filter_map(|i| {
+            let id = PageId(i as u64);
+            let buf = AlignedBuf::from_slice_padded(&data[i * 4096..(i + 1) * 4096], 4096);
+            PageBuf::from_bytes(id, buf)
+                .expect("valid page")
+                .map(|page| (id, page))
+        })
+        .collect();
+    let mem = MemPages::from_pages(4096, pages);
+    let header_bytes = disk
+        .live_contents(&Path::new(DIR).join(HEADER_FILE_NAME))
+        .expect("header");
+    let slots: [SlotState; 2] = std::array::from_fn(|slot| {
+        Header::decode(
+            &header_bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES],
+            slot,
+        )
+        .expect("slot")
+    });
+    let (_, header) = choose_slot(slots).expect("valid").expect("a header");
+    let space =
+        Db::check_space_of(&mem, header.page_count, header.free_head).expect("check space of");
+    assert_eq!(space, open_space);
+    let past = Db::check_space_of(&mem, header.page_count, PageId(header.page_count + 5));
+    assert!(
+        matches!(past, Err(tilldb::Error::Corruption { what, .. }) if what.contains("past")),
+        "{past:?}"
+    );
+}
