@@ -1,13 +1,32 @@
-//! `till check DIR`: opens the database (running recovery), checks every table's tree, then
-//! reads every page of the data file and verifies its checksum and id. Problems are reported
-//! with the file and offset; the exit status is non-zero when any is found.
+//! `till check DIR`: checks a database, reporting every problem with the file and offset; the
+//! exit status is non-zero when any is found.
+//!
+//! Before recovery, on the files as they are:
+//! 1. the log chain, followed from the header's checkpoint as recovery follows it: every
+//!    segment header it needs valid, segments in sequence with no gap (a segment that ends
+//!    with `SegmentEnd` has its successor), each as long as its header says, the checkpoint
+//!    inside the log, every commit record decodable; where the log ends, cleanly or at a torn
+//!    tail, and segments outside the chain that hold records past its end;
+//! 2. every page of the data file: checksum and id.
+//!
+//! Then it opens the database (running recovery) and checks, under the writer lock:
+//! 3. every table's tree (order, links, page kinds, overflow chains);
+//! 4. free-space accounting: every page is in exactly one tree or on the free list; leaked
+//!    pages (no owner) and doubly used ones (two owners) are named with their offsets;
+//!
+//! and after closing it, every page again.
 
+use crate::inspect::{self, CliResult, LogFacts, Space};
 use clap::Args;
-use std::path::PathBuf;
-use tilldb::header::HeaderFile;
-use tilldb::io::{FileStorage, Storage};
+use std::path::{Path, PathBuf};
+use tilldb::io::FileStorage;
 use tilldb::page::{PageId, PageSlot, PageStore};
+use tilldb::wal::SegmentRole;
+use tilldb::wal::record::RecordFault;
 use tilldb::{Db, Options};
+
+/// Pages listed one by one per kind of problem; the rest are counted.
+const PAGES_LISTED_MAX: usize = 20;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -15,18 +34,14 @@ pub struct CheckArgs {
     dir: PathBuf,
 }
 
-pub fn run(args: &CheckArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let storage = FileStorage::new();
-    if !storage.exists(&args.dir.join(tilldb::header::HEADER_FILE_NAME))? {
-        return Err(format!(
-            "{} holds no tilldb database (no tilldb.meta)",
-            args.dir.display()
-        )
-        .into());
-    }
-    let (_, header) = HeaderFile::open(&storage, &args.dir, tilldb::FlushMethod::Fdatasync)?
-        .ok_or("tilldb.meta holds no header")?;
-    let before = scan_pages(storage, args, header.page_bytes)?;
+pub fn run(args: &CheckArgs) -> CliResult<()> {
+    inspect::require_database(&args.dir)?;
+    let header = inspect::read_header(&args.dir)?;
+    let (_, header) = header
+        .chosen
+        .map_err(|why| format!("no usable header: {why}"))?;
+    let mut problems = check_log(&args.dir, header.checkpoint_lsn.0);
+    let before = scan_pages(&args.dir, header.page_bytes)?;
     for (path, offset, what) in &before {
         println!(
             "  before recovery: bad page in {} at offset {offset}: {what}",
@@ -35,8 +50,8 @@ pub fn run(args: &CheckArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let db = Db::open(&args.dir, Options::default())?;
     println!("recovered and opened {}", args.dir.display());
-    let tables = db.check_tables()?;
-    for (name, stats) in &tables {
+    let space = Space::of_db(&db)?;
+    for (name, stats) in &space.tables {
         let name = if name.is_empty() {
             "(default)"
         } else {
@@ -47,42 +62,175 @@ pub fn run(args: &CheckArgs) -> Result<(), Box<dyn std::error::Error>> {
             stats.keys, stats.depth, stats.leaf_pages, stats.branch_pages, stats.overflow_pages
         );
     }
+    problems += report_space(&space, &args.dir, header.page_bytes);
     db.close()?;
-    let after = scan_pages(storage, args, header.page_bytes)?;
+    let after = scan_pages(&args.dir, header.page_bytes)?;
     for (path, offset, what) in &after {
         println!(
             "  BAD page in {} at offset {offset}: {what}",
             path.display()
         );
     }
-    if !after.is_empty() {
-        return Err(format!("{} bad pages after recovery", after.len()).into());
-    }
-    if !before.is_empty() {
+    problems += after.len();
+    if !before.is_empty() && after.is_empty() {
         println!(
             "  recovery repaired {} bad pages (torn-page guard and log)",
             before.len()
         );
     }
+    if problems > 0 {
+        return Err(format!("{problems} problems found").into());
+    }
     println!("check ok");
     Ok(())
+}
+
+/// Checks the log as recovery will read it; prints what it finds and returns the number of
+/// problems.
+fn check_log(dir: &Path, checkpoint: u64) -> usize {
+    let facts = inspect::read_log_facts(dir, checkpoint);
+    let found = match &facts.inspection {
+        Ok(found) => found,
+        Err(e) => {
+            println!("  BAD log: {e}");
+            return 1;
+        }
+    };
+    let r = &found.recovery;
+    println!(
+        "  log: {} segment files, {} in the chain, lsns {}..{}, {} commit records ({} after \
+         the checkpoint at lsn {checkpoint})",
+        found.segments.len(),
+        r.segments,
+        r.start_lsn,
+        r.end_lsn,
+        facts.commits,
+        facts.commits_after_checkpoint
+    );
+    let mut problems = 0;
+    if checkpoint < r.start_lsn.0 || checkpoint > r.end_lsn.0 {
+        println!(
+            "  BAD log: the checkpoint (lsn {checkpoint}) is not in the log (lsns {}..{}): the \
+             segments recovery needs are missing",
+            r.start_lsn, r.end_lsn
+        );
+        problems += 1;
+    }
+    for bad in &facts.bad_commits {
+        println!(
+            "  BAD log: commit record does not decode: {} offset {} (lsn {}): {}",
+            bad.path.display(),
+            bad.offset,
+            bad.lsn,
+            bad.what
+        );
+        problems += 1;
+    }
+    report_log_notes(&facts);
+    problems
+}
+
+/// What is worth knowing about the log without being a problem: torn tails (the normal end
+/// after a crash) and segments holding records past the end.
+fn report_log_notes(facts: &LogFacts) {
+    let Ok(found) = &facts.inspection else {
+        return;
+    };
+    let (last, earlier) = match facts.stops.split_last() {
+        Some((last, earlier)) => (Some(last), earlier),
+        None => (None, &[][..]),
+    };
+    for stop in earlier.iter().filter(|s| s.fault != RecordFault::Zero) {
+        println!(
+            "  note: a torn tail from an earlier crash at {} offset {} (lsn {}): {}; a later \
+             open went on in a new segment",
+            stop.path.display(),
+            stop.offset,
+            stop.lsn,
+            stop.fault
+        );
+    }
+    match last {
+        Some(stop) => println!("  log {}", inspect::describe_stop(stop)),
+        None => println!("  log is empty"),
+    }
+    let last_chained = found
+        .segments
+        .iter()
+        .filter(|s| matches!(s.role, SegmentRole::Chain { .. }))
+        .map(|s| s.generation)
+        .max()
+        .unwrap_or(0);
+    for s in &found.segments {
+        if s.generation > last_chained
+            && s.role
+                == (SegmentRole::Unchained {
+                    holds_records: true,
+                })
+        {
+            println!(
+                "  note: {} holds records from lsn {} past the end of the log (lsn {}): \
+                 written before a crash lost what precedes them, or a segment is missing; \
+                 recovery never reads them",
+                s.path.display(),
+                s.header.map_or(0, |h| h.base_lsn),
+                found.recovery.end_lsn
+            );
+        }
+    }
+}
+
+/// Prints the free-space accounting; returns the number of problems.
+fn report_space(space: &Space, dir: &Path, page_bytes: u32) -> usize {
+    println!(
+        "  pages: {} allocated, {} in trees (catalog {}), {} on the free list, {} leaked, {} \
+         doubly used",
+        space.page_count,
+        space.tree_pages,
+        space.catalog_pages,
+        space.free_pages,
+        space.leaked.len(),
+        space.doubly_used.len()
+    );
+    let data = dir.join(tilldb::page::DATA_FILE_NAME);
+    let offset = |id: PageId| id.0.saturating_mul(u64::from(page_bytes));
+    for id in space.leaked.iter().take(PAGES_LISTED_MAX) {
+        println!(
+            "  BAD leaked page {} in {} at offset {}: in no tree and not on the free list",
+            id.0,
+            data.display(),
+            offset(*id)
+        );
+    }
+    for (id, first, second) in space.doubly_used.iter().take(PAGES_LISTED_MAX) {
+        println!(
+            "  BAD doubly used page {} in {} at offset {}: held by {first} and by {second}",
+            id.0,
+            data.display(),
+            offset(*id)
+        );
+    }
+    let listed =
+        space.leaked.len().min(PAGES_LISTED_MAX) + space.doubly_used.len().min(PAGES_LISTED_MAX);
+    let problems = space.leaked.len() + space.doubly_used.len();
+    if problems > listed {
+        println!("  ... and {} more", problems - listed);
+    }
+    assert_eq!(
+        space.is_clean(),
+        problems == 0,
+        "clean means nothing to report"
+    );
+    problems
 }
 
 /// A page that does not validate: its file, offset, and what is wrong.
 type BadPage = (PathBuf, u64, &'static str);
 
 /// Every page of the data file that does not validate.
-fn scan_pages(
-    storage: FileStorage,
-    args: &CheckArgs,
-    page_bytes: u32,
-) -> Result<Vec<BadPage>, Box<dyn std::error::Error>> {
-    let store = PageStore::open(
-        &storage,
-        &args.dir,
-        tilldb::FlushMethod::Fdatasync,
-        page_bytes,
-    )?;
+fn scan_pages(dir: &Path, page_bytes: u32) -> CliResult<Vec<BadPage>> {
+    let storage = FileStorage::new();
+    let store = PageStore::open(&storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
     let (mut valid, mut unwritten, mut bad) = (0u64, 0u64, Vec::new());
     for id in 1..store.page_count() {
         match store.inspect(PageId(id))? {

@@ -1,10 +1,16 @@
-//! `till`: the tilldb command. Today: `till probe`, what a disk is and what each flush costs,
-//! and `till bench log`, what the write-ahead log makes of it under load.
+//! `till`: the tilldb command. `till probe`: what a disk is and what each flush costs;
+//! `till bench`: what the log and the store make of it under load; `till crashtest`: kill a
+//! committing process and check nothing acknowledged is lost; `till check`: recover a database
+//! and check its log, pages, trees and free space; `till dump-log` and `till stats`: show a
+//! database's log and facts without changing anything.
 
 mod bench;
 mod check;
 mod crashtest;
+mod dump_log;
+mod inspect;
 mod probe;
+mod stats;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,8 +30,14 @@ struct Cli {
 enum Command {
     /// What is this disk, what does each flush method cost, is its cache lying?
     Probe(probe::ProbeArgs),
-    /// Recover a database and check every tree and every page checksum.
+    /// Check a database: its log chain, then recovery, every tree, free-space accounting and
+    /// every page checksum.
     Check(check::CheckArgs),
+    /// Print a database's write-ahead log, record by record, without changing anything.
+    DumpLog(dump_log::DumpLogArgs),
+    /// Print what a database holds (header, files, log, pages, tables) without changing
+    /// anything.
+    Stats(stats::StatsArgs),
     /// Kill a committing process at random moments and check that nothing acknowledged is
     /// lost and nothing is half applied.
     Crashtest(crashtest::CrashtestArgs),
@@ -42,6 +54,8 @@ fn main() -> ExitCode {
         Command::Probe(args) => probe::run(&args),
         Command::Crashtest(args) => crashtest::run(&args),
         Command::Check(args) => check::run(&args),
+        Command::DumpLog(args) => dump_log::run(&args),
+        Command::Stats(args) => stats::run(&args),
         Command::Bench { command } => bench::run(&command),
     };
     match result {

@@ -1,7 +1,13 @@
 //! `till check`: a healthy database passes; a flipped byte in a page is reported with the
-//! file and offset and a failing exit status; a directory without a database is refused.
+//! file and offset and a failing exit status; a directory without a database is refused;
+//! leaked and doubly used pages, and a log chain with a missing or damaged segment, are
+//! named with the file and offset.
 
+mod common;
+
+use common::{copy_dir, options, rewrite_header, segments, till};
 use std::process::Command;
+use tilldb::page::PageId;
 use tilldb::{Db, FlushMethod, Options};
 
 fn till_check(dir: &std::path::Path) -> (bool, String) {
@@ -79,4 +85,139 @@ fn check_refuses_a_directory_without_a_database() {
     let (ok, text) = till_check(tmp.path());
     assert!(!ok);
     assert!(text.contains("no tilldb database"), "{text}");
+}
+
+/// A database with free pages, closed cleanly.
+fn with_free_pages(dir: &std::path::Path) -> Db {
+    let db = Db::open(dir, options()).expect("open");
+    for i in 0..30u32 {
+        let mut txn = db.begin().expect("begin");
+        for j in 0..30u32 {
+            txn.put(format!("k{i:04}{j:03}").as_bytes(), &[1u8; 100])
+                .expect("put");
+        }
+        txn.commit().expect("commit");
+    }
+    for i in 0..20u32 {
+        let mut txn = db.begin().expect("begin");
+        for j in 0..30u32 {
+            txn.delete(format!("k{i:04}{j:03}").as_bytes())
+                .expect("delete");
+        }
+        txn.commit().expect("commit");
+    }
+    db
+}
+
+/// A header that lost its free-list head leaks every free page: check names each with its
+/// offset in the data file and fails; a free list pointing into a tree is a doubly used page.
+#[test]
+fn check_names_leaked_and_doubly_used_pages() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    with_free_pages(&dir).close().expect("close");
+    let dir_arg = dir.to_str().expect("utf-8 path");
+    let healthy = till(&["check", dir_arg]);
+    assert!(healthy.ok, "{}", healthy.text());
+    assert!(
+        healthy.stdout.contains(" 0 leaked, 0 doubly used"),
+        "{}",
+        healthy.stdout
+    );
+    let stats = till(&["stats", "--json", dir_arg]).json();
+    let free = stats["pages"]["free_list"].as_u64().expect("free list");
+    let head = stats["header"]["free_head"].as_u64().expect("free head");
+    assert!(free > 0 && head > 0, "{stats:#}");
+
+    let leaky = tmp.path().join("leaky");
+    copy_dir(&dir, &leaky);
+    rewrite_header(&leaky, |h| h.free_head = PageId(0));
+    let run = till(&["check", leaky.to_str().expect("utf-8 path")]);
+    assert!(!run.ok, "a lost free list passed: {}", run.text());
+    assert!(
+        run.stdout.contains(&format!("{free} leaked")),
+        "{}",
+        run.stdout
+    );
+    let data = leaky.join("data.tdb").display().to_string();
+    assert!(
+        run.stdout.contains(&format!(
+            "BAD leaked page {head} in {data} at offset {}",
+            head * 4096
+        )),
+        "the old head is leaked, with its offset: {}",
+        run.stdout
+    );
+
+    let shared = tmp.path().join("shared");
+    copy_dir(&dir, &shared);
+    rewrite_header(&shared, |h| h.free_head = PageId(2));
+    let run = till(&["check", shared.to_str().expect("utf-8 path")]);
+    assert!(!run.ok, "a free list into a tree passed: {}", run.text());
+    assert!(
+        run.stdout.contains("BAD doubly used page 2")
+            && run.stdout.contains("at offset 8192")
+            && run
+                .stdout
+                .contains("the default table and by the free list"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// A crash image whose log spans segments: with a middle segment deleted, or its header
+/// damaged, check fails naming the segment file and offset; intact, it passes.
+#[test]
+fn check_names_a_broken_log_chain() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let image = tmp.path().join("image");
+    let db = with_free_pages(&dir);
+    copy_dir(&dir, &image);
+    db.close().expect("close");
+    let chain = segments(&image);
+    assert!(chain.len() >= 4, "the log spans segments: {chain:?}");
+
+    let intact = tmp.path().join("intact");
+    copy_dir(&image, &intact);
+    let run = till(&["check", intact.to_str().expect("utf-8 path")]);
+    assert!(run.ok, "{}", run.text());
+    assert!(run.stdout.contains("log ends cleanly"), "{}", run.stdout);
+
+    let gap = tmp.path().join("gap");
+    copy_dir(&image, &gap);
+    let missing = gap.join("wal").join(chain[1].file_name().expect("name"));
+    std::fs::remove_file(&missing).expect("remove a segment");
+    let run = till(&["check", gap.to_str().expect("utf-8 path")]);
+    assert!(!run.ok, "a missing segment passed: {}", run.text());
+    let before = gap.join("wal").join(chain[0].file_name().expect("name"));
+    let len = std::fs::metadata(&before).expect("segment").len();
+    assert!(
+        run.stdout.contains(&format!(
+            "BAD log: corrupt {} at offset {len}: the log continues past this segment, but the \
+             next segment is missing",
+            before.display()
+        )),
+        "{}",
+        run.stdout
+    );
+
+    let damaged = tmp.path().join("damaged");
+    copy_dir(&image, &damaged);
+    let victim = damaged
+        .join("wal")
+        .join(chain[1].file_name().expect("name"));
+    let mut bytes = std::fs::read(&victim).expect("segment");
+    bytes[20] ^= 0xFF;
+    std::fs::write(&victim, &bytes).expect("write segment");
+    let run = till(&["check", damaged.to_str().expect("utf-8 path")]);
+    assert!(!run.ok, "a damaged segment header passed: {}", run.text());
+    assert!(
+        run.stdout.contains(&format!(
+            "BAD log: corrupt {} at offset 40: log segment header checksum mismatch",
+            victim.display()
+        )),
+        "{}",
+        run.stdout
+    );
 }

@@ -1,0 +1,405 @@
+//! Read-only views of a database directory, shared by `till dump-log`, `till stats` and
+//! `till check`: the header slots, the log (through `tilldb::wal::inspect_log`), commit records
+//! in brief, and the data file's pages through the `Pages` trait. Nothing here writes, and
+//! nothing runs recovery: bytes on disk are shown as they are.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use tilldb::btree::{PageOp, Pages};
+use tilldb::header::{HEADER_FILE_NAME, Header, SLOT_BYTES, SLOT_COUNT, SlotState, choose_slot};
+use tilldb::page::{PageBuf, PageId, PageStore};
+use tilldb::wal::record::RecordFault;
+use tilldb::wal::{LogEvent, LogInspection, RecordKind, RecoveryStop, inspect_log};
+use tilldb::{Db, Error};
+
+/// The result type of the commands.
+pub type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Refuses a directory that holds no database.
+pub fn require_database(dir: &Path) -> CliResult<()> {
+    if dir.join(HEADER_FILE_NAME).exists() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} holds no tilldb database (no {HEADER_FILE_NAME})",
+            dir.display()
+        )
+        .into())
+    }
+}
+
+/// `tilldb.meta` as read: each slot, and which one is the header.
+#[derive(Debug)]
+pub struct HeaderRead {
+    pub path: PathBuf,
+    /// Each slot's state, or `(offset in the file, what)` when its crc matches and its fields
+    /// do not.
+    pub slots: [Result<SlotState, (u64, &'static str)>; SLOT_COUNT],
+    /// The header and its slot, or why there is none usable.
+    pub chosen: Result<(usize, Header), String>,
+}
+
+/// Reads both header slots with a plain read (a short file reads as zero-padded, as the
+/// engine reads it).
+pub fn read_header(dir: &Path) -> CliResult<HeaderRead> {
+    let path = dir.join(HEADER_FILE_NAME);
+    let mut bytes = std::fs::read(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    bytes.resize(bytes.len().max(SLOT_COUNT * SLOT_BYTES), 0);
+    let slots: [Result<SlotState, (u64, &'static str)>; SLOT_COUNT] = std::array::from_fn(|slot| {
+        let start = slot * SLOT_BYTES;
+        Header::decode(&bytes[start..start + SLOT_BYTES], slot)
+            .map_err(|(offset, what)| ((start + offset) as u64, what))
+    });
+    let corrupt =
+        |offset: u64, what: &str| format!("corrupt {} at offset {offset}: {what}", path.display());
+    let chosen = match &slots {
+        [Ok(a), Ok(b)] => match choose_slot([*a, *b]) {
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => Err(format!("{}: both header slots are empty", path.display())),
+            Err((offset, what)) => Err(corrupt(offset, what)),
+        },
+        [Err((offset, what)), _] | [_, Err((offset, what))] => Err(corrupt(*offset, what)),
+    };
+    Ok(HeaderRead {
+        path,
+        slots,
+        chosen,
+    })
+}
+
+/// A slot's state as one word, for text and JSON.
+pub fn slot_state_name(slot: &Result<SlotState, (u64, &'static str)>) -> &'static str {
+    match slot {
+        Ok(SlotState::Zero) => "zero",
+        Ok(SlotState::Torn) => "torn",
+        Ok(SlotState::Valid(_)) => "valid",
+        Err(_) => "corrupt",
+    }
+}
+
+/// A record fault's stable name in JSON.
+pub fn fault_name(fault: RecordFault) -> &'static str {
+    match fault {
+        RecordFault::Truncated => "truncated",
+        RecordFault::Zero => "zero",
+        RecordFault::BadLen => "bad_len",
+        RecordFault::BadCrc => "bad_crc",
+        RecordFault::WrongLsn => "wrong_lsn",
+        RecordFault::BadHeader => "bad_header",
+    }
+}
+
+/// A record kind's stable name.
+pub fn kind_name(kind: RecordKind) -> &'static str {
+    match kind {
+        RecordKind::Data => "commit",
+        RecordKind::Pad => "pad",
+        RecordKind::SegmentEnd => "segment_end",
+    }
+}
+
+/// Where the log ends, in words: a clean end, or a torn tail (or damage) that recovery cuts.
+pub fn describe_stop(stop: &RecoveryStop) -> String {
+    let place = format!(
+        "{} offset {} (lsn {})",
+        stop.path.display(),
+        stop.offset,
+        stop.lsn
+    );
+    if stop.fault == RecordFault::Zero {
+        format!("ends cleanly at {place}: zeroed (never written) space follows")
+    } else {
+        format!(
+            "ends at {place}: {}; a torn tail (or damage): recovery drops everything after it",
+            stop.fault
+        )
+    }
+}
+
+/// One commit record in brief.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitSummary {
+    pub payload_bytes: usize,
+    /// Pages the allocator had handed out after the commit, page 0 included.
+    pub page_count: u64,
+    pub free_head: PageId,
+    pub ops: usize,
+    /// Ops per kind, by name.
+    pub op_kinds: BTreeMap<&'static str, usize>,
+    /// Every page an op changes, ascending, once each.
+    pub pages: Vec<u64>,
+}
+
+impl CommitSummary {
+    /// Decodes a commit record's payload; `Err` says what is wrong with it.
+    pub fn of(payload: &[u8]) -> Result<CommitSummary, &'static str> {
+        let commit = Db::decode_commit_record(payload)?;
+        let mut op_kinds = BTreeMap::new();
+        for op in &commit.ops {
+            *op_kinds.entry(op_name(op)).or_default() += 1;
+        }
+        let mut pages: Vec<u64> = commit.ops.iter().map(|op| op.page().0).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        Ok(CommitSummary {
+            payload_bytes: payload.len(),
+            page_count: commit.alloc.page_count,
+            free_head: commit.alloc.free_head,
+            ops: commit.ops.len(),
+            op_kinds,
+            pages,
+        })
+    }
+
+    /// One line: ops by kind, the first pages, the allocator state after the commit.
+    pub fn line(&self, pages_shown: usize) -> String {
+        let kinds: Vec<String> = self
+            .op_kinds
+            .iter()
+            .map(|(name, n)| format!("{n} {name}"))
+            .collect();
+        let mut pages: Vec<String> = self
+            .pages
+            .iter()
+            .take(pages_shown)
+            .map(u64::to_string)
+            .collect();
+        if self.pages.len() > pages_shown {
+            pages.push(format!("+{} more", self.pages.len() - pages_shown));
+        }
+        format!(
+            "{} ops ({}) on {} pages [{}]; page_count {}, free_head {}",
+            self.ops,
+            kinds.join(", "),
+            self.pages.len(),
+            pages.join(" "),
+            self.page_count,
+            self.free_head.0
+        )
+    }
+}
+
+/// The name of a page operation (`btree/redo.rs`).
+fn op_name(op: &PageOp) -> &'static str {
+    match op {
+        PageOp::Format { .. } => "format",
+        PageOp::Image { .. } => "image",
+        PageOp::LeafPut { .. } => "leaf_put",
+        PageOp::LeafDelete { .. } => "leaf_delete",
+        PageOp::Truncate { .. } => "truncate",
+        PageOp::BranchInsert { .. } => "branch_insert",
+        PageOp::BranchRemove { .. } => "branch_remove",
+        PageOp::SetLeftmost { .. } => "set_leftmost",
+        PageOp::SetPrev { .. } => "set_prev",
+        PageOp::SetNext { .. } => "set_next",
+        PageOp::OverflowWrite { .. } => "overflow_write",
+    }
+}
+
+/// A commit record whose payload does not decode, though its checksum matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadCommit {
+    pub path: PathBuf,
+    pub offset: u64,
+    pub lsn: u64,
+    pub what: &'static str,
+}
+
+/// What one pass over the log found, for `till stats` and `till check`.
+#[derive(Debug)]
+pub struct LogFacts {
+    /// The chain and the segment files, or the corruption that stopped the scan.
+    pub inspection: Result<LogInspection, Error>,
+    /// Commit records in the chain.
+    pub commits: u64,
+    /// Commit records at or after the checkpoint: what recovery replays.
+    pub commits_after_checkpoint: u64,
+    /// The allocator state after the last commit record, if there is one.
+    pub last_alloc: Option<(u64, PageId)>,
+    /// Commit records that do not decode.
+    pub bad_commits: Vec<BadCommit>,
+    /// Where each segment's records stop without `SegmentEnd`, in log order; the last one is
+    /// the end of the log.
+    pub stops: Vec<RecoveryStop>,
+}
+
+/// Follows the log in `dir/wal` from the checkpoint, as recovery would, without writing.
+pub fn read_log_facts(dir: &Path, checkpoint: u64) -> LogFacts {
+    let storage = tilldb::io::FileStorage::new();
+    let mut facts = LogFacts {
+        inspection: Ok(LogInspection::default()),
+        commits: 0,
+        commits_after_checkpoint: 0,
+        last_alloc: None,
+        bad_commits: Vec::new(),
+        stops: Vec::new(),
+    };
+    let mut path = PathBuf::new();
+    let inspection = inspect_log(
+        &storage,
+        &dir.join("wal"),
+        Some(tilldb::wal::Lsn(checkpoint)),
+        |event| match event {
+            LogEvent::Segment { path: p, .. } => path = p.to_path_buf(),
+            LogEvent::Record { offset, record } if record.kind == RecordKind::Data => {
+                facts.commits += 1;
+                if record.lsn >= checkpoint {
+                    facts.commits_after_checkpoint += 1;
+                }
+                match CommitSummary::of(record.payload) {
+                    Ok(c) => facts.last_alloc = Some((c.page_count, c.free_head)),
+                    Err(what) => facts.bad_commits.push(BadCommit {
+                        path: path.clone(),
+                        offset,
+                        lsn: record.lsn,
+                        what,
+                    }),
+                }
+            }
+            LogEvent::Record { .. } => {}
+            LogEvent::Stop(stop) => facts.stops.push(stop.clone()),
+        },
+    );
+    facts.inspection = inspection;
+    facts
+}
+
+/// The data file's pages as they are on disk, for tree and free-space checks without
+/// recovery. Read-only: the check calls only `read`.
+#[derive(Debug)]
+pub struct StorePages {
+    pub store: PageStore,
+}
+
+impl StorePages {
+    /// Opens `data.tdb` in `dir` for reading.
+    pub fn open(dir: &Path, page_bytes: u32) -> CliResult<StorePages> {
+        let storage = tilldb::io::FileStorage::new();
+        let store = PageStore::open(&storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
+        Ok(StorePages { store })
+    }
+}
+
+impl Pages for StorePages {
+    type Read<'a> = Box<PageBuf>;
+
+    fn page_bytes(&self) -> u32 {
+        self.store.page_bytes()
+    }
+
+    fn read(&self, id: PageId) -> tilldb::Result<Box<PageBuf>> {
+        match self.store.read(id)? {
+            Some(page) => Ok(Box::new(page)),
+            None => Err(Error::Corruption {
+                file: self.store.path().to_path_buf(),
+                offset: id.0.saturating_mul(u64::from(self.store.page_bytes())),
+                what: "page in use was never written (or lies past the end of the file)",
+            }),
+        }
+    }
+
+    fn apply(&self, op: &PageOp) -> tilldb::Result<()> {
+        panic!("a read-only view was asked to change {}", op.page());
+    }
+
+    fn allocate(&self, _kind: tilldb::page::PageKind) -> tilldb::Result<PageId> {
+        panic!("a read-only view was asked to allocate a page");
+    }
+
+    fn free(&self, id: PageId) -> tilldb::Result<()> {
+        panic!("a read-only view was asked to free {id}");
+    }
+
+    fn path(&self) -> &Path {
+        self.store.path()
+    }
+}
+
+/// Where every page of the data file belongs: `tilldb::Db::check_space` copied into a type the
+/// CLI can name (tilldb's `SpaceCheck` is not re-exported from the crate root yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Space {
+    pub tables: Vec<(String, tilldb::btree::TreeStats)>,
+    pub catalog_pages: u64,
+    pub tree_pages: u64,
+    pub page_count: u64,
+    pub free_pages: u64,
+    pub leaked: Vec<PageId>,
+    pub doubly_used: Vec<(PageId, String, String)>,
+}
+
+/// Moves a `SpaceCheck` into a [`Space`].
+macro_rules! space_from {
+    ($check:expr) => {{
+        let check = $check;
+        Space {
+            catalog_pages: check.catalog_pages,
+            tree_pages: check.tree_pages(),
+            page_count: check.page_count,
+            free_pages: check.free_pages,
+            tables: check.tables,
+            leaked: check.leaked,
+            doubly_used: check.doubly_used,
+        }
+    }};
+}
+
+impl Space {
+    /// The trees and free space of an open (recovered) database.
+    pub fn of_db(db: &Db) -> tilldb::Result<Space> {
+        Ok(space_from!(db.check_space()?))
+    }
+
+    /// The trees and free space of the data file as it is on disk, with the allocator state
+    /// its pages were written with.
+    pub fn of_pages(
+        pages: &StorePages,
+        page_count: u64,
+        free_head: PageId,
+    ) -> tilldb::Result<Space> {
+        Ok(space_from!(Db::check_space_of(
+            pages, page_count, free_head
+        )?))
+    }
+
+    /// True when every page is accounted for exactly once.
+    pub fn is_clean(&self) -> bool {
+        self.leaked.is_empty() && self.doubly_used.is_empty()
+    }
+}
+
+/// A file's length, `None` if it does not exist.
+pub fn file_bytes(path: &Path) -> CliResult<Option<u64>> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some(m.len())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("stat {}: {e}", path.display()).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_summary_lists_pages_once_and_in_order() {
+        let summary = CommitSummary {
+            payload_bytes: 100,
+            page_count: 9,
+            free_head: PageId(0),
+            ops: 3,
+            op_kinds: BTreeMap::from([("leaf_put", 2), ("format", 1)]),
+            pages: vec![2, 3, 4, 5],
+        };
+        assert_eq!(
+            summary.line(2),
+            "3 ops (1 format, 2 leaf_put) on 4 pages [2 3 +2 more]; page_count 9, free_head 0"
+        );
+    }
+
+    #[test]
+    fn garbage_is_not_a_commit_record() {
+        assert!(CommitSummary::of(&[0u8; 40]).is_err());
+        assert!(CommitSummary::of(&[]).is_err());
+    }
+}

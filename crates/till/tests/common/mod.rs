@@ -1,0 +1,113 @@
+//! Helpers shared by the CLI tests that build a database and run `till` on it.
+
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tilldb::header::{HEADER_FILE_NAME, Header, SLOT_BYTES, SlotState, choose_slot};
+use tilldb::wal::WalOptions;
+use tilldb::{FlushMethod, Options};
+
+/// What a run of `till` printed and how it ended.
+#[derive(Debug)]
+pub struct Run {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Both streams, for assertions on either and for failure messages.
+    pub fn text(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+
+    /// Stdout as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.text()))
+    }
+}
+
+/// Runs `till` with `args`.
+pub fn till(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_till"))
+        .args(args)
+        .output()
+        .expect("run till");
+    Run {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// 4 KiB pages and 128 KiB log segments, so a few dozen `Sync` commits span segments.
+pub fn options() -> Options {
+    Options {
+        flush_method: Some(FlushMethod::Fdatasync),
+        page_bytes: 4096,
+        wal: WalOptions {
+            segment_bytes: 128 << 10,
+            ..WalOptions::default()
+        },
+        ..Options::default()
+    }
+}
+
+/// Every file under `dir` and its bytes: equal before and after a read-only command.
+pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            files.extend(snapshot(&path));
+        } else {
+            let bytes = std::fs::read(&path).expect("read file");
+            files.insert(path, bytes);
+        }
+    }
+    files
+}
+
+/// Copies the files of a database directory (its `wal/` included).
+pub fn copy_dir(source: &Path, target: &Path) {
+    std::fs::create_dir_all(target).expect("mkdir");
+    for entry in std::fs::read_dir(source).expect("read dir") {
+        let path = entry.expect("entry").path();
+        let to = target.join(path.file_name().expect("name"));
+        if path.is_dir() {
+            copy_dir(&path, &to);
+        } else {
+            std::fs::copy(&path, &to).expect("copy");
+        }
+    }
+}
+
+/// The `.wal` files of a database, in generation order.
+pub fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("wal"))
+        .expect("wal dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Writes the newest header, changed by `change`, as the next generation into the other slot:
+/// what a broken allocator could have written.
+pub fn rewrite_header(dir: &Path, change: impl FnOnce(&mut Header)) {
+    let path = dir.join(HEADER_FILE_NAME);
+    let mut bytes = std::fs::read(&path).expect("header file");
+    let slots: [SlotState; 2] = std::array::from_fn(|slot| {
+        Header::decode(&bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES], slot).expect("slot")
+    });
+    let (slot, mut header) = choose_slot(slots).expect("valid").expect("a header");
+    change(&mut header);
+    header.generation += 1;
+    let target = 1 - slot;
+    bytes[target * SLOT_BYTES..(target + 1) * SLOT_BYTES].copy_from_slice(&header.encode(target));
+    std::fs::write(&path, &bytes).expect("write header");
+}
