@@ -19,6 +19,6 @@ pub mod txn;
 pub mod wal;
 
 pub use btree::Direction;
-pub use db::{Db, ReadTxn, Txn};
+pub use db::{Db, ReadTxn, RecoveryReport, SpaceCheck, Txn};
 pub use error::{Error, IoOp, Result};
 pub use options::{Durability, FlushMethod, Options};

@@ -6,6 +6,8 @@
 //!   commit" per flush method and durability, against each method's raw flush rate.
 //! - `till bench commit` (`commit.rs`): one-insert transactions on the whole store against
 //!   threads, printed like `till bench log` (`log_report.rs` serves both).
+//! - `till bench recovery` (`recovery.rs`): recovery time against the log to replay, after a
+//!   writer that exits without closing.
 //! - `till bench store` (`store.rs`): the whole store on a database kept in a directory:
 //!   open or recovery, load, one-put transactions against threads, point reads, close.
 //!
@@ -22,6 +24,7 @@ mod log;
 mod log_load;
 mod log_report;
 mod raw;
+mod recovery;
 mod scratch;
 mod seed;
 mod slow_storage;
@@ -41,6 +44,8 @@ pub enum BenchCommand {
     /// Insert+commit transactions on the whole store against thread count, next to the raw
     /// flush rate (like `bench log`, through every layer).
     Commit(commit::CommitArgs),
+    /// Recovery after a crash: time to open against MiB of log to replay.
+    Recovery(recovery::RecoveryArgs),
     /// The write-ahead log alone: commits/s, flushes and latency against thread count.
     Log(log::LogArgs),
     /// The whole store on a database kept in a directory: open or recovery, load, one-put
@@ -53,6 +58,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Seed(args) => seed::run(args),
         BenchCommand::Commit(args) => commit::run(args),
         BenchCommand::Log(args) => log::run(args),
+        BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Store(args) => store::run(args),
     }
 }

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tilldb::header::{self, HEADER_FILE_NAME, Header};
 use tilldb::io::DeviceFacts;
+use tilldb::page::TornPageGuard;
 use tilldb::{Db, Durability, FlushMethod, Options};
 
 /// Keys are `key` plus 12 digits, so at most 10^12 of them.
@@ -80,6 +81,10 @@ pub struct StoreArgs {
     /// Flush method of a new database [default: the database probes and chooses].
     #[arg(long)]
     flush_method: Option<FlushMethod>,
+    /// Torn-page guard of a new database: doublewrite, or none (unsafe unless the device
+    /// writes pages atomically; here to measure what the doublewrite costs).
+    #[arg(long, default_value = "doublewrite")]
+    torn_page_guard: TornPageGuard,
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
@@ -148,6 +153,8 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
         cache_bytes: options.cache_bytes,
         durability: args.durability,
         flush_method: header.flush_method,
+        torn_page_guard: header.torn_page_guard,
+        torn_page_guard_asked: args.torn_page_guard,
         method_source: match (created, args.flush_method) {
             (false, _) => MethodSource::Header(args.flush_method),
             (true, Some(_)) => MethodSource::Flag,
@@ -188,6 +195,7 @@ fn validate(args: &StoreArgs) -> Result<Options, String> {
         cache_bytes,
         durability: args.durability,
         flush_method: args.flush_method,
+        torn_page_guard: args.torn_page_guard,
         ..Options::default()
     };
     options.validate().map_err(|e| {

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! { dir, created, open_seconds, fs_type, device, page_bytes, cache_bytes, durability,
-//!   flush_method, flush_method_source ("chosen" | "flag" | "header"), keys, value_bytes,
+//!   flush_method, flush_method_source ("chosen" | "flag" | "header"), torn_page_guard,
+//!   keys, value_bytes,
 //!   seconds,
 //!   load: { keys, inserted, puts_per_txn, seconds, inserts_per_sec (null when none) },
 //!   results: [ { threads, durability, flush_method, commits, elapsed_seconds,
@@ -22,7 +23,7 @@ use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
-use tilldb::page::PoolStats;
+use tilldb::page::{PoolStats, TornPageGuard};
 use tilldb::{Durability, FlushMethod};
 
 /// Where the flush method in force came from.
@@ -126,6 +127,9 @@ pub struct StoreRun {
     pub cache_bytes: u64,
     pub durability: Durability,
     pub flush_method: FlushMethod,
+    /// The database's torn-page guard, and `--torn-page-guard`.
+    pub torn_page_guard: TornPageGuard,
+    pub torn_page_guard_asked: TornPageGuard,
     pub method_source: MethodSource,
     pub keys: u64,
     pub value_bytes: usize,
@@ -156,6 +160,20 @@ impl StoreRun {
                  database (--fresh)",
                 self.flush_method
             ));
+        }
+        if self.torn_page_guard != self.torn_page_guard_asked {
+            notes.push(format!(
+                "the database's torn-page guard is {}; --torn-page-guard {} applies only to a \
+                 new database (--fresh)",
+                self.torn_page_guard, self.torn_page_guard_asked
+            ));
+        }
+        if self.torn_page_guard == TornPageGuard::None {
+            notes.push(
+                "torn-page guard none: a crash during page write-back can tear a page that \
+                 nothing repairs (safe only if the device writes pages atomically)"
+                    .into(),
+            );
         }
         if !self.flush_method.is_durable() {
             notes.push("flush method nosync: NOTHING is durable, whatever the durability".into());
@@ -247,6 +265,7 @@ fn json(run: &StoreRun) -> Value {
             MethodSource::Flag => "flag",
             MethodSource::Header(_) => "header",
         },
+        "torn_page_guard": run.torn_page_guard.name(),
         "keys": run.keys,
         "value_bytes": run.value_bytes,
         "seconds": run.seconds,
@@ -285,7 +304,7 @@ fn print_text(run: &StoreRun) {
         (Some(fs), None) => fs.clone(),
         (None, _) => "unknown".to_owned(),
     };
-    let rows: [(&str, String); 8] = [
+    let rows: [(&str, String); 9] = [
         ("dir", run.dir.display().to_string()),
         ("file system", fs),
         ("page size", format!("{} B", run.page_bytes)),
@@ -299,6 +318,7 @@ fn print_text(run: &StoreRun) {
         ),
         ("durability", run.durability.to_string()),
         ("flush method", run.method_text()),
+        ("torn-page guard", run.torn_page_guard.to_string()),
         (
             "keys",
             format!("{} keys, {} B values", run.keys, run.value_bytes),

@@ -11,34 +11,38 @@
 //! still see in the overlay, applies the write set to the tree (pages become unlogged),
 //! appends one commit record, stamps the pages with its lsn, releases the lock, then waits for
 //! the durability level. Readers read at the visible lsn (see `txn::visibility`).
+//!
+//! Files: `open.rs` creates or recovers a database ([`RecoveryReport`]), `txn.rs` holds the
+//! transactions, `pages.rs` their views of the pages, `record.rs` the commit record format,
+//! `space.rs` free-space accounting, `writeback.rs` the background writer.
 
+mod open;
 mod pages;
 pub mod record;
+mod space;
 mod txn;
 mod writeback;
 
+pub use open::RecoveryReport;
+pub use space::SpaceCheck;
 pub use txn::{ReadTxn, Txn};
 
-use crate::btree::{Direction, PageOp, Pages, Tree};
+use crate::Options;
+use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
-use crate::io::{FileStorage, IoGeometry, Storage, choose_flush_method};
-use crate::page::{
-    BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, PageGuard, PageId, PageStore,
-};
+use crate::io::{FileStorage, Storage};
+use crate::page::{BufferPool, PageId};
 use crate::txn::{Overlay, Seen, TableId, Visibility};
 use crate::wal::{Lsn, Wal};
-use crate::{Durability, Options};
-use pages::{DataFiles, ReadPages, TxnPages};
+use pages::ReadPages;
 use parking_lot::{Mutex, RwLock};
 use record::Alloc;
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
 /// Root of the table catalog.
 const CATALOG_ROOT: PageId = PageId(1);
@@ -85,6 +89,8 @@ struct Inner {
     poisoned: Arc<AtomicBool>,
     writeback: Mutex<writeback::WriteBack>,
     checkpoint_end: AtomicU64,
+    /// What opening the database did.
+    recovery: RecoveryReport,
 }
 
 struct Reads {
@@ -110,6 +116,7 @@ impl Db {
         dir: &Path,
         options: Options,
     ) -> Result<Db> {
+        let started = std::time::Instant::now();
         options.validate()?;
         storage.create_dir_all(dir)?;
         let header_path = dir.join(crate::header::HEADER_FILE_NAME);
@@ -122,9 +129,16 @@ impl Db {
             None
         };
         match existing {
-            Some((file, header)) => open_existing(&storage, dir, options, file, header),
-            None => create(&storage, dir, options),
+            Some(existing) => open::open_existing(&storage, dir, options, existing, started),
+            None => open::create(&storage, dir, options, started),
         }
+    }
+
+    /// What opening this database did: whether it was created, pages restored from the
+    /// torn-page guard, and the log redo replayed, with the time it all took.
+    #[must_use]
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.inner.recovery
     }
 
     /// Starts a read-write transaction, waiting while another one is open.
@@ -264,102 +278,6 @@ impl Db {
             ));
         }
         Ok(stats)
-    }
-
-    /// Accounts for every page of the data file: each page in `1..page_count` must belong to
-    /// exactly one tree (the catalog or a table, overflow pages included) or be on the free
-    /// list. Checks every tree as [`Db::check_tables`] does. Holds the writer lock, so the
-    /// allocator state and the trees agree; commits wait until it returns.
-    pub fn check_space(&self) -> Result<SpaceCheck> {
-        let alloc = self.inner.writer.lock();
-        let _shared = self.inner.tree_lock.read();
-        Db::check_space_of(&self.read_pages(), alloc.page_count, alloc.free_head)
-    }
-
-    /// [`Db::check_space`] over any pages, for tools that read a data file without recovering
-    /// it (`till stats`): `page_count` and `free_head` are the allocator state the pages
-    /// were written with (a header's, when no log record follows its checkpoint).
-    ///
-    /// A tree or free-list page that does not validate, and a free list reaching past
-    /// `page_count` or into a page that is not free, are [`Error::Corruption`]. Pages owned
-    /// twice or by no one are listed in the result, with the owners' names.
-    pub fn check_space_of<P: Pages>(
-        pages: &P,
-        page_count: u64,
-        free_head: PageId,
-    ) -> Result<SpaceCheck> {
-        let mut owners: HashMap<PageId, String> = HashMap::new();
-        let mut space = SpaceCheck {
-            page_count,
-            ..SpaceCheck::default()
-        };
-        let catalog = own_tree(pages, CATALOG_ROOT, "the catalog", &mut owners, &mut space)?;
-        space.catalog_pages = catalog.pages();
-        let mut tables = vec![(String::new(), DEFAULT_ROOT)];
-        for entry in Tree::open(CATALOG_ROOT).scan(
-            pages,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            Direction::Forward,
-        ) {
-            let (name, value) = entry?;
-            let name = String::from_utf8_lossy(&name).into_owned();
-            tables.push((name, catalog_root_of(&value, pages.path())?));
-        }
-        for (name, root) in tables {
-            let owner = if name.is_empty() {
-                "the default table".to_string()
-            } else {
-                format!("table {name:?}")
-            };
-            let stats = own_tree(pages, root, &owner, &mut owners, &mut space)?;
-            space.tables.push((name, stats));
-        }
-        // The free list: each free page's body starts with the next one's id (written by
-        // `TxnPages::free`), 0 at the end. A cycle meets a page it owns already, so the walk
-        // takes at most `page_count` steps.
-        let mut next = free_head;
-        while next.0 != 0 {
-            if next.0 >= page_count {
-                return Err(corrupt_page(
-                    pages,
-                    next,
-                    "free list reaches past the allocated pages",
-                ));
-            }
-            if let Some(first) = owners.get(&next) {
-                space
-                    .doubly_used
-                    .push((next, first.clone(), "the free list".to_string()));
-                break;
-            }
-            owners.insert(next, "the free list".to_string());
-            let page = pages.read(next)?;
-            if page.kind() != crate::page::PageKind::Free {
-                return Err(corrupt_page(
-                    pages,
-                    next,
-                    "free list reaches a page that is not free",
-                ));
-            }
-            space.free_pages += 1;
-            next = PageId(u64::from_le_bytes(
-                page.body()[..8].try_into().expect("8 bytes"),
-            ));
-            assert!(space.free_pages < page_count, "free list walk is bounded");
-        }
-        if let Some(past) = owners.keys().filter(|id| id.0 >= page_count).min() {
-            return Err(corrupt_page(
-                pages,
-                *past,
-                "page in use past the allocated pages",
-            ));
-        }
-        space.leaked = (1..page_count)
-            .map(PageId)
-            .filter(|id| !owners.contains_key(id))
-            .collect();
-        Ok(space)
     }
 
     /// Decodes the payload of a commit record (a `Data` record of the log; format in
@@ -589,120 +507,6 @@ impl Drop for Inner {
     }
 }
 
-/// What [`Db::check_space`] found: every tree and where every page of the data file belongs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SpaceCheck {
-    /// Every table's tree, the default table as `""`, in catalog order.
-    pub tables: Vec<(String, crate::btree::TreeStats)>,
-    /// Pages of the catalog's tree.
-    pub catalog_pages: u64,
-    /// Pages the allocator has handed out, page 0 (never used) included.
-    pub page_count: u64,
-    /// Pages on the free list.
-    pub free_pages: u64,
-    /// Pages in no tree and not on the free list: lost to the allocator for good.
-    pub leaked: Vec<PageId>,
-    /// Pages with two owners (two trees, a tree and the free list, the free list twice),
-    /// with both owners' names: a write through one destroys the other's data.
-    pub doubly_used: Vec<(PageId, String, String)>,
-}
-
-impl SpaceCheck {
-    /// Pages in trees, the catalog's included.
-    #[must_use]
-    pub fn tree_pages(&self) -> u64 {
-        self.catalog_pages + self.tables.iter().map(|(_, t)| t.pages()).sum::<u64>()
-    }
-
-    /// True when every page is accounted for exactly once.
-    #[must_use]
-    pub fn is_clean(&self) -> bool {
-        self.leaked.is_empty() && self.doubly_used.is_empty()
-    }
-}
-
-/// A view of `pages` that notes every page read: a tree check reads exactly its tree's pages.
-struct Recording<'p, P> {
-    pages: &'p P,
-    read: RefCell<Vec<PageId>>,
-}
-
-impl<P: Pages> Pages for Recording<'_, P> {
-    type Read<'b>
-        = P::Read<'b>
-    where
-        Self: 'b;
-
-    fn page_bytes(&self) -> u32 {
-        self.pages.page_bytes()
-    }
-
-    fn read(&self, id: PageId) -> Result<Self::Read<'_>> {
-        self.read.borrow_mut().push(id);
-        self.pages.read(id)
-    }
-
-    fn apply(&self, op: &PageOp) -> Result<()> {
-        panic!("a space check tried to change {}", op.page());
-    }
-
-    fn allocate(&self, _kind: crate::page::PageKind) -> Result<PageId> {
-        panic!("a space check tried to allocate a page");
-    }
-
-    fn free(&self, id: PageId) -> Result<()> {
-        panic!("a space check tried to free {id}");
-    }
-
-    fn path(&self) -> &Path {
-        self.pages.path()
-    }
-}
-
-/// Checks the tree at `root` and records `owner` for each of its pages; a page another owner
-/// holds already goes to `space.doubly_used`.
-fn own_tree<P: Pages>(
-    pages: &P,
-    root: PageId,
-    owner: &str,
-    owners: &mut HashMap<PageId, String>,
-    space: &mut SpaceCheck,
-) -> Result<crate::btree::TreeStats> {
-    let recording = Recording {
-        pages,
-        read: RefCell::new(Vec::new()),
-    };
-    let stats = Tree::open(root).check(&recording)?;
-    let mut read = recording.read.into_inner();
-    read.sort_unstable();
-    read.dedup();
-    assert_eq!(
-        read.len() as u64,
-        stats.pages(),
-        "a tree check reads each page of its tree once"
-    );
-    for id in read {
-        if let Some(first) = owners.get(&id) {
-            space
-                .doubly_used
-                .push((id, first.clone(), owner.to_string()));
-        } else {
-            owners.insert(id, owner.to_string());
-        }
-    }
-    Ok(stats)
-}
-
-/// The error for bad bytes found on (or a bad reference to) page `id`.
-fn corrupt_page<P: Pages>(pages: &P, id: PageId, what: &'static str) -> Error {
-    Error::Corruption {
-        file: pages.path().to_path_buf(),
-        // Not `PageId::offset`: a corrupt id may be huge.
-        offset: id.0.saturating_mul(u64::from(pages.page_bytes())),
-        what,
-    }
-}
-
 /// The root page a catalog entry names.
 fn catalog_root_of(value: &[u8], data_path: &Path) -> Result<PageId> {
     let bytes: [u8; 8] = value.try_into().map_err(|_| Error::Corruption {
@@ -727,252 +531,4 @@ fn excluded_after(edge: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
         Bound::Included(k) => Bound::Excluded(k.clone()),
         other => other.clone(),
     }
-}
-
-/// Creates a new database: files, a probed flush method, the catalog and default table in a
-/// first commit, then the header (last, so a database without a header was never used).
-fn create(storage: &Arc<dyn Storage>, dir: &Path, options: Options) -> Result<Db> {
-    remove_interrupted_create(&**storage, dir)?;
-    let facts = storage.device_facts(dir)?;
-    let method = if let Some(m) = options.flush_method {
-        m
-    } else {
-        let block = IoGeometry::default_log_block_bytes(&facts);
-        choose_flush_method(&**storage, dir, &facts, block, Duration::from_millis(60))?.0
-    };
-    IoGeometry::resolve(
-        &facts,
-        method,
-        options.wal.log_block_bytes,
-        options.page_bytes,
-    )?;
-    let store = PageStore::create(&**storage, dir, method, options.page_bytes)?;
-    let guard = PageGuard::create(
-        options.torn_page_guard,
-        &**storage,
-        dir,
-        method,
-        options.page_bytes,
-    )?;
-    let wal_options = crate::wal::WalOptions {
-        flush_method: method,
-        ..options.wal.clone()
-    };
-    let (wal, _) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
-    let wal = Arc::new(wal);
-    let pool = BufferPool::new(
-        options.page_bytes,
-        options.cache_bytes,
-        Box::new(DataFiles {
-            wal: Arc::clone(&wal),
-            files: Mutex::new(pages::Files::new(store, guard)),
-        }),
-    );
-    let data_path = dir.join(DATA_FILE_NAME);
-    let first = Alloc {
-        page_count: 1,
-        free_head: PageId(0),
-    };
-    let alloc = {
-        let pages = TxnPages::new(&pool, &data_path, first);
-        assert_eq!(Tree::create(&pages)?.root(), CATALOG_ROOT);
-        assert_eq!(Tree::create(&pages)?.root(), DEFAULT_ROOT);
-        let (ops, alloc, touched) = pages.finish();
-        let before = wal.end_lsn();
-        let lsn = wal.commit(&record::encode(alloc, &ops), Durability::Sync)?;
-        pool.stamp(&touched, lsn.0, before.0);
-        pool.flush_all()?;
-        alloc
-    };
-    let header = Header {
-        page_bytes: options.page_bytes,
-        flush_method: method,
-        torn_page_guard: options.torn_page_guard,
-        generation: 0,
-        checkpoint_lsn: wal.end_lsn(),
-        catalog_root: CATALOG_ROOT,
-        free_head: alloc.free_head,
-        page_count: alloc.page_count,
-    };
-    let (header_file, header) = HeaderFile::create(&**storage, dir, method, &header)?;
-    assemble(
-        dir,
-        options,
-        wal,
-        pool,
-        header_file,
-        alloc,
-        header.checkpoint_lsn,
-    )
-}
-
-/// A crash during `create` leaves files but no header: nothing in them was ever acknowledged.
-fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
-    for name in [
-        DATA_FILE_NAME,
-        DOUBLEWRITE_FILE_NAME,
-        crate::header::HEADER_TEMP_FILE_NAME,
-    ] {
-        let path = dir.join(name);
-        if storage.exists(&path)? {
-            storage.remove(&path)?;
-        }
-    }
-    let wal_dir = dir.join("wal");
-    if storage.exists(&wal_dir)? {
-        for name in storage.list_dir(&wal_dir)? {
-            storage.remove(&wal_dir.join(name))?;
-        }
-    }
-    storage.flush_dir(dir)
-}
-
-/// Opens an existing database: restore torn pages, recover the log, redo from the
-/// checkpoint, open for business.
-fn open_existing(
-    storage: &Arc<dyn Storage>,
-    dir: &Path,
-    options: Options,
-    header_file: HeaderFile,
-    header: Header,
-) -> Result<Db> {
-    let method = header.flush_method;
-    let facts = storage.device_facts(dir)?;
-    IoGeometry::resolve(
-        &facts,
-        method,
-        options.wal.log_block_bytes,
-        header.page_bytes,
-    )?;
-    let mut store = PageStore::open(&**storage, dir, method, header.page_bytes)?;
-    let guard = PageGuard::open(
-        header.torn_page_guard,
-        &**storage,
-        dir,
-        method,
-        header.page_bytes,
-    )?;
-    guard.restore_torn_pages(&mut store)?;
-    let wal_options = crate::wal::WalOptions {
-        flush_method: method,
-        ..options.wal.clone()
-    };
-    let (wal, _recovery) = Wal::open_from(
-        Arc::clone(storage),
-        &dir.join("wal"),
-        wal_options,
-        Some(header.checkpoint_lsn),
-    )?;
-    let wal = Arc::new(wal);
-    // Segments wholly before the checkpoint are not needed: free them for recycling now, or
-    // every open would add a segment.
-    wal.release_before(header.checkpoint_lsn);
-    let options = Options {
-        page_bytes: header.page_bytes,
-        flush_method: Some(method),
-        torn_page_guard: header.torn_page_guard,
-        ..options
-    };
-    let pool = BufferPool::new(
-        header.page_bytes,
-        options.cache_bytes,
-        Box::new(DataFiles {
-            wal: Arc::clone(&wal),
-            files: Mutex::new(pages::Files::new(store, guard)),
-        }),
-    );
-    let mut alloc = Alloc {
-        page_count: header.page_count,
-        free_head: header.free_head,
-    };
-    for rec in wal.read_from(header.checkpoint_lsn)? {
-        let commit = record::decode(&rec.payload).map_err(|what| Error::Corruption {
-            file: dir.join("wal"),
-            offset: rec.lsn.0,
-            what,
-        })?;
-        let mut touched = Vec::new();
-        for op in &commit.ops {
-            redo_op(&pool, op, rec.end_lsn.0, &mut touched)?;
-        }
-        touched.sort_unstable();
-        touched.dedup();
-        pool.stamp(&touched, rec.end_lsn.0, rec.lsn.0);
-        alloc = commit.alloc;
-    }
-    assemble(
-        dir,
-        options,
-        wal,
-        pool,
-        header_file,
-        alloc,
-        header.checkpoint_lsn,
-    )
-}
-
-/// Replays one page operation of the record ending at `lsn`, unless the page has it already.
-///
-/// An operation that rewrites the whole page (`Format`, `Image`) needs nothing of the page's
-/// old bytes, so it rebuilds a page whose place holds garbage: a page allocated in memory is
-/// first written (and the file extended for it) only at write-back, and a crash can cut that
-/// extension after the allocation is durable in the log. Any other operation on an unreadable
-/// page is corruption.
-fn redo_op(pool: &BufferPool, op: &PageOp, lsn: u64, touched: &mut Vec<PageId>) -> Result<()> {
-    let page_lsn = match pool.read(op.page()) {
-        Ok(page) => page.lsn(),
-        Err(Error::Corruption { .. }) if op.rewrites_whole_page() => {
-            drop(pool.create(op.page(), crate::page::PageKind::Free)?);
-            0
-        }
-        Err(e) => return Err(e),
-    };
-    if page_lsn < lsn {
-        let mut page = pool.write(op.page())?;
-        op.apply_to(&mut page);
-        touched.push(op.page());
-    }
-    Ok(())
-}
-
-fn assemble(
-    dir: &Path,
-    options: Options,
-    wal: Arc<Wal>,
-    pool: BufferPool,
-    header: HeaderFile,
-    alloc: Alloc,
-    checkpoint: Lsn,
-) -> Result<Db> {
-    let visible = wal.end_lsn().0;
-    let pool = Arc::new(pool);
-    let poisoned = Arc::new(AtomicBool::new(false));
-    let writeback = writeback::WriteBack::start(Arc::clone(&pool), Arc::clone(&poisoned)).map_err(
-        |source| Error::Io {
-            op: crate::IoOp::Create,
-            path: dir.to_path_buf(),
-            source,
-        },
-    )?;
-    Ok(Db {
-        inner: Arc::new(Inner {
-            dir: dir.to_path_buf(),
-            data_path: dir.join(DATA_FILE_NAME),
-            options,
-            wal,
-            pool,
-            writer: Mutex::new(alloc),
-            tree_lock: RwLock::new(()),
-            reads: Mutex::new(Reads {
-                visibility: Visibility::new(visible),
-                overlay: Overlay::default(),
-                snapshots: BTreeMap::new(),
-            }),
-            header: Mutex::new(header),
-            checkpointing: Mutex::new(()),
-            poisoned,
-            writeback: Mutex::new(writeback),
-            checkpoint_end: AtomicU64::new(checkpoint.0),
-        }),
-    })
 }

@@ -103,9 +103,13 @@ impl Overlay {
     /// Forgets what no reader can need: entries of commits at or before `horizon` (the lowest
     /// snapshot any reader has or will get).
     pub fn prune(&mut self, horizon: u64) {
-        let keep = self.by_lsn.split_off(&(horizon + 1));
-        let done = std::mem::replace(&mut self.by_lsn, keep);
-        for (lsn, keys) in done {
+        // Oldest first, without splitting the map (called after every commit, and mostly
+        // with one entry or none to drop).
+        while let Some(entry) = self.by_lsn.first_entry() {
+            if *entry.key() > horizon {
+                break;
+            }
+            let (lsn, keys) = entry.remove_entry();
             for key in keys {
                 let versions = self
                     .entries

@@ -1,0 +1,292 @@
+//! Opening a database: creating a new one, or recovering an existing one (torn-page restore,
+//! log recovery from the checkpoint, redo with page-lsn checks), then assembling the running
+//! [`Db`]. What recovery did is kept as a [`RecoveryReport`] ([`Db::recovery`]).
+
+use super::{CATALOG_ROOT, DEFAULT_ROOT, Db, Inner, Reads, pages, record, writeback};
+use crate::btree::{PageOp, Tree};
+use crate::error::{Error, Result};
+use crate::header::{Header, HeaderFile};
+use crate::io::{IoGeometry, Storage, choose_flush_method};
+use crate::page::{
+    BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, PageGuard, PageId, PageStore,
+};
+use crate::txn::{Overlay, Visibility};
+use crate::wal::Wal;
+use crate::{Durability, Options};
+use pages::{DataFiles, TxnPages};
+use parking_lot::{Mutex, RwLock};
+use record::Alloc;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::{Duration, Instant};
+
+/// What opening a database did ([`Db::recovery`]): nothing for a new or cleanly closed
+/// database, the restore and replay for one that crashed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// True when this open created the database.
+    pub created: bool,
+    /// Pages rewritten from the torn-page guard's last batch before redo.
+    pub torn_pages_restored: usize,
+    /// Log bytes from the checkpoint to the end of the valid log: what redo read.
+    pub log_bytes: u64,
+    /// Commit records redo read.
+    pub records: u64,
+    /// Page operations redo applied (the others were on pages already newer).
+    pub ops_applied: u64,
+    /// From the start of `Db::open` until redo was done (the background threads start after).
+    pub elapsed: Duration,
+}
+
+/// Creates a new database: files, a probed flush method, the catalog and default table in a
+/// first commit, then the header (last, so a database without a header was never used).
+pub(super) fn create(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    options: Options,
+    started: Instant,
+) -> Result<Db> {
+    remove_interrupted_create(&**storage, dir)?;
+    let facts = storage.device_facts(dir)?;
+    let method = if let Some(m) = options.flush_method {
+        m
+    } else {
+        let block = IoGeometry::default_log_block_bytes(&facts);
+        choose_flush_method(&**storage, dir, &facts, block, Duration::from_millis(60))?.0
+    };
+    IoGeometry::resolve(
+        &facts,
+        method,
+        options.wal.log_block_bytes,
+        options.page_bytes,
+    )?;
+    let store = PageStore::create(&**storage, dir, method, options.page_bytes)?;
+    let guard = PageGuard::create(
+        options.torn_page_guard,
+        &**storage,
+        dir,
+        method,
+        options.page_bytes,
+    )?;
+    let wal_options = crate::wal::WalOptions {
+        flush_method: method,
+        ..options.wal.clone()
+    };
+    let (wal, _) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
+    let wal = Arc::new(wal);
+    let pool = BufferPool::new(
+        options.page_bytes,
+        options.cache_bytes,
+        Box::new(DataFiles {
+            wal: Arc::clone(&wal),
+            files: Mutex::new(pages::Files::new(store, guard)),
+        }),
+    );
+    let data_path = dir.join(DATA_FILE_NAME);
+    let first = Alloc {
+        page_count: 1,
+        free_head: PageId(0),
+    };
+    let alloc = {
+        let pages = TxnPages::new(&pool, &data_path, first);
+        assert_eq!(Tree::create(&pages)?.root(), CATALOG_ROOT);
+        assert_eq!(Tree::create(&pages)?.root(), DEFAULT_ROOT);
+        let (ops, alloc, touched) = pages.finish();
+        let before = wal.end_lsn();
+        let lsn = wal.commit(&record::encode(alloc, &ops), Durability::Sync)?;
+        pool.stamp(&touched, lsn.0, before.0);
+        pool.flush_all()?;
+        alloc
+    };
+    let header = Header {
+        page_bytes: options.page_bytes,
+        flush_method: method,
+        torn_page_guard: options.torn_page_guard,
+        generation: 0,
+        checkpoint_lsn: wal.end_lsn(),
+        catalog_root: CATALOG_ROOT,
+        free_head: alloc.free_head,
+        page_count: alloc.page_count,
+    };
+    let (header_file, _) = HeaderFile::create(&**storage, dir, method, &header)?;
+    let report = RecoveryReport {
+        created: true,
+        elapsed: started.elapsed(),
+        ..RecoveryReport::default()
+    };
+    assemble(dir, options, wal, pool, header_file, alloc, report)
+}
+
+/// A crash during `create` leaves files but no header: nothing in them was ever acknowledged.
+fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    for name in [
+        DATA_FILE_NAME,
+        DOUBLEWRITE_FILE_NAME,
+        crate::header::HEADER_TEMP_FILE_NAME,
+    ] {
+        let path = dir.join(name);
+        if storage.exists(&path)? {
+            storage.remove(&path)?;
+        }
+    }
+    let wal_dir = dir.join("wal");
+    if storage.exists(&wal_dir)? {
+        for name in storage.list_dir(&wal_dir)? {
+            storage.remove(&wal_dir.join(name))?;
+        }
+    }
+    storage.flush_dir(dir)
+}
+
+/// Opens an existing database: restore torn pages, recover the log, redo from the
+/// checkpoint, open for business.
+pub(super) fn open_existing(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    options: Options,
+    (header_file, header): (HeaderFile, Header),
+    started: Instant,
+) -> Result<Db> {
+    let method = header.flush_method;
+    let facts = storage.device_facts(dir)?;
+    IoGeometry::resolve(
+        &facts,
+        method,
+        options.wal.log_block_bytes,
+        header.page_bytes,
+    )?;
+    let mut store = PageStore::open(&**storage, dir, method, header.page_bytes)?;
+    let guard = PageGuard::open(
+        header.torn_page_guard,
+        &**storage,
+        dir,
+        method,
+        header.page_bytes,
+    )?;
+    let mut report = RecoveryReport {
+        torn_pages_restored: guard.restore_torn_pages(&mut store)?.restored.len(),
+        ..RecoveryReport::default()
+    };
+    let wal_options = crate::wal::WalOptions {
+        flush_method: method,
+        ..options.wal.clone()
+    };
+    let (wal, _recovery) = Wal::open_from(
+        Arc::clone(storage),
+        &dir.join("wal"),
+        wal_options,
+        Some(header.checkpoint_lsn),
+    )?;
+    let wal = Arc::new(wal);
+    // Segments wholly before the checkpoint are not needed: free them for recycling now, or
+    // every open would add a segment.
+    wal.release_before(header.checkpoint_lsn);
+    let options = Options {
+        page_bytes: header.page_bytes,
+        flush_method: Some(method),
+        torn_page_guard: header.torn_page_guard,
+        ..options
+    };
+    let pool = BufferPool::new(
+        header.page_bytes,
+        options.cache_bytes,
+        Box::new(DataFiles {
+            wal: Arc::clone(&wal),
+            files: Mutex::new(pages::Files::new(store, guard)),
+        }),
+    );
+    let mut alloc = Alloc {
+        page_count: header.page_count,
+        free_head: header.free_head,
+    };
+    for rec in wal.read_from(header.checkpoint_lsn)? {
+        let commit = record::decode(&rec.payload).map_err(|what| Error::Corruption {
+            file: dir.join("wal"),
+            offset: rec.lsn.0,
+            what,
+        })?;
+        let mut touched = Vec::new();
+        for op in &commit.ops {
+            redo_op(&pool, op, rec.end_lsn.0, &mut touched)?;
+        }
+        report.records += 1;
+        report.ops_applied += touched.len() as u64;
+        touched.sort_unstable();
+        touched.dedup();
+        pool.stamp(&touched, rec.end_lsn.0, rec.lsn.0);
+        alloc = commit.alloc;
+    }
+    report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
+    report.elapsed = started.elapsed();
+    assemble(dir, options, wal, pool, header_file, alloc, report)
+}
+
+/// Replays one page operation of the record ending at `lsn`, unless the page has it already.
+///
+/// An operation that rewrites the whole page (`Format`, `Image`) needs nothing of the page's
+/// old bytes, so it rebuilds a page whose place holds garbage: a page allocated in memory is
+/// first written (and the file extended for it) only at write-back, and a crash can cut that
+/// extension after the allocation is durable in the log. Any other operation on an unreadable
+/// page is corruption.
+fn redo_op(pool: &BufferPool, op: &PageOp, lsn: u64, touched: &mut Vec<PageId>) -> Result<()> {
+    let page_lsn = match pool.read(op.page()) {
+        Ok(page) => page.lsn(),
+        Err(Error::Corruption { .. }) if op.rewrites_whole_page() => {
+            drop(pool.create(op.page(), crate::page::PageKind::Free)?);
+            0
+        }
+        Err(e) => return Err(e),
+    };
+    if page_lsn < lsn {
+        let mut page = pool.write(op.page())?;
+        op.apply_to(&mut page);
+        touched.push(op.page());
+    }
+    Ok(())
+}
+
+fn assemble(
+    dir: &Path,
+    options: Options,
+    wal: Arc<Wal>,
+    pool: BufferPool,
+    header: HeaderFile,
+    alloc: Alloc,
+    recovery: RecoveryReport,
+) -> Result<Db> {
+    let checkpoint = header.newest().1.checkpoint_lsn;
+    let visible = wal.end_lsn().0;
+    let pool = Arc::new(pool);
+    let poisoned = Arc::new(AtomicBool::new(false));
+    let writeback = writeback::WriteBack::start(Arc::clone(&pool), Arc::clone(&poisoned)).map_err(
+        |source| Error::Io {
+            op: crate::IoOp::Create,
+            path: dir.to_path_buf(),
+            source,
+        },
+    )?;
+    Ok(Db {
+        inner: Arc::new(Inner {
+            dir: dir.to_path_buf(),
+            data_path: dir.join(DATA_FILE_NAME),
+            options,
+            wal,
+            pool,
+            writer: Mutex::new(alloc),
+            tree_lock: RwLock::new(()),
+            reads: Mutex::new(Reads {
+                visibility: Visibility::new(visible),
+                overlay: Overlay::default(),
+                snapshots: BTreeMap::new(),
+            }),
+            header: Mutex::new(header),
+            checkpointing: Mutex::new(()),
+            poisoned,
+            writeback: Mutex::new(writeback),
+            checkpoint_end: AtomicU64::new(checkpoint.0),
+            recovery,
+        }),
+    })
+}
