@@ -591,8 +591,8 @@ mod tests {
         }
         .apply_to(&mut page);
         assert!(page.node_checked());
-        let node = node::NodeRef::parse_body(NodeKind::Leaf, page.body())
-            .expect("ops left a valid node");
+        let node =
+            node::NodeRef::parse_body(NodeKind::Leaf, page.body()).expect("ops left a valid node");
         assert_eq!(node.count(), 3, "b, m (replaced) and z");
         assert!(node.is_sorted());
     }
