@@ -64,6 +64,7 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Largest simulated file, 4 GiB: the images live in memory.
@@ -155,9 +156,30 @@ impl SimConfig {
 }
 
 /// A simulated disk. Clones share one disk.
-#[derive(Clone)]
+///
+/// Each clone is one process's view of it: a clone made before a crash belongs to a process
+/// the crash killed, so its directory calls fail as stale from then on, like its open files
+/// (a test that leaks a database handle over a crash cannot have that handle's threads
+/// rename or remove files under the next open). The handle [`SimDisk::new`] returns is the
+/// test harness, which lives through every crash, and so does a handle that calls
+/// [`SimDisk::crash`]: it goes on in the new epoch.
 pub struct SimDisk {
     state: Arc<Mutex<State>>,
+    /// The epoch this view's process started in, or [`HARNESS`].
+    process: AtomicU64,
+}
+
+/// The `process` of the harness handle: never stale.
+const HARNESS: u64 = u64::MAX;
+
+impl Clone for SimDisk {
+    fn clone(&self) -> Self {
+        let epoch = self.state.lock().epoch;
+        SimDisk {
+            state: Arc::clone(&self.state),
+            process: AtomicU64::new(epoch),
+        }
+    }
 }
 
 /// Identifies a file (an inode) independently of its names.
@@ -285,7 +307,14 @@ impl SimDisk {
         state.check_invariants();
         SimDisk {
             state: Arc::new(Mutex::new(state)),
+            process: AtomicU64::new(HARNESS),
         }
+    }
+
+    /// The epoch directory calls of this view carry: `None` for the harness.
+    fn process_epoch(&self) -> Option<u64> {
+        let epoch = self.process.load(Ordering::Acquire);
+        (epoch != HARNESS).then_some(epoch)
     }
 
     /// Adds a fault rule. Its `nth` counts calls from now on.
@@ -303,7 +332,11 @@ impl SimDisk {
     /// durable, and every handle opened before now fails from now on. Revives a dead disk.
     /// Fault rules stay.
     pub fn crash(&self, mode: CrashMode) {
-        self.state.lock().crash(mode);
+        let mut state = self.state.lock();
+        state.crash(mode);
+        if self.process.load(Ordering::Acquire) != HARNESS {
+            self.process.store(state.epoch, Ordering::Release);
+        }
     }
 
     /// How many calls of `kind` the disk has seen, failed ones included.

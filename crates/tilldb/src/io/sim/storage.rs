@@ -25,7 +25,7 @@ impl SimDisk {
             (IoKind::Open, IoOp::Open)
         };
         let mut state = self.state.lock();
-        state.admit_plain(kind, &[path], None)?;
+        state.admit_plain(kind, &[path], self.process_epoch())?;
         state.check_method(path, method)?;
         let id = if create {
             state
@@ -79,13 +79,13 @@ impl Storage for SimDisk {
 
     fn exists(&self, path: &Path) -> Result<bool> {
         let state = self.state.lock();
-        state.check_alive(IoOp::Stat, path, None)?;
+        state.check_alive(IoOp::Stat, path, self.process_epoch())?;
         Ok(state.names.live.contains_key(path) || state.names.is_dir(path))
     }
 
     fn rename(&self, source: &Path, target: &Path) -> Result<()> {
         let mut state = self.state.lock();
-        state.admit_plain(IoKind::Rename, &[source, target], None)?;
+        state.admit_plain(IoKind::Rename, &[source, target], self.process_epoch())?;
         state
             .names
             .rename(source, target)
@@ -94,7 +94,7 @@ impl Storage for SimDisk {
 
     fn remove(&self, path: &Path) -> Result<()> {
         let mut state = self.state.lock();
-        state.admit_plain(IoKind::Remove, &[path], None)?;
+        state.admit_plain(IoKind::Remove, &[path], self.process_epoch())?;
         state
             .names
             .remove(path)
@@ -103,7 +103,7 @@ impl Storage for SimDisk {
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         let mut state = self.state.lock();
-        state.admit_plain(IoKind::CreateDir, &[path], None)?;
+        state.admit_plain(IoKind::CreateDir, &[path], self.process_epoch())?;
         state
             .names
             .create_dir_all(path)
@@ -112,7 +112,7 @@ impl Storage for SimDisk {
 
     fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
         let mut state = self.state.lock();
-        state.admit_plain(IoKind::ListDir, &[path], None)?;
+        state.admit_plain(IoKind::ListDir, &[path], self.process_epoch())?;
         state
             .names
             .list_dir(path)
@@ -121,7 +121,7 @@ impl Storage for SimDisk {
 
     fn flush_dir(&self, path: &Path) -> Result<()> {
         let mut state = self.state.lock();
-        state.admit_plain(IoKind::FlushDir, &[path], None)?;
+        state.admit_plain(IoKind::FlushDir, &[path], self.process_epoch())?;
         if !state.names.is_dir(path) {
             return Err(os_error(IoOp::FlushDir, path, libc::ENOENT));
         }
@@ -141,7 +141,7 @@ impl Storage for SimDisk {
 
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
         let state = self.state.lock();
-        state.check_alive(IoOp::Stat, dir, None)?;
+        state.check_alive(IoOp::Stat, dir, self.process_epoch())?;
         if !state.names.is_dir(dir) {
             return Err(os_error(IoOp::Stat, dir, libc::ENOENT));
         }
