@@ -198,6 +198,10 @@ pub struct Options {
     pub torn_page_guard: crate::page::TornPageGuard,
     /// A checkpoint runs once this much log was written since the last. Default: 256 MiB.
     pub checkpoint_log_bytes: u64,
+    /// A checkpoint also runs at the first commit this long after the last one, if any log
+    /// was written since, so a slow trickle of commits does not grow the log (and recovery)
+    /// without bound in time. Default: 5 minutes.
+    pub checkpoint_interval: std::time::Duration,
     /// The log's options (segment size, flush interval, gathering); its flush method is set
     /// from `flush_method`.
     pub wal: crate::wal::WalOptions,
@@ -212,6 +216,7 @@ impl Default for Options {
             flush_method: None,
             torn_page_guard: crate::page::TornPageGuard::Doublewrite,
             checkpoint_log_bytes: 256 << 20,
+            checkpoint_interval: std::time::Duration::from_mins(5),
             // 64 MiB segments: one commit's record must fit in a segment, and a 16 MiB value
             // logs its overflow pages in full.
             wal: crate::wal::WalOptions {
@@ -233,6 +238,7 @@ impl Options {
             flush_method: Some(FlushMethod::Fdatasync),
             torn_page_guard: crate::page::TornPageGuard::Doublewrite,
             checkpoint_log_bytes: 2 << 20,
+            checkpoint_interval: std::time::Duration::from_mins(5),
             wal: crate::wal::WalOptions {
                 segment_bytes: 1 << 20,
                 ..crate::wal::WalOptions::for_tests()
@@ -254,6 +260,9 @@ impl Options {
                 "cache of {} bytes holds fewer than 8 pages of {}",
                 self.cache_bytes, self.page_bytes
             ));
+        }
+        if self.checkpoint_interval.is_zero() {
+            return bad("checkpoint_interval must be above zero".to_owned());
         }
         if self.checkpoint_log_bytes < self.wal.segment_bytes {
             return bad(format!(

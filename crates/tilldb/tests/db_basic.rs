@@ -353,3 +353,44 @@ fn the_recovery_report_says_what_open_replayed() {
         assert_eq!(db.get(&key(i)).expect("get"), Some(value(i, 0)));
     }
 }
+
+/// Checkpoints run by time too: after `checkpoint_interval`, the next commit checkpoints, so a
+/// crash then leaves nothing to replay; with the default interval the same commits are all
+/// replayed.
+#[test]
+fn a_checkpoint_runs_once_the_interval_has_passed() {
+    for (interval, replayed) in [
+        (std::time::Duration::from_millis(50), 0),
+        (Options::for_tests().checkpoint_interval, 11),
+    ] {
+        let disk = SimDisk::new(SimConfig::default());
+        let options = Options {
+            checkpoint_interval: interval,
+            ..Options::for_tests()
+        };
+        let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options.clone())
+            .expect("open");
+        for i in 0..10u32 {
+            let mut txn = db.begin().expect("begin");
+            txn.put(&key(i), &value(i, 0)).expect("put");
+            txn.commit().expect("commit");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let mut txn = db.begin().expect("begin");
+        txn.put(&key(10), &value(10, 0)).expect("put");
+        txn.commit().expect("commit"); // checkpoints when the interval has passed
+        std::mem::forget(db);
+        disk.crash(tilldb::io::CrashMode::ProcessKill);
+        let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options)
+            .expect("reopen");
+        assert_eq!(
+            db.recovery().records,
+            replayed,
+            "interval {interval:?}: {:?}",
+            db.recovery()
+        );
+        for i in 0..11u32 {
+            assert_eq!(db.get(&key(i)).expect("get"), Some(value(i, 0)));
+        }
+    }
+}

@@ -89,6 +89,9 @@ struct Inner {
     poisoned: Arc<AtomicBool>,
     writeback: Mutex<writeback::WriteBack>,
     checkpoint_end: AtomicU64,
+    /// When the database was opened, and when the last checkpoint ended, in ms since then.
+    opened: std::time::Instant,
+    checkpoint_ms: AtomicU64,
     /// What opening the database did.
     recovery: RecoveryReport,
 }
@@ -469,19 +472,33 @@ impl Db {
         drop(header_file);
         inner.wal.release_before(Lsn(redo));
         inner.checkpoint_end.store(end.0, Ordering::Release);
+        inner
+            .checkpoint_ms
+            .store(millis(inner.opened.elapsed()), Ordering::Release);
         Ok(())
     }
 
-    /// Runs a checkpoint when enough log was written since the last one, unless one is
-    /// running. Requires: the caller holds no writer lock.
+    /// Runs a checkpoint when enough log was written since the last one, or any log and
+    /// `checkpoint_interval` went by, unless one is running. Requires: the caller holds no
+    /// writer lock.
     fn maybe_checkpoint(&self) -> Result<()> {
-        let since = self.inner.wal.end_lsn().0 - self.inner.checkpoint_end.load(Ordering::Acquire);
-        if since >= self.inner.options.checkpoint_log_bytes && !self.inner.checkpointing.is_locked()
-        {
+        let inner = &self.inner;
+        let since = inner.wal.end_lsn().0 - inner.checkpoint_end.load(Ordering::Acquire);
+        let due = since >= inner.options.checkpoint_log_bytes
+            || (since > 0
+                && millis(inner.opened.elapsed())
+                    >= inner.checkpoint_ms.load(Ordering::Acquire)
+                        + millis(inner.options.checkpoint_interval));
+        if due && !inner.checkpointing.is_locked() {
             self.fuzzy_checkpoint()?;
         }
         Ok(())
     }
+}
+
+/// Whole milliseconds of `d`, saturating (u64 ms is 584 million years).
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Drop for Inner {

@@ -286,6 +286,8 @@ fn assemble(
             poisoned,
             writeback: Mutex::new(writeback),
             checkpoint_end: AtomicU64::new(checkpoint.0),
+            opened: Instant::now(),
+            checkpoint_ms: AtomicU64::new(0),
             recovery,
         }),
     })
