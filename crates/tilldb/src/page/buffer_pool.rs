@@ -690,6 +690,41 @@ mod tests {
         pool.check_invariants();
     }
 
+    /// A miss takes a clean frame while there is one, leaving dirty pages to the batched
+    /// background write-back; only a pool of dirty frames writes a victim itself.
+    #[test]
+    fn a_miss_evicts_a_clean_frame_before_a_dirty_one() {
+        let (pool, backend) = pool(8);
+        for id in 1..=4 {
+            put(&pool, id, 1, 1); // dirty
+        }
+        for id in 5..=8 {
+            put(&pool, id, 1, 1);
+        }
+        assert_eq!(pool.flush_dirty_before(u64::MAX, 100).expect("flush"), 8);
+        for id in 1..=4 {
+            put(&pool, id, 2, 2); // dirty again; 5..=8 stay clean
+        }
+        let written = backend.pages.lock().len();
+        for id in 100..104 {
+            drop(pool.read(PageId(id)).expect("miss"));
+        }
+        let stats = pool.stats();
+        assert_eq!(stats.eviction_writes, 0, "{stats:?}");
+        assert_eq!(backend.pages.lock().len(), written, "a miss wrote a page");
+        for id in 1..=4 {
+            assert_eq!(pool.read(PageId(id)).expect("cached").body()[0], 2);
+        }
+        // Every frame dirty: a miss must write one.
+        for id in 200..=207 {
+            put(&pool, id, 3, 3);
+        }
+        let before = pool.stats().eviction_writes;
+        drop(pool.read(PageId(300)).expect("miss"));
+        assert_eq!(pool.stats().eviction_writes, before + 1);
+        pool.check_invariants();
+    }
+
     #[test]
     fn unlogged_pages_are_never_written_or_evicted() {
         let (pool, backend) = pool(8);
