@@ -12,6 +12,21 @@
 //! appends one commit record, stamps the pages with its lsn, releases the lock, then waits for
 //! the durability level. Readers read at the visible lsn (see `txn::visibility`).
 //!
+//! # Full-page images
+//!
+//! With [`TornPageGuard::FullPageImages`](crate::page::TornPageGuard) a commit logs a page
+//! whole (its image after the change) instead of the change, when the page's lsn is below
+//! the *image horizon* `h`: the log end when the latest checkpoint began (or the checkpoint
+//! recovery started from, at open). Later changes in the same commit are logged as ops.
+//!
+//! Why recovery can then rebuild every torn page: a checkpoint of this guard writes the header
+//! only when it made every page changed before its start durable, so its redo point is
+//! exactly its `h` (otherwise it leaves the previous header in force). A page can only be torn
+//! by a write of changes made at or after the `h` of the header in force (older changes were
+//! durable before that header was), and the first such change of every page had a page lsn
+//! below `h`, so it was logged whole, at an lsn recovery replays. Redo rebuilds a page it
+//! cannot read from a whole-page op (`open.rs`, `redo_op`).
+//!
 //! Files: `open.rs` creates or recovers a database ([`RecoveryReport`]), `txn.rs` holds the
 //! transactions, `pages.rs` their views of the pages, `record.rs` the commit record format,
 //! `space.rs` free-space accounting, `writeback.rs` the background writer.
@@ -89,6 +104,9 @@ struct Inner {
     poisoned: Arc<AtomicBool>,
     writeback: Mutex<writeback::WriteBack>,
     checkpoint_end: AtomicU64,
+    /// Full-page images: the log end when the latest checkpoint began (see "Full-page
+    /// images" below). Set under the writer lock.
+    image_horizon: AtomicU64,
     /// When the database was opened, and when the last checkpoint ended, in ms since then.
     opened: std::time::Instant,
     checkpoint_ms: AtomicU64,
@@ -448,7 +466,10 @@ impl Db {
         let _one_at_a_time = inner.checkpointing.lock();
         let (end, alloc) = {
             let alloc = inner.writer.lock();
-            (inner.wal.end_lsn(), *alloc)
+            let end = inner.wal.end_lsn();
+            // Every commit from here on images the pages older than this checkpoint.
+            inner.image_horizon.store(end.0, Ordering::Release);
+            (end, *alloc)
         };
         for _ in 0..CHECKPOINT_PASSES {
             if inner.pool.flush_dirty_before(end.0, 256)? == 0 {
@@ -456,6 +477,13 @@ impl Db {
             }
         }
         let redo = inner.pool.min_rec_lsn().map_or(end.0, |r| r.min(end.0));
+        if redo < end.0 && self.image_below().is_some() {
+            // Full-page images need a redo point exactly at the horizon (see the module
+            // doc): a page still dirty from before it was not imaged since. Leave the
+            // previous header in force and try again after the next stretch of log.
+            inner.checkpoint_end.store(end.0, Ordering::Release);
+            return Ok(());
+        }
         let mut header_file = inner.header.lock();
         let (_, newest) = header_file.newest();
         assert!(
@@ -476,6 +504,12 @@ impl Db {
             .checkpoint_ms
             .store(millis(inner.opened.elapsed()), Ordering::Release);
         Ok(())
+    }
+
+    /// The image horizon commits use: `Some` only under full-page images.
+    fn image_below(&self) -> Option<u64> {
+        (self.inner.options.torn_page_guard == crate::page::TornPageGuard::FullPageImages)
+            .then(|| self.inner.image_horizon.load(Ordering::Acquire))
     }
 
     /// Runs a checkpoint when enough log was written since the last one, or any log and

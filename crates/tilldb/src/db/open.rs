@@ -36,6 +36,9 @@ pub struct RecoveryReport {
     pub records: u64,
     /// Page operations redo applied (the others were on pages already newer).
     pub ops_applied: u64,
+    /// Pages redo could not read (torn by a crash, or garbage past a cut file extension)
+    /// and rebuilt from a whole-page op of the log: full-page images at work.
+    pub pages_rebuilt: u64,
     /// From the start of `Db::open` until redo was done (the background threads start after).
     pub elapsed: Duration,
 }
@@ -90,7 +93,7 @@ pub(super) fn create(
         free_head: PageId(0),
     };
     let alloc = {
-        let pages = TxnPages::new(&pool, &data_path, first);
+        let pages = TxnPages::new(&pool, &data_path, first, None);
         assert_eq!(Tree::create(&pages)?.root(), CATALOG_ROOT);
         assert_eq!(Tree::create(&pages)?.root(), DEFAULT_ROOT);
         let (ops, alloc, touched) = pages.finish();
@@ -209,7 +212,9 @@ pub(super) fn open_existing(
         })?;
         let mut touched = Vec::new();
         for op in &commit.ops {
-            redo_op(&pool, op, rec.end_lsn.0, &mut touched)?;
+            if redo_op(&pool, op, rec.end_lsn.0, &mut touched)? {
+                report.pages_rebuilt += 1;
+            }
         }
         report.records += 1;
         report.ops_applied += touched.len() as u64;
@@ -230,12 +235,13 @@ pub(super) fn open_existing(
 /// first written (and the file extended for it) only at write-back, and a crash can cut that
 /// extension after the allocation is durable in the log. Any other operation on an unreadable
 /// page is corruption.
-fn redo_op(pool: &BufferPool, op: &PageOp, lsn: u64, touched: &mut Vec<PageId>) -> Result<()> {
-    let page_lsn = match pool.read(op.page()) {
-        Ok(page) => page.lsn(),
+/// Returns whether the page was unreadable and rebuilt.
+fn redo_op(pool: &BufferPool, op: &PageOp, lsn: u64, touched: &mut Vec<PageId>) -> Result<bool> {
+    let (page_lsn, rebuilt) = match pool.read(op.page()) {
+        Ok(page) => (page.lsn(), false),
         Err(Error::Corruption { .. }) if op.rewrites_whole_page() => {
             drop(pool.create(op.page(), crate::page::PageKind::Free)?);
-            0
+            (0, true)
         }
         Err(e) => return Err(e),
     };
@@ -244,7 +250,7 @@ fn redo_op(pool: &BufferPool, op: &PageOp, lsn: u64, touched: &mut Vec<PageId>) 
         op.apply_to(&mut page);
         touched.push(op.page());
     }
-    Ok(())
+    Ok(rebuilt)
 }
 
 fn assemble(
@@ -286,6 +292,7 @@ fn assemble(
             poisoned,
             writeback: Mutex::new(writeback),
             checkpoint_end: AtomicU64::new(checkpoint.0),
+            image_horizon: AtomicU64::new(checkpoint.0),
             opened: Instant::now(),
             checkpoint_ms: AtomicU64::new(0),
             recovery,

@@ -22,16 +22,28 @@ pub struct TxnPages<'a> {
     alloc: RefCell<Alloc>,
     ops: RefCell<Vec<PageOp>>,
     touched: RefCell<BTreeSet<PageId>>,
+    /// Full-page images: a page whose lsn is below this is logged whole at its first change
+    /// in this commit (see "Full-page images" in `db/mod.rs`). `None`: other guards.
+    image_below: Option<u64>,
+    /// Pages this commit has logged whole (an image or a format) already.
+    whole: RefCell<BTreeSet<PageId>>,
 }
 
 impl<'a> TxnPages<'a> {
-    pub fn new(pool: &'a BufferPool, path: &'a Path, alloc: Alloc) -> Self {
+    pub fn new(
+        pool: &'a BufferPool,
+        path: &'a Path,
+        alloc: Alloc,
+        image_below: Option<u64>,
+    ) -> Self {
         TxnPages {
             pool,
             path,
             alloc: RefCell::new(alloc),
             ops: RefCell::default(),
             touched: RefCell::default(),
+            image_below,
+            whole: RefCell::default(),
         }
     }
 
@@ -71,12 +83,32 @@ impl Pages for TxnPages<'_> {
     }
 
     fn apply(&self, op: &PageOp) -> Result<()> {
-        {
-            let mut page = self.pool.write(op.page())?;
+        let id = op.page();
+        let logged = {
+            let mut page = self.pool.write(id)?;
+            // The page's lsn is that of its last logged change (this commit's changes are
+            // stamped after the append), so it says whether the log holds the page whole
+            // since the horizon.
+            let image = !op.rewrites_whole_page()
+                && self.image_below.is_some_and(|below| page.lsn() < below)
+                && !self.whole.borrow().contains(&id);
             op.apply_to(&mut page);
+            if image {
+                // The page after the op, whole: redo rebuilds it from this alone, torn or not.
+                PageOp::Image {
+                    page: id,
+                    kind: page.kind(),
+                    body: page.body().to_vec(),
+                }
+            } else {
+                op.clone()
+            }
+        };
+        if logged.rewrites_whole_page() {
+            self.whole.borrow_mut().insert(id);
         }
-        self.touched.borrow_mut().insert(op.page());
-        self.ops.borrow_mut().push(op.clone());
+        self.touched.borrow_mut().insert(id);
+        self.ops.borrow_mut().push(logged);
         Ok(())
     }
 

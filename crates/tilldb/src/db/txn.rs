@@ -203,7 +203,7 @@ impl<'db> Txn<'db> {
                 reads.overlay.record(table_id, &key, provisional, before);
             }
         }
-        let pages = TxnPages::new(&inner.pool, &inner.data_path, *self.alloc);
+        let pages = TxnPages::new(&inner.pool, &inner.data_path, *self.alloc, db.image_below());
         for (table, root) in &mut roots {
             if root.is_none() {
                 let tree = Tree::create(&pages)?;
