@@ -8,6 +8,7 @@
 //!   threads, printed like `till bench log` (`log_report.rs` serves both).
 //! - `till bench recovery` (`recovery.rs`): recovery time against the log to replay, after a
 //!   writer that exits without closing.
+//! - `till bench torn` (`torn.rs`): each torn-page guard's cost on the same device.
 //! - `till bench store` (`store.rs`): the whole store on a database kept in a directory:
 //!   open or recovery, load, one-put transactions against threads, point reads, close.
 //!
@@ -19,6 +20,7 @@
 //! serialized like one disk), `svg.rs` (hand-written line charts).
 
 mod commit;
+mod counting_storage;
 mod latency;
 mod log;
 mod log_load;
@@ -33,6 +35,7 @@ mod store_load;
 mod store_report;
 mod svg;
 mod threads;
+mod torn;
 
 use clap::Subcommand;
 
@@ -44,6 +47,9 @@ pub enum BenchCommand {
     /// Insert+commit transactions on the whole store against thread count, next to the raw
     /// flush rate (like `bench log`, through every layer).
     Commit(commit::CommitArgs),
+    /// What each torn-page guard costs: random updates on a database larger than the cache,
+    /// every guard on the same device in one run.
+    Torn(torn::TornArgs),
     /// Recovery after a crash: time to open against MiB of log to replay.
     Recovery(recovery::RecoveryArgs),
     /// The write-ahead log alone: commits/s, flushes and latency against thread count.
@@ -59,6 +65,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Commit(args) => commit::run(args),
         BenchCommand::Log(args) => log::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
+        BenchCommand::Torn(args) => torn::run(args),
         BenchCommand::Store(args) => store::run(args),
     }
 }

@@ -1,0 +1,352 @@
+//! `till bench torn`: what each torn-page guard costs, on the same device in one run.
+//!
+//! ```text
+//!  DIR/torn-PID-N/                  fresh for this run, removed at the end (also on error)
+//!   1. per guard G: a database in DIR/.../G with guard G, K keys loaded (1000 puts per
+//!      transaction), then a checkpoint; all stay open
+//!   2. R rounds; in each, the guards in turn: T threads run one-put Sync transactions on
+//!      random keys for S seconds (so every guard meets the machine's noise alike)
+//!   3. per guard, over all its rounds: commits/s, pages written back/s, bytes written per
+//!      commit to each kind of file (log, including the zeros that preallocate segments;
+//!      doublewrite; pages) and their sum (counted by `counting_storage.rs` as tilldb hands
+//!      them to the OS; /proc/self/io's write_bytes is no help: it counts whole large folios),
+//!      and latency percentiles
+//! ```
+//!
+//! The database is several times the cache (by default 550,000 keys of 100 B, about 66 MiB,
+//! against 16 MiB), so every commit reads a page in and write-back runs all the time.
+//!
+//! JSON (stable): `{ keys, value_bytes, cache_bytes, page_bytes, threads, seconds, rounds,
+//! flush_method, dir, fs_type, results: [ { guard, commits, elapsed_seconds, commits_per_sec,
+//! ratio_to_none (null without a none row), pages_written_per_sec, log_bytes_per_commit,
+//! doublewrite_bytes_per_commit, page_bytes_per_commit, device_bytes_per_commit (their sum),
+//! p50_us, p99_us, max_us } ] }`.
+
+use super::counting_storage::{CountingStorage, WriteCounts, Written};
+use super::latency::{merge_sorted, per_sec, percentile_us, round1};
+use super::scratch::ScratchDir;
+use super::store_load::{self, key};
+use clap::Args;
+use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tilldb::page::TornPageGuard;
+use tilldb::{Db, Durability, FlushMethod, Options};
+
+/// Puts per load transaction.
+const LOAD_PUTS_PER_TXN: u64 = 1000;
+/// Seed salt of the update phase.
+const SEED_UPDATES: u64 = 0x544F_524E_0000_0000;
+
+#[derive(Args, Debug)]
+pub struct TornArgs {
+    /// Guards to compare, in this order.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none,doublewrite,full-page-images"
+    )]
+    guards: Vec<TornPageGuard>,
+    /// Keys loaded into each database (100 B values: about 120 B of page per key).
+    #[arg(long, default_value_t = 550_000)]
+    keys: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100)]
+    value_bytes: usize,
+    /// Buffer pool size in MiB (the database should be several times this).
+    #[arg(long, default_value_t = 16)]
+    cache_mib: u64,
+    /// Page size.
+    #[arg(long, default_value_t = 16384)]
+    page_bytes: u32,
+    /// Threads running update transactions.
+    #[arg(long, default_value_t = 8)]
+    threads: usize,
+    /// Seconds per guard per round.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Rounds; each runs every guard once, in turn.
+    #[arg(long, default_value_t = 2)]
+    rounds: u32,
+    /// Flush method of the databases.
+    #[arg(long, default_value = "fdatasync")]
+    flush_method: FlushMethod,
+    /// Directory for the scratch databases; each run uses and then removes a fresh
+    /// subdirectory.
+    #[arg(long, default_value = "tilldb-bench")]
+    dir: PathBuf,
+    /// Print JSON (stable for scripts) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One guard's totals over its rounds.
+#[derive(Debug)]
+struct GuardRow {
+    guard: TornPageGuard,
+    commits: u64,
+    elapsed: Duration,
+    pages_written: u64,
+    written: Written,
+    latencies_ns: Vec<u64>,
+}
+
+impl GuardRow {
+    fn commits_per_sec(&self) -> f64 {
+        per_sec(self.commits, self.elapsed)
+    }
+
+    #[expect(clippy::cast_precision_loss, reason = "ratios")]
+    fn per_commit(&self, bytes: u64) -> f64 {
+        if self.commits == 0 {
+            0.0
+        } else {
+            bytes as f64 / self.commits as f64
+        }
+    }
+}
+
+pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
+    validate(args)?;
+    let scratch = ScratchDir::create(&args.dir, "torn").map_err(|e| {
+        format!(
+            "cannot create a run directory in {}: {e}",
+            args.dir.display()
+        )
+    })?;
+    let fs_type = tilldb::io::DeviceFacts::for_dir(scratch.path())?.fs_type;
+    let cache_bytes = args.cache_mib << 20;
+    let steps = args.guards.len() as u64 * (1 + u64::from(args.rounds));
+    let bar = ProgressBar::new(steps);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+            .expect("valid template"),
+    );
+    let mut dbs: Vec<(Db, Arc<WriteCounts>)> = Vec::with_capacity(args.guards.len());
+    for &guard in &args.guards {
+        bar.set_message(format!("{guard}: load {} keys", args.keys));
+        let dir = scratch.path().join(guard.name());
+        let options = Options {
+            page_bytes: args.page_bytes,
+            cache_bytes,
+            flush_method: Some(args.flush_method),
+            torn_page_guard: guard,
+            ..Options::default()
+        };
+        let storage = CountingStorage::new(Arc::new(tilldb::io::FileStorage::new()));
+        let counts = storage.counts();
+        let db = Db::open_with_storage(Arc::new(storage), &dir, options)
+            .map_err(|e| format!("cannot create a database in {}: {e}", dir.display()))?;
+        load(&db, args)?;
+        db.checkpoint()?;
+        dbs.push((db, counts));
+        bar.inc(1);
+    }
+    let mut rows: Vec<GuardRow> = args
+        .guards
+        .iter()
+        .map(|&guard| GuardRow {
+            guard,
+            commits: 0,
+            elapsed: Duration::ZERO,
+            pages_written: 0,
+            written: Written::default(),
+            latencies_ns: Vec::new(),
+        })
+        .collect();
+    let duration = Duration::from_secs_f64(args.seconds);
+    let keys = args.keys;
+    for round in 0..args.rounds {
+        for ((db, counts), row) in dbs.iter().zip(rows.iter_mut()) {
+            bar.set_message(format!("round {}: {}", round + 1, row.guard));
+            let before = counts.snapshot();
+            let phase = store_load::run_threads(
+                db,
+                args.threads,
+                duration,
+                SEED_UPDATES + (u64::from(round) << 8),
+                args.value_bytes,
+                |db, state| store_load::put_random(db, state, keys, Durability::Sync),
+            )?;
+            let written = counts.snapshot().since(before);
+            row.commits += phase.workers.iter().map(|w| w.ops).sum::<u64>();
+            row.elapsed += phase.elapsed;
+            row.pages_written += phase.counts.pool.pages_written;
+            row.written = row.written.add(written);
+            let merged =
+                merge_sorted(&[std::mem::take(&mut row.latencies_ns), phase.latencies_ns()]);
+            row.latencies_ns = merged;
+            bar.inc(1);
+        }
+    }
+    for (db, _) in dbs {
+        db.close()?;
+    }
+    bar.finish_and_clear();
+    let bench_dir = scratch
+        .path()
+        .parent()
+        .unwrap_or(scratch.path())
+        .to_path_buf();
+    drop(scratch);
+    if args.json {
+        let doc = json_of(args, &bench_dir, fs_type.as_deref(), &rows);
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print_text(args, &bench_dir, fs_type.as_deref(), &rows);
+    }
+    Ok(())
+}
+
+fn validate(args: &TornArgs) -> Result<(), String> {
+    if args.guards.is_empty() {
+        return Err("--guards needs at least one guard".into());
+    }
+    super::check_threads_and_seconds(&[args.threads], args.seconds)?;
+    if args.rounds == 0 || args.rounds > 100 {
+        return Err(format!(
+            "--rounds must be from 1 to 100, not {}",
+            args.rounds
+        ));
+    }
+    if args.keys == 0 || args.keys > 1_000_000_000 {
+        return Err(format!("--keys must be from 1 to 10^9, not {}", args.keys));
+    }
+    if args.value_bytes > 1 << 20 {
+        return Err(format!(
+            "--value-bytes {} is more than the {} supported",
+            args.value_bytes,
+            1 << 20
+        ));
+    }
+    let options = Options {
+        page_bytes: args.page_bytes,
+        cache_bytes: args.cache_mib.saturating_mul(1 << 20),
+        ..Options::default()
+    };
+    options.validate().map_err(|e| {
+        format!(
+            "{e} (--page-bytes {}, --cache-mib {})",
+            args.page_bytes, args.cache_mib
+        )
+    })
+}
+
+fn load(db: &Db, args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let value = vec![0x5A; args.value_bytes];
+    let mut first = 0;
+    while first < args.keys {
+        let last = (first + LOAD_PUTS_PER_TXN).min(args.keys);
+        let mut txn = db.begin()?;
+        for n in first..last {
+            txn.put(key(n).as_bytes(), &value)?;
+        }
+        txn.commit_with(Durability::Buffered)?;
+        first = last;
+    }
+    db.begin()?.commit()?;
+    Ok(())
+}
+
+fn ratio_to_none(rows: &[GuardRow], row: &GuardRow) -> Option<f64> {
+    let none = rows.iter().find(|r| r.guard == TornPageGuard::None)?;
+    (none.commits_per_sec() > 0.0).then(|| row.commits_per_sec() / none.commits_per_sec())
+}
+
+fn json_of(
+    args: &TornArgs,
+    dir: &std::path::Path,
+    fs_type: Option<&str>,
+    rows: &[GuardRow],
+) -> Value {
+    let results: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "guard": r.guard.name(),
+                "commits": r.commits,
+                "elapsed_seconds": r.elapsed.as_secs_f64(),
+                "commits_per_sec": round1(r.commits_per_sec()),
+                "ratio_to_none": ratio_to_none(rows, r).map(|x| (x * 1000.0).round() / 1000.0),
+                "pages_written_per_sec": round1(per_sec(r.pages_written, r.elapsed)),
+                "log_bytes_per_commit": round1(r.per_commit(r.written.log)),
+                "doublewrite_bytes_per_commit": round1(r.per_commit(r.written.doublewrite)),
+                "page_bytes_per_commit": round1(r.per_commit(r.written.data)),
+                "device_bytes_per_commit": round1(r.per_commit(r.written.total())),
+                "p50_us": round1(percentile_us(&r.latencies_ns, 50.0)),
+                "p99_us": round1(percentile_us(&r.latencies_ns, 99.0)),
+                "max_us": round1(percentile_us(&r.latencies_ns, 100.0)),
+            })
+        })
+        .collect();
+    json!({
+        "keys": args.keys,
+        "value_bytes": args.value_bytes,
+        "cache_bytes": args.cache_mib << 20,
+        "page_bytes": args.page_bytes,
+        "threads": args.threads,
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "flush_method": args.flush_method.name(),
+        "dir": dir,
+        "fs_type": fs_type,
+        "results": results,
+    })
+}
+
+fn print_text(args: &TornArgs, dir: &std::path::Path, fs_type: Option<&str>, rows: &[GuardRow]) {
+    println!("Torn-page guards: random one-put Sync updates on a database larger than the cache");
+    println!("  {:<14} {}", "dir", dir.display());
+    println!("  {:<14} {}", "file system", fs_type.unwrap_or("unknown"));
+    println!(
+        "  {:<14} {} keys of {} B values, {} B pages, {} MiB cache, {}",
+        "database", args.keys, args.value_bytes, args.page_bytes, args.cache_mib, args.flush_method
+    );
+    println!(
+        "  {:<14} {} threads, {} rounds of {:.1} s per guard, guards in turn",
+        "load", args.threads, args.rounds, args.seconds
+    );
+    println!();
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED);
+    table.set_header([
+        "guard",
+        "commits/s",
+        "x none",
+        "pages written/s",
+        "log B/commit",
+        "doublewrite B/commit",
+        "page B/commit",
+        "total B/commit",
+        "p50 us",
+        "p99 us",
+    ]);
+    for r in rows {
+        table.add_row([
+            r.guard.to_string(),
+            format!("{:.0}", r.commits_per_sec()),
+            ratio_to_none(rows, r).map_or_else(|| "-".to_owned(), |x| format!("{x:.2}")),
+            format!("{:.0}", per_sec(r.pages_written, r.elapsed)),
+            format!("{:.0}", r.per_commit(r.written.log)),
+            format!("{:.0}", r.per_commit(r.written.doublewrite)),
+            format!("{:.0}", r.per_commit(r.written.data)),
+            format!("{:.0}", r.per_commit(r.written.total())),
+            format!("{:.0}", percentile_us(&r.latencies_ns, 50.0)),
+            format!("{:.0}", percentile_us(&r.latencies_ns, 99.0)),
+        ]);
+    }
+    for i in 1..10 {
+        if let Some(column) = table.column_mut(i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    println!("{table}");
+    println!(
+        "B/commit: bytes written per commit to the log (with segment preallocation), the \
+         doublewrite file and the data file; none is unsafe unless the device writes pages \
+         atomically."
+    );
+}
