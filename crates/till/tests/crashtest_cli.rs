@@ -42,3 +42,40 @@ fn crashtest_refuses_nonsense() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--kills"));
 }
+
+#[test]
+fn real_kills_with_full_page_images_lose_nothing_and_the_guard_sticks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |guard: &str| {
+        Command::new(env!("CARGO_BIN_EXE_till"))
+            .args([
+                "crashtest",
+                "--kills",
+                "6",
+                "--max-run-ms",
+                "250",
+                "--seed",
+                "5",
+                "--guard",
+                guard,
+                "--dir",
+            ])
+            .arg(dir.path())
+            .output()
+            .expect("run till")
+    };
+    let out = run("full-page-images");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("guard full-page-images"), "{stdout}");
+    assert_eq!(stdout.matches("check ok").count(), 6, "{stdout}");
+    // The database keeps its guard: asking for another is refused, not silently ignored.
+    let out = run("doublewrite");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--guard full-page-images"), "{err}");
+}
