@@ -11,7 +11,7 @@
 //!     12    4 page_bytes       4096..=65536, a power of two
 //!     16    1 flush_method     1 Fsync · 2 Fdatasync · 3 Dsync · 4 Direct · 5 DirectDsync
 //!                              · 6 NoSync
-//!     17    1 torn_page_guard  1 None · 2 Doublewrite · 3 FullPageImages (page/guard.rs)
+//!     17    1 torn_page_guard  1 None · 2 Doublewrite · 3 FullPageImages · 4 Atomic (page/guard.rs)
 //!     18    6 zero             must be zero
 //!     24    8 generation       >= 1; +1 at every write; odd in slot 0, even in slot 1
 //!     32    8 checkpoint_lsn   redo starts here

@@ -184,6 +184,14 @@ impl StorageFile for CountingFile {
         Ok(())
     }
 
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.inner.write_atomic_at(buf, offset)?;
+        self.counts
+            .of(self.inner.path())
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
     fn set_len(&self, len: u64) -> Result<()> {
         self.inner.set_len(len)
     }

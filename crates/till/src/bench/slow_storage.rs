@@ -177,6 +177,14 @@ impl StorageFile for SlowFile {
         Ok(())
     }
 
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.inner.write_atomic_at(buf, offset)?;
+        if charged(self.inner.flush_method()) == Charged::Write {
+            self.device.flush();
+        }
+        Ok(())
+    }
+
     fn set_len(&self, len: u64) -> Result<()> {
         self.inner.set_len(len)
     }

@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
 use crate::io::{IoGeometry, Storage, choose_flush_method};
 use crate::page::{
-    BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, PageGuard, PageId, PageStore,
+    BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, PageGuard, PageId, PageStore, TornPageGuard,
+    check_atomic_pages, data_file_method,
 };
 use crate::txn::{Overlay, Visibility};
 use crate::wal::Wal;
@@ -65,7 +66,16 @@ pub(super) fn create(
         options.wal.log_block_bytes,
         options.page_bytes,
     )?;
-    let store = PageStore::create(&**storage, dir, method, options.page_bytes)?;
+    let data_method = data_file_method(options.torn_page_guard, method);
+    if options.torn_page_guard == TornPageGuard::Atomic {
+        IoGeometry::resolve(&facts, data_method, None, options.page_bytes)?;
+        check_atomic_pages(&**storage, dir, options.page_bytes).map_err(|e| {
+            Error::InvalidOptions(format!(
+                "{e}; create the database with the full-page-images or doublewrite guard"
+            ))
+        })?;
+    }
+    let store = PageStore::create(&**storage, dir, data_method, options.page_bytes)?;
     let guard = PageGuard::create(
         options.torn_page_guard,
         &**storage,
@@ -160,7 +170,21 @@ pub(super) fn open_existing(
         options.wal.log_block_bytes,
         header.page_bytes,
     )?;
-    let mut store = PageStore::open(&**storage, dir, method, header.page_bytes)?;
+    let data_method = data_file_method(header.torn_page_guard, method);
+    if header.torn_page_guard == TornPageGuard::Atomic {
+        // The device may have changed under the database (copied to another file system):
+        // writing pages without the atomicity it was created with would risk torn pages.
+        IoGeometry::resolve(&facts, data_method, None, header.page_bytes)?;
+        check_atomic_pages(&**storage, dir, header.page_bytes).map_err(|e| {
+            Error::InvalidOptions(format!(
+                "{} was created with the atomic torn-page guard, but {e}; open it on a file \
+                 system that supports atomic writes of this size (XFS on Linux 6.11+; \
+                 `till probe DIR` tells), where it will recover",
+                dir.display()
+            ))
+        })?;
+    }
+    let mut store = PageStore::open(&**storage, dir, data_method, header.page_bytes)?;
     let guard = PageGuard::open(
         header.torn_page_guard,
         &**storage,

@@ -233,6 +233,26 @@ impl StorageFile for OsFile {
         Ok(())
     }
 
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.direct_align.is_none() {
+            // RWF_ATOMIC is for direct I/O only; a buffered write would not be atomic anyway.
+            return Err(Error::io(IoOp::Write, &self.path, Errno::OPNOTSUPP));
+        }
+        self.check_aligned(buf.as_ptr(), buf.len(), offset);
+        let flags = rustix::io::ReadWriteFlags::from_bits_retain(super::probe::RWF_ATOMIC);
+        loop {
+            match rustix::io::pwritev2(&self.fd, &[std::io::IoSlice::new(buf)], offset, flags) {
+                Ok(n) => {
+                    // All or nothing: a short atomic write would be a kernel bug.
+                    assert_eq!(n, buf.len(), "short RWF_ATOMIC write");
+                    return Ok(());
+                }
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(Error::io(IoOp::Write, &self.path, e)),
+            }
+        }
+    }
+
     fn set_len(&self, len: u64) -> Result<()> {
         self.metadata_dirty.store(true, Ordering::Release);
         rustix::fs::ftruncate(&self.fd, len).map_err(|e| Error::io(IoOp::SetLen, &self.path, e))

@@ -114,6 +114,20 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
         allocate_by_writing_zeros(self, offset, len)
     }
 
+    /// Writes all of `buf` at `offset` as one atomic write (`pwritev2(RWF_ATOMIC)`): after a
+    /// crash the place holds all of it or none of it, never a torn mix. Needs an `O_DIRECT`
+    /// file, a power-of-two length inside the device's atomic write unit range and an offset
+    /// aligned to the length; anything else fails with `EOPNOTSUPP` or `EINVAL`, writing
+    /// nothing. Durable like [`StorageFile::write_at`].
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let _ = (buf, offset);
+        Err(crate::Error::io(
+            crate::IoOp::Write,
+            self.path(),
+            rustix::io::Errno::OPNOTSUPP,
+        ))
+    }
+
     /// Makes every write so far durable, as [`StorageFile::flush_method`] does it.
     fn flush(&self) -> Result<()>;
 }

@@ -103,14 +103,20 @@ pub enum TornPageGuard {
     /// copy. A page torn by a crash is rebuilt by redo from that image (`db/mod.rs`,
     /// "Full-page images", has the rule and why it holds with fuzzy checkpoints).
     FullPageImages,
+    /// Every page is written with one atomic write (`pwritev2(RWF_ATOMIC)`, Linux 6.11+) on
+    /// an `O_DIRECT` data file: the device keeps the old page or the new one, never a mix.
+    /// Needs a device whose atomic write unit covers the page size; checked with a test write
+    /// at create and again at every open ([`check_atomic_pages`]).
+    Atomic,
 }
 
 impl TornPageGuard {
     /// Every guard, in the order benchmarks report them.
-    pub const ALL: [TornPageGuard; 3] = [
+    pub const ALL: [TornPageGuard; 4] = [
         TornPageGuard::None,
         TornPageGuard::Doublewrite,
         TornPageGuard::FullPageImages,
+        TornPageGuard::Atomic,
     ];
 
     /// The byte stored in the database header.
@@ -120,6 +126,7 @@ impl TornPageGuard {
             TornPageGuard::None => 1,
             TornPageGuard::Doublewrite => 2,
             TornPageGuard::FullPageImages => 3,
+            TornPageGuard::Atomic => 4,
         }
     }
 
@@ -130,6 +137,7 @@ impl TornPageGuard {
             1 => Some(TornPageGuard::None),
             2 => Some(TornPageGuard::Doublewrite),
             3 => Some(TornPageGuard::FullPageImages),
+            4 => Some(TornPageGuard::Atomic),
             _ => None,
         }
     }
@@ -141,6 +149,7 @@ impl TornPageGuard {
             TornPageGuard::None => "none",
             TornPageGuard::Doublewrite => "doublewrite",
             TornPageGuard::FullPageImages => "full-page-images",
+            TornPageGuard::Atomic => "atomic",
         }
     }
 }
@@ -160,11 +169,55 @@ impl std::str::FromStr for TornPageGuard {
             .find(|g| g.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown torn-page guard {s:?}; expected none, doublewrite or \
-                     full-page-images"
+                    "unknown torn-page guard {s:?}; expected none, doublewrite, \
+                     full-page-images or atomic"
                 )
             })
     }
+}
+
+/// The data file's flush method under `guard`: atomic page writes need `O_DIRECT`, so the
+/// atomic guard turns every method into a direct one (write-through stays write-through;
+/// `NoSync`, a benchmark-only method, becomes `Direct`); other guards keep `method`.
+#[must_use]
+pub fn data_file_method(guard: TornPageGuard, method: FlushMethod) -> FlushMethod {
+    match (guard, method) {
+        (TornPageGuard::Atomic, FlushMethod::Dsync | FlushMethod::DirectDsync) => {
+            FlushMethod::DirectDsync
+        }
+        (TornPageGuard::Atomic, _) => FlushMethod::Direct,
+        (_, method) => method,
+    }
+}
+
+/// Checks that pages of `page_bytes` can be written atomically in `dir`: the device facts
+/// promise it and a test write of one page with `RWF_ATOMIC` on an `O_DIRECT` file succeeds.
+/// `Err` says what is missing; `db` uses it at create and at every open of an atomic
+/// database.
+pub fn check_atomic_pages(storage: &dyn Storage, dir: &Path, page_bytes: u32) -> Result<()> {
+    let facts = storage.device_facts(dir)?;
+    let refuse = |why: String| {
+        Err(crate::Error::InvalidOptions(format!(
+            "the atomic torn-page guard needs atomic writes of {page_bytes} B in {}: {why}",
+            dir.display()
+        )))
+    };
+    if facts.atomic_write_covers(page_bytes) != Some(true) {
+        return refuse(format!(
+            "the device reports atomic write units {:?}..{:?} B (`till probe` shows them)",
+            facts.atomic_write_unit_min_bytes, facts.atomic_write_unit_max_bytes
+        ));
+    }
+    let scratch = dir.join(format!(".tilldb-atomic-check-{}", std::process::id()));
+    let file = storage.create(&scratch, FlushMethod::Direct)?;
+    let buf = crate::io::AlignedBuf::zeroed(page_bytes as usize);
+    let written = file.write_atomic_at(&buf, 0);
+    drop(file);
+    storage.remove(&scratch)?;
+    if let Err(e) = written {
+        return refuse(format!("a test write with RWF_ATOMIC failed: {e}"));
+    }
+    Ok(())
 }
 
 /// A guard in use: what [`TornPageGuard`] chose, with its files.
@@ -175,6 +228,8 @@ pub enum PageGuard {
     Doublewrite(Doublewrite),
     /// See [`TornPageGuard::FullPageImages`]: pages go in place; the log repairs them.
     FullPageImages,
+    /// See [`TornPageGuard::Atomic`]: each page one atomic write.
+    Atomic,
 }
 
 impl PageGuard {
@@ -189,6 +244,7 @@ impl PageGuard {
         Ok(match kind {
             TornPageGuard::None => PageGuard::None,
             TornPageGuard::FullPageImages => PageGuard::FullPageImages,
+            TornPageGuard::Atomic => PageGuard::Atomic,
             TornPageGuard::Doublewrite => PageGuard::Doublewrite(Doublewrite::create(
                 storage,
                 dir,
@@ -210,6 +266,7 @@ impl PageGuard {
         Ok(match kind {
             TornPageGuard::None => PageGuard::None,
             TornPageGuard::FullPageImages => PageGuard::FullPageImages,
+            TornPageGuard::Atomic => PageGuard::Atomic,
             TornPageGuard::Doublewrite => {
                 PageGuard::Doublewrite(Doublewrite::open(storage, dir, method, page_bytes)?)
             }
@@ -222,6 +279,7 @@ impl PageGuard {
             PageGuard::None => TornPageGuard::None,
             PageGuard::Doublewrite(_) => TornPageGuard::Doublewrite,
             PageGuard::FullPageImages => TornPageGuard::FullPageImages,
+            PageGuard::Atomic => TornPageGuard::Atomic,
         }
     }
 
@@ -233,13 +291,19 @@ impl PageGuard {
                 store.flush()
             }
             PageGuard::Doublewrite(dw) => dw.write_pages(store, pages),
+            PageGuard::Atomic => {
+                store.write_batch_atomic(pages)?;
+                store.flush()
+            }
         }
     }
 
     /// Repairs pages torn by a crash during [`PageGuard::write_pages`]; run before redo.
     pub fn restore_torn_pages(&self, store: &mut PageStore) -> Result<RestoreReport> {
         match self {
-            PageGuard::None | PageGuard::FullPageImages => Ok(RestoreReport::default()),
+            PageGuard::None | PageGuard::FullPageImages | PageGuard::Atomic => {
+                Ok(RestoreReport::default())
+            }
             PageGuard::Doublewrite(dw) => restore_torn_pages(store, dw),
         }
     }
@@ -703,7 +767,7 @@ mod tests {
             assert_eq!(g.name().parse::<TornPageGuard>(), Ok(g));
             assert_eq!(TornPageGuard::from_code(g.code()), Some(g));
         }
-        assert!("atomic-writes".parse::<TornPageGuard>().is_err());
+        assert!("rwf-atomic".parse::<TornPageGuard>().is_err());
     }
 
     fn page(id: u64, lsn: u64, fill: u8) -> PageBuf {
@@ -730,7 +794,7 @@ mod tests {
             assert_eq!(TornPageGuard::from_code(guard.code()), Some(guard));
         }
         assert_eq!(TornPageGuard::from_code(0), None);
-        assert_eq!(TornPageGuard::from_code(4), None);
+        assert_eq!(TornPageGuard::from_code(5), None);
     }
 
     #[test]

@@ -276,6 +276,20 @@ impl PageStore {
         Ok(())
     }
 
+    /// Seals `pages` and writes each in place with one atomic write
+    /// ([`StorageFile::write_atomic_at`]): after a crash each page is old or new, never torn.
+    /// The file must be open for direct I/O. Durable after the next [`PageStore::flush`].
+    pub fn write_batch_atomic(&mut self, pages: &mut [PageBuf]) -> Result<()> {
+        self.check_writable()?;
+        for page in pages.iter_mut() {
+            self.check_page(page);
+            let offset = page.id().offset(self.page_bytes);
+            let result = self.file.write_atomic_at(page.seal(), offset);
+            self.poison_on_error(result)?;
+        }
+        Ok(())
+    }
+
     /// Writes sealed pages with consecutive ids in one write.
     fn write_run(&mut self, run: &[PageBuf]) -> Result<()> {
         assert!(!run.is_empty());

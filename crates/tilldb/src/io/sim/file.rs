@@ -221,6 +221,29 @@ impl StorageFile for SimFile {
         Ok(())
     }
 
+    /// The device's promise, checked: direct I/O, and a length and offset its atomic write
+    /// unit covers (so the crash model never tears it; see `crash.rs`, `Tear::is_atomic`).
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let covered = {
+            let state = self.disk.lock();
+            let len = buf.len() as u64;
+            state.config.atomic_write_unit.is_some_and(|(min, max)| {
+                len.is_power_of_two()
+                    && u64::from(min) <= len
+                    && len <= u64::from(max)
+                    && offset.is_multiple_of(len)
+            })
+        };
+        if self.direct_align.is_none() || !covered {
+            return Err(crate::Error::io(
+                IoOp::Write,
+                &self.path,
+                rustix::io::Errno::OPNOTSUPP,
+            ));
+        }
+        self.write_at(buf, offset)
+    }
+
     fn set_len(&self, len: u64) -> Result<()> {
         let mut state = self.disk.lock();
         state.admit_plain(IoKind::SetLen, &[&self.path], Some(self.epoch))?;
