@@ -185,8 +185,19 @@ fn recommendation_json(r: &Recommendation, page_bytes: u32) -> Value {
         "log_block_bytes": r.log_block_bytes,
         "page_bytes": page_bytes,
         "atomic_page_writes": r.atomic_page_writes,
+        "torn_page_guard_auto": auto_guard(r.atomic_page_writes).name(),
         "reasons": r.reasons,
     })
+}
+
+/// What `TornPageGuard::Auto` chooses given whether atomic page writes were verified here
+/// (the rule of `tilldb::page::choose_guard`, which makes the same test write at create).
+fn auto_guard(atomic_page_writes: Option<bool>) -> tilldb::page::TornPageGuard {
+    if atomic_page_writes == Some(true) {
+        tilldb::page::TornPageGuard::Atomic
+    } else {
+        tilldb::page::TornPageGuard::FullPageImages
+    }
 }
 
 fn round1(x: f64) -> f64 {
@@ -317,6 +328,11 @@ fn print_recommendation(rec: &Recommendation, page_bytes: u32) {
     println!("  log block          {} B", rec.log_block_bytes);
     let atomic = show(rec.atomic_page_writes.map(|a| if a { "yes" } else { "no" }));
     println!("  {:<18} {atomic}", format!("atomic {page_bytes} B"));
+    let guard = auto_guard(rec.atomic_page_writes);
+    println!(
+        "  torn-page guard    {} (what the default, auto, chooses here)",
+        guard.name()
+    );
     for reason in &rec.reasons {
         println!("  - {reason}");
     }

@@ -194,7 +194,8 @@ pub struct Options {
     /// How the log and data file are flushed. `None` (the default) probes the device when the
     /// database is created and stores the fastest durable method.
     pub flush_method: Option<FlushMethod>,
-    /// How pages are protected from torn writes. Default: `Doublewrite`.
+    /// How pages are protected from torn writes. Default: `Auto` (atomic page writes where
+    /// the device has them, else full-page images; see `page::choose_guard`).
     pub torn_page_guard: crate::page::TornPageGuard,
     /// A checkpoint runs once this much log was written since the last. Default: 256 MiB.
     pub checkpoint_log_bytes: u64,
@@ -214,7 +215,7 @@ impl Default for Options {
             cache_bytes: 64 << 20,
             durability: Durability::Sync,
             flush_method: None,
-            torn_page_guard: crate::page::TornPageGuard::Doublewrite,
+            torn_page_guard: crate::page::TornPageGuard::Auto,
             checkpoint_log_bytes: 256 << 20,
             checkpoint_interval: std::time::Duration::from_mins(5),
             // 64 MiB segments: one commit's record must fit in a segment, and a 16 MiB value

@@ -394,3 +394,42 @@ fn a_checkpoint_runs_once_the_interval_has_passed() {
         }
     }
 }
+
+/// The default guard, auto, becomes atomic page writes on a device that has them and
+/// full-page images elsewhere; the header records the choice, so a reopen keeps it.
+#[test]
+fn the_default_guard_is_chosen_by_the_device() {
+    use tilldb::page::TornPageGuard;
+    for (atomic_write_unit, chosen) in [
+        (None, TornPageGuard::FullPageImages),
+        (Some((4096, 65536)), TornPageGuard::Atomic),
+    ] {
+        let disk = SimDisk::new(SimConfig {
+            atomic_write_unit,
+            ..SimConfig::default()
+        });
+        let options = Options {
+            torn_page_guard: TornPageGuard::Auto,
+            ..Options::for_tests()
+        };
+        assert_eq!(Options::default().torn_page_guard, TornPageGuard::Auto);
+        let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options.clone())
+            .expect("open");
+        let mut txn = db.begin().expect("begin");
+        txn.put(b"k", b"v").expect("put");
+        txn.commit().expect("commit");
+        db.close().expect("close");
+        let storage: &dyn tilldb::io::Storage = &disk;
+        let (_, header) = tilldb::header::HeaderFile::open(
+            storage,
+            Path::new("/db"),
+            tilldb::FlushMethod::Fdatasync,
+        )
+        .expect("header")
+        .expect("a header");
+        assert_eq!(header.torn_page_guard, chosen, "{atomic_write_unit:?}");
+        let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options)
+            .expect("reopen");
+        assert_eq!(db.get(b"k").expect("get"), Some(b"v".to_vec()));
+    }
+}

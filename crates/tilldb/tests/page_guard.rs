@@ -278,7 +278,9 @@ fn explore(variant: Variant, seeds: u64) -> (Outcome, u64) {
                 assert_eq!((writes, flushes), (5, 2));
             }
             // Its crash cases need a device with atomic writes: `db_crash` runs them.
-            TornPageGuard::Atomic => unreachable!("no Variant uses the atomic guard"),
+            TornPageGuard::Atomic | TornPageGuard::Auto => {
+                unreachable!("no Variant uses the atomic or auto guard")
+            }
         }
         for mode in MODES {
             for (kind, calls) in [(IoKind::Write, writes), (IoKind::Flush, flushes)] {

@@ -81,9 +81,10 @@ pub struct StoreArgs {
     /// Flush method of a new database [default: the database probes and chooses].
     #[arg(long)]
     flush_method: Option<FlushMethod>,
-    /// Torn-page guard of a new database: doublewrite, or none (unsafe unless the device
-    /// writes pages atomically; here to measure what the doublewrite costs).
-    #[arg(long, default_value = "doublewrite")]
+    /// Torn-page guard of a new database: auto (atomic where the device has it, else
+    /// full-page images), atomic, full-page-images, doublewrite, or none (unsafe unless the
+    /// device writes pages atomically; here to measure what the others cost).
+    #[arg(long, default_value = "auto")]
     torn_page_guard: TornPageGuard,
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]

@@ -161,7 +161,9 @@ impl StoreRun {
                 self.flush_method
             ));
         }
-        if self.torn_page_guard != self.torn_page_guard_asked {
+        if self.torn_page_guard_asked != TornPageGuard::Auto
+            && self.torn_page_guard != self.torn_page_guard_asked
+        {
             notes.push(format!(
                 "the database's torn-page guard is {}; --torn-page-guard {} applies only to a \
                  new database (--fresh)",

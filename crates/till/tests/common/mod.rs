@@ -48,6 +48,9 @@ pub fn options() -> Options {
     Options {
         flush_method: Some(FlushMethod::Fdatasync),
         page_bytes: 4096,
+        // These tests read the doublewrite file too (the default, auto, would choose
+        // full-page images here).
+        torn_page_guard: tilldb::page::TornPageGuard::Doublewrite,
         wal: WalOptions {
             segment_bytes: 128 << 10,
             ..WalOptions::default()

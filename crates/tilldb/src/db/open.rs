@@ -9,7 +9,7 @@ use crate::header::{Header, HeaderFile};
 use crate::io::{IoGeometry, Storage, choose_flush_method};
 use crate::page::{
     BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, PageGuard, PageId, PageStore, TornPageGuard,
-    check_atomic_pages, data_file_method,
+    check_atomic_pages, choose_guard, data_file_method,
 };
 use crate::txn::{Overlay, Visibility};
 use crate::wal::Wal;
@@ -66,6 +66,14 @@ pub(super) fn create(
         options.wal.log_block_bytes,
         options.page_bytes,
     )?;
+    let options = if options.torn_page_guard == TornPageGuard::Auto {
+        Options {
+            torn_page_guard: choose_guard(&**storage, dir, options.page_bytes)?.0,
+            ..options
+        }
+    } else {
+        options
+    };
     let data_method = data_file_method(options.torn_page_guard, method);
     if options.torn_page_guard == TornPageGuard::Atomic {
         IoGeometry::resolve(&facts, data_method, None, options.page_bytes)?;
