@@ -118,7 +118,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
             "device": device_json(&facts, atomic_verified),
             "seconds_per_measurement": per_spec.as_secs_f64(),
             "results": results.iter().map(measurement_json).collect::<Vec<_>>(),
-            "recommendation": recommendation_json(&rec, args.page_bytes),
+            "recommendation": recommendation_json(&rec, &facts, args.page_bytes),
             "warnings": rec.warnings,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -179,21 +179,28 @@ fn measurement_json(m: &Measurement) -> Value {
     })
 }
 
-fn recommendation_json(r: &Recommendation, page_bytes: u32) -> Value {
+fn recommendation_json(r: &Recommendation, facts: &DeviceFacts, page_bytes: u32) -> Value {
     json!({
         "flush_method": r.flush_method.map(FlushMethod::name),
         "log_block_bytes": r.log_block_bytes,
         "page_bytes": page_bytes,
         "atomic_page_writes": r.atomic_page_writes,
-        "torn_page_guard_auto": auto_guard(r.atomic_page_writes).name(),
+        "torn_page_guard_auto": auto_guard(facts, r.atomic_page_writes, page_bytes).name(),
         "reasons": r.reasons,
     })
 }
 
-/// What `TornPageGuard::Auto` chooses given whether atomic page writes were verified here
-/// (the rule of `tilldb::page::choose_guard`, which makes the same test write at create).
-fn auto_guard(atomic_page_writes: Option<bool>) -> tilldb::page::TornPageGuard {
-    if atomic_page_writes == Some(true) {
+/// What `TornPageGuard::Auto` chooses here: the rule of `tilldb::page::choose_guard`
+/// (hardware atomic writes covering the page, and a test write that worked).
+fn auto_guard(
+    facts: &DeviceFacts,
+    atomic_page_writes: Option<bool>,
+    page_bytes: u32,
+) -> tilldb::page::TornPageGuard {
+    let hardware = facts
+        .device_atomic_write_max_bytes
+        .is_some_and(|max| max >= page_bytes);
+    if hardware && atomic_page_writes == Some(true) {
         tilldb::page::TornPageGuard::Atomic
     } else {
         tilldb::page::TornPageGuard::FullPageImages
@@ -218,7 +225,7 @@ fn print_text(
 ) {
     print_facts(f, atomic_verified);
     print_results(per_spec, results);
-    print_recommendation(rec, page_bytes);
+    print_recommendation(f, rec, page_bytes);
 }
 
 fn print_facts(f: &DeviceFacts, atomic_verified: Option<bool>) {
@@ -322,13 +329,13 @@ fn print_results(per_spec: Duration, results: &[Measurement]) {
     println!("{table}");
 }
 
-fn print_recommendation(rec: &Recommendation, page_bytes: u32) {
+fn print_recommendation(facts: &DeviceFacts, rec: &Recommendation, page_bytes: u32) {
     println!("\nRecommendation");
     println!("  flush method       {}", show(rec.flush_method));
     println!("  log block          {} B", rec.log_block_bytes);
     let atomic = show(rec.atomic_page_writes.map(|a| if a { "yes" } else { "no" }));
     println!("  {:<18} {atomic}", format!("atomic {page_bytes} B"));
-    let guard = auto_guard(rec.atomic_page_writes);
+    let guard = auto_guard(facts, rec.atomic_page_writes, page_bytes);
     println!(
         "  torn-page guard    {} (what the default, auto, chooses here)",
         guard.name()

@@ -109,7 +109,7 @@ pub enum TornPageGuard {
     /// at create and again at every open ([`check_atomic_pages`]).
     Atomic,
     /// Chosen at create by [`choose_guard`]: `Atomic` where the device writes pages
-    /// atomically (checked with a test write), else `FullPageImages`. Never stored: the
+    /// atomically in hardware (checked with a test write), else `FullPageImages`. Never stored: the
     /// header records the guard chosen. The default.
     Auto,
 }
@@ -229,16 +229,30 @@ pub fn check_atomic_pages(storage: &dyn Storage, dir: &Path, page_bytes: u32) ->
 
 /// What [`TornPageGuard::Auto`] becomes for pages of `page_bytes` in `dir`, and why.
 ///
-/// The rule: `Atomic` when the device facts promise atomic writes covering the page and a
-/// test write with `RWF_ATOMIC` succeeds (no extra bytes at all); otherwise
-/// `FullPageImages`, which measured 0.98-1.03 x the throughput of no guard against 0.74-0.84
-/// for `Doublewrite` on this project's ext4 and XFS test disks (`till bench torn`,
-/// docs/benchmarks.md). Never `None`.
+/// The rule: `Atomic` when the device itself (its queue's hardware atomic write limit, from
+/// sysfs) writes a page atomically and a test write with `RWF_ATOMIC` succeeds; otherwise
+/// `FullPageImages`. Measured with `till bench torn` (docs/benchmarks.md): full-page images
+/// 0.98-1.03 x the throughput of no guard and doublewrite 0.74-0.84 on ext4 and XFS, while
+/// atomic writes that XFS does in software (copy-on-write, on a device without hardware
+/// atomics) with an `O_DIRECT` data file came to 0.44. Never `None`.
 pub fn choose_guard(
     storage: &dyn Storage,
     dir: &Path,
     page_bytes: u32,
 ) -> Result<(TornPageGuard, String)> {
+    let facts = storage.device_facts(dir)?;
+    let hardware = facts
+        .device_atomic_write_max_bytes
+        .is_some_and(|max| max >= page_bytes);
+    if !hardware {
+        return Ok((
+            TornPageGuard::FullPageImages,
+            format!(
+                "the device has no hardware atomic writes of {page_bytes} B (software ones \
+                 measured 0.44 x no guard); full-page images cost the least (till bench torn)"
+            ),
+        ));
+    }
     Ok(match check_atomic_pages(storage, dir, page_bytes) {
         Ok(()) => (
             TornPageGuard::Atomic,
