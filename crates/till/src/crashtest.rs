@@ -1,36 +1,48 @@
-//! `till crashtest`: real process kills. A child process commits in a loop; the parent kills
-//! it with SIGKILL at random moments, reopens the database and checks the oracle:
+//! `till crashtest`: real process kills. A child process commits from several threads; the
+//! parent kills it with SIGKILL at random moments (some right after it starts, while it is
+//! still recovering), reopens the database and checks the oracle, per writer thread `t`:
 //!
-//! 1. every commit the child saw acknowledged (at `Sync`, or `Buffered`: both survive a kill)
-//!    is present;
-//! 2. the database holds exactly commits `0..n` for some `n` at least the acknowledged count:
-//!    no gap, no half-applied commit (each commit writes two keys that must agree);
+//! 1. every commit the thread saw acknowledged (at `Sync`, or `Buffered`: both survive a
+//!    kill) is present;
+//! 2. the database holds exactly that thread's commits `0..n` for some `n` at least the
+//!    acknowledged count: no gap, no half-applied commit (each commit writes two keys that
+//!    must agree);
 //! 3. the trees check, and the database goes on from `n` in the next round.
 //!
-//! Acknowledgements are recorded outside the data directory, one line per commit, written
-//! after `commit()` returns; a kill leaves the page cache, so the file holds every line the
-//! child wrote.
+//! Acknowledgements are recorded outside the data directory, one file per thread
+//! (`acks-T.txt`), one line per commit, written after `commit()` returns; a kill leaves the
+//! page cache, so the files hold every line the child wrote.
 //!
 //! Each commit also updates one of `FILLER_KEYS` random keys with a 400-byte value, so the
 //! database is several times the 1 MiB cache and pages are written back all the time: kills
 //! land inside page writes, where a torn page is possible. `--guard` chooses the torn-page
 //! guard of a new database; with `none` a torn page is eventually caught (the run stops with
 //! the error), with any other guard nothing may ever be lost or corrupt.
+//!
+//! `--json` prints `{ kills, commits_verified, lost, corrupt, threads, guard, durability,
+//! seconds, seed, dir, error (null unless the oracle failed) }`; `commits_verified` is the
+//! acknowledged commits found present after the last kill, over all threads.
 
 use clap::Args;
+use serde_json::json;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tilldb::page::TornPageGuard;
-use tilldb::{Db, Options};
+use tilldb::{Db, Durability, FlushMethod, Options};
 
 /// Keys the filler updates spread over (400 B values: about 10 MiB of pages).
 const FILLER_KEYS: u64 = 20_000;
+/// Most writer threads.
+const THREADS_MAX: usize = 64;
+/// One round in this many kills the child within `EARLY_KILL_MS`, while it opens (recovers).
+const EARLY_KILL_EVERY: u32 = 5;
+const EARLY_KILL_MS: u64 = 8;
 
 #[derive(Args, Debug)]
 pub struct CrashtestArgs {
-    /// Directory for the database and the acknowledgement log (created; reused if present).
+    /// Directory for the database and the acknowledgement logs (created; reused if present).
     #[arg(long, default_value = "tilldb-crashtest")]
     dir: PathBuf,
     /// Number of kills.
@@ -42,36 +54,39 @@ pub struct CrashtestArgs {
     /// Seed for the kill times (default: the clock).
     #[arg(long)]
     seed: Option<u64>,
-    /// Torn-page guard of a new database: doublewrite, full-page-images, or none (unsafe:
-    /// to watch a torn page get caught). An existing database keeps its own.
+    /// Writer threads in the child, each with its own sequence of commits.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Torn-page guard of a new database: doublewrite, full-page-images, atomic, auto, or
+    /// none (unsafe: to watch a torn page get caught). An existing database keeps its own.
     #[arg(long, default_value = "doublewrite")]
     guard: TornPageGuard,
     /// Flush method of a new database [default: the database probes and chooses]. A kill
     /// can tear only buffered page writes (a direct write in flight completes), so watching
     /// `--guard none` fail takes a buffered method such as fdatasync.
     #[arg(long)]
-    flush_method: Option<tilldb::FlushMethod>,
+    flush_method: Option<FlushMethod>,
     /// Durability of the child's commits. `buffered` survives a process kill too and commits
-    /// ten times as fast, so kills land in page write-back far more often.
+    /// faster, so kills land in page write-back more often. `lazy` does not survive a kill
+    /// and is refused.
     #[arg(long, default_value = "sync")]
-    durability: tilldb::Durability,
+    durability: Durability,
+    /// Print JSON (stable for scripts) instead of a line per kill.
+    #[arg(long)]
+    json: bool,
     /// Internal: run as the committing child.
     #[arg(long, hide = true)]
     child: bool,
 }
 
-fn options(
-    guard: TornPageGuard,
-    flush_method: Option<tilldb::FlushMethod>,
-    durability: tilldb::Durability,
-) -> Options {
+fn options(args: &CrashtestArgs, guard: TornPageGuard) -> Options {
     // Small cache, 4 MiB segments and checkpoints every 8 MiB of log, so kills land in
     // write-back, segment switches and checkpoints too, not only in commits.
     Options {
         cache_bytes: 1 << 20,
         torn_page_guard: guard,
-        flush_method,
-        durability,
+        flush_method: args.flush_method,
+        durability: args.durability,
         checkpoint_log_bytes: 8 << 20,
         wal: tilldb::wal::WalOptions {
             segment_bytes: 4 << 20,
@@ -81,53 +96,121 @@ fn options(
     }
 }
 
-fn key(n: u64, half: u8) -> Vec<u8> {
-    format!("c{n:012}/{half}").into_bytes()
+fn key(thread: usize, n: u64, half: u8) -> Vec<u8> {
+    format!("c{thread:02}-{n:012}/{half}").into_bytes()
+}
+
+fn acks_path(dir: &Path, thread: usize) -> PathBuf {
+    dir.join(format!("acks-{thread}.txt"))
+}
+
+/// What a run found.
+#[derive(Debug, Default)]
+struct Summary {
+    kills: u32,
+    commits_verified: u64,
+    lost: u64,
+    corrupt: u64,
+    error: Option<String>,
 }
 
 pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
     let db_dir = args.dir.join("db");
-    let acks = args.dir.join("acks.txt");
     if args.child {
-        return child(
-            &db_dir,
-            &acks,
-            options(args.guard, args.flush_method, args.durability),
-        );
+        return child(&db_dir, &args.dir, args);
     }
     if args.kills == 0 || args.max_run_ms < 10 {
         return Err("--kills must be at least 1 and --max-run-ms at least 10".into());
     }
+    if !(1..=THREADS_MAX).contains(&args.threads) {
+        return Err(format!("--threads must be from 1 to {THREADS_MAX}").into());
+    }
+    if args.durability == Durability::Lazy {
+        return Err(
+            "--durability lazy: a kill may take back lazy commits, so the oracle (nothing \
+             acknowledged is lost) does not apply; use sync or buffered"
+                .into(),
+        );
+    }
     std::fs::create_dir_all(&args.dir)?;
-    let mut rng = args.seed.unwrap_or_else(|| {
+    let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| {
             u64::try_from(d.as_nanos() % u128::from(u64::MAX)).unwrap_or(1)
         })
     }) | 1;
-    let guard = existing_guard(&db_dir)?.unwrap_or(args.guard);
-    if guard != args.guard {
-        return Err(format!(
-            "the database in {} was made with --guard {guard}; remove it or pass --guard {guard}",
-            db_dir.display()
-        )
-        .into());
+    let guard = match existing_guard(&db_dir)? {
+        Some(g) if args.guard != TornPageGuard::Auto && g != args.guard => {
+            return Err(format!(
+                "the database in {} was made with --guard {g}; remove it or pass --guard {g}",
+                db_dir.display()
+            )
+            .into());
+        }
+        Some(g) => g,
+        None => args.guard,
+    };
+    if !args.json {
+        println!(
+            "crashtest: {} kills in {} (seed {seed}, guard {guard}, {} threads, {})",
+            args.kills,
+            args.dir.display(),
+            args.threads,
+            args.durability
+        );
     }
-    println!(
-        "crashtest: {} kills in {} (seed {rng}, guard {guard})",
-        args.kills,
-        args.dir.display()
-    );
-    let exe = std::env::current_exe()?;
     let started = Instant::now();
-    let mut total_acked = 0u64;
+    let summary = kill_rounds(args, &db_dir, guard, seed)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        let doc = json!({
+            "kills": summary.kills,
+            "commits_verified": summary.commits_verified,
+            "lost": summary.lost,
+            "corrupt": summary.corrupt,
+            "threads": args.threads,
+            "guard": guard.name(),
+            "durability": args.durability.name(),
+            "seconds": seconds,
+            "seed": seed,
+            "dir": args.dir,
+            "error": summary.error,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else if summary.error.is_none() {
+        println!(
+            "crashtest: {} kills, {} commits verified, lost = 0, corrupt = 0 ({seconds:.1} s)",
+            summary.kills, summary.commits_verified
+        );
+    }
+    match summary.error {
+        None => Ok(()),
+        Some(e) => Err(e.into()),
+    }
+}
+
+/// Runs the kill rounds; an oracle failure ends them and is reported in the summary.
+fn kill_rounds(
+    args: &CrashtestArgs,
+    db_dir: &Path,
+    guard: TornPageGuard,
+    seed: u64,
+) -> Result<Summary, Box<dyn std::error::Error>> {
+    let exe = std::env::current_exe()?;
+    let mut rng = seed;
+    let mut summary = Summary::default();
     for round in 1..=args.kills {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let run_ms = 10 + rng % (args.max_run_ms - 9);
+        let run_ms = if round % EARLY_KILL_EVERY == 0 {
+            1 + rng % EARLY_KILL_MS
+        } else {
+            10 + rng % (args.max_run_ms - 9)
+        };
         let mut child = Command::new(&exe)
             .args(["crashtest", "--child", "--guard", guard.name()])
-            .args(["--durability", args.durability.name(), "--dir"])
+            .args(["--durability", args.durability.name()])
+            .args(["--threads", &args.threads.to_string(), "--dir"])
             .arg(&args.dir)
             .args(
                 args.flush_method
@@ -139,55 +222,91 @@ pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
             .spawn()?;
         std::thread::sleep(Duration::from_millis(run_ms));
         child.kill()?; // SIGKILL on Unix
-        let status = child.wait()?;
-        if status.success() {
+        let output = child.wait_with_output()?;
+        if output.status.success() {
             return Err("the child exited by itself; it should run until killed".into());
         }
-        let acked = read_acks(&acks)?;
-        let present = verify(
-            &db_dir,
-            acked,
-            options(guard, args.flush_method, args.durability),
-        )
-        .map_err(|e| {
-            let unsafe_note = if guard == TornPageGuard::None {
-                " (guard none: a kill during a page write tore the page, and nothing can \
-                 repair it; this is why none is unsafe)"
-            } else {
-                ""
-            };
-            format!("kill {round} after {run_ms} ms: {e}{unsafe_note}")
-        })?;
-        total_acked = acked;
-        println!(
-            "kill {round:>3} after {run_ms:>4} ms: {acked} acknowledged, {present} present, check ok"
-        );
+        summary.kills = round;
+        let acked: Vec<u64> = (0..args.threads)
+            .map(|t| read_acks(&acks_path(&args.dir, t)))
+            .collect::<Result<_, _>>()?;
+        match verify(db_dir, &acked, options(args, guard)) {
+            Ok(present) => {
+                summary.commits_verified = acked.iter().sum();
+                if !args.json {
+                    println!(
+                        "kill {round:>3} after {run_ms:>4} ms: {} acknowledged, {} present, \
+                         check ok",
+                        acked.iter().sum::<u64>(),
+                        present.iter().sum::<u64>()
+                    );
+                }
+            }
+            Err(failure) => {
+                let unsafe_note = if guard == TornPageGuard::None {
+                    " (guard none: a kill during a page write tore the page, and nothing can \
+                     repair it; this is why none is unsafe)"
+                } else {
+                    ""
+                };
+                match &failure {
+                    Failure::Lost(n, _) => summary.lost = *n,
+                    Failure::Corrupt(_) => summary.corrupt = 1,
+                }
+                summary.error = Some(format!(
+                    "kill {round} after {run_ms} ms: {failure}{unsafe_note}"
+                ));
+                break;
+            }
+        }
     }
-    println!(
-        "crashtest: {} kills, {total_acked} commits acknowledged, none lost or half applied ({:.1} s)",
-        args.kills,
-        started.elapsed().as_secs_f64()
-    );
+    Ok(summary)
+}
+
+/// Each thread commits 0, 1, 2, ... of its own sequence, two keys with the same value per
+/// commit, recording every acknowledgement. Continues from what the database holds.
+fn child(
+    db_dir: &Path,
+    dir: &Path,
+    args: &CrashtestArgs,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let db = Db::open(db_dir, options(args, args.guard))?;
+    let durability = args.durability;
+    std::thread::scope(|s| -> Result<(), String> {
+        let handles: Vec<_> = (0..args.threads)
+            .map(|t| {
+                let db = db.clone();
+                s.spawn(move || commit_forever(&db, dir, t, durability).map_err(|e| e.to_string()))
+            })
+            .collect();
+        for h in handles {
+            h.join()
+                .map_err(|_| "a writer thread panicked".to_owned())??;
+        }
+        Ok(())
+    })?;
     Ok(())
 }
 
-/// Commits 0, 1, 2, ... each writing two keys with the same value, recording every
-/// acknowledgement. Continues from what the database holds.
-fn child(db_dir: &Path, acks: &Path, options: Options) -> Result<(), Box<dyn std::error::Error>> {
-    let db = Db::open(db_dir, options)?;
-    let mut n = count_present(&db)?;
+fn commit_forever(
+    db: &Db,
+    dir: &Path,
+    thread: usize,
+    durability: Durability,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut n = count_present(db, thread)?;
     let mut log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(acks)?;
+        .open(acks_path(dir, thread))?;
     loop {
         let value = n.to_le_bytes();
         let mut txn = db.begin()?;
-        txn.put(&key(n, 0), &value)?;
-        txn.put(&key(n, 1), &value)?;
-        let filler = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) % FILLER_KEYS;
+        txn.put(&key(thread, n, 0), &value)?;
+        txn.put(&key(thread, n, 1), &value)?;
+        let filler = (n ^ (thread as u64) << 40).wrapping_mul(0x9E37_79B9_7F4A_7C15) % FILLER_KEYS;
         txn.put(format!("f{filler:06}").as_bytes(), &[0xF1; 400])?;
-        txn.commit()?;
+        txn.commit_with(durability)?;
         writeln!(log, "{n}")?;
         n += 1;
     }
@@ -199,15 +318,14 @@ fn existing_guard(db_dir: &Path) -> Result<Option<TornPageGuard>, Box<dyn std::e
     if !db_dir.join(tilldb::header::HEADER_FILE_NAME).exists() {
         return Ok(None);
     }
-    let header =
-        tilldb::header::HeaderFile::open(&storage, db_dir, tilldb::FlushMethod::Fdatasync)?;
+    let header = tilldb::header::HeaderFile::open(&storage, db_dir, FlushMethod::Fdatasync)?;
     Ok(header.map(|(_, h)| h.torn_page_guard))
 }
 
-/// Commits present: `n` such that commits `0..n` are all there (both keys).
-fn count_present(db: &Db) -> Result<u64, Box<dyn std::error::Error>> {
+/// Commits of `thread` present: `n` such that its commits `0..n` are all there.
+fn count_present(db: &Db, thread: usize) -> tilldb::Result<u64> {
     let mut n = 0;
-    while db.get(&key(n, 0))?.is_some() {
+    while db.get(&key(thread, n, 0))?.is_some() {
         n += 1;
     }
     Ok(n)
@@ -229,29 +347,62 @@ fn read_acks(acks: &Path) -> Result<u64, Box<dyn std::error::Error>> {
     Ok(last.map_or(0, |n| n + 1))
 }
 
-/// Reopens the database and checks the oracle; returns how many commits are present.
-fn verify(db_dir: &Path, acked: u64, options: Options) -> Result<u64, Box<dyn std::error::Error>> {
-    let db = Db::open(db_dir, options)?;
-    db.check()?;
-    let present = count_present(&db)?;
-    if present < acked {
-        return Err(format!(
-            "lost acknowledged commits: {acked} acknowledged, only {present} present"
-        )
-        .into());
-    }
-    for n in 0..present {
-        let (a, b) = (db.get(&key(n, 0))?, db.get(&key(n, 1))?);
-        if a != b || a != Some(n.to_le_bytes().to_vec()) {
-            return Err(format!("commit {n} is half applied or wrong: {a:?} / {b:?}").into());
+/// How the oracle failed.
+#[derive(Debug)]
+enum Failure {
+    /// Acknowledged commits missing (how many), with the details.
+    Lost(u64, String),
+    /// Recovery, the check or the contents failed otherwise.
+    Corrupt(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Lost(_, what) | Failure::Corrupt(what) => f.write_str(what),
         }
     }
-    // Nothing after the prefix: no gap.
-    for n in present..present + 8 {
-        if db.get(&key(n, 0))?.is_some() || db.get(&key(n, 1))?.is_some() {
-            return Err(format!("commit {n} present after missing commit {present}: a gap").into());
+}
+
+/// Reopens the database and checks the oracle; returns how many commits of each thread are
+/// present.
+fn verify(db_dir: &Path, acked: &[u64], options: Options) -> Result<Vec<u64>, Failure> {
+    let corrupt = |e: tilldb::Error| Failure::Corrupt(e.to_string());
+    let db = Db::open(db_dir, options).map_err(corrupt)?;
+    db.check().map_err(corrupt)?;
+    let mut present = Vec::with_capacity(acked.len());
+    for (thread, &acked) in acked.iter().enumerate() {
+        let n = count_present(&db, thread).map_err(corrupt)?;
+        if n < acked {
+            return Err(Failure::Lost(
+                acked - n,
+                format!(
+                    "thread {thread}: lost acknowledged commits: {acked} acknowledged, only {n} \
+                     present"
+                ),
+            ));
         }
+        for i in 0..n {
+            let a = db.get(&key(thread, i, 0)).map_err(corrupt)?;
+            let b = db.get(&key(thread, i, 1)).map_err(corrupt)?;
+            if a != b || a != Some(i.to_le_bytes().to_vec()) {
+                return Err(Failure::Corrupt(format!(
+                    "thread {thread}: commit {i} is half applied or wrong: {a:?} / {b:?}"
+                )));
+            }
+        }
+        // Nothing after the prefix: no gap.
+        for i in n..n + 8 {
+            if db.get(&key(thread, i, 0)).map_err(corrupt)?.is_some()
+                || db.get(&key(thread, i, 1)).map_err(corrupt)?.is_some()
+            {
+                return Err(Failure::Corrupt(format!(
+                    "thread {thread}: commit {i} present after missing commit {n}: a gap"
+                )));
+            }
+        }
+        present.push(n);
     }
-    db.close()?;
+    db.close().map_err(corrupt)?;
     Ok(present)
 }

@@ -28,7 +28,7 @@ fn real_kills_lose_nothing_acknowledged() {
     );
     assert_eq!(stdout.matches("check ok").count(), 12, "{stdout}");
     assert!(stdout.contains("12 kills"), "{stdout}");
-    assert!(stdout.contains("none lost or half applied"), "{stdout}");
+    assert!(stdout.contains("lost = 0, corrupt = 0"), "{stdout}");
 }
 
 #[test]
@@ -78,4 +78,61 @@ fn real_kills_with_full_page_images_lose_nothing_and_the_guard_sticks() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--guard full-page-images"), "{err}");
+}
+
+#[test]
+fn json_summary_counts_kills_and_verified_commits_of_every_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_till"))
+        .args([
+            "crashtest",
+            "--kills",
+            "5",
+            "--threads",
+            "3",
+            "--durability",
+            "buffered",
+            "--max-run-ms",
+            "200",
+            "--seed",
+            "17",
+            "--json",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("run till");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["kills"], 5, "{json}");
+    assert_eq!(json["lost"], 0, "{json}");
+    assert_eq!(json["corrupt"], 0, "{json}");
+    assert_eq!(json["threads"], 3, "{json}");
+    assert!(json["error"].is_null(), "{json}");
+    assert!(
+        json["commits_verified"].as_u64().expect("count") > 0,
+        "{json}"
+    );
+    // Every thread acknowledged commits of its own.
+    for t in 0..3 {
+        let acks = std::fs::read_to_string(dir.path().join(format!("acks-{t}.txt")))
+            .expect("acks of each thread");
+        assert!(acks.lines().count() > 0, "thread {t} acknowledged nothing");
+    }
+}
+
+#[test]
+fn lazy_commits_are_refused_they_may_not_survive_a_kill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_till"))
+        .args(["crashtest", "--durability", "lazy", "--dir"])
+        .arg(dir.path())
+        .output()
+        .expect("run till");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lazy"));
 }
