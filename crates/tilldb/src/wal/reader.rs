@@ -160,6 +160,27 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path, start: Option<Lsn>) -> Res
     scan_visit(storage, dir, start, &mut |_| {})
 }
 
+/// Two valid segments with one base: a preparation that failed (its flush, say) left its
+/// file, and the writer prepared the next generation for the same place. Only the newest can
+/// have been used; the older ones may be short or hold nothing, and go to `free`. Found by
+/// `db_errors` (`Flush Eio nth 5`): the failed spare's header landed in a power cut, its zeros
+/// did not, and recovery called the log corrupt. `found` is in generation order, and stays so.
+fn drop_superseded(
+    found: Vec<(u64, SegmentHeader, PathBuf)>,
+    free: &mut Vec<u64>,
+) -> Vec<(u64, SegmentHeader, PathBuf)> {
+    let mut newest_for_base: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    for (g, h, _) in &found {
+        let newest = newest_for_base.entry(h.base_lsn).or_insert(*g);
+        *newest = (*newest).max(*g);
+    }
+    let (kept, superseded): (Vec<_>, Vec<_>) = found
+        .into_iter()
+        .partition(|(g, h, _)| newest_for_base[&h.base_lsn] == *g);
+    free.extend(superseded.into_iter().map(|(g, _, _)| g));
+    kept
+}
+
 /// [`scan`], showing `visit` each segment of the chain, each valid record in it and where its
 /// records stop (see [`LogEvent`]).
 fn scan_visit(
@@ -200,6 +221,7 @@ fn scan_visit(
         }
     }
     found.sort_by_key(|(g, _, _)| *g);
+    let mut found = drop_superseded(found, &mut scan.free);
     if let Some(start) = start {
         let from = found
             .iter()
