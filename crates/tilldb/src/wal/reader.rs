@@ -160,25 +160,38 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path, start: Option<Lsn>) -> Res
     scan_visit(storage, dir, start, &mut |_| {})
 }
 
-/// Two valid segments with one base: a preparation that failed (its flush, say) left its
-/// file, and the writer prepared the next generation for the same place. Only the newest can
-/// have been used; the older ones may be short or hold nothing, and go to `free`. Found by
-/// `db_errors` (`Flush Eio nth 5`): the failed spare's header landed in a power cut, its zeros
-/// did not, and recovery called the log corrupt. `found` is in generation order, and stays so.
-fn drop_superseded(
-    found: Vec<(u64, SegmentHeader, PathBuf)>,
-    free: &mut Vec<u64>,
-) -> Vec<(u64, SegmentHeader, PathBuf)> {
-    let mut newest_for_base: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
-    for (g, h, _) in &found {
-        let newest = newest_for_base.entry(h.base_lsn).or_insert(*g);
-        *newest = (*newest).max(*g);
+/// Generations that a newer valid segment with the same base supersedes: the spare of a
+/// failed preparation (its flush failed), whose place the writer gave to the next generation.
+/// Its header can land in a power cut without its zeros, leaving it short. Only a short one
+/// is set aside: a full-length one with the same base can be a real segment the chain
+/// passes through (an empty segment recovery left, before the one opened after it).
+fn superseded(found: &[(u64, SegmentHeader, PathBuf)]) -> Vec<u64> {
+    found
+        .iter()
+        .filter(|(g, h, _)| {
+            found
+                .iter()
+                .any(|(g2, h2, _)| g2 > g && h2.base_lsn == h.base_lsn)
+        })
+        .map(|(g, _, _)| *g)
+        .collect()
+}
+
+/// Whether a segment whose header continues the chain (`bytes` its whole file) is in it: one
+/// shorter than its header says is corruption, unless it is `superseded` (a short spare of a
+/// failed preparation, which holds nothing).
+fn in_chain(bytes: &[u8], header: &SegmentHeader, path: &Path, superseded: bool) -> Result<bool> {
+    if bytes.len() as u64 == header.segment_bytes {
+        return Ok(true);
     }
-    let (kept, superseded): (Vec<_>, Vec<_>) = found
-        .into_iter()
-        .partition(|(g, h, _)| newest_for_base[&h.base_lsn] == *g);
-    free.extend(superseded.into_iter().map(|(g, _, _)| g));
-    kept
+    if superseded {
+        return Ok(false);
+    }
+    Err(Error::Corruption {
+        file: path.to_path_buf(),
+        offset: bytes.len() as u64,
+        what: "log segment is shorter than its header says",
+    })
 }
 
 /// [`scan`], showing `visit` each segment of the chain, each valid record in it and where its
@@ -221,7 +234,6 @@ fn scan_visit(
         }
     }
     found.sort_by_key(|(g, _, _)| *g);
-    let mut found = drop_superseded(found, &mut scan.free);
     if let Some(start) = start {
         let from = found
             .iter()
@@ -234,18 +246,16 @@ fn scan_visit(
     };
     let mut expected = first.base_lsn;
     scan.recovery.start_lsn = Lsn(expected);
+    let superseded = superseded(&found);
     for (generation, header, path) in found {
         if header.base_lsn != expected {
             scan.free.push(generation);
             continue;
         }
         let bytes = read_segment(storage, &path)?;
-        if bytes.len() as u64 != header.segment_bytes {
-            return Err(Error::Corruption {
-                file: path,
-                offset: bytes.len() as u64,
-                what: "log segment is shorter than its header says",
-            });
+        if !in_chain(&bytes, &header, &path, superseded.contains(&generation))? {
+            scan.free.push(generation);
+            continue;
         }
         let mut records = 0u64;
         visit(LogEvent::Segment {
