@@ -13,24 +13,18 @@
 //! time, see `slow_storage.rs`) applies to both. The output is `till bench log`'s, with
 //! `workload: "store-inserts"` (see `log_report.rs`), so the two compare column for column.
 
-use super::latency::merge_sorted;
-use super::latency::percentile_us;
 use super::log::Row;
 use super::log_report::{self, LogRun, Workload};
 use super::raw;
-use super::scratch::ScratchDir;
 use super::store_load::{self, ThreadState, key};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tilldb::io::{IoGeometry, Storage};
+use tilldb::io::Storage;
 use tilldb::page::TornPageGuard;
 use tilldb::{Db, Durability, FlushMethod, Options};
 
-/// The raw measurement runs this long, or `--seconds` if shorter.
-const RAW_SECONDS_MAX: f64 = 1.0;
 /// Idle time after opening each database before the clock starts, so the log's first spare
 /// segment is prepared outside the row (see `SETTLE` in `log.rs`; the segments here are
 /// 16 MiB, a quarter of the default).
@@ -95,32 +89,22 @@ pub struct CommitArgs {
 pub fn run(args: &CommitArgs) -> Result<(), Box<dyn std::error::Error>> {
     let options = validate(args)?;
     let storage = raw::storage(args.sync_latency_us);
-    let scratch = ScratchDir::create(&args.dir, "commit").map_err(|e| {
-        format!(
-            "cannot create a run directory in {}: {e}",
-            args.dir.display()
-        )
-    })?;
-    let facts = storage.device_facts(scratch.path())?;
-    let geometry = IoGeometry::resolve(&facts, args.flush_method, None, args.page_bytes)?;
-    let block_bytes = geometry.log_block_bytes;
-
-    let bar = ProgressBar::new(args.threads.len() as u64 + 1);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
-            .expect("valid template"),
-    );
-    bar.set_message(format!("raw flushed writes of {block_bytes} B"));
-    let raw = raw::flushed_writes(
-        &*storage,
-        scratch.path(),
-        &facts,
-        args.flush_method,
+    let bar = super::progress_bar(args.threads.len() as u64 + 1);
+    let raw::RunStart {
+        scratch,
+        facts,
         block_bytes,
-        Duration::from_secs_f64(args.seconds.min(RAW_SECONDS_MAX)),
-    )?
-    .map_err(|why| format!("cannot measure raw flushed writes: {why}"))?;
-    bar.inc(1);
+        raw,
+    } = raw::start_run(
+        &*storage,
+        &args.dir,
+        "commit",
+        args.flush_method,
+        None,
+        args.page_bytes,
+        args.seconds,
+        &bar,
+    )?;
     let mut rows = Vec::with_capacity(args.threads.len());
     for (index, &threads) in args.threads.iter().enumerate() {
         bar.set_message(format!("{threads} threads"));
@@ -246,27 +230,15 @@ fn run_row(
         wal.appends, commits,
         "log appends that no thread counted, or the reverse"
     );
-    let flushes = if args.flush_method.is_write_through() {
-        wal.writes
-    } else {
-        wal.flushes
-    };
-    let runs: Vec<&[u64]> = phase
-        .workers
-        .iter()
-        .map(|w| w.latencies_ns.as_slice())
-        .collect();
-    let latencies = merge_sorted(&runs);
-    Ok(Row {
+    let latencies = phase.latencies_ns();
+    Ok(Row::new(
         threads,
         commits,
-        elapsed: phase.elapsed,
-        flushes,
-        bytes_written: wal.bytes_written,
-        p50_us: percentile_us(&latencies, 50.0),
-        p99_us: percentile_us(&latencies, 99.0),
-        max_us: percentile_us(&latencies, 100.0),
-    })
+        phase.elapsed,
+        &wal,
+        args.flush_method,
+        &latencies,
+    ))
 }
 
 /// A transaction inserting one random key, committed at `durability`.

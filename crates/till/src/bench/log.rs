@@ -16,20 +16,16 @@ use super::latency::{merge_sorted, per_sec, percentile_us};
 use super::log_load::commit_from_threads;
 use super::log_report::{self, LogRun, Workload};
 use super::raw;
-use super::scratch::ScratchDir;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tilldb::io::{IoGeometry, Storage};
+use tilldb::io::Storage;
 use tilldb::wal::{Wal, WalOptions};
 use tilldb::{Durability, FlushMethod};
 
 /// Largest record payload accepted; larger records measure bandwidth, not the commit path.
 const RECORD_BYTES_MAX: usize = 16 << 20;
-/// The raw measurement runs this long, or `--seconds` if shorter.
-const RAW_SECONDS_MAX: f64 = 1.0;
 /// Idle time after opening each log before the clock starts. The log's background thread
 /// prepares its spare segment (a `--segment-bytes` preallocation plus a flush) one flush
 /// interval after open; in a long-running log that happens once per segment, so it is kept
@@ -107,6 +103,33 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row of `commits` over `elapsed`, from the log's counters over it (`wal`: deltas)
+    /// and every commit's latency, sorted. A write-through method's flushes are its writes.
+    pub fn new(
+        threads: usize,
+        commits: u64,
+        elapsed: Duration,
+        wal: &tilldb::wal::WalStats,
+        method: FlushMethod,
+        sorted_latencies_ns: &[u64],
+    ) -> Row {
+        debug_assert!(sorted_latencies_ns.is_sorted());
+        Row {
+            threads,
+            commits,
+            elapsed,
+            flushes: if method.is_write_through() {
+                wal.writes
+            } else {
+                wal.flushes
+            },
+            bytes_written: wal.bytes_written,
+            p50_us: percentile_us(sorted_latencies_ns, 50.0),
+            p99_us: percentile_us(sorted_latencies_ns, 99.0),
+            max_us: percentile_us(sorted_latencies_ns, 100.0),
+        }
+    }
+
     pub fn commits_per_sec(&self) -> f64 {
         per_sec(self.commits, self.elapsed)
     }
@@ -139,32 +162,22 @@ impl Row {
 pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
     validate(args)?;
     let storage = raw::storage(args.sync_latency_us);
-    let scratch = ScratchDir::create(&args.dir, "log").map_err(|e| {
-        format!(
-            "cannot create a run directory in {}: {e}",
-            args.dir.display()
-        )
-    })?;
-    let facts = storage.device_facts(scratch.path())?;
-    let geometry = IoGeometry::resolve(&facts, args.flush_method, args.block_bytes, PAGE_BYTES)?;
-    let block_bytes = geometry.log_block_bytes;
-
-    let bar = ProgressBar::new(args.threads.len() as u64 + 1);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
-            .expect("valid template"),
-    );
-    bar.set_message(format!("raw flushed writes of {block_bytes} B"));
-    let raw = raw::flushed_writes(
-        &*storage,
-        scratch.path(),
-        &facts,
-        args.flush_method,
+    let bar = super::progress_bar(args.threads.len() as u64 + 1);
+    let raw::RunStart {
+        scratch,
+        facts,
         block_bytes,
-        Duration::from_secs_f64(args.seconds.min(RAW_SECONDS_MAX)),
-    )?
-    .map_err(|why| format!("cannot measure raw flushed writes: {why}"))?;
-    bar.inc(1);
+        raw,
+    } = raw::start_run(
+        &*storage,
+        &args.dir,
+        "log",
+        args.flush_method,
+        args.block_bytes,
+        PAGE_BYTES,
+        args.seconds,
+        &bar,
+    )?;
     let options = WalOptions {
         flush_method: args.flush_method,
         log_block_bytes: args.block_bytes,
@@ -245,21 +258,14 @@ fn run_row(
         stats.appends, commits,
         "appends that no thread counted, or the reverse"
     );
-    let flushes = if args.flush_method.is_write_through() {
-        stats.writes
-    } else {
-        stats.flushes
-    };
     let runs: Vec<Vec<u64>> = committers.into_iter().map(|c| c.latencies_ns).collect();
     let latencies = merge_sorted(&runs);
-    Ok(Row {
+    Ok(Row::new(
         threads,
         commits,
         elapsed,
-        flushes,
-        bytes_written: stats.bytes_written,
-        p50_us: percentile_us(&latencies, 50.0),
-        p99_us: percentile_us(&latencies, 99.0),
-        max_us: percentile_us(&latencies, 100.0),
-    })
+        &stats,
+        args.flush_method,
+        &latencies,
+    ))
 }

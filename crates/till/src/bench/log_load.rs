@@ -23,27 +23,6 @@ pub struct Committer {
     pub commits: u64,
 }
 
-/// The log's counters over one row.
-#[derive(Debug, Clone, Copy)]
-pub struct Counts {
-    pub appends: u64,
-    pub writes: u64,
-    pub flushes: u64,
-    /// Bytes written to segment files, padding included.
-    pub bytes_written: u64,
-}
-
-impl Counts {
-    fn since(before: WalStats, after: WalStats) -> Counts {
-        Counts {
-            appends: after.appends - before.appends,
-            writes: after.writes - before.writes,
-            flushes: after.flushes - before.flushes,
-            bytes_written: after.bytes_written - before.bytes_written,
-        }
-    }
-}
-
 pub type Samples = Result<Vec<Committer>, Box<dyn std::error::Error>>;
 
 /// Runs `threads` committers for `duration`. Returns what each did, the time from start until
@@ -54,7 +33,7 @@ pub fn commit_from_threads(
     durability: Durability,
     payload: &[u8],
     duration: Duration,
-) -> (Samples, Duration, Counts) {
+) -> (Samples, Duration, WalStats) {
     let samples_max = (SAMPLES_PER_ROW_MAX / threads).max(1);
     let run = super::threads::run_gated(
         threads,
@@ -65,7 +44,7 @@ pub fn commit_from_threads(
     );
     match run {
         Ok(run) => {
-            let counts = Counts::since(run.before, run.after);
+            let counts = run.after.since(run.before);
             let results = run
                 .results
                 .into_iter()
@@ -73,16 +52,7 @@ pub fn commit_from_threads(
                 .map_err(Into::into);
             (results, run.elapsed, counts)
         }
-        Err(e) => (
-            Err(e),
-            Duration::ZERO,
-            Counts {
-                appends: 0,
-                writes: 0,
-                flushes: 0,
-                bytes_written: 0,
-            },
-        ),
+        Err(e) => (Err(e), Duration::ZERO, WalStats::default()),
     }
 }
 

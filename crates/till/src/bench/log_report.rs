@@ -124,29 +124,49 @@ pub fn emit(
     Ok(())
 }
 
+/// One row's JSON fields, shared by `bench log`, `bench commit` and `bench seed`.
+pub fn row_json(
+    r: &Row,
+    durability: Durability,
+    method: FlushMethod,
+    ratio_to_raw: f64,
+) -> serde_json::Map<String, Value> {
+    let Value::Object(row) = json!({
+        "threads": r.threads,
+        "durability": durability.name(),
+        "flush_method": method.name(),
+        "commits": r.commits,
+        "elapsed_seconds": r.elapsed.as_secs_f64(),
+        "commits_per_sec": round1(r.commits_per_sec()),
+        "flushes": r.flushes,
+        "flushes_per_sec": round1(r.flushes_per_sec()),
+        "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
+        "p50_us": round1(r.p50_us),
+        "p99_us": round1(r.p99_us),
+        "max_us": round1(r.max_us),
+        "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
+        "ratio_to_raw": (ratio_to_raw * 1000.0).round() / 1000.0,
+    }) else {
+        unreachable!("json! of braces is an object")
+    };
+    row
+}
+
 /// The JSON document (see the module doc).
 fn json(run: &LogRun) -> Value {
     let results: Vec<Value> = run
         .rows
         .iter()
         .map(|r| {
-            json!({
-                "threads": r.threads,
-                "durability": run.durability.name(),
-                "flush_method": run.flush_method.name(),
-                "commits": r.commits,
-                "elapsed_seconds": r.elapsed.as_secs_f64(),
-                "commits_per_sec": round1(r.commits_per_sec()),
-                "flushes": r.flushes,
-                "flushes_per_sec": round1(r.flushes_per_sec()),
-                "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
-                "p50_us": round1(r.p50_us),
-                "p99_us": round1(r.p99_us),
-                "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
-                "max_us": round1(r.max_us),
-                "ratio_to_raw": (run.ratio_to_raw(r) * 1000.0).round() / 1000.0,
-                "ratio_to_one_thread": run.ratio_to_one_thread(r).map(|x| (x * 1000.0).round() / 1000.0),
-            })
+            let mut row = row_json(r, run.durability, run.flush_method, run.ratio_to_raw(r));
+            row.insert(
+                "ratio_to_one_thread".into(),
+                json!(
+                    run.ratio_to_one_thread(r)
+                        .map(|x| (x * 1000.0).round() / 1000.0)
+                ),
+            );
+            Value::Object(row)
         })
         .collect();
     let (page_bytes, cache_bytes, guard) = match run.workload {

@@ -38,6 +38,7 @@ mod threads;
 mod torn;
 
 use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -68,6 +69,16 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Torn(args) => torn::run(args),
         BenchCommand::Store(args) => store::run(args),
     }
+}
+
+/// The progress bar every benchmark draws (on stderr, cleared at the end): `len` steps.
+fn progress_bar(len: u64) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+            .expect("valid template"),
+    );
+    bar
 }
 
 /// Most threads a benchmark row may ask for.

@@ -1,13 +1,15 @@
 //! What every commit benchmark compares against: the storage it runs on (real, or with a
 //! SIMULATED flush latency) and the raw flushed-write rate of one writer on it.
 
+use super::scratch::ScratchDir;
 use super::slow_storage::SlowStorage;
+use indicatif::ProgressBar;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tilldb::FlushMethod;
 use tilldb::io::{
-    DeviceFacts, FileStorage, MeasureFile, MeasureSpec, Measurement, Storage, measure,
+    DeviceFacts, FileStorage, IoGeometry, MeasureFile, MeasureSpec, Measurement, Storage, measure,
 };
 
 /// Longest accepted simulated flush latency: 1 s per flush already makes a row crawl.
@@ -63,4 +65,56 @@ pub fn flushed_writes(
         "a measurement that ran completed no flushed write"
     );
     Ok(Ok(raw))
+}
+
+/// Where a thread-count benchmark (`bench log`, `bench commit`) starts: a fresh run
+/// directory, the device facts there, the log block the method uses, and the raw
+/// flushed-write rate of one writer at that block (one step of `bar`).
+pub struct RunStart {
+    pub scratch: ScratchDir,
+    pub facts: DeviceFacts,
+    pub block_bytes: u32,
+    pub raw: Measurement,
+}
+
+/// The raw measurement runs this long, or the benchmark's `--seconds` if shorter.
+const RAW_SECONDS_MAX: f64 = 1.0;
+
+/// Creates the run directory `PREFIX-PID-N` in `parent`, resolves the log block for `method`
+/// (`block_bytes`: the flag, or the device's) and measures the raw rate.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each is one flag of the benchmarks"
+)]
+pub fn start_run(
+    storage: &dyn Storage,
+    parent: &Path,
+    prefix: &str,
+    method: FlushMethod,
+    block_bytes: Option<u32>,
+    page_bytes: u32,
+    seconds: f64,
+    bar: &ProgressBar,
+) -> Result<RunStart, Box<dyn std::error::Error>> {
+    let scratch = ScratchDir::create(parent, prefix)
+        .map_err(|e| format!("cannot create a run directory in {}: {e}", parent.display()))?;
+    let facts = storage.device_facts(scratch.path())?;
+    let block_bytes = IoGeometry::resolve(&facts, method, block_bytes, page_bytes)?.log_block_bytes;
+    bar.set_message(format!("raw flushed writes of {block_bytes} B"));
+    let raw = flushed_writes(
+        storage,
+        scratch.path(),
+        &facts,
+        method,
+        block_bytes,
+        Duration::from_secs_f64(seconds.min(RAW_SECONDS_MAX)),
+    )?
+    .map_err(|why| format!("cannot measure raw flushed writes: {why}"))?;
+    bar.inc(1);
+    Ok(RunStart {
+        scratch,
+        facts,
+        block_bytes,
+        raw,
+    })
 }

@@ -20,7 +20,6 @@ use super::scratch::ScratchDir;
 use super::store_load::{XorShift, key};
 use clap::Args;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -96,11 +95,7 @@ pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
     })?;
     let fs_type = tilldb::io::DeviceFacts::for_dir(scratch.path())?.fs_type;
-    let bar = ProgressBar::new(args.log_mib.len() as u64 * 2);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
-            .expect("valid template"),
-    );
+    let bar = super::progress_bar(args.log_mib.len() as u64 * 2);
     let exe = std::env::current_exe()?;
     let mut rows = Vec::with_capacity(args.log_mib.len());
     for &mib in &args.log_mib {

@@ -27,14 +27,14 @@
 //! ```
 
 use super::commit::bench_options;
-use super::latency::{per_sec, percentile_us, round1};
+use super::latency::round1;
 use super::log::Row;
+use super::log_report::row_json;
 use super::raw;
 use super::scratch::ScratchDir;
 use super::store_load::key;
 use clap::Args;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -130,11 +130,7 @@ pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
     })?;
     let facts = storage.device_facts(scratch.path())?;
-    let bar = ProgressBar::new((methods.len() * (1 + args.durabilities.len())) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
-            .expect("valid template"),
-    );
+    let bar = super::progress_bar((methods.len() * (1 + args.durabilities.len())) as u64);
     let mut method_raws = Vec::with_capacity(methods.len());
     let mut rows = Vec::new();
     for &method in &methods {
@@ -281,24 +277,17 @@ fn run_one(
     );
     db.close()
         .map_err(|e| format!("closing the database in {} failed: {e}", dir.display()))?;
-    let appends = wal_after.appends - wal_before.appends;
-    assert_eq!(appends, args.commits, "log appends != commits");
-    let flushes = if method.is_write_through() {
-        wal_after.writes - wal_before.writes
-    } else {
-        wal_after.flushes - wal_before.flushes
-    };
+    let wal = wal_after.since(wal_before);
+    assert_eq!(wal.appends, args.commits, "log appends != commits");
     latencies_ns.sort_unstable();
-    Ok(Row {
-        threads: 1,
-        commits: args.commits,
+    Ok(Row::new(
+        1,
+        args.commits,
         elapsed,
-        flushes,
-        bytes_written: wal_after.bytes_written - wal_before.bytes_written,
-        p50_us: percentile_us(&latencies_ns, 50.0),
-        p99_us: percentile_us(&latencies_ns, 99.0),
-        max_us: percentile_us(&latencies_ns, 100.0),
-    })
+        &wal,
+        method,
+        &latencies_ns,
+    ))
 }
 
 /// What a run prints.
@@ -331,24 +320,12 @@ impl Report<'_> {
             .rows
             .iter()
             .map(|s| {
-                let r = &s.row;
-                json!({
-                    "threads": r.threads,
-                    "durability": s.durability.name(),
-                    "flush_method": s.method.name(),
-                    "commits": r.commits,
-                    "elapsed_seconds": r.elapsed.as_secs_f64(),
-                    "commits_per_sec": round1(r.commits_per_sec()),
-                    "flushes": r.flushes,
-                    "flushes_per_sec": round1(per_sec(r.flushes, r.elapsed)),
-                    "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
-                    "p50_us": round1(r.p50_us),
-                    "p99_us": round1(r.p99_us),
-                    "max_us": round1(r.max_us),
-                    "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
-                    "ratio_to_raw": (s.ratio_to_raw() * 1000.0).round() / 1000.0,
-                    "raw_flushes_per_sec": round1(s.raw_flushes_per_sec),
-                })
+                let mut row = row_json(&s.row, s.durability, s.method, s.ratio_to_raw());
+                row.insert(
+                    "raw_flushes_per_sec".into(),
+                    json!(round1(s.raw_flushes_per_sec)),
+                );
+                Value::Object(row)
             })
             .collect();
         json!({

@@ -16,7 +16,7 @@ use super::latency::percentile_us;
 use super::store_load::{self, Counts, Phase, key};
 use super::store_report::{self, Load, MethodSource, ReadRow, StoreRun, WriteRow};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -94,11 +94,7 @@ pub struct StoreArgs {
 pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
     let options = validate(args)?;
     prepare_dir(&args.dir, args.fresh)?;
-    let bar = ProgressBar::new(args.threads.len() as u64 + 3);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
-            .expect("valid template"),
-    );
+    let bar = super::progress_bar(args.threads.len() as u64 + 3);
     bar.set_message("open");
     let created = !args.dir.join(HEADER_FILE_NAME).exists();
     let start = Instant::now();

@@ -89,12 +89,7 @@ impl Counts {
         let (wb, pb) = before;
         let (wa, pa) = after;
         Counts {
-            wal: WalStats {
-                appends: wa.appends - wb.appends,
-                writes: wa.writes - wb.writes,
-                flushes: wa.flushes - wb.flushes,
-                bytes_written: wa.bytes_written - wb.bytes_written,
-            },
+            wal: wa.since(wb),
             pool: PoolStats {
                 hits: pa.hits - pb.hits,
                 misses: pa.misses - pb.misses,

@@ -28,7 +28,6 @@ use super::scratch::ScratchDir;
 use super::store_load::{self, key};
 use clap::Args;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -120,11 +119,7 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
     let fs_type = tilldb::io::DeviceFacts::for_dir(scratch.path())?.fs_type;
     let cache_bytes = args.cache_mib << 20;
     let steps = args.guards.len() as u64 * (1 + u64::from(args.rounds));
-    let bar = ProgressBar::new(steps);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
-            .expect("valid template"),
-    );
+    let bar = super::progress_bar(steps);
     let mut dbs: Vec<(Db, Arc<WriteCounts>)> = Vec::with_capacity(args.guards.len());
     for &guard in &args.guards {
         bar.set_message(format!("{guard}: load {} keys", args.keys));

@@ -104,7 +104,7 @@ impl Pages for TxnPages<'_> {
                 op.clone()
             }
         };
-        if logged.rewrites_whole_page() {
+        if self.image_below.is_some() && logged.rewrites_whole_page() {
             self.whole.borrow_mut().insert(id);
         }
         self.touched.borrow_mut().insert(id);

@@ -19,8 +19,11 @@
 //! - Recovery (`reader.rs`): follow the segment chain from the oldest segment; the log ends at
 //!   the first record that does not validate. New appends always go to a fresh segment whose
 //!   header names the lsn where the old log ended, so bytes left after that point (a torn tail,
-//!   a lost write's neighbours) can never be read as part of the log again. Tools read the
-//!   log the same way, without writing, through [`inspect_log`].
+//!   a lost write's neighbours) can never be read as part of the log again. So two valid
+//!   segments can share a base (the empty tail recovery left, and the next open's segment),
+//!   and the chain passes through both; only a *short* older one (a spare whose preparation
+//!   failed, superseded by the next generation) is set aside as free. Tools read the log the
+//!   same way, without writing, through [`inspect_log`].
 //!
 //! ## Lsn
 //!

@@ -42,6 +42,19 @@ pub struct WalStats {
     pub bytes_written: u64,
 }
 
+impl WalStats {
+    /// The counts between `before` (taken earlier) and these.
+    #[must_use]
+    pub fn since(self, before: WalStats) -> WalStats {
+        WalStats {
+            appends: self.appends - before.appends,
+            writes: self.writes - before.writes,
+            flushes: self.flushes - before.flushes,
+            bytes_written: self.bytes_written - before.bytes_written,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     storage: Arc<dyn Storage>,
