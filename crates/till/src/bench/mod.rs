@@ -9,6 +9,8 @@
 //! - `till bench recovery` (`recovery.rs`): recovery time against the log to replay, after a
 //!   writer that exits without closing.
 //! - `till bench torn` (`torn.rs`): each torn-page guard's cost on the same device.
+//! - `till bench peers` (`peers.rs`): the same one-insert transactions on tilldb and on the
+//!   stores a user would pick instead, in one run; the peers only with the `peers` feature.
 //! - `till bench store` (`store.rs`): the whole store on a database kept in a directory:
 //!   open or recovery, load, one-put transactions against threads, point reads, close.
 //!
@@ -25,6 +27,7 @@ mod latency;
 mod log;
 mod log_load;
 mod log_report;
+mod peers;
 mod raw;
 mod recovery;
 mod scratch;
@@ -58,6 +61,9 @@ pub enum BenchCommand {
     /// The whole store on a database kept in a directory: open or recovery, load, one-put
     /// transactions against thread count, point reads, close.
     Store(store::StoreArgs),
+    /// tilldb next to its peers (sqlite, lmdb, redb, fjall, rocksdb): durable one-insert
+    /// commits against thread count, in one run. Needs the `peers` feature.
+    Peers(peers::PeersArgs),
 }
 
 pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
@@ -68,6 +74,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Torn(args) => torn::run(args),
         BenchCommand::Store(args) => store::run(args),
+        BenchCommand::Peers(args) => peers::run(args),
     }
 }
 

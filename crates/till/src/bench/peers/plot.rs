@@ -1,0 +1,283 @@
+//! The plot of `till bench peers`: commits/s against threads, one line per engine, and the
+//! raw flushed-write rate as a dashed line. `svg.rs` draws one series; this file draws
+//! several with its axis helpers (`linear_axis`, `log2_domain`, `scale`, `tick_label`), the
+//! legend in a column right of the plot.
+//!
+//! ```text
+//!            title
+//!          subtitle
+//!   y ┤            o-----o        ── tilldb
+//!     ┤ - - - - -o- - - - - -     ── sqlite-wal
+//!     ┤      x----x-----x         ...
+//!   0 ┼────┬────┬────┬──          - - raw
+//!          1    4   16   64
+//! ```
+
+use super::engines;
+use super::report::PeersRun;
+use crate::bench::svg::{linear_axis, log2_domain, scale, tick_label};
+use std::fmt::Write as _;
+
+const WIDTH: f64 = 1000.0;
+const HEIGHT: f64 = 520.0;
+const PLOT_LEFT: f64 = 86.0;
+const PLOT_RIGHT: f64 = 740.0;
+const PLOT_TOP: f64 = 80.0;
+const PLOT_BOTTOM: f64 = HEIGHT - 62.0;
+const LEGEND_LEFT: f64 = PLOT_RIGHT + 24.0;
+/// Share of the plot width left free at each end of the x axis, so points clear the y axis.
+const X_PAD: f64 = 0.04;
+/// One color per engine, in `Engine` order (tilldb first, the strongest).
+const COLORS: [&str; 7] = [
+    "#1f5fa8", "#e67e22", "#8e44ad", "#27ae60", "#c0392b", "#16a085", "#7f8c8d",
+];
+const REFERENCE_STYLE: &str = "stroke=\"#555\" stroke-width=\"1.4\" stroke-dasharray=\"7 5\"";
+const AXIS_STYLE: &str = "stroke=\"#333\"";
+const GRID_STYLE: &str = "stroke=\"#e8e8e8\"";
+
+/// One engine's line.
+struct Series {
+    label: &'static str,
+    color: &'static str,
+    points: Vec<(f64, f64)>,
+}
+
+/// The chart as a standalone SVG document.
+pub fn render(run: &PeersRun) -> String {
+    let series: Vec<Series> = run
+        .engines
+        .iter()
+        .map(|&engine| {
+            #[expect(clippy::cast_precision_loss, reason = "thread counts are at most 4096")]
+            let mut points: Vec<(f64, f64)> = run
+                .rows
+                .iter()
+                .filter(|r| r.engine == engine)
+                .map(|r| (r.threads as f64, r.commits_per_sec()))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series {
+                label: engines::name(engine),
+                color: COLORS[engine as usize % COLORS.len()],
+                points,
+            }
+        })
+        .collect();
+    let raw = run.raw.flushes_per_sec;
+    let mut out = String::with_capacity(16384);
+    w(
+        &mut out,
+        format_args!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
+             viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"sans-serif\">\n\
+             <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+        ),
+    );
+    let title = format!(
+        "Durable one-insert commits/s: tilldb ({}, Sync) and its peers",
+        run.flush_method
+    );
+    let subtitle = format!(
+        "{} on {} · {} B values · {:.2} s per engine and thread count · one run",
+        run.facts.fs_type.as_deref().unwrap_or("unknown fs"),
+        run.facts.device.as_deref().unwrap_or("unknown device"),
+        run.value_bytes,
+        run.seconds
+    );
+    text(
+        &mut out,
+        (WIDTH / 2.0, 26.0),
+        "middle",
+        16,
+        "font-weight=\"bold\"",
+        &title,
+    );
+    text(
+        &mut out,
+        (WIDTH / 2.0, 47.0),
+        "middle",
+        12,
+        "fill=\"#555\"",
+        &subtitle,
+    );
+
+    let points = series.iter().flat_map(|s| s.points.iter());
+    let y_max = points.clone().map(|p| p.1).fold(raw, f64::max);
+    let y_axis = linear_axis(y_max * 1.04);
+    let y_px = |v: f64| scale(v, (0.0, y_axis.top), (PLOT_BOTTOM, PLOT_TOP));
+    let x_min = points.clone().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let x_max = points.map(|p| p.0).fold(0.0, f64::max);
+    let (lo, hi) = if x_max > 0.0 {
+        log2_domain(x_min, x_max)
+    } else {
+        (0, 1)
+    };
+    let pad = X_PAD * (PLOT_RIGHT - PLOT_LEFT);
+    let x_px = |x: f64| {
+        let pixels = (PLOT_LEFT + pad, PLOT_RIGHT - pad);
+        scale(x.log2(), (f64::from(lo), f64::from(hi)), pixels)
+    };
+    draw_axes(&mut out, y_axis.top, y_axis.step, (lo, hi), &y_px, &x_px);
+    line(
+        &mut out,
+        (PLOT_LEFT, y_px(raw)),
+        (PLOT_RIGHT, y_px(raw)),
+        REFERENCE_STYLE,
+    );
+    for s in &series {
+        draw_series(&mut out, s, &x_px, &y_px);
+    }
+    draw_legend(&mut out, &series, raw);
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Appends formatted text; writing to a `String` cannot fail.
+fn w(out: &mut String, args: std::fmt::Arguments<'_>) {
+    out.write_fmt(args)
+        .expect("writing to a String cannot fail");
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn line(out: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64), style: &str) {
+    w(
+        out,
+        format_args!(
+            "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" {style}/>\n"
+        ),
+    );
+}
+
+/// Text anchored `start`, `middle` or `end` at `(x, y)`; `content` is escaped here.
+fn text(out: &mut String, (x, y): (f64, f64), anchor: &str, size: u32, extra: &str, content: &str) {
+    w(
+        out,
+        format_args!(
+            "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-size=\"{size}\" \
+             {extra}>{}</text>\n",
+            escape(content)
+        ),
+    );
+}
+
+/// Grid, ticks and labels of both axes.
+fn draw_axes(
+    out: &mut String,
+    y_top: f64,
+    y_step: f64,
+    (lo, hi): (i32, i32),
+    y_px: &dyn Fn(f64) -> f64,
+    x_px: &dyn Fn(f64) -> f64,
+) {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a small positive count, asserted below"
+    )]
+    let ticks = (y_top / y_step).round() as u32;
+    assert!(ticks <= 20, "too many y ticks: {ticks}");
+    for i in 0..=ticks {
+        let v = f64::from(i) * y_step;
+        let y = y_px(v);
+        line(out, (PLOT_LEFT, y), (PLOT_RIGHT, y), GRID_STYLE);
+        text(
+            out,
+            (PLOT_LEFT - 8.0, y + 4.0),
+            "end",
+            12,
+            "",
+            &tick_label(v),
+        );
+    }
+    assert!(hi - lo <= 64, "x domain too wide: 2^{lo}..2^{hi}");
+    for k in lo..=hi {
+        let v = 2f64.powi(k);
+        let x = x_px(v);
+        line(out, (x, PLOT_TOP), (x, PLOT_BOTTOM), GRID_STYLE);
+        text(
+            out,
+            (x, PLOT_BOTTOM + 20.0),
+            "middle",
+            12,
+            "",
+            &tick_label(v),
+        );
+    }
+    line(
+        out,
+        (PLOT_LEFT, PLOT_TOP),
+        (PLOT_LEFT, PLOT_BOTTOM),
+        AXIS_STYLE,
+    );
+    line(
+        out,
+        (PLOT_LEFT, PLOT_BOTTOM),
+        (PLOT_RIGHT, PLOT_BOTTOM),
+        AXIS_STYLE,
+    );
+    let mid_y = f64::midpoint(PLOT_TOP, PLOT_BOTTOM);
+    let rotate = format!("transform=\"rotate(-90 22 {mid_y})\"");
+    text(out, (22.0, mid_y), "middle", 13, &rotate, "commits/s");
+    let mid_x = f64::midpoint(PLOT_LEFT, PLOT_RIGHT);
+    text(
+        out,
+        (mid_x, HEIGHT - 18.0),
+        "middle",
+        13,
+        "",
+        "threads (log2 scale)",
+    );
+}
+
+fn draw_series(out: &mut String, s: &Series, x_px: &dyn Fn(f64) -> f64, y_px: &dyn Fn(f64) -> f64) {
+    let style = format!("stroke=\"{}\" stroke-width=\"2.2\"", s.color);
+    let list: Vec<String> = s
+        .points
+        .iter()
+        .map(|&(x, y)| format!("{:.1},{:.1}", x_px(x), y_px(y)))
+        .collect();
+    w(
+        out,
+        format_args!(
+            "<polyline points=\"{}\" fill=\"none\" {style} stroke-linejoin=\"round\"/>\n",
+            list.join(" ")
+        ),
+    );
+    for &(x, y) in &s.points {
+        w(
+            out,
+            format_args!(
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.4\" fill=\"white\" {style}/>\n",
+                x_px(x),
+                y_px(y)
+            ),
+        );
+    }
+}
+
+/// One legend line per engine, each with its highest rate, then the raw reference.
+fn draw_legend(out: &mut String, series: &[Series], raw: f64) {
+    let mut y = PLOT_TOP + 8.0;
+    for s in series {
+        let style = format!("stroke=\"{}\" stroke-width=\"2.2\"", s.color);
+        line(out, (LEGEND_LEFT, y), (LEGEND_LEFT + 26.0, y), &style);
+        let best = s.points.iter().map(|p| p.1).fold(0.0, f64::max);
+        let label = format!("{} (max {})", s.label, tick_label(best.round()));
+        text(out, (LEGEND_LEFT + 34.0, y + 4.0), "start", 12, "", &label);
+        y += 22.0;
+    }
+    line(
+        out,
+        (LEGEND_LEFT, y),
+        (LEGEND_LEFT + 26.0, y),
+        REFERENCE_STYLE,
+    );
+    let label = format!("raw flushes, 1 writer ({})", tick_label(raw.round()));
+    text(out, (LEGEND_LEFT + 34.0, y + 4.0), "start", 12, "", &label);
+}

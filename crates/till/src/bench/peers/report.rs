@@ -1,0 +1,416 @@
+//! Output of `till bench peers`: the human report (machine and disk header, raw rate, one
+//! table, how each engine is made durable, what the columns mean, the targets), the JSON
+//! document described in `peers.rs`, and the plot (`plot.rs`).
+
+use super::Engine;
+use super::counters::{Counters, Machine};
+use super::engines;
+use crate::bench::latency::{per_sec, round1};
+use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tilldb::FlushMethod;
+use tilldb::io::{DeviceFacts, Measurement, WriteCache};
+
+/// tilldb's target against the raw flush rate with one thread (issue 7).
+const ONE_THREAD_TARGET: f64 = 0.9;
+/// tilldb's target for 64 threads against its own 1-thread rate on this disk (issue 7).
+const SCALING_TARGET: f64 = 20.0;
+
+/// One engine at one thread count.
+#[derive(Debug)]
+pub struct PeerRow {
+    pub engine: Engine,
+    pub threads: usize,
+    pub commits: u64,
+    pub elapsed: Duration,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    /// The counters over the row (deltas).
+    pub counts: Counters,
+    /// Allocated bytes of the engine's directory after the row minus before.
+    pub dir_growth_bytes: i64,
+}
+
+impl PeerRow {
+    pub fn commits_per_sec(&self) -> f64 {
+        per_sec(self.commits, self.elapsed)
+    }
+
+    fn device_flushes_per_sec(&self) -> Option<f64> {
+        Some(per_sec(self.counts.device_flushes?, self.elapsed))
+    }
+
+    /// Commits per device flush request; `None` when uncounted or none were sent.
+    fn commits_per_device_flush(&self) -> Option<f64> {
+        let flushes = self.counts.device_flushes.filter(|&f| f > 0)?;
+        Some(ratio(self.commits, flushes))
+    }
+
+    fn per_commit(&self, bytes: Option<u64>) -> Option<f64> {
+        let bytes = bytes?;
+        (self.commits > 0).then(|| ratio(bytes, self.commits))
+    }
+
+    #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+    fn dir_growth_per_commit(&self) -> Option<f64> {
+        (self.commits > 0).then(|| self.dir_growth_bytes as f64 / self.commits as f64)
+    }
+}
+
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "a ratio reported with a few digits"
+)]
+fn ratio(a: u64, b: u64) -> f64 {
+    a as f64 / b as f64
+}
+
+/// Everything one run measured, and how.
+#[derive(Debug)]
+pub struct PeersRun {
+    /// The benchmark directory (the run's own subdirectory is gone by now).
+    pub dir: PathBuf,
+    pub machine: Machine,
+    pub facts: DeviceFacts,
+    /// tilldb's flush method, and the raw measurement's.
+    pub flush_method: FlushMethod,
+    pub block_bytes: u32,
+    pub value_bytes: usize,
+    pub seconds: f64,
+    pub raw: Measurement,
+    /// Device flush requests during the raw measurement; `None` when uncounted.
+    pub raw_device_flushes: Option<u64>,
+    pub engines: Vec<Engine>,
+    pub rows: Vec<PeerRow>,
+}
+
+impl PeersRun {
+    /// Commits/s over tilldb's at the same thread count, when the run has that row.
+    fn ratio_to_tilldb(&self, row: &PeerRow) -> Option<f64> {
+        let tilldb = self
+            .rows
+            .iter()
+            .find(|r| r.engine == Engine::Tilldb && r.threads == row.threads)?
+            .commits_per_sec();
+        (tilldb > 0.0).then(|| row.commits_per_sec() / tilldb)
+    }
+
+    fn ratio_to_raw(&self, row: &PeerRow) -> f64 {
+        if self.raw.flushes_per_sec > 0.0 {
+            row.commits_per_sec() / self.raw.flushes_per_sec
+        } else {
+            0.0
+        }
+    }
+
+    /// Device flush requests per raw flushed write.
+    fn raw_device_flushes_per_flush(&self) -> Option<f64> {
+        let flushes = self.raw_device_flushes?;
+        (self.raw.ops > 0).then(|| ratio(flushes, self.raw.ops))
+    }
+}
+
+/// Writes the plot (if asked for), then prints JSON or the human report.
+pub fn emit(
+    run: &PeersRun,
+    as_json: bool,
+    plot_path: Option<&Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(path) = plot_path {
+        std::fs::write(path, super::plot::render(run))
+            .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))?;
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&json(run))?);
+    } else {
+        print_text(run);
+        if let Some(path) = plot_path {
+            println!("\nPlot written to {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn write_cache_name(w: WriteCache) -> &'static str {
+    match w {
+        WriteCache::WriteBack => "write back",
+        WriteCache::WriteThrough => "write through",
+    }
+}
+
+/// The JSON document (see `peers.rs`).
+fn json(run: &PeersRun) -> Value {
+    let f = &run.facts;
+    let results: Vec<Value> = run
+        .rows
+        .iter()
+        .map(|r| {
+            json!({
+                "engine": engines::name(r.engine),
+                "threads": r.threads,
+                "durability": "sync",
+                "commits": r.commits,
+                "elapsed_seconds": r.elapsed.as_secs_f64(),
+                "commits_per_sec": round1(r.commits_per_sec()),
+                "p50_us": round1(r.p50_us),
+                "p99_us": round1(r.p99_us),
+                "max_us": round1(r.max_us),
+                "device_flushes_per_sec": r.device_flushes_per_sec().map(round1),
+                "commits_per_device_flush": r.commits_per_device_flush().map(round3),
+                "device_write_bytes_per_commit": r.per_commit(r.counts.device_write_bytes).map(round1),
+                "dir_growth_bytes_per_commit": r.dir_growth_per_commit().map(round1),
+                "ratio_to_tilldb": run.ratio_to_tilldb(r).map(round3),
+                "ratio_to_raw": round3(run.ratio_to_raw(r)),
+            })
+        })
+        .collect();
+    let engines: Vec<Value> = run
+        .engines
+        .iter()
+        .map(|&e| json!({ "engine": engines::name(e), "configuration": engines::configuration(e) }))
+        .collect();
+    json!({
+        "workload": "peers-inserts",
+        "dir": run.dir,
+        "value_bytes": run.value_bytes,
+        "seconds": run.seconds,
+        "machine": {
+            "kernel": run.machine.kernel,
+            "cpus": run.machine.cpus,
+            "memory_bytes": run.machine.memory_bytes,
+        },
+        "disk": {
+            "fs_type": f.fs_type,
+            "device": f.device,
+            "logical_block_bytes": f.logical_block_bytes,
+            "physical_block_bytes": f.physical_block_bytes,
+            "write_cache": f.write_cache.map(write_cache_name),
+            "fua": f.fua,
+            "rotational": f.rotational,
+        },
+        "flush_method": run.flush_method.name(),
+        "block_bytes": run.block_bytes,
+        "raw_flushes_per_sec": round1(run.raw.flushes_per_sec),
+        "raw_p50_us": round1(run.raw.p50_us),
+        "raw_p99_us": round1(run.raw.p99_us),
+        "raw_device_flushes_per_flush": run.raw_device_flushes_per_flush().map(round3),
+        "engines": engines,
+        "results": results,
+    })
+}
+
+fn show<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "unknown".to_owned(), |v| v.to_string())
+}
+
+/// The machine and disk the run measured, one fact per line.
+fn print_header(run: &PeersRun) {
+    let f = &run.facts;
+    let m = &run.machine;
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let rows = [
+        (
+            "machine",
+            format!(
+                "Linux {}, {} CPUs, {} GiB memory",
+                show(m.kernel.as_deref()),
+                show(m.cpus),
+                show(m.memory_bytes.map(|b| b >> 30))
+            ),
+        ),
+        ("dir", run.dir.display().to_string()),
+        (
+            "disk",
+            format!(
+                "{} on {}: logical {} B, physical {} B, cache {}, FUA {}, rotational {}",
+                show(f.fs_type.as_deref()),
+                show(f.device.as_deref()),
+                show(f.logical_block_bytes),
+                show(f.physical_block_bytes),
+                show(f.write_cache.map(write_cache_name)),
+                show(f.fua.map(yes_no)),
+                show(f.rotational.map(yes_no)),
+            ),
+        ),
+        (
+            "transaction",
+            format!(
+                "insert one random 15 B key with a {} B value, commit; durable on return",
+                run.value_bytes
+            ),
+        ),
+        (
+            "time per row",
+            format!(
+                "{:.2} s, a fresh store per engine and thread count",
+                run.seconds
+            ),
+        ),
+    ];
+    for (name, value) in rows {
+        println!("  {name:<14} {value}");
+    }
+}
+
+/// The human report.
+fn print_text(run: &PeersRun) {
+    println!("tilldb and its peers: one-insert durable transactions from many threads");
+    print_header(run);
+    let per_flush = run
+        .raw_device_flushes_per_flush()
+        .map_or_else(String::new, |x| {
+            format!("; {x:.2} device flush requests per flushed write")
+        });
+    println!(
+        "\nRaw flushed writes: {:.0}/s, p50 {:.0} us, p99 {:.0} us ({} B write + {} on a \
+         preallocated file, one writer, {:.2} s{per_flush})",
+        run.raw.flushes_per_sec,
+        run.raw.p50_us,
+        run.raw.p99_us,
+        run.block_bytes,
+        run.flush_method,
+        run.raw.elapsed.as_secs_f64(),
+    );
+    println!();
+    println!("{}", table(run));
+    println!(
+        "x tilldb = commits/s / tilldb's at the same thread count; x raw = commits/s / raw \
+         flushed writes/s.\n\
+         flushes/s = cache-flush requests the device completed (/proc/diskstats, device-wide: \
+         other processes' I/O counts too); n/a when the kernel does not report them.\n\
+         device B/commit = bytes the device wrote (same source, the file system's journal \
+         included); dir B/commit = growth of the engine's directory (allocated blocks, \
+         preallocation included)."
+    );
+    println!("\nHow each engine is made durable (commit returns only once it is flushed):");
+    for &engine in &run.engines {
+        println!(
+            "  {:<16} {}",
+            engines::name(engine),
+            engines::configuration(engine)
+        );
+    }
+    print_targets(run);
+}
+
+fn table(run: &PeersRun) -> Table {
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED);
+    table.set_header([
+        "engine",
+        "threads",
+        "commits/s",
+        "x tilldb",
+        "x raw",
+        "p50 us",
+        "p99 us",
+        "flushes/s",
+        "commits/flush",
+        "device B/commit",
+        "dir B/commit",
+    ]);
+    let na = || "n/a".to_owned();
+    for r in &run.rows {
+        table.add_row([
+            engines::name(r.engine).to_owned(),
+            r.threads.to_string(),
+            format!("{:.0}", r.commits_per_sec()),
+            run.ratio_to_tilldb(r)
+                .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}")),
+            format!("{:.2}", run.ratio_to_raw(r)),
+            micros(r.p50_us),
+            micros(r.p99_us),
+            r.device_flushes_per_sec()
+                .map_or_else(na, |x| format!("{x:.0}")),
+            r.commits_per_device_flush()
+                .map_or_else(na, |x| format!("{x:.2}")),
+            r.per_commit(r.counts.device_write_bytes)
+                .map_or_else(na, |x| format!("{x:.0}")),
+            r.dir_growth_per_commit()
+                .map_or_else(na, |x| format!("{x:.0}")),
+        ]);
+    }
+    for i in 1..11 {
+        if let Some(column) = table.column_mut(i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table
+}
+
+/// Microseconds for the table: whole above 10, one decimal below.
+fn micros(us: f64) -> String {
+    if us < 10.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.0}")
+    }
+}
+
+/// The verdicts on issue 7's targets, from this run's rows.
+fn print_targets(run: &PeersRun) {
+    let tilldb: Vec<&PeerRow> = run
+        .rows
+        .iter()
+        .filter(|r| r.engine == Engine::Tilldb)
+        .collect();
+    if tilldb.is_empty() {
+        return;
+    }
+    println!("\nTargets (tilldb):");
+    let mut behind = Vec::new();
+    for t in &tilldb {
+        for r in run
+            .rows
+            .iter()
+            .filter(|r| r.threads == t.threads && r.engine != Engine::Tilldb)
+        {
+            if r.commits_per_sec() > t.commits_per_sec() {
+                behind.push(format!(
+                    "{} at {} threads ({:.2} x)",
+                    engines::name(r.engine),
+                    r.threads,
+                    run.ratio_to_tilldb(r).unwrap_or(0.0)
+                ));
+            }
+        }
+    }
+    if behind.is_empty() {
+        println!("  >= every peer at every thread count: met");
+    } else {
+        println!(
+            "  >= every peer at every thread count: NOT met, faster: {}",
+            behind.join(", ")
+        );
+    }
+    if let Some(one) = tilldb.iter().find(|r| r.threads == 1) {
+        let x = run.ratio_to_raw(one);
+        let verdict = if x >= ONE_THREAD_TARGET {
+            "met"
+        } else {
+            "NOT met"
+        };
+        println!("  1 thread >= {ONE_THREAD_TARGET} x raw: {x:.2} x, {verdict}");
+        if let Some(many) = tilldb.iter().find(|r| r.threads == 64) {
+            let one_rate = one.commits_per_sec();
+            let x = if one_rate > 0.0 {
+                many.commits_per_sec() / one_rate
+            } else {
+                0.0
+            };
+            let verdict = if x >= SCALING_TARGET {
+                "met"
+            } else {
+                "NOT met"
+            };
+            println!("  64 threads >= {SCALING_TARGET} x 1 thread: {x:.2} x, {verdict}");
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Running `till bench peers`: the raw rate, then every (thread count, engine) row on a fresh
+//! store, with the counters of `counters.rs` read around each row.
+
+use super::counters::{self, Counters, Machine};
+use super::engines::{self, BoxError, Settings, Store, Writer};
+use super::report::{self, PeerRow, PeersRun};
+use super::{Engine, PeersArgs};
+use crate::bench::latency::{merge_sorted, percentile_us};
+use crate::bench::raw;
+use crate::bench::store_load::{XorShift, key};
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Idle time after opening each store before the clock starts: tilldb prepares its spare log
+/// segment then (see `SETTLE` in `commit.rs`), the LSM engines start their workers.
+const SETTLE: Duration = Duration::from_millis(300);
+/// Largest value accepted: larger values measure bandwidth, not the commit path.
+const VALUE_BYTES_MAX: usize = 1 << 20;
+/// Random keys are drawn below this, so collisions (an update instead of an insert) are rare.
+const KEY_SPACE: u64 = 1_000_000_000_000;
+/// Seed of thread 0's key stream (thread i uses SEED + i, for every engine alike).
+const SEED: u64 = 0x5045_4552_5300_0000;
+/// Latency samples kept per row (8 bytes each), shared among its threads.
+const SAMPLES_PER_ROW_MAX: usize = 16 << 20;
+/// Page size passed when resolving the log block for the raw measurement (as tilldb's).
+const PAGE_BYTES: u32 = 16384;
+
+pub fn run(args: &PeersArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let engines = validate(args)?;
+    let storage = raw::storage(0);
+    let bar = crate::bench::progress_bar((1 + engines.len() * args.threads.len()) as u64);
+    // The raw measurement also counts the device flushes one raw flushed write costs; the
+    // device is only known once the run directory exists, so read every device before.
+    let diskstats_before = std::fs::read_to_string("/proc/diskstats").ok();
+    let raw::RunStart {
+        scratch,
+        facts,
+        block_bytes,
+        raw,
+    } = raw::start_run(
+        &*storage,
+        &args.dir,
+        "peers",
+        args.flush_method,
+        None,
+        PAGE_BYTES,
+        args.seconds,
+        &bar,
+    )?;
+    let device = facts.device.clone();
+    let raw_device_flushes = diskstats_before.and_then(|before| {
+        let before = Counters::from_diskstats(&before, device.as_deref()?);
+        Counters::read(device.as_deref())
+            .since(before)
+            .device_flushes
+    });
+    let settings = Settings {
+        flush_method: args.flush_method,
+    };
+    let mut rows = Vec::with_capacity(engines.len() * args.threads.len());
+    for &threads in &args.threads {
+        for &engine in &engines {
+            let name = engines::name(engine);
+            bar.set_message(format!("{name}, {threads} threads"));
+            let dir = scratch.path().join(format!("{name}-t{threads}"));
+            std::fs::create_dir(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let row = run_row(engine, &dir, settings, args, threads, device.as_deref())
+                .map_err(|e| format!("{name}, {threads} threads: {e}"))?;
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+            rows.push(row);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let run = PeersRun {
+        dir: scratch
+            .path()
+            .parent()
+            .unwrap_or(scratch.path())
+            .to_path_buf(),
+        machine: Machine::read(),
+        facts,
+        flush_method: args.flush_method,
+        block_bytes,
+        value_bytes: args.value_bytes,
+        seconds: args.seconds,
+        raw,
+        raw_device_flushes,
+        engines,
+        rows,
+    };
+    drop(scratch);
+    report::emit(&run, args.json, args.plot.as_deref())
+}
+
+/// Checks the flags before anything touches the disk; returns the engines to run.
+fn validate(args: &PeersArgs) -> Result<Vec<Engine>, String> {
+    crate::bench::check_threads_and_seconds(&args.threads, args.seconds)?;
+    if args.value_bytes > VALUE_BYTES_MAX {
+        return Err(format!(
+            "--value-bytes {} is more than the {VALUE_BYTES_MAX} supported",
+            args.value_bytes
+        ));
+    }
+    let mut engines = if args.engines.is_empty() {
+        engines::default_engines()
+    } else {
+        args.engines.clone()
+    };
+    if let Some(&missing) = engines.iter().find(|&&e| !engines::is_built(e)) {
+        assert_eq!(missing, Engine::Rocksdb, "only RocksDB is optional");
+        return Err(engines::ROCKSDB_NOT_BUILT.into());
+    }
+    let mut seen = Vec::with_capacity(engines.len());
+    engines.retain(|e| {
+        let first = !seen.contains(e);
+        seen.push(*e);
+        first
+    });
+    Ok(engines)
+}
+
+/// What one committing thread did.
+struct Committer {
+    /// Sorted commit latencies in ns: all, or the first `samples_max`.
+    latencies_ns: Vec<u64>,
+    commits: u64,
+}
+
+/// A fresh `engine` store in `dir`: one writer per thread, settle, `threads` threads insert
+/// and commit for `--seconds`, close.
+fn run_row(
+    engine: Engine,
+    dir: &Path,
+    settings: Settings,
+    args: &PeersArgs,
+    threads: usize,
+    device: Option<&str>,
+) -> Result<PeerRow, BoxError> {
+    let store = engines::open(engine, dir, settings)?;
+    let outcome = time_commits(&*store, dir, args, threads, device);
+    // Close even after a failed row, so the store's threads and files are released.
+    let closed = store.close();
+    let (committers, elapsed, counts, dir_growth_bytes) = outcome?;
+    closed?;
+    let commits: u64 = committers.iter().map(|c| c.commits).sum();
+    let runs: Vec<&[u64]> = committers
+        .iter()
+        .map(|c| c.latencies_ns.as_slice())
+        .collect();
+    let latencies = merge_sorted(&runs);
+    assert!(
+        latencies.len() as u64 <= commits,
+        "more latency samples than commits"
+    );
+    Ok(PeerRow {
+        engine,
+        threads,
+        commits,
+        elapsed,
+        p50_us: percentile_us(&latencies, 50.0),
+        p99_us: percentile_us(&latencies, 99.0),
+        max_us: percentile_us(&latencies, 100.0),
+        counts,
+        dir_growth_bytes,
+    })
+}
+
+type Timed = (Vec<Committer>, Duration, Counters, i64);
+
+/// The timed part of a row: writers made, settle, gate, commits, counters around them.
+fn time_commits(
+    store: &dyn Store,
+    dir: &Path,
+    args: &PeersArgs,
+    threads: usize,
+    device: Option<&str>,
+) -> Result<Timed, BoxError> {
+    let writers = (0..threads)
+        .map(|_| store.writer().map(|w| Mutex::new(Some(w))))
+        .collect::<Result<Vec<_>, BoxError>>()?;
+    std::thread::sleep(SETTLE);
+    let samples_max = (SAMPLES_PER_ROW_MAX / threads).max(1);
+    let dir_before = counters::dir_allocated_bytes(dir);
+    let run = crate::bench::threads::run_gated(
+        threads,
+        "peer",
+        Duration::from_secs_f64(args.seconds),
+        || Counters::read(device),
+        |i, stop| {
+            let writer = writers[i]
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+                .expect("each thread takes its own writer once");
+            commit_until(writer, i, args.value_bytes, stop, samples_max)
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let dir_after = counters::dir_allocated_bytes(dir);
+    let committers = run
+        .results
+        .into_iter()
+        .collect::<Result<Vec<_>, BoxError>>()?;
+    let growth = i64::try_from(dir_after).unwrap_or(i64::MAX)
+        - i64::try_from(dir_before).unwrap_or(i64::MAX);
+    Ok((committers, run.elapsed, run.after.since(run.before), growth))
+}
+
+/// One committing thread: insert random keys, one durable transaction each, until told to
+/// stop. Keeps at most `samples_max` latencies but counts every commit.
+fn commit_until(
+    mut writer: Box<dyn Writer + Send + '_>,
+    thread: usize,
+    value_bytes: usize,
+    stop: &AtomicBool,
+    samples_max: usize,
+) -> Result<Committer, BoxError> {
+    let mut rng = XorShift::new(SEED.wrapping_add(thread as u64));
+    let value = vec![0xA5; value_bytes];
+    let mut latencies_ns = Vec::with_capacity(samples_max.min(1 << 16));
+    let mut commits = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let k = key(rng.below(KEY_SPACE));
+        let t = Instant::now();
+        if let Err(e) = writer.insert_commit(k.as_bytes(), &value) {
+            stop.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        commits += 1;
+        if latencies_ns.len() < samples_max {
+            latencies_ns.push(ns);
+        }
+    }
+    assert!(latencies_ns.len() <= samples_max, "sample bound");
+    latencies_ns.sort_unstable();
+    Ok(Committer {
+        latencies_ns,
+        commits,
+    })
+}
