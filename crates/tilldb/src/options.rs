@@ -204,8 +204,14 @@ pub struct Options {
     /// without bound in time. Default: 5 minutes.
     pub checkpoint_interval: std::time::Duration,
     /// The log's options (segment size, flush interval, gathering); its flush method is set
-    /// from `flush_method`.
+    /// from `flush_method`, its `background_threads` from `background_threads`.
     pub wal: crate::wal::WalOptions,
+    /// Run the background threads: page write-back, the log's interval flusher and segment
+    /// preparer. Default: on. Off, every I/O happens on a calling thread in program order,
+    /// so one sequence of calls gives the same I/O sequence every time (the crash explorer
+    /// numbers I/O steps this way); `Buffered` and `Lazy` commits then reach the disk only
+    /// when a later `Sync` commit, checkpoint or close writes the log.
+    pub background_threads: bool,
 }
 
 impl Default for Options {
@@ -224,6 +230,7 @@ impl Default for Options {
                 segment_bytes: 64 << 20,
                 ..crate::wal::WalOptions::default()
             },
+            background_threads: true,
         }
     }
 }
@@ -244,6 +251,7 @@ impl Options {
                 segment_bytes: 1 << 20,
                 ..crate::wal::WalOptions::for_tests()
             },
+            background_threads: true,
         }
     }
 

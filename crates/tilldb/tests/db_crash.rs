@@ -420,3 +420,60 @@ fn garbage_at_a_page_the_log_creates_is_rebuilt_not_corruption() {
     }
     txn.commit().expect("allocating past the garbage works");
 }
+
+/// Found by the crash explorer: a page's lsn is the *end* of the record that last changed it,
+/// and the image horizon is the log end when a checkpoint began. When the last record before a
+/// checkpoint was not followed by padding (a `Lazy` commit, not yet flushed), the pages it
+/// changed had an lsn equal to the horizon, so their next change logged no image, and a tear
+/// of such a page after the checkpoint could not be repaired.
+#[test]
+fn a_page_changed_by_the_record_ending_at_the_horizon_gets_an_image() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = open(&disk, 0, "create", TornPageGuard::FullPageImages);
+    let put = |value: u8, durability| {
+        let mut txn = db.begin().expect("begin");
+        txn.put(b"key", &[value; 40]).expect("put");
+        txn.commit_with(durability).expect("commit");
+    };
+    put(1, tilldb::Durability::Lazy); // ends exactly where the checkpoint's horizon will be
+    db.checkpoint().expect("checkpoint");
+    put(2, tilldb::Durability::Sync);
+    std::mem::forget(db);
+    disk.crash(CrashMode::ProcessKill);
+    // The default table's root leaf is page 2; tear it on disk.
+    disk.corrupt(Path::new("/db/data.tdb"), 2 * 4096 + 2048, 0xFF);
+    let db = open(&disk, 0, "after the tear", TornPageGuard::FullPageImages);
+    assert_eq!(db.get(b"key").expect("get"), Some(vec![2; 40]));
+    assert!(db.recovery().pages_rebuilt >= 1, "{:?}", db.recovery());
+    db.check().expect("tree checks");
+}
+
+/// Found by the crash explorer: a crash between the atomic guard's test write and the removal
+/// of its scratch file left the file, and every later open of the database failed with
+/// "File exists".
+#[test]
+fn a_scratch_file_left_by_a_crash_in_the_atomic_check_does_not_block_open() {
+    let disk = SimDisk::new(SimConfig {
+        atomic_write_unit: Some((4096, 65536)),
+        ..SimConfig::default()
+    });
+    drop(open(&disk, 0, "create", TornPageGuard::Atomic));
+    let storage: &dyn tilldb::io::Storage = &disk;
+    let scratch = Path::new("/db").join(tilldb::page::ATOMIC_CHECK_FILE);
+    drop(
+        storage
+            .create(&scratch, tilldb::FlushMethod::Direct)
+            .expect("the leftover"),
+    );
+    disk.crash(CrashMode::ProcessKill);
+    drop(open(
+        &disk,
+        0,
+        "reopen over the leftover",
+        TornPageGuard::Atomic,
+    ));
+    assert!(
+        !storage.exists(&scratch).expect("exists"),
+        "scratch file left"
+    );
+}

@@ -15,16 +15,19 @@
 //! # Full-page images
 //!
 //! With [`TornPageGuard::FullPageImages`](crate::page::TornPageGuard) a commit logs a page
-//! whole (its image after the change) instead of the change, when the page's lsn is below
-//! the *image horizon* `h`: the log end when the latest checkpoint began (or the checkpoint
-//! recovery started from, at open). Later changes in the same commit are logged as ops.
+//! whole (its image after the change) instead of the change, when the page's lsn is at or
+//! below the *image horizon* `h`: the log end when the latest checkpoint began (or the
+//! checkpoint recovery started from, at open). A page's lsn is the *end* of the record that
+//! last changed it, so a record that began before `h` leaves an lsn of at most `h` (exactly
+//! `h` when no padding followed it), and one that began at or after `h` leaves more. Later
+//! changes in the same commit are logged as ops.
 //!
 //! Why recovery can then rebuild every torn page: a checkpoint of this guard writes the header
 //! only when it made every page changed before its start durable, so its redo point is
 //! exactly its `h` (otherwise it leaves the previous header in force). A page can only be torn
 //! by a write of changes made at or after the `h` of the header in force (older changes were
-//! durable before that header was), and the first such change of every page had a page lsn
-//! below `h`, so it was logged whole, at an lsn recovery replays. Redo rebuilds a page it
+//! durable before that header was), and the first such change of every page found a page lsn
+//! of at most `h`, so it was logged whole, at an lsn recovery replays. Redo rebuilds a page it
 //! cannot read from a whole-page op (`open.rs`, `redo_op`).
 //!
 //! Files: `open.rs` creates or recovers a database ([`RecoveryReport`]), `txn.rs` holds the

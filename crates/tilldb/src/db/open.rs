@@ -93,6 +93,7 @@ pub(super) fn create(
     )?;
     let wal_options = crate::wal::WalOptions {
         flush_method: method,
+        background_threads: options.background_threads,
         ..options.wal.clone()
     };
     let (wal, _) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
@@ -206,6 +207,7 @@ pub(super) fn open_existing(
     };
     let wal_options = crate::wal::WalOptions {
         flush_method: method,
+        background_threads: options.background_threads,
         ..options.wal.clone()
     };
     let (wal, _recovery) = Wal::open_from(
@@ -298,13 +300,16 @@ fn assemble(
     let visible = wal.end_lsn().0;
     let pool = Arc::new(pool);
     let poisoned = Arc::new(AtomicBool::new(false));
-    let writeback = writeback::WriteBack::start(Arc::clone(&pool), Arc::clone(&poisoned)).map_err(
-        |source| Error::Io {
-            op: crate::IoOp::Create,
-            path: dir.to_path_buf(),
-            source,
-        },
-    )?;
+    let writeback = if options.background_threads {
+        writeback::WriteBack::start(Arc::clone(&pool), Arc::clone(&poisoned))
+    } else {
+        Ok(writeback::WriteBack::idle())
+    }
+    .map_err(|source| Error::Io {
+        op: crate::IoOp::Create,
+        path: dir.to_path_buf(),
+        source,
+    })?;
     Ok(Db {
         inner: Arc::new(Inner {
             dir: dir.to_path_buf(),

@@ -22,7 +22,7 @@ pub struct TxnPages<'a> {
     alloc: RefCell<Alloc>,
     ops: RefCell<Vec<PageOp>>,
     touched: RefCell<BTreeSet<PageId>>,
-    /// Full-page images: a page whose lsn is below this is logged whole at its first change
+    /// Full-page images: a page whose lsn is at most this is logged whole at its first change
     /// in this commit (see "Full-page images" in `db/mod.rs`). `None`: other guards.
     image_below: Option<u64>,
     /// Pages this commit has logged whole (an image or a format) already.
@@ -86,11 +86,13 @@ impl Pages for TxnPages<'_> {
         let id = op.page();
         let logged = {
             let mut page = self.pool.write(id)?;
-            // The page's lsn is that of its last logged change (this commit's changes are
-            // stamped after the append), so it says whether the log holds the page whole
-            // since the horizon.
+            // The page's lsn is the end of the record of its last logged change (this
+            // commit's changes are stamped after the append), so it says whether the log
+            // holds the page whole since the horizon: a record that began at or after the
+            // horizon ends past it. A page whose last record ends exactly at the horizon was
+            // changed before the checkpoint began, and needs its image (`<=`, not `<`).
             let image = !op.rewrites_whole_page()
-                && self.image_below.is_some_and(|below| page.lsn() < below)
+                && self.image_below.is_some_and(|below| page.lsn() <= below)
                 && !self.whole.borrow().contains(&id);
             op.apply_to(&mut page);
             if image {

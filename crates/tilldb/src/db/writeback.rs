@@ -37,6 +37,15 @@ impl WriteBack {
         })
     }
 
+    /// No writer: misses and checkpoints write pages back themselves
+    /// (`Options::background_threads` off).
+    pub fn idle() -> WriteBack {
+        WriteBack {
+            stop: Arc::new((Mutex::new(true), Condvar::new())),
+            handle: None,
+        }
+    }
+
     /// Stops the writer and waits for it.
     pub fn stop(&mut self) {
         *self.stop.0.lock() = true;

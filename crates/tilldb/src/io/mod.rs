@@ -40,7 +40,7 @@ pub use measure::{
     MeasureFile, MeasureSpec, Measurement, Recommendation, choose_flush_method, measure, recommend,
 };
 pub use probe::{DeviceFacts, WriteCache, atomic_write_supported};
-pub use sim::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk};
+pub use sim::{CrashMode, CrashPoint, Fault, FaultKind, IoKind, SimConfig, SimDisk};
 
 use crate::{FlushMethod, Result};
 use std::fmt;

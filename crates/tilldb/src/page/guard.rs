@@ -197,6 +197,9 @@ pub fn data_file_method(guard: TornPageGuard, method: FlushMethod) -> FlushMetho
     }
 }
 
+/// The scratch file of [`check_atomic_pages`]'s test write, in the database directory.
+pub const ATOMIC_CHECK_FILE: &str = ".tilldb-atomic-check";
+
 /// Checks that pages of `page_bytes` can be written atomically in `dir`: the device facts
 /// promise it and a test write of one page with `RWF_ATOMIC` on an `O_DIRECT` file succeeds.
 /// `Err` says what is missing; `db` uses it at create and at every open of an atomic
@@ -215,7 +218,12 @@ pub fn check_atomic_pages(storage: &dyn Storage, dir: &Path, page_bytes: u32) ->
             facts.atomic_write_unit_min_bytes, facts.atomic_write_unit_max_bytes
         ));
     }
-    let scratch = dir.join(format!(".tilldb-atomic-check-{}", std::process::id()));
+    // One fixed name: a crash between the create and the remove leaves the file behind, and
+    // the next check removes it first (the crash explorer found opens refused by a leftover).
+    let scratch = dir.join(ATOMIC_CHECK_FILE);
+    if storage.exists(&scratch)? {
+        storage.remove(&scratch)?;
+    }
     let file = storage.create(&scratch, FlushMethod::Direct)?;
     let buf = crate::io::AlignedBuf::zeroed(page_bytes as usize);
     let written = file.write_atomic_at(&buf, 0);

@@ -29,9 +29,9 @@ mod store;
 
 pub use buffer_pool::{Backend, BufferPool, PageRead, PageWrite, PoolStats};
 pub use guard::{
-    BATCH_HEADER_BYTES, Batch, BatchImage, BatchState, DOUBLEWRITE_FILE_NAME, Doublewrite,
-    ENTRIES_MAX, PAGES_MAX_DEFAULT, PageGuard, RestoreAction, RestoreReport, TornPageGuard,
-    check_atomic_pages, choose_guard, data_file_method, restore_torn_pages,
+    ATOMIC_CHECK_FILE, BATCH_HEADER_BYTES, Batch, BatchImage, BatchState, DOUBLEWRITE_FILE_NAME,
+    Doublewrite, ENTRIES_MAX, PAGES_MAX_DEFAULT, PageGuard, RestoreAction, RestoreReport,
+    TornPageGuard, check_atomic_pages, choose_guard, data_file_method, restore_torn_pages,
 };
 pub use store::{
     BATCH_PAGES_MAX, COALESCE_BYTES_MAX, DATA_FILE_NAME, PAGE_COUNT_MAX, PageSlot, PageStore,

@@ -104,6 +104,11 @@ pub struct WalOptions {
     /// that write a sector atomically (see "Rewriting the tail block" above); it keeps the log
     /// up to 32x smaller for one-commit groups.
     pub pad_groups: bool,
+    /// Run the interval flusher and the segment preparer threads. Default: on. Off, every log
+    /// write, flush and segment preparation happens on a calling thread, in program order (a
+    /// crash explorer needs that to number I/O steps); `Buffered` and `Lazy` records then reach
+    /// the disk only when a later commit, `flush`, `sync` or `close` writes them.
+    pub background_threads: bool,
 }
 
 impl Default for WalOptions {
@@ -116,6 +121,7 @@ impl Default for WalOptions {
             flush_interval: Duration::from_millis(100),
             adaptive_gather: true,
             pad_groups: true,
+            background_threads: true,
         }
     }
 }
@@ -132,6 +138,7 @@ impl WalOptions {
             flush_interval: Duration::from_millis(5),
             adaptive_gather: true,
             pad_groups: true,
+            background_threads: true,
         }
     }
 }

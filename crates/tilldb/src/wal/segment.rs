@@ -1,8 +1,9 @@
 //! # Segment format (log version 1)
 //!
 //! A segment is the file `{generation:020}.wal` in the log directory, `segment_bytes` long,
-//! preallocated by writing zeros so that `fdatasync` never has metadata to write. Its first log
-//! block holds the header; records fill the rest (`record.rs`).
+//! preallocated by writing zeros so that `fdatasync` never has metadata to write. The zeros are
+//! flushed before the header is written, so a valid header always sits on a full-length file.
+//! Its first log block holds the header; records fill the rest (`record.rs`).
 //!
 //! ```text
 //! offset size field
@@ -193,8 +194,9 @@ impl Segment {
     }
 
     /// Makes a segment ready for appends: recycles `free` if given (rename, header, flush),
-    /// otherwise creates and zero-fills a new file. Either way the header and the name are
-    /// durable when this returns.
+    /// otherwise creates and zero-fills a new file, flushes the zeros, then writes and
+    /// flushes the header. Either way the header and the name are durable when this returns,
+    /// and a valid header is only ever on a full-length file.
     pub fn prepare(
         storage: &dyn Storage,
         dir: &Path,
@@ -217,11 +219,15 @@ impl Segment {
             if len != header.segment_bytes {
                 file.set_len(0)?;
                 file.allocate_zeroed(0, header.segment_bytes)?;
+                file.flush()?;
             }
             file
         } else {
             let file = storage.create(&path, method)?;
             file.allocate_zeroed(0, header.segment_bytes)?;
+            // The zeros are durable before the header is written: a power cut can then never
+            // leave a valid header on a short file, which recovery would call corruption.
+            file.flush()?;
             file
         };
         file.write_at(&header.encode(), 0)?;

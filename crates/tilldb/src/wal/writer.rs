@@ -322,6 +322,9 @@ impl Wal {
     /// Starts the interval flusher and the segment preparer. On failure the threads already
     /// started are stopped when the caller drops the log.
     fn start_threads(&self, dir: &Path) -> Result<()> {
+        if !self.shared.options.background_threads {
+            return Ok(());
+        }
         for (name, body) in [
             ("tilldb-wal-flush", Shared::background as fn(&Shared)),
             ("tilldb-wal-prep", Shared::preparer),

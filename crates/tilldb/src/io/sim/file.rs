@@ -88,23 +88,31 @@ impl SimFile {
     /// The write a [`FaultKind::ShortWrite`] or [`FaultKind::Crash`] lets through: the bytes up
     /// to a random `unit` boundary of the file, at least none and at most all (`may_finish`)
     /// or all but the last boundary.
+    ///
+    /// `chosen` picks the cut point instead of the generator (capped at the last one), and
+    /// `atomic` leaves only the start and the end as cut points.
     fn cut_prefix<'b>(
         state: &mut State,
         buf: &'b [u8],
         offset: u64,
         unit: u64,
         may_finish: bool,
+        chosen: Option<u32>,
+        atomic: bool,
     ) -> &'b [u8] {
         let end = offset + buf.len() as u64;
         // Cut points: `offset` itself, then every multiple of `unit` inside the write.
         let first_boundary = (offset / unit + 1) * unit;
-        let inner = if first_boundary >= end {
+        let inner = if first_boundary >= end || atomic {
             0
         } else {
             (end - 1 - first_boundary) / unit + 1
         };
         let cuts = 1 + inner + u64::from(may_finish && !buf.is_empty());
-        let pick = state.rng.below(cuts);
+        let pick = match chosen {
+            Some(n) => u64::from(n).min(cuts - 1),
+            None => state.rng.below(cuts),
+        };
         let cut = match pick {
             0 => offset,
             n if n <= inner => first_boundary + (n - 1) * unit,
@@ -126,15 +134,20 @@ impl SimFile {
         fault: FaultKind,
         buf: &[u8],
         offset: u64,
+        atomic: bool,
     ) -> crate::Error {
-        let (unit, may_finish) = match fault {
-            FaultKind::ShortWrite => (u64::from(state.config.logical_block_bytes), false),
-            FaultKind::Crash => (CRASH_CUT_BYTES, true),
+        let (unit, may_finish, chosen) = match fault {
+            FaultKind::ShortWrite => (u64::from(state.config.logical_block_bytes), false, None),
+            FaultKind::Crash => (CRASH_CUT_BYTES, true, None),
+            FaultKind::CrashCut(n) => (CRASH_CUT_BYTES, true, Some(n)),
             FaultKind::Eio | FaultKind::Enospc | FaultKind::FlushLosesData => {
                 return fault_error(fault, IoOp::Write, &self.path);
             }
         };
-        let prefix = Self::cut_prefix(state, buf, offset, unit, may_finish);
+        let prefix = Self::cut_prefix(state, buf, offset, unit, may_finish, chosen, atomic);
+        if fault.is_crash() {
+            state.last_crash_cut = Some((prefix.len() as u64, buf.len() as u64));
+        }
         let fits = offset
             .checked_add(buf.len() as u64)
             .is_some_and(|end| end <= FILE_BYTES_MAX);
@@ -147,6 +160,39 @@ impl SimFile {
             state.file_mut(self.id).push(op);
         }
         fault_error(fault, IoOp::Write, &self.path)
+    }
+
+    /// A write; `atomic` when the device promised to do it whole (a crash cuts it at its start
+    /// or its end only).
+    fn write(&self, buf: &[u8], offset: u64, atomic: bool) -> Result<()> {
+        self.check_aligned(buf.as_ptr(), buf.len(), offset);
+        let mut state = self.disk.lock();
+        let write = (self.id, offset, buf, atomic);
+        if let Some(fault) = state.admit_write(&self.path, Some(self.epoch), write)? {
+            return Err(self.write_fault(&mut state, fault, buf, offset, atomic));
+        }
+        let end = self.check_end(IoOp::Write, offset.checked_add(buf.len() as u64))?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let write_through = self.method.is_write_through() && !state.lying_flushes;
+        let latency = state.config.flush_latency;
+        let file = state.file_mut(self.id);
+        file.push(DataOp::Write {
+            offset,
+            bytes: buf.to_vec(),
+        });
+        if write_through {
+            // O_DSYNC: the write, and the size changes before it, are durable on return.
+            file.make_durable();
+            assert!(file.durable.len() as u64 >= end);
+        }
+        assert!(file.live.len() as u64 >= end);
+        drop(state);
+        if self.method.is_write_through() {
+            Self::sleep(latency);
+        }
+        Ok(())
     }
 
     /// Sleeps for the simulated flush latency, outside the lock.
@@ -192,33 +238,7 @@ impl StorageFile for SimFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.check_aligned(buf.as_ptr(), buf.len(), offset);
-        let mut state = self.disk.lock();
-        if let Some(fault) = state.admit(IoKind::Write, &[&self.path], Some(self.epoch))? {
-            return Err(self.write_fault(&mut state, fault, buf, offset));
-        }
-        let end = self.check_end(IoOp::Write, offset.checked_add(buf.len() as u64))?;
-        if buf.is_empty() {
-            return Ok(());
-        }
-        let write_through = self.method.is_write_through() && !state.lying_flushes;
-        let latency = state.config.flush_latency;
-        let file = state.file_mut(self.id);
-        file.push(DataOp::Write {
-            offset,
-            bytes: buf.to_vec(),
-        });
-        if write_through {
-            // O_DSYNC: the write, and the size changes before it, are durable on return.
-            file.make_durable();
-            assert!(file.durable.len() as u64 >= end);
-        }
-        assert!(file.live.len() as u64 >= end);
-        drop(state);
-        if self.method.is_write_through() {
-            Self::sleep(latency);
-        }
-        Ok(())
+        self.write(buf, offset, false)
     }
 
     /// The device's promise, checked: direct I/O, and a length and offset its atomic write
@@ -241,7 +261,7 @@ impl StorageFile for SimFile {
                 rustix::io::Errno::OPNOTSUPP,
             ));
         }
-        self.write_at(buf, offset)
+        self.write(buf, offset, true)
     }
 
     fn set_len(&self, len: u64) -> Result<()> {

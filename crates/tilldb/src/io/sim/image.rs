@@ -62,7 +62,7 @@ pub(super) fn write_into(image: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
 }
 
 /// The bytes of one file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct FileData {
     /// What reads see: every write and size change so far.
     pub(super) live: Vec<u8>,

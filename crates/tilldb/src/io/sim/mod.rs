@@ -48,11 +48,13 @@ mod fault;
 mod file;
 mod image;
 mod namespace;
+mod record;
 mod rng;
 mod storage;
 
 pub use crash::CrashMode;
 pub use fault::{Fault, FaultKind, IoKind};
+pub use record::CrashPoint;
 
 use self::fault::{FaultTable, SimFailure, fault_error, sim_error};
 use self::image::FileData;
@@ -187,6 +189,7 @@ impl Clone for SimDisk {
 struct FileId(u64);
 
 /// Everything on the disk. Guarded by `SimDisk::state`.
+#[derive(Clone)]
 struct State {
     config: SimConfig,
     rng: SimRng,
@@ -199,6 +202,12 @@ struct State {
     names: Namespace,
     files: BTreeMap<FileId, FileData>,
     next_file_id: u64,
+    /// What the last crash fault kept of the write it cut: `(kept, len)` bytes.
+    last_crash_cut: Option<(u64, u64)>,
+    /// Crash points not yet taken, while recording (`record.rs`).
+    recorded: Option<Vec<record::CrashPoint>>,
+    /// Crash points taken so far since recording started.
+    recorded_taken: usize,
 }
 
 impl State {
@@ -222,11 +231,36 @@ impl State {
         paths: &[&Path],
         epoch: Option<u64>,
     ) -> Result<Option<FaultKind>> {
+        assert_ne!(kind, IoKind::Write, "writes are admitted by admit_write");
+        self.admit_call(kind, paths, epoch, None)
+    }
+
+    /// [`State::admit`] for a write of `bytes` at `offset` of `file`, `atomic` if the device
+    /// promised to do it whole.
+    fn admit_write(
+        &mut self,
+        path: &Path,
+        epoch: Option<u64>,
+        write: (FileId, u64, &[u8], bool),
+    ) -> Result<Option<FaultKind>> {
+        self.admit_call(IoKind::Write, &[path], epoch, Some(write))
+    }
+
+    fn admit_call(
+        &mut self,
+        kind: IoKind,
+        paths: &[&Path],
+        epoch: Option<u64>,
+        write: Option<(FileId, u64, &[u8], bool)>,
+    ) -> Result<Option<FaultKind>> {
         assert!(!paths.is_empty(), "every call names a path");
         self.faults.count_call(kind);
         self.check_alive(kind.op(), paths[0], epoch)?;
+        if kind.changes_disk() {
+            self.record_point(kind, paths[0], write);
+        }
         let fault = self.faults.next_fault(kind, paths);
-        if fault == Some(FaultKind::Crash) {
+        if fault.is_some_and(FaultKind::is_crash) {
             self.dead = true;
         }
         Ok(fault)
@@ -303,6 +337,9 @@ impl SimDisk {
             names: Namespace::default(),
             files: BTreeMap::new(),
             next_file_id: 0,
+            last_crash_cut: None,
+            recorded: None,
+            recorded_taken: 0,
         };
         state.check_invariants();
         SimDisk {
@@ -337,6 +374,36 @@ impl SimDisk {
         if self.process.load(Ordering::Acquire) != HARNESS {
             self.process.store(state.epoch, Ordering::Release);
         }
+    }
+
+    /// A new, independent disk holding a copy of this one's state (files, names, unflushed
+    /// ops, fault rules, a dead disk stays dead), whose random choices come from `seed`. The
+    /// returned handle is a harness handle; handles of this disk do not reach the copy. An
+    /// explorer runs a workload to a crash point once and forks there, one fork per way of
+    /// crashing.
+    #[must_use]
+    pub fn fork(&self, seed: u64) -> SimDisk {
+        let mut state = {
+            let mut state = self.state.lock();
+            let recorded = state.recorded.take();
+            let copy = state.clone();
+            state.recorded = recorded;
+            copy
+        };
+        state.rng = SimRng::new(seed);
+        state.recorded_taken = 0;
+        state.check_invariants();
+        SimDisk {
+            state: Arc::new(Mutex::new(state)),
+            process: AtomicU64::new(HARNESS),
+        }
+    }
+
+    /// What the last write cut by a [`FaultKind::Crash`] or [`FaultKind::CrashCut`] kept:
+    /// `(kept bytes, write length)`; `None` if no crash fault has cut a write.
+    #[must_use]
+    pub fn last_crash_cut(&self) -> Option<(u64, u64)> {
+        self.state.lock().last_crash_cut
     }
 
     /// How many calls of `kind` the disk has seen, failed ones included.

@@ -92,7 +92,7 @@ impl MetaOp {
 }
 
 /// The name side of the disk.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Namespace {
     /// What `open` and `list_dir` see.
     pub(super) live: BTreeMap<PathBuf, FileId>,
