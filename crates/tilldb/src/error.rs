@@ -33,6 +33,10 @@ pub enum Error {
     /// Reopen the database to recover from the log.
     #[error("an earlier write or flush failed; reopen to recover")]
     Poisoned,
+    /// [`Error::Poisoned`] as a database reports it: with the first failure that stopped it
+    /// (say, `write /db/data.tdb: No space left on device`). Reopen to recover.
+    #[error("the database stopped after an earlier failure ({cause}); reopen to recover")]
+    PoisonedBy { cause: String },
     /// The options cannot work, on their own or on this device. The text says what would.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
@@ -49,6 +53,24 @@ pub enum Error {
 }
 
 impl Error {
+    /// True for [`Error::Poisoned`] and [`Error::PoisonedBy`]: the component (or database)
+    /// stopped after an earlier failure and must be reopened.
+    #[must_use]
+    pub fn is_poisoned(&self) -> bool {
+        matches!(self, Error::Poisoned | Error::PoisonedBy { .. })
+    }
+
+    /// [`Error::PoisonedBy`] naming `cause`, or [`Error::Poisoned`] when none was recorded.
+    #[must_use]
+    pub fn poisoned_by(cause: Option<&str>) -> Error {
+        match cause {
+            Some(cause) => Error::PoisonedBy {
+                cause: cause.to_owned(),
+            },
+            None => Error::Poisoned,
+        }
+    }
+
     /// Builds an [`Error::Io`] from a rustix errno.
     pub(crate) fn io(op: IoOp, path: impl Into<PathBuf>, errno: rustix::io::Errno) -> Self {
         Error::Io {

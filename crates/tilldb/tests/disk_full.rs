@@ -37,13 +37,13 @@
 //! space returned, and whether a reopen on the full disk worked; each file system prints its
 //! count of levels and of each event.
 //!
-//! What tilldb does after `ENOSPC` (seen here): a commit that meets it poisons the database
-//! (fail-stop): every later call returns `Poisoned`, even once space is back, and reopening
-//! recovers. A checkpoint that meets it poisons only the data file: commits go on until one
-//! needs a page written back. Three faults found here are `#[ignore]`d tests at the end: the
-//! log piles up empty segment files while the disk is full; an `ENOSPC` met by the background
-//! writer reaches callers as a bare `Poisoned`; after a failed checkpoint, commits take effect
-//! while returning `Poisoned`.
+//! What tilldb does after `ENOSPC`: a commit, checkpoint or background write-back that meets
+//! it stops the database (fail-stop): every later call returns `PoisonedBy`, naming the first
+//! failure (the file and "No space left on device"), even once space is back, and reopening
+//! recovers. Three faults this test found were fixed, and the tests at the end keep them
+//! fixed: the log piled up empty segment files while the disk was full; an `ENOSPC` met by
+//! the background writer reached callers as a bare `Poisoned`; after a failed checkpoint,
+//! commits took effect while returning `Poisoned`, and the next transaction began.
 //!
 //! Needs root (mount, losetup); without it each test prints a SKIPPED line and records it in
 //! `target/tmp/skipped.txt`.
@@ -430,7 +430,13 @@ fn classify(err: &Error, level: &Level, during: &str, dir: &Path, label: &str) -
                 (_, false, n) => format!("{during}: {}", n.unwrap_or("?")),
             }
         }
-        Error::Poisoned => format!("background write ({during} saw Poisoned)"),
+        Error::PoisonedBy { cause } => {
+            assert!(
+                cause.contains("No space left on device") && cause.contains("data.tdb"),
+                "{label}: the database stopped, but the error does not say why: {text}"
+            );
+            format!("background write ({during} saw PoisonedBy)")
+        }
         _ => panic!("{label}: disk full gave an unexpected error: {text}"),
     }
 }
@@ -482,7 +488,7 @@ fn run_level(root: &Path, index: usize, level: &Level, label: &str) -> Outcome {
     // Still full: one more commit, and reads, on the live handle.
     let mut poisoned = false;
     if let Some(d) = &db {
-        poisoned = matches!(d.begin(), Err(Error::Poisoned));
+        poisoned = matches!(d.begin(), Err(Error::PoisonedBy { .. }));
         let _ = one_more_commit(d, level, &mut history, &mut next_commit, label);
     }
     // Space returns: does the live handle go on?
@@ -490,7 +496,7 @@ fn run_level(root: &Path, index: usize, level: &Level, label: &str) -> Outcome {
     let live_after_space = db.as_ref().map_or("no handle", |d| {
         match one_more_commit(d, level, &mut history, &mut next_commit, label) {
             Ok(()) => "commits",
-            Err(Error::Poisoned) => "poisoned",
+            Err(Error::PoisonedBy { .. }) => "poisoned",
             Err(_) => "fails",
         }
     });
@@ -807,8 +813,6 @@ fn wal_files(dir: &Path) -> usize {
 /// became 47 in 200 ms at the tests' 5 ms interval; at the default 100 ms that is 36,000 files
 /// an hour in `wal/`, each an inode on ext4 and XFS. A reopen with space removes them.
 #[test]
-#[ignore = "bug: a full disk makes the log's segment preparer leave a new empty segment file \
-            every flush interval (about 40 in 200 ms here), even after the database is poisoned"]
 fn a_full_disk_does_not_pile_up_empty_log_segments() {
     let Some(mnt) = tmpfs("a_full_disk_does_not_pile_up_empty_log_segments") else {
         return;
@@ -836,8 +840,6 @@ fn a_full_disk_does_not_pile_up_empty_log_segments() {
 /// disk from a dying one. Seen in the `Mixed` levels above on all three file systems; made
 /// deterministic here with a cache large enough that no commit writes a page itself.
 #[test]
-#[ignore = "bug: ENOSPC met by the background writer surfaces only as `Poisoned` (\"an earlier \
-            write or flush failed\"), which names neither the file nor the full disk"]
 fn an_enospc_met_by_the_background_writer_is_reported() {
     let Some(mnt) = tmpfs("an_enospc_met_by_the_background_writer_is_reported") else {
         return;
@@ -880,8 +882,6 @@ fn an_enospc_met_by_the_background_writer_is_reported() {
 /// reopen; here a caller that retries the "failed" commit applies it twice. Measured: 28
 /// commits in a row took effect while returning `Poisoned`.
 #[test]
-#[ignore = "bug: after a checkpoint fails on a full disk, commits take effect (durable, visible) \
-            yet return `Poisoned`, and the next transaction begins"]
 fn a_commit_that_returns_poisoned_is_the_last_word() {
     let Some(mnt) = tmpfs("a_commit_that_returns_poisoned_is_the_last_word") else {
         return;

@@ -207,7 +207,7 @@ fn a_failed_write_or_flush_at_every_position_poisons_the_store() {
                 }
                 assert!(result.is_err(), "{kind:?} {nth} {error:?}");
                 assert!(store.is_poisoned());
-                assert!(matches!(store.flush(), Err(Error::Poisoned)));
+                assert!(store.flush().is_err_and(|e| e.is_poisoned()));
                 disk.crash(tilldb::io::CrashMode::PowerLoss {
                     tear_bytes: 512,
                     garbage: true,

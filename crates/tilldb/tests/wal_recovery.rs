@@ -232,11 +232,14 @@ fn poisoned_after(fault: &Fault, durability: Durability) {
     );
     for i in 4..6 {
         match wal.commit(&payload(i), durability) {
-            Err(Error::Poisoned) => {}
+            Err(e) if e.is_poisoned() => {
+                // It names the failure that stopped the log.
+                assert!(matches!(e, Error::PoisonedBy { .. }), "{fault:?}: {e}");
+            }
             other => panic!("{fault:?}: commit after a failed I/O returned {other:?}"),
         }
     }
-    assert!(matches!(wal.sync(), Err(Error::Poisoned)));
+    assert!(wal.sync().is_err_and(|e| e.is_poisoned()));
     drop(wal);
     disk.clear_faults();
     disk.crash(CrashMode::PowerLoss {
@@ -294,7 +297,7 @@ fn a_background_flush_failure_poisons_lazy_commits() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match wal.commit(&payload(2), Durability::Lazy) {
-            Err(Error::Poisoned) => break,
+            Err(e) if e.is_poisoned() => break,
             Ok(_) => assert!(
                 std::time::Instant::now() < deadline,
                 "background flush failure never surfaced"

@@ -104,7 +104,7 @@ struct Inner {
     /// Held by the running checkpoint: one at a time.
     checkpointing: Mutex<()>,
     /// Shared with the background writer, which sets it when a write-back fails.
-    poisoned: Arc<AtomicBool>,
+    poisoned: Arc<Poison>,
     writeback: Mutex<writeback::WriteBack>,
     checkpoint_end: AtomicU64,
     /// Full-page images: the log end when the latest checkpoint began (see "Full-page
@@ -251,10 +251,11 @@ impl Db {
         result
     }
 
-    /// Writes every change so far to the data file and moves the log's start past them.
+    /// Writes every change so far to the data file and moves the log's start past them. A
+    /// failure stops the database (fail-stop: every later call fails until reopen).
     pub fn checkpoint(&self) -> Result<()> {
         self.check_poison()?;
-        self.fuzzy_checkpoint()
+        self.fuzzy_checkpoint().map_err(|e| self.poison(e))
     }
 
     /// Checkpoints and closes the log. Dropping the last handle does the same, ignoring errors.
@@ -314,15 +315,13 @@ impl Db {
     }
 
     fn check_poison(&self) -> Result<()> {
-        if self.inner.poisoned.load(Ordering::Acquire) {
-            Err(Error::Poisoned)
-        } else {
-            Ok(())
-        }
+        self.inner.poisoned.check()
     }
 
+    /// Stops the database (fail-stop): every later call returns [`Error::PoisonedBy`] naming
+    /// `error`, or the first failure if there was one before.
     fn poison(&self, error: Error) -> Error {
-        self.inner.poisoned.store(true, Ordering::Release);
+        self.inner.poisoned.set(&error);
         error
     }
 
@@ -533,6 +532,43 @@ impl Db {
     }
 }
 
+/// The database's fail-stop switch: set by the first failed write or flush (by a commit, a
+/// checkpoint or the background writer), with that failure's text; never cleared (reopen).
+#[derive(Debug, Default)]
+pub(crate) struct Poison {
+    set: AtomicBool,
+    cause: Mutex<Option<String>>,
+}
+
+impl Poison {
+    pub(crate) fn is_set(&self) -> bool {
+        self.set.load(Ordering::Acquire)
+    }
+
+    /// Records `error` as the cause, unless an earlier one is recorded.
+    pub(crate) fn set(&self, error: &Error) {
+        let mut cause = self.cause.lock();
+        if cause.is_none() {
+            *cause = Some(match error {
+                Error::PoisonedBy { cause } => cause.clone(),
+                other => other.to_string(),
+            });
+        }
+        self.set.store(true, Ordering::Release);
+    }
+
+    /// `Err(PoisonedBy)` once set.
+    pub(crate) fn check(&self) -> Result<()> {
+        if !self.is_set() {
+            return Ok(());
+        }
+        let cause = self.cause.lock().clone();
+        Err(Error::PoisonedBy {
+            cause: cause.unwrap_or_else(|| "an earlier write or flush failed".to_owned()),
+        })
+    }
+}
+
 /// Whole milliseconds of `d`, saturating (u64 ms is 584 million years).
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -542,7 +578,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Join the writer first: nothing may write these files once the handle is gone.
         self.writeback.lock().stop();
-        if !self.poisoned.load(Ordering::Acquire) {
+        if !self.poisoned.is_set() {
             // Best effort: a clean shutdown shortens the next recovery.
             let end = self.wal.end_lsn();
             if self.wal.sync().is_ok() && self.pool.flush_all().is_ok() {

@@ -20,7 +20,7 @@ use record::Alloc;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 /// What opening a database did ([`Db::recovery`]): nothing for a new or cleanly closed
@@ -299,7 +299,7 @@ fn assemble(
     let checkpoint = header.newest().1.checkpoint_lsn;
     let visible = wal.end_lsn().0;
     let pool = Arc::new(pool);
-    let poisoned = Arc::new(AtomicBool::new(false));
+    let poisoned = Arc::new(super::Poison::default());
     let writeback = if options.background_threads {
         writeback::WriteBack::start(Arc::clone(&pool), Arc::clone(&poisoned))
     } else {

@@ -135,7 +135,9 @@ impl<'db> Txn<'db> {
 
     /// Commits, returning once the commit is as durable as `durability` asks. If this
     /// returns an error the commit may or may not survive a crash, and the database is
-    /// poisoned until reopened (see docs/durability.md).
+    /// poisoned until reopened (see docs/durability.md). A checkpoint this commit starts
+    /// afterwards that fails does not fail the commit (it is durable by then); it poisons
+    /// the database, so the next call reports it.
     pub fn commit_with(mut self, durability: Durability) -> Result<()> {
         if self.writes.is_empty() {
             return Ok(());
@@ -146,10 +148,16 @@ impl<'db> Txn<'db> {
             Err(e) => return Err(db.poison(e)),
         };
         drop(self);
-        db.inner.wal.wait(lsn, durability)?;
+        db.inner
+            .wal
+            .wait(lsn, durability)
+            .map_err(|e| db.poison(e))?;
         db.visible_lsn();
         // Outside the writer lock: the next writer goes on while pages are written back.
-        db.maybe_checkpoint()
+        if let Err(e) = db.maybe_checkpoint() {
+            db.poison(e);
+        }
+        Ok(())
     }
 
     /// Drops the writes.

@@ -5,10 +5,10 @@
 //! It wakes every `INTERVAL`; when more than a quarter of the frames are dirty it writes
 //! batches until an eighth are. A write-back failure poisons the database (fail-stop).
 
+use super::Poison;
 use crate::page::BufferPool;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -24,8 +24,9 @@ pub struct WriteBack {
 }
 
 impl WriteBack {
-    /// Starts the writer for `pool`; it sets `poisoned` if a write-back fails.
-    pub fn start(pool: Arc<BufferPool>, poisoned: Arc<AtomicBool>) -> std::io::Result<WriteBack> {
+    /// Starts the writer for `pool`; it poisons the database, with the error, if a write-back
+    /// fails.
+    pub fn start(pool: Arc<BufferPool>, poisoned: Arc<Poison>) -> std::io::Result<WriteBack> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let signal = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
@@ -62,7 +63,7 @@ impl Drop for WriteBack {
     }
 }
 
-fn run(pool: &BufferPool, poisoned: &AtomicBool, stop: &(Mutex<bool>, Condvar)) {
+fn run(pool: &BufferPool, poisoned: &Poison, stop: &(Mutex<bool>, Condvar)) {
     let high = (pool.capacity() / 4).max(1);
     let low = pool.capacity() / 8;
     loop {
@@ -76,7 +77,7 @@ fn run(pool: &BufferPool, poisoned: &AtomicBool, stop: &(Mutex<bool>, Condvar)) 
                 return;
             }
         }
-        if poisoned.load(Ordering::Acquire) {
+        if poisoned.is_set() {
             return;
         }
         if pool.dirty_count() <= high {
@@ -88,8 +89,8 @@ fn run(pool: &BufferPool, poisoned: &AtomicBool, stop: &(Mutex<bool>, Condvar)) 
                 Ok(0) => break,
                 Ok(_) if pool.dirty_count() <= low => break,
                 Ok(_) => {}
-                Err(_) => {
-                    poisoned.store(true, Ordering::Release);
+                Err(e) => {
+                    poisoned.set(&e);
                     return;
                 }
             }

@@ -82,6 +82,8 @@ pub struct PageStore {
     page_count: u64,
     /// A write or flush failed; see the module rules.
     poisoned: bool,
+    /// The failure that poisoned the file, for the errors later calls get.
+    poison_cause: Option<String>,
     /// Reused for coalesced writes; allocated on first use.
     scratch: Option<AlignedBuf>,
 }
@@ -151,6 +153,7 @@ impl PageStore {
             page_bytes,
             page_count: count,
             poisoned: false,
+            poison_cause: None,
             scratch: None,
         }
     }
@@ -343,7 +346,7 @@ impl PageStore {
 
     fn check_writable(&self) -> Result<()> {
         if self.poisoned {
-            return Err(Error::Poisoned);
+            return Err(Error::poisoned_by(self.poison_cause.as_deref()));
         }
         Ok(())
     }
@@ -367,8 +370,11 @@ impl PageStore {
     }
 
     fn poison_on_error(&mut self, result: Result<()>) -> Result<()> {
-        if result.is_err() {
+        if let Err(e) = &result {
             self.poisoned = true;
+            if self.poison_cause.is_none() {
+                self.poison_cause = Some(e.to_string());
+            }
         }
         result
     }
@@ -583,12 +589,12 @@ mod tests {
         disk.inject(Fault::once(IoKind::Flush, 1, FaultKind::FlushLosesData));
         assert!(s.flush().is_err());
         assert!(s.is_poisoned());
-        assert!(matches!(s.flush(), Err(Error::Poisoned)), "never retried");
-        assert!(matches!(
-            s.write(&mut page(2, 1, 1, 4096)),
-            Err(Error::Poisoned)
-        ));
-        assert!(matches!(s.extend_to(9), Err(Error::Poisoned)));
+        assert!(s.flush().is_err_and(|e| e.is_poisoned()), "never retried");
+        assert!(
+            s.write(&mut page(2, 1, 1, 4096))
+                .is_err_and(|e| e.is_poisoned())
+        );
+        assert!(s.extend_to(9).is_err_and(|e| e.is_poisoned()));
         assert!(s.read(PageId(1)).is_ok(), "reads go on");
     }
 

@@ -126,6 +126,8 @@ struct State {
     /// Recent flush stage duration, an exponentially weighted average.
     flush_ns_ewma: u64,
     poisoned: bool,
+    /// The failure that poisoned the log, for the errors everyone else gets.
+    poison_cause: Option<String>,
     closing: bool,
 }
 
@@ -187,6 +189,9 @@ impl State {
     /// failed fsync may have dropped the data it was meant to save.
     fn poison(&mut self, error: Error) -> Error {
         self.poisoned = true;
+        if self.poison_cause.is_none() {
+            self.poison_cause = Some(error.to_string());
+        }
         for w in self.waiters.drain(..) {
             w.slot.wake();
         }
@@ -293,6 +298,7 @@ impl Wal {
             returning: 0,
             flush_ns_ewma: 0,
             poisoned: false,
+            poison_cause: None,
             closing: false,
         };
         let shared = Arc::new(Shared {
@@ -545,8 +551,9 @@ impl Shared {
     }
 
     fn check_poison(&self) -> Result<()> {
-        if self.state.lock().poisoned {
-            Err(Error::Poisoned)
+        let st = self.state.lock();
+        if st.poisoned {
+            Err(Error::poisoned_by(st.poison_cause.as_deref()))
         } else {
             Ok(())
         }
@@ -565,7 +572,7 @@ impl Shared {
         loop {
             let mut st = self.state.lock();
             if st.poisoned {
-                return Err(Error::Poisoned);
+                return Err(Error::poisoned_by(st.poison_cause.as_deref()));
             }
             if st.pending_bytes() + len > self.options.buffer_bytes_max
                 && st.progress.appended > st.progress.written
@@ -674,6 +681,20 @@ impl Shared {
             prepare_segment(&*self.storage, &self.dir, self.method, header, free)
         });
         st.preparing = false;
+        if result.is_err() {
+            // Whatever file the failed preparation left (created, or renamed to the new
+            // generation's name) is free: reuse it next time rather than leave it and make
+            // another (on a full disk the preparer retries every flush interval).
+            let left = [Some(header.generation), free]
+                .into_iter()
+                .flatten()
+                .find(|&g| {
+                    self.storage
+                        .exists(&self.dir.join(segment::segment_name(g)))
+                        .unwrap_or(false)
+                });
+            st.free.extend(left);
+        }
         let result = result.map(|segment| st.spare = Some(Arc::new(segment)));
         self.spare_ready.notify_all();
         self.preparer_wake.notify_all();
@@ -685,7 +706,7 @@ impl Shared {
         let mut st = self.state.lock();
         loop {
             if st.poisoned {
-                return Err(Error::Poisoned);
+                return Err(Error::poisoned_by(st.poison_cause.as_deref()));
             }
             match st.progress.role(lsn, need) {
                 Role::Done => return Ok(()),
