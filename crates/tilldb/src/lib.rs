@@ -13,6 +13,8 @@ mod db;
 mod error;
 pub mod header;
 pub mod io;
+#[doc(hidden)]
+pub mod mutants;
 mod options;
 pub mod page;
 pub mod txn;

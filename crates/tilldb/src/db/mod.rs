@@ -474,11 +474,17 @@ impl Db {
             (end, *alloc)
         };
         for _ in 0..CHECKPOINT_PASSES {
-            if inner.pool.flush_dirty_before(end.0, 256)? == 0 {
+            if crate::mutants::active("header-before-pages")
+                || inner.pool.flush_dirty_before(end.0, 256)? == 0
+            {
                 break;
             }
         }
-        let redo = inner.pool.min_rec_lsn().map_or(end.0, |r| r.min(end.0));
+        let redo = if crate::mutants::active("header-before-pages") {
+            end.0
+        } else {
+            inner.pool.min_rec_lsn().map_or(end.0, |r| r.min(end.0))
+        };
         if redo < end.0 && self.image_below().is_some() {
             // Full-page images need a redo point exactly at the horizon (see the module
             // doc): a page still dirty from before it was not imaged since. Leave the

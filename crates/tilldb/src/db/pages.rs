@@ -91,8 +91,12 @@ impl Pages for TxnPages<'_> {
             // holds the page whole since the horizon: a record that began at or after the
             // horizon ends past it. A page whose last record ends exactly at the horizon was
             // changed before the checkpoint began, and needs its image (`<=`, not `<`).
+            let strict = crate::mutants::active("image-horizon-strict");
             let image = !op.rewrites_whole_page()
-                && self.image_below.is_some_and(|below| page.lsn() <= below)
+                && !crate::mutants::active("no-full-page-images")
+                && self
+                    .image_below
+                    .is_some_and(|below| page.lsn() < below || (page.lsn() == below && !strict))
                 && !self.whole.borrow().contains(&id);
             op.apply_to(&mut page);
             if image {

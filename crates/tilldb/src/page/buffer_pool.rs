@@ -483,7 +483,11 @@ impl BufferPool {
     /// The write-ahead rule, then the write.
     fn write_back(&self, pages: &mut [PageBuf]) -> Result<()> {
         let max_lsn = pages.iter().map(PageBuf::lsn).max().unwrap_or(0);
-        let durable = self.backend.log_durable_to(max_lsn)?;
+        let durable = if crate::mutants::active("page-before-log") {
+            max_lsn
+        } else {
+            self.backend.log_durable_to(max_lsn)?
+        };
         for page in pages.iter() {
             assert!(
                 page.lsn() <= durable,

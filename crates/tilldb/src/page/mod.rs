@@ -194,7 +194,9 @@ impl PageBuf {
         }
         let stored =
             u32::from_le_bytes(bytes[CRC_OFFSET..KIND_OFFSET].try_into().expect("4 bytes"));
-        if stored != crc32c_seeded(id.0, &[&bytes[KIND_OFFSET..]]) {
+        let unchecked = crate::mutants::active("page-id-unchecked");
+        let seed = if unchecked { 0 } else { id.0 };
+        if stored != crc32c_seeded(seed, &[&bytes[KIND_OFFSET..]]) {
             return Err(PageFault::BadCrc);
         }
         let page_id = u64::from_le_bytes(
@@ -202,7 +204,7 @@ impl PageBuf {
                 .try_into()
                 .expect("8 bytes"),
         );
-        if page_id != id.0 {
+        if page_id != id.0 && !unchecked {
             return Err(PageFault::WrongPageId);
         }
         let kind = PageKind::from_byte(bytes[KIND_OFFSET]).ok_or(PageFault::BadHeader)?;
@@ -215,7 +217,12 @@ impl PageBuf {
     /// Seals the page for writing: computes the crc over the current contents. Returns the
     /// bytes to write.
     pub fn seal(&mut self) -> &AlignedBuf {
-        let crc = crc32c_seeded(self.id.0, &[&self.buf[KIND_OFFSET..]]);
+        let seed = if crate::mutants::active("page-id-unchecked") {
+            0
+        } else {
+            self.id.0
+        };
+        let crc = crc32c_seeded(seed, &[&self.buf[KIND_OFFSET..]]);
         self.buf[CRC_OFFSET..KIND_OFFSET].copy_from_slice(&crc.to_le_bytes());
         debug_assert_eq!(
             Self::validate(self.id, &self.buf),

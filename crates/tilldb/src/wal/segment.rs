@@ -227,12 +227,16 @@ impl Segment {
             file.allocate_zeroed(0, header.segment_bytes)?;
             // The zeros are durable before the header is written: a power cut can then never
             // leave a valid header on a short file, which recovery would call corruption.
-            file.flush()?;
+            if !crate::mutants::active("segment-header-before-zeros") {
+                file.flush()?;
+            }
             file
         };
         file.write_at(&header.encode(), 0)?;
         file.flush()?;
-        storage.flush_dir(&parent_dir(&path))?;
+        if !crate::mutants::active("skip-segment-dir-flush") {
+            storage.flush_dir(&parent_dir(&path))?;
+        }
         Ok(Segment { header, path, file })
     }
 }

@@ -371,6 +371,9 @@ impl Wal {
     /// Waits until `lsn` is as durable as `durability` asks (`Lazy` does not wait).
     pub fn wait(&self, lsn: Lsn, durability: Durability) -> Result<()> {
         match durability {
+            Durability::Sync if crate::mutants::active("ack-before-flush") => {
+                self.shared.wait_for(lsn.0, Need::Written)
+            }
             Durability::Sync => self.shared.wait_for(lsn.0, Need::Durable),
             Durability::Buffered => self.shared.wait_for(lsn.0, Need::Written),
             Durability::Lazy => self.shared.check_poison(),
@@ -847,6 +850,11 @@ impl Shared {
         let segments = std::mem::take(&mut st.dirty);
         let started = Instant::now();
         let result = MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()));
+        let result = if result.is_err() && crate::mutants::active("retry-failed-fsync") {
+            MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()))
+        } else {
+            result
+        };
         let flush_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         st.progress.flushing = false;
         if let Err(e) = result {

@@ -1,0 +1,72 @@
+//! Mutants: switches that each break one safety step, to prove the tests can see what they
+//! exist to exclude (shared/TESTPLAN.md, "Mutants"). They are compiled only with the
+//! `mutants` cargo feature, which nothing but `scripts/mutants` turns on; without it
+//! [`active`] is a constant `false` and every switch folds away.
+//!
+//! With the feature, `TILLDB_MUTANT=<name>` picks one. `scripts/mutants` builds the tests once
+//! with the feature, runs them under each name in [`ALL`], and fails if any survives (the tests
+//! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
+
+/// Every mutant: its name and the safety step it breaks.
+pub const ALL: [(&str, &str); 10] = [
+    (
+        "ack-before-flush",
+        "a Sync commit is acknowledged once written, before its flush",
+    ),
+    (
+        "page-before-log",
+        "a page is written back without first making the log durable to its lsn (WAL rule)",
+    ),
+    (
+        "skip-doublewrite-flush",
+        "pages are written in place before their doublewrite batch is durable",
+    ),
+    (
+        "no-full-page-images",
+        "full-page images log changes instead of the whole page",
+    ),
+    (
+        "image-horizon-strict",
+        "full-page images compare the page lsn with < instead of <= (a bug the explorer found)",
+    ),
+    (
+        "skip-segment-dir-flush",
+        "a new log segment's directory entry is not flushed",
+    ),
+    (
+        "retry-failed-fsync",
+        "a failed log flush is retried and the log goes on",
+    ),
+    (
+        "header-before-pages",
+        "a checkpoint writes its header without writing back the pages before it",
+    ),
+    (
+        "segment-header-before-zeros",
+        "a new segment's header is written before its zeros are durable (a bug the explorer found)",
+    ),
+    (
+        "page-id-unchecked",
+        "a page's checksum and id check ignore the id it is read as: a misplaced page validates",
+    ),
+];
+
+/// True when the mutant `name` is switched on (`mutants` feature and `TILLDB_MUTANT=name`).
+#[cfg(feature = "mutants")]
+#[must_use]
+pub fn active(name: &str) -> bool {
+    static CHOSEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    debug_assert!(ALL.iter().any(|(n, _)| *n == name), "unknown mutant {name}");
+    CHOSEN
+        .get_or_init(|| std::env::var("TILLDB_MUTANT").ok())
+        .as_deref()
+        == Some(name)
+}
+
+/// True when the mutant `name` is switched on: never, without the `mutants` feature.
+#[cfg(not(feature = "mutants"))]
+#[must_use]
+#[inline]
+pub const fn active(_name: &str) -> bool {
+    false
+}
