@@ -144,17 +144,21 @@ impl Db {
         options.validate()?;
         storage.create_dir_all(dir)?;
         let header_path = dir.join(crate::header::HEADER_FILE_NAME);
-        let existing = if storage.exists(&header_path)? {
-            let method = options
-                .flush_method
-                .unwrap_or(crate::FlushMethod::Fdatasync);
-            HeaderFile::open(&*storage, dir, method)?
-        } else {
-            None
-        };
-        match existing {
+        if !storage.exists(&header_path)? {
+            return open::create(&storage, dir, options, started);
+        }
+        let method = options
+            .flush_method
+            .unwrap_or(crate::FlushMethod::Fdatasync);
+        match HeaderFile::open(&*storage, dir, method)? {
             Some(existing) => open::open_existing(&storage, dir, options, existing, started),
-            None => open::create(&storage, dir, options, started),
+            // `HeaderFile::create` writes and flushes a slot before the file gets its name.
+            None => Err(Error::Corruption {
+                file: header_path,
+                offset: 0,
+                what: "the header file holds no header (empty or all zeros); the database's \
+                       other files are left as they are",
+            }),
         }
     }
 
@@ -168,7 +172,11 @@ impl Db {
     /// Starts a read-write transaction, waiting while another one is open.
     pub fn begin(&self) -> Result<Txn<'_>> {
         self.check_poison()?;
-        Ok(Txn::new(self, self.inner.writer.lock()))
+        let alloc = self.inner.writer.lock();
+        // Again under the lock: a commit that failed while this one waited for the lock
+        // poisoned the database, and may have left its pages and overlay half changed.
+        self.check_poison()?;
+        Ok(Txn::new(self, alloc))
     }
 
     /// Starts a read-only transaction: every read sees the same acknowledged state.

@@ -13,7 +13,7 @@ use crate::page::{
 };
 use crate::txn::{Overlay, Visibility};
 use crate::wal::Wal;
-use crate::{Durability, Options};
+use crate::{Durability, FlushMethod, Options};
 use pages::{DataFiles, TxnPages};
 use parking_lot::{Mutex, RwLock};
 use record::Alloc;
@@ -53,6 +53,10 @@ pub(super) fn create(
     started: Instant,
 ) -> Result<Db> {
     remove_interrupted_create(&**storage, dir)?;
+    // The marker says "being created": only files made under it are ever removed as the
+    // leftovers of a crashed create. Durable before any of them is made.
+    drop(storage.create(&dir.join(CREATING_FILE_NAME), FlushMethod::Fdatasync)?);
+    storage.flush_dir(dir)?;
     let facts = storage.device_facts(dir)?;
     let method = if let Some(m) = options.flush_method {
         m
@@ -133,6 +137,7 @@ pub(super) fn create(
         page_count: alloc.page_count,
     };
     let (header_file, _) = HeaderFile::create(&**storage, dir, method, &header)?;
+    remove_creating_marker(&**storage, dir)?;
     let report = RecoveryReport {
         created: true,
         elapsed: started.elapsed(),
@@ -141,8 +146,43 @@ pub(super) fn create(
     assemble(dir, options, wal, pool, header_file, alloc, report)
 }
 
-/// A crash during `create` leaves files but no header: nothing in them was ever acknowledged.
+/// The marker a create makes first and removes last (after the header is durable).
+pub(crate) const CREATING_FILE_NAME: &str = ".tilldb-creating";
+
+/// Removes the creation marker, if any: the header is durable, the database complete.
+fn remove_creating_marker(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    let marker = dir.join(CREATING_FILE_NAME);
+    if storage.exists(&marker)? {
+        storage.remove(&marker)?;
+        storage.flush_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// A crash during `create` leaves files but no header, and the creation marker: nothing in
+/// them was ever acknowledged, so they are removed. Database files without the marker and
+/// without a header are someone's data whose header is gone: refused, never removed.
 fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    if !storage.exists(&dir.join(CREATING_FILE_NAME))? {
+        let wal_dir = dir.join("wal");
+        let log_files = if storage.exists(&wal_dir)? {
+            storage.list_dir(&wal_dir)?.len()
+        } else {
+            0
+        };
+        for name in [DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME] {
+            let path = dir.join(name);
+            if storage.exists(&path)? || log_files > 0 {
+                return Err(Error::Corruption {
+                    file: dir.join(crate::header::HEADER_FILE_NAME),
+                    offset: 0,
+                    what: "the header file is missing, but the directory holds a database's \
+                           files (data file or log); refusing to create a new database over \
+                           them (restore tilldb.meta, or remove the directory to start afresh)",
+                });
+            }
+        }
+    }
     for name in [
         DATA_FILE_NAME,
         DOUBLEWRITE_FILE_NAME,
@@ -159,6 +199,13 @@ fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
             storage.remove(&wal_dir.join(name))?;
         }
     }
+    // Scratch files of the flush-method measurement a create runs.
+    for name in storage.list_dir(dir)? {
+        if name.starts_with(crate::io::MEASURE_FILE_PREFIX) {
+            storage.remove(&dir.join(name))?;
+        }
+    }
+    remove_creating_marker(storage, dir)?;
     storage.flush_dir(dir)
 }
 
@@ -171,6 +218,8 @@ pub(super) fn open_existing(
     (header_file, header): (HeaderFile, Header),
     started: Instant,
 ) -> Result<Db> {
+    // A create that crashed after its header was durable: complete, but for the marker.
+    remove_creating_marker(&**storage, dir)?;
     let method = header.flush_method;
     let facts = storage.device_facts(dir)?;
     IoGeometry::resolve(

@@ -178,6 +178,9 @@ impl<'db> Txn<'db> {
     fn apply_and_log(&mut self, durability: Durability) -> Result<crate::wal::Lsn> {
         let db = self.db;
         let inner = &db.inner;
+        // A log that failed in the background (the interval flusher) fails this commit before
+        // it changes a page or the overlay.
+        inner.wal.check_poison()?;
         let exclusive = inner.tree_lock.write();
         // Roots of the tables written to; `None` for tables this commit creates.
         let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();

@@ -16,6 +16,10 @@ use std::fmt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// Names of the scratch files a measurement makes (and removes) start with this; a crash can
+/// leave one, which a database's interrupted create removes.
+pub const MEASURE_FILE_PREFIX: &str = ".till-measure-";
+
 /// Size of the preallocated file (the same as `pg_test_fsync`'s).
 const PREALLOCATED_FILE_BYTES: u64 = 16 << 20;
 /// An append run stops growing the file here, whatever the time left.
@@ -121,7 +125,7 @@ fn measure_sized(
         }
     }
     let path = dir.join(format!(
-        ".till-measure-{}-{}-{}",
+        "{MEASURE_FILE_PREFIX}{}-{}-{}",
         std::process::id(),
         spec.method,
         spec.write_bytes

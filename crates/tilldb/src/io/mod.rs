@@ -37,7 +37,8 @@ pub use aligned::{AlignedBuf, AlignedVec};
 pub use file::FileStorage;
 pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
 pub use measure::{
-    MeasureFile, MeasureSpec, Measurement, Recommendation, choose_flush_method, measure, recommend,
+    MEASURE_FILE_PREFIX, MeasureFile, MeasureSpec, Measurement, Recommendation,
+    choose_flush_method, measure, recommend,
 };
 pub use probe::{DeviceFacts, WriteCache, atomic_write_supported};
 pub use sim::{CrashMode, CrashPoint, Fault, FaultKind, IoKind, SimConfig, SimDisk};

@@ -240,6 +240,7 @@ impl Wal {
         storage.create_dir_all(dir)?;
         storage.flush_dir(&parent_dir(dir))?;
         let scan = reader::scan(&*storage, dir, start)?;
+        check_reaches(&scan.recovery, dir, start)?;
         let facts = storage.device_facts(dir)?;
         let stored_block = scan.chain.first().map(|s| s.header.log_block_bytes);
         let geometry = IoGeometry::resolve(
@@ -378,6 +379,11 @@ impl Wal {
             Durability::Buffered => self.shared.wait_for(lsn.0, Need::Written),
             Durability::Lazy => self.shared.check_poison(),
         }
+    }
+
+    /// `Err` once the log is poisoned (a write or flush failed), naming the failure.
+    pub fn check_poison(&self) -> Result<()> {
+        self.shared.check_poison()
     }
 
     /// Writes everything appended so far to the OS.
@@ -523,6 +529,27 @@ fn wake_unlocked(st: &mut MutexGuard<'_, State>) {
     let slots = st.take_wakeups();
     if !slots.is_empty() {
         MutexGuard::unlocked(st, || slots.iter().for_each(|slot| slot.wake()));
+    }
+}
+
+/// `Err(Corruption)` unless the recovered log reaches `start`: the caller (a checkpoint)
+/// promises it does, and a log that ends before it lost records the data file already depends
+/// on. Checked before any write, so nothing is appended at an lsn the data file has passed.
+fn check_reaches(recovery: &Recovery, dir: &Path, start: Option<Lsn>) -> Result<()> {
+    match start {
+        Some(start) if recovery.end_lsn < start => {
+            let (file, offset) = recovery
+                .stop
+                .as_ref()
+                .map_or((dir.to_path_buf(), 0), |s| (s.path.clone(), s.offset));
+            Err(Error::Corruption {
+                file,
+                offset,
+                what: "the log ends before the checkpoint lsn its header names (damaged or \
+                       missing log records the data file depends on)",
+            })
+        }
+        _ => Ok(()),
     }
 }
 
