@@ -54,9 +54,13 @@ pub(super) fn create(
 ) -> Result<Db> {
     remove_interrupted_create(&**storage, dir)?;
     // The marker says "being created": only files made under it are ever removed as the
-    // leftovers of a crashed create. Durable before any of them is made.
-    drop(storage.create(&dir.join(CREATING_FILE_NAME), FlushMethod::Fdatasync)?);
-    storage.flush_dir(dir)?;
+    // leftovers of a crashed create. Durable before any of them is made; a crashed create's
+    // marker stays until this create is complete.
+    let marker = dir.join(CREATING_FILE_NAME);
+    if !storage.exists(&marker)? {
+        drop(storage.create(&marker, FlushMethod::Fdatasync)?);
+        storage.flush_dir(dir)?;
+    }
     let facts = storage.device_facts(dir)?;
     let method = if let Some(m) = options.flush_method {
         m
@@ -205,7 +209,7 @@ fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
             storage.remove(&dir.join(name))?;
         }
     }
-    remove_creating_marker(storage, dir)?;
+    // The marker stays: a crash before these removals are durable must find it again.
     storage.flush_dir(dir)
 }
 
