@@ -9,7 +9,10 @@
 //!   acknowledged and the attempted count: nothing acknowledged lost, nothing half applied;
 //! - its trees check.
 //!
-//! A failure names its case; `DB_ERRORS_POSITIONS` raises the number of positions per kind.
+//! Every position: a fault-free run of the same commits counts the calls of each kind (with
+//! background threads off, so the k-th call is the same call in every run), and each kind's
+//! fault is tried at every k up to that count. A failure names its case;
+//! `DB_ERRORS_POSITIONS=n` caps the positions per kind at n.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -21,7 +24,7 @@ use tilldb::{Db, Direction, Options};
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Commits per case, after a warm-up of `WARM`.
-const COMMITS: u64 = 24;
+const COMMITS: u64 = 40;
 const WARM: u64 = 6;
 
 fn options() -> Options {
@@ -29,12 +32,15 @@ fn options() -> Options {
     // dozen commits (write-back, doublewrite batches, segment creation and recycling).
     let defaults = Options::for_tests();
     Options {
-        cache_bytes: 16 * 4096,
-        checkpoint_log_bytes: 64 << 10,
+        cache_bytes: 8 * 4096,
+        checkpoint_log_bytes: 16 << 10,
         wal: tilldb::wal::WalOptions {
-            segment_bytes: 32 << 10,
+            segment_bytes: 8 << 10,
             ..defaults.wal.clone()
         },
+        // Every call on the committing thread, in program order: the k-th call of a kind is
+        // the same call in every run, so trying every k tries every call.
+        background_threads: false,
         ..defaults
     }
 }
@@ -161,14 +167,35 @@ fn run_lenient(db: &Db, first: u64, count: u64) -> (u64, u64) {
     (first + count, first + count)
 }
 
+/// Calls of each kind the commits after the warm-up make, without faults.
+fn calls_per_kind() -> BTreeMap<IoKind, u64> {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = open(&disk).expect("create");
+    let (warm, _) = run(&db, 0, WARM, "count");
+    assert_eq!(warm, WARM);
+    let before: Vec<u64> = IoKind::ALL.iter().map(|&k| disk.call_count(k)).collect();
+    let (done, _) = run(&db, WARM, COMMITS, "count");
+    assert_eq!(done, WARM + COMMITS);
+    std::mem::forget(db);
+    IoKind::ALL
+        .iter()
+        .zip(before)
+        .map(|(&k, b)| (k, disk.call_count(k) - b))
+        .collect()
+}
+
 #[test]
 fn every_io_error_at_every_position_stops_acknowledgements_and_loses_nothing() {
-    let positions: u64 = std::env::var("DB_ERRORS_POSITIONS")
+    let cap: u64 = std::env::var("DB_ERRORS_POSITIONS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(6);
+        .unwrap_or(u64::MAX);
+    let calls = calls_per_kind();
+    println!("db_errors: calls per kind in {COMMITS} commits: {calls:?}");
     let mut cases = 0;
     for kind in IoKind::ALL {
+        // Every call of the kind, and one past the last (the fault never fires).
+        let positions = (calls[&kind] + 1).min(cap);
         let faults: &[FaultKind] = match kind {
             IoKind::Write => &[FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite],
             IoKind::Flush => &[FaultKind::Eio, FaultKind::FlushLosesData],
