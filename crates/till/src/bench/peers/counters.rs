@@ -15,6 +15,10 @@
 //!   charged 1 MiB: tilldb measured "1,048,576 bytes per commit" that the device never saw.
 //! - the growth of the engine's directory: blocks allocated to its files (`st_blocks`), which
 //!   counts preallocation and files the engine has not synced yet.
+//! - the CPU time other processes used meanwhile (`/proc/stat` busy time minus this process's
+//!   `/proc/self/stat`), as a share of all CPUs: the machine is shared, and a row during which
+//!   others were busy says so instead of passing for the engine's own result. Kernel threads
+//!   working for this process (the file system's journal) count as others.
 
 use std::path::Path;
 
@@ -34,15 +38,78 @@ pub struct Counters {
     pub device_flushes: Option<u64>,
     /// Bytes written to the device; `None` when the device was not found.
     pub device_write_bytes: Option<u64>,
+    /// CPU time in clock ticks; `None` when `/proc` cannot be read.
+    pub cpu: Option<CpuTicks>,
+}
+
+/// CPU time in clock ticks (`USER_HZ`, the unit of both `/proc/stat` and `/proc/self/stat`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTicks {
+    /// Busy time of all CPUs together (user, nice, system, irq, softirq, steal).
+    pub busy: u64,
+    /// Busy plus idle and iowait time of all CPUs together.
+    pub total: u64,
+    /// User plus system time of this process, every thread.
+    pub this_process: u64,
+}
+
+impl CpuTicks {
+    fn read() -> Option<CpuTicks> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let (busy, total) = all_cpus(&stat)?;
+        Some(CpuTicks {
+            busy,
+            total,
+            this_process: process_ticks(&own)?,
+        })
+    }
+
+    /// The share of all CPUs that other processes kept busy over these (delta) ticks.
+    #[expect(clippy::cast_precision_loss, reason = "a share reported in percent")]
+    pub fn others_share(self) -> Option<f64> {
+        (self.total > 0)
+            .then(|| self.busy.saturating_sub(self.this_process) as f64 / self.total as f64)
+    }
+}
+
+/// (busy, total) ticks of the `cpu` line of `/proc/stat` text.
+fn all_cpus(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map_while(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let [user, nice, system, idle, iowait, irq, softirq, steal] = *v.get(..8)? else {
+        return None;
+    };
+    let busy = user + nice + system + irq + softirq + steal;
+    Some((busy, busy + idle + iowait))
+}
+
+/// utime + stime of `/proc/self/stat` text (fields 14 and 15; the command name before them
+/// is in parentheses and may hold spaces, so count from the last `)`).
+fn process_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
 }
 
 impl Counters {
     /// Reads every counter now, for block device `device` (as `DeviceFacts` names it).
     pub fn read(device: Option<&str>) -> Counters {
-        device
+        let disk = device
             .zip(std::fs::read_to_string("/proc/diskstats").ok())
             .map(|(name, text)| Counters::from_diskstats(&text, name))
-            .unwrap_or_default()
+            .unwrap_or_default();
+        Counters {
+            cpu: CpuTicks::read(),
+            ..disk
+        }
     }
 
     /// The counters of `device` in `/proc/diskstats` text.
@@ -51,6 +118,7 @@ impl Counters {
         Counters {
             device_flushes: disk.and_then(|(_, flushes)| flushes),
             device_write_bytes: disk.map(|(sectors, _)| sectors * SECTOR_BYTES),
+            cpu: None,
         }
     }
 
@@ -60,6 +128,11 @@ impl Counters {
         Counters {
             device_flushes: delta(self.device_flushes, before.device_flushes),
             device_write_bytes: delta(self.device_write_bytes, before.device_write_bytes),
+            cpu: self.cpu.zip(before.cpu).map(|(a, b)| CpuTicks {
+                busy: a.busy.saturating_sub(b.busy),
+                total: a.total.saturating_sub(b.total),
+                this_process: a.this_process.saturating_sub(b.this_process),
+            }),
         }
     }
 }
@@ -154,14 +227,33 @@ mod tests {
         let before = Counters {
             device_flushes: Some(10),
             device_write_bytes: None,
+            cpu: None,
         };
         let after = Counters {
             device_flushes: Some(15),
             device_write_bytes: Some(4096),
+            cpu: Some(CpuTicks::default()),
         };
         let d = after.since(before);
         assert_eq!(d.device_flushes, Some(5));
         assert_eq!(d.device_write_bytes, None);
+        assert_eq!(d.cpu, None);
+    }
+
+    #[test]
+    fn reads_cpu_ticks_and_the_share_of_others() {
+        let stat = "cpu  100 5 50 800 20 3 2 0 0 0\ncpu0 50 2 25 400 10 1 1 0 0 0\n";
+        assert_eq!(all_cpus(stat), Some((160, 980)));
+        assert_eq!(all_cpus("intr 1 2\n"), None);
+        let own = "4242 (till bench) peers) S 1 2 3 4 5 6 7 8 9 10 70 30 0 0 20 0\n";
+        assert_eq!(process_ticks(own), Some(100));
+        let ticks = CpuTicks {
+            busy: 150,
+            total: 200,
+            this_process: 100,
+        };
+        assert_eq!(ticks.others_share(), Some(0.25));
+        assert_eq!(CpuTicks::default().others_share(), None);
     }
 
     #[test]

@@ -29,7 +29,7 @@ const LEGEND_LEFT: f64 = PLOT_RIGHT + 24.0;
 const X_PAD: f64 = 0.04;
 /// One color per engine, in `Engine` order (tilldb first, the strongest).
 const COLORS: [&str; 7] = [
-    "#1f5fa8", "#e67e22", "#8e44ad", "#27ae60", "#c0392b", "#16a085", "#7f8c8d",
+    "#1f5fa8", "#e67e22", "#8e44ad", "#27ae60", "#c0392b", "#b8860b", "#7f8c8d",
 ];
 const REFERENCE_STYLE: &str = "stroke=\"#555\" stroke-width=\"1.4\" stroke-dasharray=\"7 5\"";
 const AXIS_STYLE: &str = "stroke=\"#333\"";

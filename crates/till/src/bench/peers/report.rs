@@ -3,7 +3,7 @@
 //! document described in `peers.rs`, and the plot (`plot.rs`).
 
 use super::Engine;
-use super::counters::{Counters, Machine};
+use super::counters::{Counters, CpuTicks, Machine};
 use super::engines;
 use crate::bench::latency::{per_sec, round1};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
@@ -166,6 +166,7 @@ fn json(run: &PeersRun) -> Value {
                 "commits_per_device_flush": r.commits_per_device_flush().map(round3),
                 "device_write_bytes_per_commit": r.per_commit(r.counts.device_write_bytes).map(round1),
                 "dir_growth_bytes_per_commit": r.dir_growth_per_commit().map(round1),
+                "others_cpu_share": r.counts.cpu.and_then(CpuTicks::others_share).map(round3),
                 "ratio_to_tilldb": run.ratio_to_tilldb(r).map(round3),
                 "ratio_to_raw": round3(run.ratio_to_raw(r)),
             })
@@ -287,7 +288,8 @@ fn print_text(run: &PeersRun) {
          other processes' I/O counts too); n/a when the kernel does not report them.\n\
          device B/commit = bytes the device wrote (same source, the file system's journal \
          included); dir B/commit = growth of the engine's directory (allocated blocks, \
-         preallocation included)."
+         preallocation included); others' CPU = share of all CPUs that other processes used \
+         during the row (a busy neighbour makes a row noise, not a result)."
     );
     println!("\nHow each engine is made durable (commit returns only once it is flushed):");
     for &engine in &run.engines {
@@ -315,6 +317,7 @@ fn table(run: &PeersRun) -> Table {
         "commits/flush",
         "device B/commit",
         "dir B/commit",
+        "others' CPU",
     ]);
     let na = || "n/a".to_owned();
     for r in &run.rows {
@@ -335,9 +338,13 @@ fn table(run: &PeersRun) -> Table {
                 .map_or_else(na, |x| format!("{x:.0}")),
             r.dir_growth_per_commit()
                 .map_or_else(na, |x| format!("{x:.0}")),
+            r.counts
+                .cpu
+                .and_then(CpuTicks::others_share)
+                .map_or_else(na, |x| format!("{:.0} %", x * 100.0)),
         ]);
     }
-    for i in 1..11 {
+    for i in 1..12 {
         if let Some(column) = table.column_mut(i) {
             column.set_cell_alignment(CellAlignment::Right);
         }
