@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 10] = [
+pub const ALL: [(&str, &str); 11] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -44,6 +44,10 @@ pub const ALL: [(&str, &str); 10] = [
     (
         "segment-header-before-zeros",
         "a new segment's header is written before its zeros are durable (a bug the explorer found)",
+    ),
+    (
+        "mid-log-damage-is-end",
+        "a damaged log record that the log later says was durable is taken for the log's end",
     ),
     (
         "page-id-unchecked",

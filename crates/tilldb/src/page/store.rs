@@ -340,7 +340,9 @@ impl PageStore {
         self.poison_on_error(result)?;
         self.flush()?;
         self.page_count = count;
-        debug_assert!(self.file.len().is_ok_and(|l| l >= count * page_bytes));
+        // A failed `len` is no broken invariant: the disk may die right after the flush (the
+        // random crash tier met it, seed 1382).
+        debug_assert!(!matches!(self.file.len(), Ok(l) if l < count * page_bytes));
         Ok(())
     }
 

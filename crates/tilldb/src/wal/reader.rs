@@ -29,6 +29,7 @@ use super::segment::{HeaderState, SegmentHeader, parse_segment_name};
 use crate::FlushMethod;
 use crate::error::{Error, Result};
 use crate::io::Storage;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One record read back from the log.
@@ -142,6 +143,80 @@ fn scan_segment(
     }
 }
 
+/// Bytes of a successor segment read to look for durable marks: its first groups.
+const SUCCESSOR_PROBE_BYTES: u64 = 256 << 10;
+
+/// Where the records of a segment stop at `stop`: `Err(Corruption)` if a valid `Pad` later in
+/// the segment, or early in `successor` (the segment its `SegmentEnd` would have led to:
+/// header and its first bytes), carries a durable mark past `stop`: the record there was
+/// durable, then damaged. Else `Ok`: a torn or never-written tail.
+fn check_not_damaged(
+    bytes: &[u8],
+    header: &SegmentHeader,
+    stop: &RecoveryStop,
+    successor: Option<(&SegmentHeader, &[u8])>,
+) -> Result<()> {
+    if crate::mutants::active("mid-log-damage-is-end") {
+        return Ok(());
+    }
+    let vouched = mark_past(bytes, header, stop.offset + 1, stop.lsn.0)
+        || successor
+            .is_some_and(|(h, b)| mark_past(b, h, u64::from(h.log_block_bytes), stop.lsn.0));
+    if vouched {
+        return Err(Error::Corruption {
+            file: stop.path.clone(),
+            offset: stop.offset,
+            what: "a log record is damaged, yet a later group says the log was durable past \
+                   it: the log was damaged after it was written, not torn by a crash",
+        });
+    }
+    Ok(())
+}
+
+/// True if a valid `Pad` at or after file offset `from` of a segment (`bytes`, possibly only
+/// its first part) has a durable mark past `lsn`. Groups start at block boundaries, so only
+/// those are tried, and each group found is walked to its pad.
+fn mark_past(bytes: &[u8], header: &SegmentHeader, from: u64, lsn: u64) -> bool {
+    let block = u64::from(header.log_block_bytes);
+    let end = header.segment_bytes.min(bytes.len() as u64);
+    let mut offset = from.next_multiple_of(block).max(block);
+    while offset < end {
+        let mut at = offset;
+        let mut expected = header.base_lsn + (offset - block);
+        loop {
+            let rest =
+                &bytes[usize::try_from(at).expect("fits")..usize::try_from(end).expect("fits")];
+            // The lsn field first: cheap, and it rules out stale records of a recycled
+            // segment and bytes that are no record, before a checksum over them.
+            if rest.get(8..16) != Some(&expected.to_le_bytes()[..]) {
+                break;
+            }
+            let Ok(rec) = record::decode(rest, header.generation, expected) else {
+                break;
+            };
+            if rec.kind == RecordKind::Pad && record::pad_durable_mark(rec.payload) > lsn {
+                return true;
+            }
+            if rec.kind != RecordKind::Data {
+                break;
+            }
+            expected += rec.len as u64;
+            at += rec.len as u64;
+        }
+        offset = (at / block + 1) * block;
+    }
+    false
+}
+
+/// The first `len` bytes of a segment file (fewer if it is shorter).
+fn read_prefix(storage: &dyn Storage, path: &Path, len: u64) -> Result<Vec<u8>> {
+    let file = storage.open(path, FlushMethod::Fdatasync)?;
+    let mut bytes = vec![0u8; usize::try_from(len.min(file.len()?)).expect("fits")];
+    let n = file.read_at(&mut bytes, 0)?;
+    bytes.truncate(n);
+    Ok(bytes)
+}
+
 /// Reads the first block of a segment file (enough for its header), or less if shorter.
 fn read_header_block(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>> {
     let file = storage.open(path, FlushMethod::Fdatasync)?;
@@ -194,17 +269,50 @@ fn in_chain(bytes: &[u8], header: &SegmentHeader, path: &Path, superseded: bool)
     })
 }
 
-/// [`scan`], showing `visit` each segment of the chain, each valid record in it and where its
-/// records stop (see [`LogEvent`]).
-fn scan_visit(
+/// The segment `header`'s `SegmentEnd` would have led to (its header and first bytes), for
+/// the durable marks of its first groups; `None` when there is none, or when a newer segment
+/// starts where this one stops: an open accepted this end before and went on from it (an
+/// empty tail segment recovery left, or a torn tail), so later segments belong to that later
+/// life (the random tier's seed 1028).
+fn successor_of(
+    storage: &dyn Storage,
+    segments: &[(u64, SegmentHeader, PathBuf)],
+    generation: u64,
+    header: &SegmentHeader,
+    stop: &RecoveryStop,
+) -> Result<Option<(SegmentHeader, Vec<u8>)>> {
+    let went_on = segments
+        .iter()
+        .any(|(g, h, _)| *g > generation && h.base_lsn == stop.lsn.0);
+    // Newest last, so the newest segment with that base wins.
+    let by_base: BTreeMap<u64, &(u64, SegmentHeader, PathBuf)> =
+        segments.iter().map(|s| (s.1.base_lsn, s)).collect();
+    match by_base.get(&(header.base_lsn + header.capacity())) {
+        Some((_, h, path)) if !went_on => Ok(Some((
+            *h,
+            read_prefix(storage, path, SUCCESSOR_PROBE_BYTES)?,
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// Reads every segment header in `dir`: the valid segments (generation, header, path), and
+/// the older segments whose header does not validate, with the error. Zeroed, recycled and
+/// newest-invalid segments go to `scan.free`; `scan.max_generation` is set.
+///
+/// A header that does not validate belongs to a segment whose preparation a crash cut short,
+/// if it is newer than every valid segment: a header is flushed before its segment is used.
+/// An older one is a preparation that failed (its flush, say), whose place a newer segment
+/// took, unless the chain needs it: then the chain has a gap below, and this header's damage
+/// is the error reported (`scan_visit`).
+#[allow(clippy::type_complexity)]
+fn read_headers(
     storage: &dyn Storage,
     dir: &Path,
-    start: Option<Lsn>,
-    visit: &mut dyn FnMut(LogEvent<'_>),
-) -> Result<Scan> {
-    let mut found: Vec<(u64, SegmentHeader, PathBuf)> = Vec::new();
-    let mut invalid: Vec<(u64, Error)> = Vec::new();
-    let mut scan = Scan::default();
+    scan: &mut Scan,
+) -> Result<(Vec<(u64, SegmentHeader, PathBuf)>, Vec<(u64, Error)>)> {
+    let mut found = Vec::new();
+    let mut invalid = Vec::new();
     for name in storage.list_dir(dir)? {
         let Some(generation) = parse_segment_name(&name) else {
             continue;
@@ -218,21 +326,31 @@ fn scan_visit(
             }
             // An interrupted create (zeros) or recycle (the old generation's header).
             Ok(HeaderState::Zero | HeaderState::Valid(_)) => scan.free.push(generation),
-            // Judged below, against the log's newest segment.
             Err(e) => invalid.push((generation, e)),
         }
     }
-    // A header that does not validate belongs to a segment whose preparation a crash cut
-    // short, if it is newer than every valid segment: a header is flushed before its segment
-    // is used. Anywhere else it is corruption of the log.
     let newest_valid = found.iter().map(|(g, _, _)| *g).max().unwrap_or(0);
+    let mut invalid_older = Vec::new();
     for (generation, error) in invalid {
         if generation > newest_valid {
             scan.free.push(generation);
         } else {
-            return Err(error);
+            invalid_older.push((generation, error));
         }
     }
+    Ok((found, invalid_older))
+}
+
+/// [`scan`], showing `visit` each segment of the chain, each valid record in it and where its
+/// records stop (see [`LogEvent`]).
+fn scan_visit(
+    storage: &dyn Storage,
+    dir: &Path,
+    start: Option<Lsn>,
+    visit: &mut dyn FnMut(LogEvent<'_>),
+) -> Result<Scan> {
+    let mut scan = Scan::default();
+    let (mut found, mut invalid_older) = read_headers(storage, dir, &mut scan)?;
     found.sort_by_key(|(g, _, _)| *g);
     if let Some(start) = start {
         let from = found
@@ -247,6 +365,7 @@ fn scan_visit(
     let mut expected = first.base_lsn;
     scan.recovery.start_lsn = Lsn(expected);
     let superseded = superseded(&found);
+    let segments = found.clone();
     for (generation, header, path) in found {
         if header.base_lsn != expected {
             scan.free.push(generation);
@@ -276,6 +395,9 @@ fn scan_visit(
                 next
             }
             SegmentEnd::Stop(stop) => {
+                let next = successor_of(storage, &segments, generation, &header, &stop)?;
+                let successor = next.as_ref().map(|(h, b)| (h, b.as_slice()));
+                check_not_damaged(&bytes, &header, &stop, successor)?;
                 visit(LogEvent::Stop(&stop));
                 let lsn = stop.lsn.0;
                 scan.recovery.stop = Some(stop);
@@ -295,13 +417,25 @@ fn scan_visit(
     if scan.recovery.stop.is_none()
         && let Some(last) = scan.chain.last()
     {
+        if let Some((_, damaged)) = invalid_older.into_iter().next() {
+            return Err(damaged);
+        }
         return Err(Error::Corruption {
             file: last.path.clone(),
             offset: last.header.segment_bytes,
             what: "the log continues past this segment, but the next segment is missing",
         });
     }
+    // Without a start (a checkpoint), the log begins at its oldest valid segment: an older
+    // damaged one may have been its true beginning. With one, older segments are not needed.
+    let first_chained = scan.chain.first().map_or(0, |c| c.header.generation);
+    if start.is_none()
+        && let Some(i) = invalid_older.iter().position(|(g, _)| *g < first_chained)
+    {
+        return Err(invalid_older.swap_remove(i).1);
+    }
     scan.recovery.end_lsn = Lsn(expected);
+    scan.free.extend(invalid_older.iter().map(|(g, _)| *g));
     scan.free.sort_unstable();
     Ok(scan)
 }
@@ -598,44 +732,55 @@ mod tests {
         );
     }
 
-    /// A damaged record in a full segment ends the log there, and the next segment, which
-    /// the damaged one's `SegmentEnd` led to, falls out of the chain: it is listed as
-    /// unchained and holding records (what a check warns about), the spare as not.
+    /// A damaged last record of a full segment, in a log without durable marks, ends the log
+    /// there, and the next segment, which the damaged one's `SegmentEnd` led to, falls out of
+    /// the chain: it is listed as unchained and holding records (what a check warns about),
+    /// the spare as not.
     #[test]
     fn a_segment_cut_off_by_damage_is_listed_as_holding_records() {
         let disk = SimDisk::new(SimConfig::default());
         let storage: Arc<dyn Storage> = Arc::new(disk.clone());
         let dir = Path::new("/db/wal");
-        let (wal, _) = Wal::open(Arc::clone(&storage), dir, WalOptions::for_tests()).expect("open");
-        for i in 0..40u8 {
+        // Without padding there are no durable marks, so nothing vouches for the damaged
+        // record and the log ends there (with marks it is refused: the next test).
+        let options = WalOptions {
+            pad_groups: false,
+            ..WalOptions::for_tests()
+        };
+        let (wal, _) = Wal::open(Arc::clone(&storage), dir, options).expect("open");
+        for i in 0..120u8 {
             wal.commit(&[i; 100], Durability::Sync).expect("commit");
         }
         wal.close().expect("close");
-        let mut first: Option<(PathBuf, u64)> = None;
+        // The last data record of the first segment, and the lsn it starts at.
+        let mut last: Option<(PathBuf, u64, u64)> = None;
         let mut current = PathBuf::new();
+        let mut segments_seen = 0;
         let intact = inspect_log(&*storage, dir, None, |event| match event {
-            LogEvent::Segment { path, .. } => current = path.to_path_buf(),
+            LogEvent::Segment { path, .. } => {
+                current = path.to_path_buf();
+                segments_seen += 1;
+            }
             LogEvent::Record { offset, record }
-                if record.kind == RecordKind::Data && first.is_none() =>
+                if record.kind == RecordKind::Data && segments_seen == 1 =>
             {
-                first = Some((current.clone(), offset));
+                last = Some((current.clone(), offset, record.lsn));
             }
             _ => {}
         })
         .expect("inspect");
         let used = intact.recovery.segments;
-        assert!(used >= 3, "40 records of 100 bytes fill 8 KiB segments");
-        let (path, offset) = first.expect("records");
+        assert!(used >= 3, "120 records of 100 bytes fill 8 KiB segments");
+        let (path, offset, lsn) = last.expect("records");
         let mut bytes = disk.live_contents(&path).expect("contents");
         bytes[usize::try_from(offset).expect("small") + 30] ^= 0x01;
         let file = storage.open(&path, FlushMethod::Fdatasync).expect("open");
         file.write_at(&bytes, 0).expect("write");
         let found = inspect_log(&*storage, dir, None, |_| {}).expect("inspect");
-        assert_eq!(found.recovery.records, 0);
         assert_eq!(found.recovery.segments, 1);
         let roles: Vec<SegmentRole> = found.segments.iter().map(|s| s.role).collect();
         assert!(
-            matches!(roles[0], SegmentRole::Chain { end_lsn } if end_lsn.0 == 0),
+            matches!(roles[0], SegmentRole::Chain { end_lsn } if end_lsn.0 == lsn),
             "{roles:?}"
         );
         let cut_off = SegmentRole::Unchained {
@@ -651,6 +796,44 @@ mod tests {
 
     /// A flipped byte in the last record ends the log there: the stop names the file and the
     /// record's offset, and the records before it are still shown.
+    /// A damaged record with a later group in its segment whose durable mark is past it was
+    /// durable before it was damaged: recovery refuses the log, naming the file and offset,
+    /// instead of ending the log there and dropping the acknowledged records after it.
+    #[test]
+    fn damage_before_a_later_durable_mark_is_corruption_not_the_end() {
+        let disk = SimDisk::new(SimConfig::default());
+        let storage: Arc<dyn Storage> = Arc::new(disk.clone());
+        let dir = Path::new("/db/wal");
+        let (wal, _) = Wal::open(Arc::clone(&storage), dir, WalOptions::for_tests()).expect("open");
+        for i in 0..10u8 {
+            wal.commit(&[i; 100], Durability::Sync).expect("commit");
+        }
+        wal.close().expect("close");
+        let mut first: Option<(PathBuf, u64)> = None;
+        let mut current = PathBuf::new();
+        inspect_log(&*storage, dir, None, |event| match event {
+            LogEvent::Segment { path, .. } => current = path.to_path_buf(),
+            LogEvent::Record { offset, record }
+                if record.kind == RecordKind::Data && first.is_none() =>
+            {
+                first = Some((current.clone(), offset));
+            }
+            _ => {}
+        })
+        .expect("inspect");
+        let (path, offset) = first.expect("records");
+        disk.corrupt(&path, offset + 30, 0x01);
+        let err = scan(&*storage, dir, None).expect_err("damage under a durable mark");
+        match err {
+            Error::Corruption {
+                file, offset: at, ..
+            } => {
+                assert_eq!((file, at), (path, offset));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn inspect_log_names_a_damaged_record() {
         let disk = SimDisk::new(SimConfig::default());

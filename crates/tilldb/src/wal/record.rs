@@ -21,8 +21,22 @@
 //! 3. `lsn` is the expected next lsn (catches a valid record in the wrong place);
 //! 4. kind is known, the reserved bytes are zero, `payload_len` agrees with `len`.
 //!
-//! `Pad` fills the rest of a log block after a group write (payload: zeros), so that no later
-//! write touches a block holding acknowledged records (see `wal/mod.rs`). Readers skip it.
+//! `Pad` fills the rest of a log block after a group write, so that no later write touches a
+//! block holding acknowledged records (see `wal/mod.rs`); it is at least
+//! [`PAD_MIN_BYTES`] long. Its payload is the *durable mark*, then zeros:
+//!
+//! ```text
+//! payload offset size field
+//!              0    8 durable   the lsn the log was durable to when the group was closed
+//!                               (0: unknown; logs written before the mark existed)
+//!              8    … zeros
+//! ```
+//!
+//! Readers skip pads, except to tell a damaged record from a torn tail: a record that does not
+//! validate, with a valid pad later in its segment whose durable mark is past it, was durable
+//! before it was damaged, and recovery refuses the log instead of ending it there
+//! (`reader.rs`). A torn tail has no such pad after it: every group written after a group
+//! that a power cut could tear was closed before that group was durable.
 //!
 //! `SegmentEnd` has no payload. It closes a segment: the log continues at the start of the next
 //! segment, whose header names the lsn that follows the `SegmentEnd` record. Every segment keeps
@@ -33,6 +47,8 @@ use std::fmt;
 
 /// Bytes of the record header.
 pub const HEADER_BYTES: usize = 24;
+/// The smallest `Pad`: a header and the durable mark.
+pub const PAD_MIN_BYTES: usize = HEADER_BYTES + size_of::<u64>();
 /// Record alignment within a segment.
 pub const ALIGN_BYTES: usize = 8;
 const CRC_OFFSET: usize = 0;
@@ -118,6 +134,14 @@ pub struct RecordRef<'a> {
     pub payload: &'a [u8],
     /// Bytes the record occupies, padding included.
     pub len: usize,
+}
+
+/// The durable mark of a `Pad` record's payload (see the module doc); 0 if it has none.
+#[must_use]
+pub fn pad_durable_mark(payload: &[u8]) -> u64 {
+    payload
+        .get(..8)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
 }
 
 /// Why the bytes at a position are not a valid record. Recovery treats each the same way (the

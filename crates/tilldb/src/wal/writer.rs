@@ -712,18 +712,17 @@ impl Shared {
         });
         st.preparing = false;
         if result.is_err() {
-            // Whatever file the failed preparation left (created, or renamed to the new
-            // generation's name) is free: reuse it next time rather than leave it and make
-            // another (on a full disk the preparer retries every flush interval).
-            let left = [Some(header.generation), free]
-                .into_iter()
-                .flatten()
-                .find(|&g| {
-                    self.storage
-                        .exists(&self.dir.join(segment::segment_name(g)))
-                        .unwrap_or(false)
-                });
-            st.free.extend(left);
+            // The file a failed preparation made (or renamed to the new generation's name) is
+            // no part of the log: remove it, rather than leave one more each time the preparer
+            // retries (every flush interval, on a full disk). Not reused: after a failed flush
+            // its length can promise zeros that never reached the disk (the random tier met
+            // that, seed 1741). A free segment that was never renamed stays free.
+            let made = self.dir.join(segment::segment_name(header.generation));
+            if self.storage.exists(&made).unwrap_or(false) {
+                let _ = self.storage.remove(&made);
+            } else if let Some(old) = free {
+                st.free.push(old);
+            }
         }
         let result = result.map(|segment| st.spare = Some(Arc::new(segment)));
         self.spare_ready.notify_all();
@@ -834,8 +833,10 @@ impl Shared {
         Ok(())
     }
 
-    /// Closes the active chunk's partly filled block with a `Pad` record (at least a header,
-    /// so a gap under 24 bytes pads into the next block as well).
+    /// Closes the active chunk's partly filled block with a `Pad` record (at least a header
+    /// and its 8-byte durable mark, so a smaller gap pads into the next block as well). The
+    /// mark is the lsn the log is durable to now: recovery uses it to tell a record damaged
+    /// after it was durable from a torn tail (`record.rs`).
     fn pad_active_block(&self, st: &mut State) {
         let block = self.block_bytes as usize;
         let used = st.active().buf.len() % block;
@@ -843,7 +844,7 @@ impl Shared {
             return;
         }
         let mut pad = block - used;
-        if pad < RECORD_HEADER_BYTES {
+        if pad < record::PAD_MIN_BYTES {
             pad += block;
         }
         let lsn = st.progress.appended;
@@ -853,15 +854,13 @@ impl Shared {
             lsn + (pad + RECORD_HEADER_BYTES) as u64 <= segment.end_lsn(),
             "no room to pad: the tail reserve was not kept"
         );
+        let durable = st.progress.durable;
+        assert!(durable <= lsn, "durable past the appended log");
         let chunk = st.chunks.last_mut().expect("active chunk");
         let target = chunk.buf.extend_zeroed(pad);
-        record::encode(
-            target,
-            generation,
-            lsn,
-            RecordKind::Pad,
-            &ZEROS[..pad - RECORD_HEADER_BYTES],
-        );
+        let mut payload = ZEROS[..pad - RECORD_HEADER_BYTES].to_vec();
+        payload[..8].copy_from_slice(&durable.to_le_bytes());
+        record::encode(target, generation, lsn, RecordKind::Pad, &payload);
         st.progress.appended = lsn + pad as u64;
         assert!(
             st.active().buf.len().is_multiple_of(block),
