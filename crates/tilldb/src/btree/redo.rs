@@ -143,6 +143,34 @@ impl PageOp {
     ///
     /// Panics if the op cannot apply to the page (wrong kind, absent key, no room): the op
     /// was built from other bytes than these, which is a bug.
+    /// True when this op can apply to a page of `kind`: whole-page ops to any, an overflow
+    /// write to an overflow page, node ops to a node of their kind.
+    #[must_use]
+    pub fn fits_kind(&self, kind: PageKind) -> bool {
+        match self {
+            PageOp::Format { .. } | PageOp::Image { .. } => true,
+            PageOp::OverflowWrite { .. } => kind == PageKind::Overflow,
+            _ => NodeKind::of(kind).is_some_and(|k| self.node_kind().is_none_or(|want| want == k)),
+        }
+    }
+
+    /// The node kind a node op needs (`None`: either kind, or not a node op).
+    fn node_kind(&self) -> Option<NodeKind> {
+        match self {
+            PageOp::LeafPut { .. }
+            | PageOp::LeafDelete { .. }
+            | PageOp::SetPrev { .. }
+            | PageOp::SetNext { .. } => Some(NodeKind::Leaf),
+            PageOp::BranchInsert { .. }
+            | PageOp::BranchRemove { .. }
+            | PageOp::SetLeftmost { .. } => Some(NodeKind::Branch),
+            PageOp::Truncate { .. }
+            | PageOp::Format { .. }
+            | PageOp::Image { .. }
+            | PageOp::OverflowWrite { .. } => None,
+        }
+    }
+
     pub fn apply_to(&self, page: &mut PageBuf) {
         assert_eq!(
             page.id(),

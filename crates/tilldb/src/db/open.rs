@@ -299,7 +299,13 @@ pub(super) fn open_existing(
         })?;
         let mut touched = Vec::new();
         for op in &commit.ops {
-            if redo_op(&pool, op, rec.end_lsn.0, &mut touched)? {
+            if redo_op(
+                &pool,
+                &dir.join(DATA_FILE_NAME),
+                op,
+                rec.end_lsn.0,
+                &mut touched,
+            )? {
                 report.pages_rebuilt += 1;
             }
         }
@@ -323,7 +329,13 @@ pub(super) fn open_existing(
 /// extension after the allocation is durable in the log. Any other operation on an unreadable
 /// page is corruption.
 /// Returns whether the page was unreadable and rebuilt.
-fn redo_op(pool: &BufferPool, op: &PageOp, lsn: u64, touched: &mut Vec<PageId>) -> Result<bool> {
+fn redo_op(
+    pool: &BufferPool,
+    data_path: &Path,
+    op: &PageOp,
+    lsn: u64,
+    touched: &mut Vec<PageId>,
+) -> Result<bool> {
     let (page_lsn, rebuilt) = match pool.read(op.page()) {
         Ok(page) => (page.lsn(), false),
         Err(Error::Corruption { .. }) if op.rewrites_whole_page() => {
@@ -334,6 +346,15 @@ fn redo_op(pool: &BufferPool, op: &PageOp, lsn: u64, touched: &mut Vec<PageId>) 
     };
     if page_lsn < lsn {
         let mut page = pool.write(op.page())?;
+        if !op.fits_kind(page.kind()) {
+            // The log and the data file disagree about this page (a damaged data file whose
+            // torn-page guard could not restore it, say): refuse, never apply.
+            return Err(Error::Corruption {
+                file: data_path.to_path_buf(),
+                offset: op.page().0 * page.page_bytes() as u64,
+                what: "a log record changes this page as a page of another kind",
+            });
+        }
         op.apply_to(&mut page);
         touched.push(op.page());
     }

@@ -50,6 +50,14 @@ pub const HEADER_BYTES: usize = CRC_OFFSET + size_of::<u32>();
 const _: () = assert!(HEADER_BYTES == 44);
 const _: () = assert!(HEADER_BYTES <= 512, "a header fits the smallest log block");
 
+/// Largest lsn a segment may start at: 2^62 bytes of log (4 EiB), so `base + capacity` and
+/// every lsn sum in the log stay far from `u64::MAX` (a decoded header beyond it is refused).
+pub const LSN_MAX: u64 = 1 << 62;
+/// Largest generation: one new segment a nanosecond would take 146 years to reach it.
+pub const GENERATION_MAX: u64 = 1 << 62;
+/// Largest segment a header may describe (1 TiB).
+pub const SEGMENT_BYTES_MAX: u64 = 1 << 40;
+
 /// The decoded header of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
@@ -129,10 +137,27 @@ impl SegmentHeader {
             base_lsn: u64_at(BASE_LSN_OFFSET),
         };
         let block = header.log_block_bytes;
-        if !block.is_power_of_two() || block < 512 || header.segment_bytes < 8 * u64::from(block) {
+        if !block.is_power_of_two()
+            || block < 512
+            || header.segment_bytes < 8 * u64::from(block)
+            || header.segment_bytes > SEGMENT_BYTES_MAX
+        {
             return Err(corrupt(
                 BLOCK_OFFSET,
                 "log segment header has impossible sizes",
+            ));
+        }
+        // Room for the lsns of this segment and far more: lsn arithmetic never overflows.
+        if header.base_lsn > LSN_MAX {
+            return Err(corrupt(
+                BASE_LSN_OFFSET,
+                "log segment header has an impossible base lsn",
+            ));
+        }
+        if header.generation > GENERATION_MAX {
+            return Err(corrupt(
+                GENERATION_OFFSET,
+                "log segment header has an impossible generation",
             ));
         }
         Ok(HeaderState::Valid(header))

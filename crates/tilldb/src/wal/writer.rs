@@ -260,10 +260,19 @@ impl Wal {
         }
         let recovery = scan.recovery.clone();
         let mut free = scan.free;
+        let generation = scan
+            .max_generation
+            .checked_add(1)
+            .filter(|&g| g <= segment::GENERATION_MAX)
+            .ok_or_else(|| Error::Corruption {
+                file: dir.to_path_buf(),
+                offset: 0,
+                what: "a log segment's name claims a generation no log reaches (found by fuzzing)",
+            })?;
         let header = SegmentHeader {
             log_block_bytes: block,
             segment_bytes: options.segment_bytes,
-            generation: scan.max_generation + 1,
+            generation,
             base_lsn: recovery.end_lsn.0,
         };
         let first = Arc::new(prepare_segment(
