@@ -65,6 +65,15 @@ pub fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
+/// Microseconds for a table: whole above 10, one decimal below (`lazy` commits take < 1 us).
+pub fn micros(us: f64) -> String {
+    if us < 10.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.0}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,8 +56,7 @@ pub fn commit_from_threads(
     }
 }
 
-/// One committer: commit and time until told to stop. Keeps at most `samples_max` latencies
-/// (memory stays bounded however fast `lazy` commits run) but counts every commit.
+/// One committer: commit and time until told to stop.
 fn commit_until(
     wal: &Wal,
     durability: Durability,
@@ -65,11 +64,24 @@ fn commit_until(
     stop: &AtomicBool,
     samples_max: usize,
 ) -> tilldb::Result<Committer> {
+    timed_commits(stop, samples_max, || {
+        wal.commit(payload, durability).map(drop)
+    })
+}
+
+/// Runs `commit` until `stop` is set (or it fails, which sets `stop` for the other threads),
+/// timing each. Keeps at most `samples_max` latencies (memory stays bounded however fast
+/// `lazy` commits run) but counts every commit.
+pub fn timed_commits<E>(
+    stop: &AtomicBool,
+    samples_max: usize,
+    mut commit: impl FnMut() -> Result<(), E>,
+) -> Result<Committer, E> {
     let mut latencies_ns = Vec::with_capacity(samples_max.min(1 << 16));
     let mut commits = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
-        if let Err(e) = wal.commit(payload, durability) {
+        if let Err(e) = commit() {
             stop.store(true, Ordering::Relaxed);
             return Err(e);
         }

@@ -16,7 +16,7 @@
 //!                ratio_to_one_thread (null without a 1-thread row) } ] }
 //! ```
 
-use super::latency::round1;
+use super::latency::{micros, round1};
 use super::log::Row;
 use super::svg::{self, Chart};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
@@ -325,15 +325,6 @@ fn table(run: &LogRun) -> Table {
         }
     }
     table
-}
-
-/// Microseconds for the table: whole above 10, one decimal below (`lazy` commits take < 1 us).
-fn micros(us: f64) -> String {
-    if us < 10.0 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.0}")
-    }
 }
 
 /// The SVG: commits/s against threads, and the raw flushed-write rate as a dashed line.

@@ -18,7 +18,7 @@
 //!   close_seconds, size_on_disk_bytes, apparent_bytes, notes: [ text ] }
 //! ```
 
-use super::latency::{per_sec, round1};
+use super::latency::{micros, per_sec, round1};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -430,15 +430,6 @@ fn table(run: &StoreRun) -> Table {
         }
     }
     table
-}
-
-/// Microseconds: whole above 10, one decimal below (`lazy` commits take < 1 us).
-fn micros(us: f64) -> String {
-    if us < 10.0 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.0}")
-    }
 }
 
 /// Bytes in binary units, one decimal.

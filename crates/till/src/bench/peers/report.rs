@@ -5,7 +5,7 @@
 use super::Engine;
 use super::counters::{Counters, CpuTicks, Machine};
 use super::engines;
-use crate::bench::latency::{per_sec, round1};
+use crate::bench::latency::{micros, per_sec, round1};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -350,15 +350,6 @@ fn table(run: &PeersRun) -> Table {
         }
     }
     table
-}
-
-/// Microseconds for the table: whole above 10, one decimal below.
-fn micros(us: f64) -> String {
-    if us < 10.0 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.0}")
-    }
 }
 
 /// The verdicts on issue 7's targets, from this run's rows.

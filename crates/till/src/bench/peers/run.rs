@@ -6,12 +6,13 @@ use super::engines::{self, BoxError, Settings, Store, Writer};
 use super::report::{self, PeerRow, PeersRun};
 use super::{Engine, PeersArgs};
 use crate::bench::latency::{merge_sorted, percentile_us};
+use crate::bench::log_load::{Committer, timed_commits};
 use crate::bench::raw;
 use crate::bench::store_load::{XorShift, key};
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// Idle time after opening each store before the clock starts: tilldb prepares its spare log
 /// segment then (see `SETTLE` in `commit.rs`), the LSM engines start their workers.
@@ -124,13 +125,6 @@ fn validate(args: &PeersArgs) -> Result<Vec<Engine>, String> {
     Ok(engines)
 }
 
-/// What one committing thread did.
-struct Committer {
-    /// Sorted commit latencies in ns: all, or the first `samples_max`.
-    latencies_ns: Vec<u64>,
-    commits: u64,
-}
-
 /// A fresh `engine` store in `dir`: one writer per thread, settle, `threads` threads insert
 /// and commit for `--seconds`, close.
 fn run_row(
@@ -222,25 +216,8 @@ fn commit_until(
 ) -> Result<Committer, BoxError> {
     let mut rng = XorShift::new(SEED.wrapping_add(thread as u64));
     let value = vec![0xA5; value_bytes];
-    let mut latencies_ns = Vec::with_capacity(samples_max.min(1 << 16));
-    let mut commits = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    timed_commits(stop, samples_max, || {
         let k = key(rng.below(KEY_SPACE));
-        let t = Instant::now();
-        if let Err(e) = writer.insert_commit(k.as_bytes(), &value) {
-            stop.store(true, Ordering::Relaxed);
-            return Err(e);
-        }
-        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        commits += 1;
-        if latencies_ns.len() < samples_max {
-            latencies_ns.push(ns);
-        }
-    }
-    assert!(latencies_ns.len() <= samples_max, "sample bound");
-    latencies_ns.sort_unstable();
-    Ok(Committer {
-        latencies_ns,
-        commits,
+        writer.insert_commit(k.as_bytes(), &value)
     })
 }
