@@ -217,3 +217,52 @@ fn commit_with_simulated_latency_never_flushes_faster_than_the_device() {
     assert!(number(r, "commits_per_flush") > 2.0, "{r}");
     assert_empty(dir.path());
 }
+
+/// `bench block-size`: each log block size a row, and a lone `Sync` commit writes exactly one
+/// padded block (a 100-byte row's record is under 512 bytes); a block size that is no power of
+/// two is refused before the disk is touched.
+#[test]
+fn block_size_rows_write_one_block_per_lone_sync_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = json_of(
+        dir.path(),
+        &[
+            "bench",
+            "block-size",
+            "--block-bytes",
+            "512,4096",
+            "--commits",
+            "30",
+            "--flush-methods",
+            "fdatasync",
+            "--raw-seconds",
+            "0.1",
+        ],
+    );
+    let rows = json["results"].as_array().expect("results");
+    assert_eq!(rows.len(), 2, "{json}");
+    for (row, block) in rows.iter().zip([512u32, 4096]) {
+        assert_eq!(row["block_bytes"].as_u64(), Some(u64::from(block)));
+        assert_eq!(row["durability"], "sync");
+        let log_bytes = number(row, "log_bytes_per_commit");
+        assert!((log_bytes - f64::from(block)).abs() < 0.5, "{row}");
+        assert_eq!(
+            row["flushes"].as_u64(),
+            Some(30),
+            "one flush per lone sync commit"
+        );
+    }
+    assert_empty(dir.path());
+    let out = till(
+        &["bench", "block-size", "--block-bytes", "1000", "--dir"]
+            .into_iter()
+            .chain([dir.path().to_str().expect("utf-8")])
+            .collect::<Vec<_>>(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("power of two"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

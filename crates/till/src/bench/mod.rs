@@ -56,6 +56,9 @@ pub enum BenchCommand {
     Torn(torn::TornArgs),
     /// Recovery after a crash: time to open against MiB of log to replay.
     Recovery(recovery::RecoveryArgs),
+    /// The seed test across log block sizes (512, 4096, 16384 B by default) with every flush
+    /// method: what a smaller or larger write unit costs on this device.
+    BlockSize(seed::BlockSizeArgs),
     /// The write-ahead log alone: commits/s, flushes and latency against thread count.
     Log(log::LogArgs),
     /// The whole store on a database kept in a directory: open or recovery, load, one-put
@@ -69,6 +72,7 @@ pub enum BenchCommand {
 pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
     match command {
         BenchCommand::Seed(args) => seed::run(args),
+        BenchCommand::BlockSize(args) => seed::run_block_sizes(args),
         BenchCommand::Commit(args) => commit::run(args),
         BenchCommand::Log(args) => log::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),

@@ -14,13 +14,17 @@
 //! commit costs one flushed log write, so the ratio shows what the store adds on top of the
 //! disk (the target is >= 0.85). `Buffered` and `Lazy` are not bound by the flush rate.
 //!
+//! `till bench block-size` is the same test with a log block size axis (`--block-bytes`, also
+//! accepted by `seed`): per method and block size, the raw rate at that block size and the
+//! commits; a combination the device refuses is listed as skipped with the reason.
+//!
 //! JSON (stable; same row fields as `till bench log`, plus per-method raw rates):
 //!
 //! ```text
 //! { workload: "seed", commits, value_bytes, dir, fs_type, simulated_sync_latency_us,
 //!   methods: [ { flush_method, block_bytes, raw_flushes_per_sec, raw_p50_us, raw_p99_us,
 //!                skipped (null, or why the device refused the method) } ],
-//!   results: [ { threads (1), durability, flush_method, commits, elapsed_seconds,
+//!   results: [ { threads (1), durability, flush_method, block_bytes, commits, elapsed_seconds,
 //!                commits_per_sec, flushes, flushes_per_sec, commits_per_flush (null without
 //!                flushes), p50_us, p99_us, max_us, log_bytes_per_commit, ratio_to_raw,
 //!                raw_flushes_per_sec } ] }
@@ -76,6 +80,9 @@ pub struct SeedArgs {
     /// disk (0: off). Every number printed then includes it.
     #[arg(long, value_name = "N", default_value_t = 0)]
     sync_latency_us: u64,
+    /// Log block sizes to run, each a power of two from 512 [default: the device's].
+    #[arg(long, value_delimiter = ',')]
+    block_bytes: Vec<u32>,
     /// Page size of the databases.
     #[arg(long, default_value_t = 16384)]
     page_bytes: u32,
@@ -88,6 +95,52 @@ pub struct SeedArgs {
     json: bool,
 }
 
+/// `till bench block-size`: the seed test across log block sizes, `Sync` commits by default.
+#[derive(Args, Debug)]
+pub struct BlockSizeArgs {
+    /// Log block sizes to run, each a power of two from 512.
+    #[arg(long, value_delimiter = ',', default_value = "512,4096,16384")]
+    block_bytes: Vec<u32>,
+    /// Insert-and-commit transactions per database.
+    #[arg(long, default_value_t = 500)]
+    commits: u64,
+    /// Flush methods to run [default: every durable one].
+    #[arg(long, value_delimiter = ',')]
+    flush_methods: Vec<FlushMethod>,
+    /// Durability levels to run.
+    #[arg(long, value_delimiter = ',', default_value = "sync")]
+    durabilities: Vec<Durability>,
+    /// Seconds of the raw flushed-write measurement per method and block size.
+    #[arg(long, default_value_t = 1.0)]
+    raw_seconds: f64,
+    /// Add a SIMULATED latency of N us to every flush (0: off).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    sync_latency_us: u64,
+    /// Directory for the scratch databases (a fresh subdirectory, removed after).
+    #[arg(long, default_value = "tilldb-bench")]
+    dir: PathBuf,
+    /// Print JSON (stable for scripts) instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `bench block-size`: `bench seed` with a block-size axis (rows a device refuses, such
+/// as 512-byte `O_DIRECT` writes on a 4K-native disk, are listed as skipped with the reason).
+pub fn run_block_sizes(args: &BlockSizeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    run(&SeedArgs {
+        commits: args.commits,
+        flush_methods: args.flush_methods.clone(),
+        durabilities: args.durabilities.clone(),
+        value_bytes: 100,
+        raw_seconds: args.raw_seconds,
+        sync_latency_us: args.sync_latency_us,
+        block_bytes: args.block_bytes.clone(),
+        page_bytes: 16384,
+        dir: args.dir.clone(),
+        json: args.json,
+    })
+}
+
 /// One flush method's raw rate, or why the device refused it.
 #[derive(Debug)]
 struct MethodRaw {
@@ -96,10 +149,11 @@ struct MethodRaw {
     raw: Result<Measurement, String>,
 }
 
-/// One (method, durability) database's 500 commits.
+/// One (method, block size, durability) database's 500 commits.
 #[derive(Debug)]
 struct SeedRow {
     method: FlushMethod,
+    block_bytes: u32,
     durability: Durability,
     raw_flushes_per_sec: f64,
     row: Row,
@@ -130,15 +184,24 @@ pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
     })?;
     let facts = storage.device_facts(scratch.path())?;
-    let bar = super::progress_bar((methods.len() * (1 + args.durabilities.len())) as u64);
-    let mut method_raws = Vec::with_capacity(methods.len());
+    let blocks: Vec<Option<u32>> = if args.block_bytes.is_empty() {
+        vec![None]
+    } else {
+        args.block_bytes.iter().copied().map(Some).collect()
+    };
+    let bar =
+        super::progress_bar((methods.len() * blocks.len() * (1 + args.durabilities.len())) as u64);
+    let mut method_raws = Vec::with_capacity(methods.len() * blocks.len());
     let mut rows = Vec::new();
-    for &method in &methods {
+    for (&method, &block) in methods
+        .iter()
+        .flat_map(|m| blocks.iter().map(move |b| (m, b)))
+    {
         bar.set_message(format!("{method}: raw flushed writes"));
-        let raw = match IoGeometry::resolve(&facts, method, None, args.page_bytes) {
+        let raw = match IoGeometry::resolve(&facts, method, block, args.page_bytes) {
             Err(e) => MethodRaw {
                 method,
-                block_bytes: 0,
+                block_bytes: block.unwrap_or(0),
                 raw: Err(e.to_string()),
             },
             Ok(geometry) => {
@@ -165,13 +228,19 @@ pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
             continue;
         };
         for &durability in &args.durabilities {
-            bar.set_message(format!("{method}: {durability} commits"));
-            let dir = scratch.path().join(format!("{method}-{durability}"));
-            let row = run_one(&storage, &dir, args, method, durability)?;
+            bar.set_message(format!(
+                "{method}, {} B blocks: {durability} commits",
+                raw.block_bytes
+            ));
+            let dir = scratch
+                .path()
+                .join(format!("{method}-{}-{durability}", raw.block_bytes));
+            let row = run_one(&storage, &dir, args, method, block, durability)?;
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
             rows.push(SeedRow {
                 method,
+                block_bytes: raw.block_bytes,
                 durability,
                 raw_flushes_per_sec: measured.flushes_per_sec,
                 row,
@@ -219,6 +288,17 @@ fn validate(args: &SeedArgs) -> Result<(), String> {
     if args.durabilities.is_empty() {
         return Err("--durabilities needs at least one level".into());
     }
+    for &block in &args.block_bytes {
+        if !block.is_power_of_two()
+            || !(tilldb::io::LOG_BLOCK_BYTES_MIN..=tilldb::io::LOG_BLOCK_BYTES_MAX).contains(&block)
+        {
+            return Err(format!(
+                "--block-bytes {block}: a log block is a power of two from {} to {}",
+                tilldb::io::LOG_BLOCK_BYTES_MIN,
+                tilldb::io::LOG_BLOCK_BYTES_MAX
+            ));
+        }
+    }
     if !(args.raw_seconds > 0.0 && args.raw_seconds <= 60.0) {
         return Err(format!(
             "--raw-seconds must be above 0 and at most 60, not {}",
@@ -243,15 +323,17 @@ fn run_one(
     dir: &Path,
     args: &SeedArgs,
     method: FlushMethod,
+    block: Option<u32>,
     durability: Durability,
 ) -> Result<Row, Box<dyn std::error::Error>> {
-    let options = bench_options(
+    let mut options = bench_options(
         args.page_bytes,
         CACHE_BYTES,
         durability,
         method,
         TornPageGuard::Doublewrite,
     )?;
+    options.wal.log_block_bytes = block;
     let db = Db::open_with_storage(Arc::clone(storage), dir, options)
         .map_err(|e| format!("cannot create a database in {}: {e}", dir.display()))?;
     std::thread::sleep(SETTLE);
@@ -321,6 +403,7 @@ impl Report<'_> {
             .iter()
             .map(|s| {
                 let mut row = row_json(&s.row, s.durability, s.method, s.ratio_to_raw());
+                row.insert("block_bytes".into(), json!(s.block_bytes));
                 row.insert(
                     "raw_flushes_per_sec".into(),
                     json!(round1(s.raw_flushes_per_sec)),
@@ -366,7 +449,11 @@ impl Report<'_> {
         println!("{}", self.table());
         for m in self.raws {
             if let Err(why) = &m.raw {
-                println!("{}: skipped: {why}", m.method);
+                if m.block_bytes > 0 {
+                    println!("{}, {} B blocks: skipped: {why}", m.method, m.block_bytes);
+                } else {
+                    println!("{}: skipped: {why}", m.method);
+                }
             }
         }
         println!(
@@ -383,9 +470,10 @@ impl Report<'_> {
             .min_by(|a, b| a.ratio_to_raw().total_cmp(&b.ratio_to_raw()))
         {
             println!(
-                "sync: lowest x raw {:.2} ({}); {} of {} methods at or above {SYNC_TARGET}.",
+                "sync: lowest x raw {:.2} ({}, {} B blocks); {} of {} rows at or above {SYNC_TARGET}.",
                 worst.ratio_to_raw(),
                 worst.method,
+                worst.block_bytes,
                 sync.iter()
                     .filter(|r| r.ratio_to_raw() >= SYNC_TARGET)
                     .count(),
@@ -399,6 +487,7 @@ impl Report<'_> {
         table.load_style(UTF8_FULL_CONDENSED);
         table.set_header([
             "flush method",
+            "block B",
             "durability",
             "seconds",
             "commits/s",
@@ -414,6 +503,7 @@ impl Report<'_> {
             let r = &s.row;
             table.add_row([
                 s.method.to_string(),
+                s.block_bytes.to_string(),
                 s.durability.to_string(),
                 format!("{:.3}", r.elapsed.as_secs_f64()),
                 format!("{:.0}", r.commits_per_sec()),
@@ -426,7 +516,7 @@ impl Report<'_> {
                 format!("{:.1}", r.max_us),
             ]);
         }
-        for i in 2..11 {
+        for i in 3..12 {
             if let Some(column) = table.column_mut(i) {
                 column.set_cell_alignment(CellAlignment::Right);
             }
