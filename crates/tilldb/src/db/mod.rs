@@ -533,7 +533,13 @@ impl Db {
     /// writer lock.
     fn maybe_checkpoint(&self) -> Result<()> {
         let inner = &self.inner;
-        let since = inner.wal.end_lsn().0 - inner.checkpoint_end.load(Ordering::Acquire);
+        // Saturating: another thread's checkpoint may store a newer end between the two
+        // loads (the random tier met the overflow, seed 2132).
+        let since = inner
+            .wal
+            .end_lsn()
+            .0
+            .saturating_sub(inner.checkpoint_end.load(Ordering::Acquire));
         let due = since >= inner.options.checkpoint_log_bytes
             || (since > 0
                 && millis(inner.opened.elapsed())
