@@ -100,26 +100,62 @@ pub fn encode(
     kind: RecordKind,
     payload: &[u8],
 ) -> usize {
-    let len = record_len(payload.len());
+    encode_with(target, generation, lsn, kind, payload.len(), |p| {
+        p.copy_from_slice(payload);
+    })
+}
+
+/// Encodes a `Pad` record of `len` bytes (at least [`PAD_MIN_BYTES`], a multiple of 8)
+/// carrying the durable mark `durable`, without building its payload elsewhere: it is
+/// written once per group, on the commit path.
+pub fn encode_pad(target: &mut [u8], generation: u64, lsn: u64, len: usize, durable: u64) {
+    assert!(
+        len >= PAD_MIN_BYTES && len.is_multiple_of(ALIGN_BYTES),
+        "pad of {len} bytes"
+    );
+    let written = encode_with(
+        target,
+        generation,
+        lsn,
+        RecordKind::Pad,
+        len - HEADER_BYTES,
+        |p| {
+            p[..8].copy_from_slice(&durable.to_le_bytes());
+            p[8..].fill(0);
+        },
+    );
+    assert_eq!(written, len);
+}
+
+/// [`encode`] with the payload (`payload_len` bytes) written in place by `write_payload`.
+fn encode_with(
+    target: &mut [u8],
+    generation: u64,
+    lsn: u64,
+    kind: RecordKind,
+    payload_len: usize,
+    write_payload: impl FnOnce(&mut [u8]),
+) -> usize {
+    let len = record_len(payload_len);
     assert!(
         target.len() >= len,
         "record of {len} bytes does not fit in {}",
         target.len()
     );
     assert!(
-        kind != RecordKind::SegmentEnd || payload.is_empty(),
+        kind != RecordKind::SegmentEnd || payload_len == 0,
         "SegmentEnd has no payload"
     );
     let len_u32 = u32::try_from(len).expect("records are smaller than 4 GiB");
-    let payload_len = u32::try_from(payload.len()).expect("payload fits u32");
+    let payload_len_u32 = u32::try_from(payload_len).expect("payload fits u32");
     let rec = &mut target[..len];
     rec[LEN_OFFSET..LSN_OFFSET].copy_from_slice(&len_u32.to_le_bytes());
     rec[LSN_OFFSET..KIND_OFFSET].copy_from_slice(&lsn.to_le_bytes());
     rec[KIND_OFFSET] = kind as u8;
     rec[RESERVED_OFFSET..PAYLOAD_LEN_OFFSET].fill(0);
-    rec[PAYLOAD_LEN_OFFSET..HEADER_BYTES].copy_from_slice(&payload_len.to_le_bytes());
-    rec[HEADER_BYTES..HEADER_BYTES + payload.len()].copy_from_slice(payload);
-    rec[HEADER_BYTES + payload.len()..].fill(0);
+    rec[PAYLOAD_LEN_OFFSET..HEADER_BYTES].copy_from_slice(&payload_len_u32.to_le_bytes());
+    write_payload(&mut rec[HEADER_BYTES..HEADER_BYTES + payload_len]);
+    rec[HEADER_BYTES + payload_len..].fill(0);
     let crc = crc32c_seeded(generation, &[&rec[LEN_OFFSET..]]);
     rec[CRC_OFFSET..LEN_OFFSET].copy_from_slice(&crc.to_le_bytes());
     debug_assert!(decode(rec, generation, lsn).is_ok());
@@ -232,6 +268,19 @@ pub fn decode(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pad carries its durable mark in the first 8 payload bytes, zeros after, and
+    /// decodes like any record.
+    #[test]
+    fn a_pad_round_trips_its_durable_mark() {
+        let mut buf = vec![0xEE; 512];
+        encode_pad(&mut buf, 7, 4096, 488, 0x0102_0304_0506);
+        let rec = decode(&buf, 7, 4096).expect("valid");
+        assert_eq!((rec.kind, rec.len), (RecordKind::Pad, 488));
+        assert_eq!(pad_durable_mark(rec.payload), 0x0102_0304_0506);
+        assert!(rec.payload[8..].iter().all(|&b| b == 0));
+        assert_eq!(pad_durable_mark(&[]), 0, "a short payload has no mark");
+    }
 
     fn hex(bytes: &[u8]) -> String {
         bytes

@@ -94,9 +94,6 @@ const FREE_SEGMENTS_KEPT: usize = 4;
 const GATHER_MAX: Duration = Duration::from_millis(10);
 /// Shortest idle gap after which a flush leader stops waiting for returners.
 const GATHER_IDLE_MIN: Duration = Duration::from_micros(20);
-/// Zeros for pad records: at most two of the largest log blocks.
-static ZEROS: [u8; 2 * crate::io::LOG_BLOCK_BYTES_MAX as usize] =
-    [0; 2 * crate::io::LOG_BLOCK_BYTES_MAX as usize];
 /// Starting capacity of a chunk buffer; it grows as a group needs.
 const CHUNK_BYTES_INITIAL: usize = 64 << 10;
 /// Chunk buffers kept for reuse: one being written, one being filled, and spares for a
@@ -867,9 +864,7 @@ impl Shared {
         assert!(durable <= lsn, "durable past the appended log");
         let chunk = st.chunks.last_mut().expect("active chunk");
         let target = chunk.buf.extend_zeroed(pad);
-        let mut payload = ZEROS[..pad - RECORD_HEADER_BYTES].to_vec();
-        payload[..8].copy_from_slice(&durable.to_le_bytes());
-        record::encode(target, generation, lsn, RecordKind::Pad, &payload);
+        record::encode_pad(target, generation, lsn, pad, durable);
         st.progress.appended = lsn + pad as u64;
         assert!(
             st.active().buf.len().is_multiple_of(block),
