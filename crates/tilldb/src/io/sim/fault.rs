@@ -144,20 +144,6 @@ pub enum FaultKind {
     /// the file (possibly empty, possibly all of it) reaches the live image. This call and every
     /// later one fail with `EIO` ("simulated crash") until [`super::SimDisk::crash`].
     Crash,
-    /// [`FaultKind::Crash`] with the cut chosen, for explorers that try every cut: a write
-    /// keeps its prefix up to its `n`-th cut point, counting the write's start as cut point 0,
-    /// then each 4096-byte boundary of the file inside it, then its end (an `n` past the end
-    /// keeps it all). An atomic write (`write_atomic_at`) has only two cut points, its start
-    /// and its end. [`super::SimDisk::last_crash_cut`] tells what the cut kept.
-    CrashCut(u32),
-}
-
-impl FaultKind {
-    /// True for the faults that kill the disk.
-    #[must_use]
-    pub fn is_crash(self) -> bool {
-        matches!(self, FaultKind::Crash | FaultKind::CrashCut(_))
-    }
 }
 
 /// Most fault rules a disk holds at once; more is a runaway test.
@@ -246,7 +232,7 @@ pub(super) fn fault_error(fault: FaultKind, op: IoOp, path: &Path) -> Error {
     match fault {
         FaultKind::Eio | FaultKind::FlushLosesData => os_error(op, path, libc::EIO),
         FaultKind::Enospc | FaultKind::ShortWrite => os_error(op, path, libc::ENOSPC),
-        FaultKind::Crash | FaultKind::CrashCut(_) => sim_error(op, path, SimFailure::Dead),
+        FaultKind::Crash => sim_error(op, path, SimFailure::Dead),
     }
 }
 

@@ -86,42 +86,21 @@ impl SimFile {
     }
 
     /// The write a [`FaultKind::ShortWrite`] or [`FaultKind::Crash`] lets through: the bytes up
-    /// to a random `unit` boundary of the file, at least none and at most all (`may_finish`)
-    /// or all but the last boundary.
-    ///
-    /// `chosen` picks the cut point instead of the generator (capped at the last one), and
-    /// `atomic` leaves only the start and the end as cut points.
+    /// to a random one of its [`cut_points`] (`may_finish`: the end is one of them), `atomic`
+    /// when the device promised the write whole.
     fn cut_prefix<'b>(
         state: &mut State,
         buf: &'b [u8],
         offset: u64,
         unit: u64,
         may_finish: bool,
-        chosen: Option<u32>,
         atomic: bool,
     ) -> &'b [u8] {
-        let end = offset + buf.len() as u64;
-        // Cut points: `offset` itself, then every multiple of `unit` inside the write.
-        let first_boundary = (offset / unit + 1) * unit;
-        let inner = if first_boundary >= end || atomic {
-            0
-        } else {
-            (end - 1 - first_boundary) / unit + 1
-        };
-        let cuts = 1 + inner + u64::from(may_finish && !buf.is_empty());
-        let pick = match chosen {
-            Some(n) => u64::from(n).min(cuts - 1),
-            None => state.rng.below(cuts),
-        };
-        let cut = match pick {
-            0 => offset,
-            n if n <= inner => first_boundary + (n - 1) * unit,
-            _ => end,
-        };
-        assert!(offset <= cut && cut <= end);
-        assert!(cut == offset || cut == end || cut.is_multiple_of(unit));
+        let points = cut_points(offset, buf.len() as u64, unit, atomic, may_finish);
+        let pick = usize::try_from(state.rng.below(points.len() as u64)).expect("few points");
+        let cut = points[pick];
         assert!(
-            may_finish || buf.is_empty() || cut < end,
+            may_finish || buf.is_empty() || cut < offset + buf.len() as u64,
             "a short write is short"
         );
         &buf[..usize::try_from(cut - offset).expect("within buf")]
@@ -136,18 +115,14 @@ impl SimFile {
         offset: u64,
         atomic: bool,
     ) -> crate::Error {
-        let (unit, may_finish, chosen) = match fault {
-            FaultKind::ShortWrite => (u64::from(state.config.logical_block_bytes), false, None),
-            FaultKind::Crash => (CRASH_CUT_BYTES, true, None),
-            FaultKind::CrashCut(n) => (CRASH_CUT_BYTES, true, Some(n)),
+        let (unit, may_finish) = match fault {
+            FaultKind::ShortWrite => (u64::from(state.config.logical_block_bytes), false),
+            FaultKind::Crash => (CRASH_CUT_BYTES, true),
             FaultKind::Eio | FaultKind::Enospc | FaultKind::FlushLosesData => {
                 return fault_error(fault, IoOp::Write, &self.path);
             }
         };
-        let prefix = Self::cut_prefix(state, buf, offset, unit, may_finish, chosen, atomic);
-        if fault.is_crash() {
-            state.last_crash_cut = Some((prefix.len() as u64, buf.len() as u64));
-        }
+        let prefix = Self::cut_prefix(state, buf, offset, unit, may_finish, atomic);
         let fits = offset
             .checked_add(buf.len() as u64)
             .is_some_and(|end| end <= FILE_BYTES_MAX);
@@ -201,6 +176,37 @@ impl SimFile {
             std::thread::sleep(latency);
         }
     }
+}
+
+/// Where a write of `len` bytes at `offset` can be cut, as file positions in order: its
+/// start, then each multiple of `unit` inside it (none if `atomic`: the device writes it
+/// whole), then, if `may_finish` and it is not empty, its end.
+///
+/// Worked example: `unit` 4096, 10,000 bytes at offset 1000: 1000, 4096, 8192, 11000.
+pub(super) fn cut_points(
+    offset: u64,
+    len: u64,
+    unit: u64,
+    atomic: bool,
+    may_finish: bool,
+) -> Vec<u64> {
+    let end = offset + len;
+    let mut points = vec![offset];
+    if !atomic {
+        let mut boundary = (offset / unit + 1) * unit;
+        while boundary < end {
+            points.push(boundary);
+            boundary += unit;
+        }
+    }
+    if may_finish && len > 0 {
+        points.push(end);
+    }
+    assert!(
+        points.windows(2).all(|w| w[0] < w[1]),
+        "cut points in order"
+    );
+    points
 }
 
 impl StorageFile for SimFile {

@@ -202,8 +202,6 @@ struct State {
     names: Namespace,
     files: BTreeMap<FileId, FileData>,
     next_file_id: u64,
-    /// What the last crash fault kept of the write it cut: `(kept, len)` bytes.
-    last_crash_cut: Option<(u64, u64)>,
     /// Crash points not yet taken, while recording (`record.rs`).
     recorded: Option<Vec<record::CrashPoint>>,
     /// Crash points taken so far since recording started.
@@ -260,7 +258,7 @@ impl State {
             self.record_point(kind, paths[0], write);
         }
         let fault = self.faults.next_fault(kind, paths);
-        if fault.is_some_and(FaultKind::is_crash) {
+        if fault == Some(FaultKind::Crash) {
             self.dead = true;
         }
         Ok(fault)
@@ -337,7 +335,6 @@ impl SimDisk {
             names: Namespace::default(),
             files: BTreeMap::new(),
             next_file_id: 0,
-            last_crash_cut: None,
             recorded: None,
             recorded_taken: 0,
         };
@@ -397,13 +394,6 @@ impl SimDisk {
             state: Arc::new(Mutex::new(state)),
             process: AtomicU64::new(HARNESS),
         }
-    }
-
-    /// What the last write cut by a [`FaultKind::Crash`] or [`FaultKind::CrashCut`] kept:
-    /// `(kept bytes, write length)`; `None` if no crash fault has cut a write.
-    #[must_use]
-    pub fn last_crash_cut(&self) -> Option<(u64, u64)> {
-        self.state.lock().last_crash_cut
     }
 
     /// How many calls of `kind` the disk has seen, failed ones included.

@@ -19,6 +19,7 @@
 //! rename, remove, `flush_dir` and `create_dir`. A crash at a read, an open or a listing leaves the
 //! same disk as a crash just before the next changing call.
 
+use super::file::cut_points;
 use super::image::DataOp;
 use super::rng::SimRng;
 use super::{FileId, HARNESS, IoKind, SimDisk, State};
@@ -86,21 +87,9 @@ impl CrashPoint {
     /// doc), 1 for other calls.
     #[must_use]
     pub fn cuts(&self) -> u32 {
-        let Some(write) = &self.write else {
-            return 1;
-        };
-        let len = write.bytes.len() as u64;
-        if write.atomic || len == 0 {
-            return 2.min(1 + u32::from(len > 0));
-        }
-        let end = write.offset + len;
-        let first_boundary = (write.offset / CUT_BYTES + 1) * CUT_BYTES;
-        let inner = if first_boundary >= end {
-            0
-        } else {
-            (end - 1 - first_boundary) / CUT_BYTES + 1
-        };
-        u32::try_from(2 + inner).expect("a write of under 16 TiB")
+        self.write.as_ref().map_or(1, |w| {
+            u32::try_from(w.cut_points().len()).expect("a write of under 16 TiB")
+        })
     }
 
     /// A new disk that stopped at this point: the state before the call, plus, for a write,
@@ -111,7 +100,7 @@ impl CrashPoint {
         let mut state = self.state.clone();
         state.rng = SimRng::new(seed);
         if let Some(write) = &self.write {
-            let kept = self.kept_bytes(write, cut);
+            let kept = write.kept_bytes(cut);
             if kept > 0 {
                 state
                     .files
@@ -129,26 +118,26 @@ impl CrashPoint {
             process: AtomicU64::new(HARNESS),
         }
     }
+}
 
-    /// Bytes of `write` that cut point `cut` keeps.
-    fn kept_bytes(&self, write: &PendingWrite, cut: u32) -> usize {
-        let cuts = self.cuts();
-        let cut = cut.min(cuts - 1);
-        let len = write.bytes.len();
-        if cut == 0 {
-            return 0;
-        }
-        if cut == cuts - 1 {
-            return len;
-        }
-        let first_boundary = (write.offset / CUT_BYTES + 1) * CUT_BYTES;
-        let kept = first_boundary + u64::from(cut - 1) * CUT_BYTES - write.offset;
-        let kept = usize::try_from(kept).expect("inside the write");
-        assert!(
-            0 < kept && kept < len,
-            "cut {cut} of {cuts} kept {kept} of {len}"
-        );
-        kept
+impl PendingWrite {
+    fn cut_points(&self) -> Vec<u64> {
+        cut_points(
+            self.offset,
+            self.bytes.len() as u64,
+            CUT_BYTES,
+            self.atomic,
+            true,
+        )
+    }
+
+    /// Bytes that cut point `cut` keeps (capped at the last point: all of it).
+    fn kept_bytes(&self, cut: u32) -> usize {
+        let points = self.cut_points();
+        let at = points[usize::try_from(cut)
+            .unwrap_or(usize::MAX)
+            .min(points.len() - 1)];
+        usize::try_from(at - self.offset).expect("inside the write")
     }
 }
 
@@ -250,5 +239,30 @@ impl SimDisk {
             state: copy,
             write: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The worked example of `cut_points`, and an atomic write's two points.
+    #[test]
+    fn cut_points_are_the_start_each_boundary_inside_and_the_end() {
+        assert_eq!(
+            cut_points(1000, 10_000, 4096, false, true),
+            [1000, 4096, 8192, 11_000]
+        );
+        assert_eq!(cut_points(4096, 16384, 4096, true, true), [4096, 20480]);
+        assert_eq!(cut_points(0, 8192, 4096, false, false), [0, 4096]);
+        assert_eq!(cut_points(512, 0, 4096, false, true), [512]);
+        let write = PendingWrite {
+            file: FileId(0),
+            offset: 1000,
+            bytes: vec![0; 10_000],
+            atomic: false,
+        };
+        let kept: Vec<usize> = (0..6).map(|cut| write.kept_bytes(cut)).collect();
+        assert_eq!(kept, [0, 3096, 7192, 10_000, 10_000, 10_000]);
     }
 }
