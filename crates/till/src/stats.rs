@@ -22,6 +22,7 @@
 //!                                            error | null (corrupt: file offset and what)
 //! files                      object          data_bytes, data_page_places (whole pages in
 //!                                            the file, page 0 included), doublewrite_bytes | null,
+//!                                            ledger_bytes | null (the page ledger),
 //!                                            wal_segment_files, wal_bytes
 //! doublewrite                object | null   pages_max, last_batch (empty | torn | valid),
 //!                                            last_batch_sequence, last_batch_images, error
@@ -49,7 +50,9 @@ use std::path::{Path, PathBuf};
 use tilldb::FlushMethod;
 use tilldb::header::{Header, SlotState};
 use tilldb::io::FileStorage;
-use tilldb::page::{BatchState, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, Doublewrite, TornPageGuard};
+use tilldb::page::{
+    BatchState, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, Doublewrite, LEDGER_FILE_NAME, TornPageGuard,
+};
 use tilldb::wal::SegmentRole;
 
 #[derive(Args, Debug)]
@@ -66,6 +69,7 @@ struct Stats {
     header: HeaderRead,
     data_bytes: u64,
     doublewrite_bytes: Option<u64>,
+    ledger_bytes: Option<u64>,
     /// The doublewrite guard's file, when the database uses one.
     doublewrite: Option<Result<DoublewriteFacts, String>>,
     /// Segment files in `wal/` and their bytes.
@@ -100,6 +104,7 @@ pub fn run(args: &StatsArgs) -> CliResult<()> {
     };
     let data_bytes = inspect::file_bytes(&args.dir.join(DATA_FILE_NAME))?.unwrap_or(0);
     let doublewrite_bytes = inspect::file_bytes(&args.dir.join(DOUBLEWRITE_FILE_NAME))?;
+    let ledger_bytes = inspect::file_bytes(&args.dir.join(LEDGER_FILE_NAME))?;
     let doublewrite = (chosen.torn_page_guard == TornPageGuard::Doublewrite)
         .then(|| read_doublewrite(&args.dir, chosen.page_bytes));
     let wal_files = segment_files(&args.dir.join("wal"))?;
@@ -109,6 +114,7 @@ pub fn run(args: &StatsArgs) -> CliResult<()> {
         header,
         data_bytes,
         doublewrite_bytes,
+        ledger_bytes,
         doublewrite,
         wal_files,
         log,
@@ -220,6 +226,9 @@ impl Stats {
             self.data_bytes,
             self.data_bytes / u64::from(h.page_bytes)
         );
+        if let Some(bytes) = self.ledger_bytes {
+            println!("  {LEDGER_FILE_NAME:<16} {bytes:>12} B  newest lsn written per page");
+        }
         if let Some(bytes) = self.doublewrite_bytes {
             let batch = match &self.doublewrite {
                 Some(Ok(dw)) => {
@@ -337,6 +346,7 @@ impl Stats {
                 "data_bytes": self.data_bytes,
                 "data_page_places": self.data_bytes / u64::from(h.page_bytes),
                 "doublewrite_bytes": self.doublewrite_bytes,
+                "ledger_bytes": self.ledger_bytes,
                 "wal_segment_files": wal_files,
                 "wal_bytes": wal_bytes,
             },

@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 11] = [
+pub const ALL: [(&str, &str); 13] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -52,6 +52,14 @@ pub const ALL: [(&str, &str); 11] = [
     (
         "page-id-unchecked",
         "a page's checksum and id check ignore the id it is read as: a misplaced page validates",
+    ),
+    (
+        "no-ledger-save",
+        "a checkpoint moves the redo point without saving the page ledger (lost writes unseen)",
+    ),
+    (
+        "ledger-unchecked",
+        "a page read is not compared with the ledger: a lost write's older page is served",
     ),
 ];
 

@@ -79,6 +79,7 @@ fn round_trip_on_real_files_for_every_method() {
             Ok(store) => drop(store),
         }
         std::fs::remove_file(tmp.path().join("data.tdb")).expect("remove");
+        std::fs::remove_file(tmp.path().join("ledger.tdb")).expect("remove");
         round_trip(&storage, tmp.path(), method, 16384);
     }
 }

@@ -40,11 +40,12 @@ const SEED_READS: u64 = 0x5245_4144_5300_0000;
 /// Directory levels `DiskUsage::of` descends (a database has two).
 const DEPTH_MAX: usize = 8;
 /// Names a tilldb database directory may hold (`.tilldb-facts-*` scratch files too).
-const DATABASE_NAMES: [&str; 5] = [
+const DATABASE_NAMES: [&str; 6] = [
     HEADER_FILE_NAME,
     header::HEADER_TEMP_FILE_NAME,
     tilldb::page::DATA_FILE_NAME,
     tilldb::page::DOUBLEWRITE_FILE_NAME,
+    tilldb::page::LEDGER_FILE_NAME,
     "wal",
 ];
 

@@ -1,8 +1,9 @@
 //! [`Db`]: an embedded transactional key-value store on the log, the buffer pool and the
 //! B+tree. See ARCHITECTURE.md, "The store", for the decisions this follows.
 //!
-//! A database directory holds `tilldb.meta` (header slots), `data.tdb` (pages),
-//! `doublewrite.tdb` (the torn-page guard) and `wal/` (the log). Page 1 is the root of the
+//! A database directory holds `tilldb.meta` (header slots), `data.tdb` (pages), `ledger.tdb`
+//! (the newest lsn written per page, for lost-write detection), `doublewrite.tdb` (the
+//! torn-page guard) and `wal/` (the log). Page 1 is the root of the
 //! table catalog (name -> root page id, 8 bytes LE) and page 2 the root of the default table
 //! (name `""`). A named table is created by the first commit that writes to it; readers find
 //! it through the catalog at their snapshot, so it appears to them when that commit does.
@@ -500,6 +501,11 @@ impl Db {
             inner.checkpoint_end.store(end.0, Ordering::Release);
             return Ok(());
         }
+        // Before the header moves redo past the records that built the versions written:
+        // from then on only the ledger tells a lost write of one (`page/ledger.rs`).
+        if !crate::mutants::active("no-ledger-save") {
+            inner.pool.save_ledger()?;
+        }
         let mut header_file = inner.header.lock();
         let (_, newest) = header_file.newest();
         assert!(
@@ -601,7 +607,11 @@ impl Drop for Inner {
         if !self.poisoned.is_set() {
             // Best effort: a clean shutdown shortens the next recovery.
             let end = self.wal.end_lsn();
-            if self.wal.sync().is_ok() && self.pool.flush_all().is_ok() {
+            // The ledger before the header, as in a checkpoint (`page/ledger.rs`).
+            if self.wal.sync().is_ok()
+                && self.pool.flush_all().is_ok()
+                && self.pool.save_ledger().is_ok()
+            {
                 let alloc = *self.writer.lock();
                 let mut header_file = self.header.lock();
                 let (_, newest) = header_file.newest();

@@ -8,8 +8,8 @@ use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
 use crate::io::{IoGeometry, Storage, choose_flush_method};
 use crate::page::{
-    BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, PageGuard, PageId, PageStore, TornPageGuard,
-    check_atomic_pages, choose_guard, data_file_method,
+    BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, LEDGER_FILE_NAME, PageGuard, PageId,
+    PageStore, TornPageGuard, check_atomic_pages, choose_guard, data_file_method,
 };
 use crate::txn::{Overlay, Visibility};
 use crate::wal::Wal;
@@ -128,6 +128,7 @@ pub(super) fn create(
         let lsn = wal.commit(&record::encode(alloc, &ops), Durability::Sync)?;
         pool.stamp(&touched, lsn.0, before.0);
         pool.flush_all()?;
+        pool.save_ledger()?;
         alloc
     };
     let header = Header {
@@ -174,7 +175,7 @@ fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
         } else {
             0
         };
-        for name in [DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME] {
+        for name in [DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, LEDGER_FILE_NAME] {
             let path = dir.join(name);
             if storage.exists(&path)? || log_files > 0 {
                 return Err(Error::Corruption {
@@ -190,6 +191,7 @@ fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
     for name in [
         DATA_FILE_NAME,
         DOUBLEWRITE_FILE_NAME,
+        LEDGER_FILE_NAME,
         crate::header::HEADER_TEMP_FILE_NAME,
     ] {
         let path = dir.join(name);

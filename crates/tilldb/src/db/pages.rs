@@ -286,6 +286,10 @@ impl Backend for DataFiles {
         }
         Ok(())
     }
+
+    fn save_ledger(&self) -> Result<()> {
+        self.files.lock().store.save_ledger()
+    }
 }
 
 #[cfg(test)]

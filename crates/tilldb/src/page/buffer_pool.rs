@@ -35,6 +35,8 @@ pub trait Backend: Send + Sync {
     fn read_page(&self, id: PageId) -> Result<Option<PageBuf>>;
     /// Writes pages in place, through the torn-page guard.
     fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()>;
+    /// Makes the record of the lsns written durable (the page ledger, `ledger.rs`).
+    fn save_ledger(&self) -> Result<()>;
 }
 
 /// Counters since the pool was made.
@@ -558,6 +560,12 @@ impl BufferPool {
         Ok(batch.len())
     }
 
+    /// Makes the backend's record of the lsns written durable (checkpoints, before their
+    /// header).
+    pub fn save_ledger(&self) -> Result<()> {
+        self.backend.save_ledger()
+    }
+
     /// Writes back every dirty, logged page (checkpoints). Returns how many.
     pub fn flush_all(&self) -> Result<usize> {
         let mut total = 0;
@@ -652,6 +660,9 @@ mod tests {
                 self.pages.lock().insert(p.id(), p.clone());
             }
             self.writes.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+        fn save_ledger(&self) -> Result<()> {
             Ok(())
         }
     }

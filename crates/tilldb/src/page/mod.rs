@@ -25,6 +25,7 @@
 
 mod buffer_pool;
 mod guard;
+mod ledger;
 mod store;
 
 pub use buffer_pool::{Backend, BufferPool, PageRead, PageWrite, PoolStats};
@@ -33,6 +34,7 @@ pub use guard::{
     Doublewrite, ENTRIES_MAX, PAGES_MAX_DEFAULT, PageGuard, RestoreAction, RestoreReport,
     TornPageGuard, check_atomic_pages, choose_guard, data_file_method, restore_torn_pages,
 };
+pub use ledger::LEDGER_FILE_NAME;
 pub use store::{
     BATCH_PAGES_MAX, COALESCE_BYTES_MAX, DATA_FILE_NAME, PAGE_COUNT_MAX, PageSlot, PageStore,
 };
@@ -113,6 +115,8 @@ pub enum PageFault {
     BadCrc,
     WrongPageId,
     BadHeader,
+    /// A valid page (or zeros) older than the version the ledger says was written there.
+    LostWrite,
 }
 
 impl PageFault {
@@ -123,6 +127,10 @@ impl PageFault {
             PageFault::BadCrc => "page checksum mismatch (torn or corrupt page)",
             PageFault::WrongPageId => "page holds another page's id (misdirected write)",
             PageFault::BadHeader => "page header has an unknown kind, version or reserved bytes",
+            PageFault::LostWrite => {
+                "page is older than the version last written there (a write the device \
+                 acknowledged was lost, or an older copy of the data file)"
+            }
         }
     }
 }

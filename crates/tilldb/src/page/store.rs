@@ -20,6 +20,7 @@
 //! | all zeros (allocated, never written)           | `Unwritten`   | `Ok(None)`              |
 //! | a valid page with id `n`                       | `Valid`       | `Ok(Some(page))`        |
 //! | anything else (torn, bit flips, misdirected)   | `Invalid`     | `Err(Corruption)` naming the file and offset `n * page_bytes` |
+//! | any of the above older than the ledger's lsn   | `Invalid`     | `Err(Corruption)`: a lost write |
 //!
 //! A place cut short by the end of the file is read as if padded with zeros: it is `Unwritten`
 //! if what exists is zeros, and `Invalid` otherwise (a valid page is never cut short).
@@ -35,9 +36,14 @@
 //!   as corruption.
 //! - Every buffer is an [`AlignedBuf`] and every offset a multiple of `page_bytes`, itself a
 //!   multiple of the direct-I/O alignment, so the direct flush methods work.
+//! - Every page written is noted in the page ledger (`ledger.rs`, `ledger.tdb` beside the data
+//!   file) with its lsn; [`PageStore::save_ledger`] makes the notes durable. A read that
+//!   finds an older version than the ledger's (or zeros, or nothing) is `Invalid(LostWrite)`,
+//!   so `read` refuses it like a torn page.
 //! - A failed write or flush poisons the store: every later write and flush returns
 //!   [`Error::Poisoned`] (a flush is never retried; recovery runs at reopen). Reads go on.
 
+use super::ledger::{LEDGER_FILE_NAME, Ledger};
 use super::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageBuf, PageFault, PageId};
 use crate::FlushMethod;
 use crate::error::{Error, Result};
@@ -86,6 +92,9 @@ pub struct PageStore {
     poison_cause: Option<String>,
     /// Reused for coalesced writes; allocated on first use.
     scratch: Option<AlignedBuf>,
+    /// The newest lsn written for each page (`ledger.rs`): an older one read back is a lost
+    /// write.
+    ledger: Ledger,
 }
 
 impl PageStore {
@@ -99,7 +108,10 @@ impl PageStore {
     ) -> Result<PageStore> {
         let path = dir.join(DATA_FILE_NAME);
         let file = storage.create(&path, method)?;
-        let mut store = PageStore::new(path, file, page_bytes, 0);
+        let ledger_path = dir.join(LEDGER_FILE_NAME);
+        let ledger_file = storage.create(&ledger_path, method)?;
+        let ledger = Ledger::new(ledger_path, ledger_file, page_bytes);
+        let mut store = PageStore::new(path, file, page_bytes, 0, ledger);
         store.extend_to(1)?;
         storage.flush_dir(&parent_dir(&store.path))?;
         assert_eq!(store.page_count, 1);
@@ -126,12 +138,29 @@ impl PageStore {
                 what: "data file longer than the most pages tilldb addresses",
             });
         }
-        let store = PageStore::new(path, file, page_bytes, page_count);
+        let ledger_path = dir.join(LEDGER_FILE_NAME);
+        if !storage.exists(&ledger_path)? {
+            return Err(Error::Corruption {
+                file: ledger_path,
+                offset: 0,
+                what: "the page ledger is missing (every database has one beside its data \
+                       file; restore it from where the data file came from)",
+            });
+        }
+        let ledger_file = storage.open(&ledger_path, method)?;
+        let ledger = Ledger::load(ledger_path, ledger_file, page_bytes)?;
+        let store = PageStore::new(path, file, page_bytes, page_count, ledger);
         store.check_invariants();
         Ok(store)
     }
 
-    fn new(path: PathBuf, file: Box<dyn StorageFile>, page_bytes: u32, count: u64) -> Self {
+    fn new(
+        path: PathBuf,
+        file: Box<dyn StorageFile>,
+        page_bytes: u32,
+        count: u64,
+        ledger: Ledger,
+    ) -> Self {
         assert!(
             page_bytes.is_power_of_two(),
             "page size {page_bytes} is not a power of two"
@@ -155,6 +184,7 @@ impl PageStore {
             poisoned: false,
             poison_cause: None,
             scratch: None,
+            ledger,
         }
     }
 
@@ -212,19 +242,53 @@ impl PageStore {
                     what: "data file shorter than its page count (truncated while open?)",
                 });
             }
-            return Ok(PageSlot::Missing);
+            return Ok(self.unless_lost(id, PageSlot::Missing));
         }
         // Fewer bytes only at the end of the file: the rest of `buf` is still zero, as if the
         // place were padded (see the module table).
         debug_assert!(buf[n..].iter().all(|&b| b == 0));
         Ok(match PageBuf::from_bytes(id, buf) {
-            Ok(None) => PageSlot::Unwritten,
+            Ok(None) => self.unless_lost(id, PageSlot::Unwritten),
             Ok(Some(page)) => {
                 assert_eq!(page.id(), id);
-                PageSlot::Valid(page)
+                self.unless_lost(id, PageSlot::Valid(page))
             }
             Err(fault) => PageSlot::Invalid(fault),
         })
+    }
+
+    /// `slot`, unless the ledger knows a newer version of `id` was written: then the write
+    /// was lost and the place holds an older version, or none.
+    fn unless_lost(&self, id: PageId, slot: PageSlot) -> PageSlot {
+        let written = self.ledger.lsn(id);
+        let found = match &slot {
+            PageSlot::Valid(page) => page.lsn(),
+            _ => 0,
+        };
+        if found < written && !crate::mutants::active("ledger-unchecked") {
+            return PageSlot::Invalid(PageFault::LostWrite);
+        }
+        slot
+    }
+
+    /// The lsn of the newest version of `id` written (0 for none), as the ledger has it.
+    #[must_use]
+    pub fn written_lsn(&self, id: PageId) -> u64 {
+        self.ledger.lsn(id)
+    }
+
+    /// Makes the ledger of written lsns durable (`ledger.rs`): flushes the data file, then
+    /// writes the ledger's changed blocks and flushes it. A checkpoint calls this before its
+    /// header moves the redo point past the log records that built those versions.
+    pub fn save_ledger(&mut self) -> Result<()> {
+        self.check_writable()?;
+        if !self.ledger.is_dirty() {
+            return Ok(());
+        }
+        let result = self.file.flush();
+        self.poison_on_error(result)?;
+        let result = self.ledger.save();
+        self.poison_on_error(result)
     }
 
     /// Seals `page` and writes it in place. Durable after the next [`PageStore::flush`].
@@ -233,7 +297,9 @@ impl PageStore {
         self.check_page(page);
         let offset = page.id().offset(self.page_bytes);
         let result = self.file.write_at(page.seal(), offset);
-        self.poison_on_error(result)
+        self.poison_on_error(result)?;
+        self.ledger.note(page.id(), page.lsn());
+        Ok(())
     }
 
     /// Seals `pages`, sorts them by id and writes each in place, adjacent pages coalesced into
@@ -271,6 +337,9 @@ impl PageStore {
             }
             let result = self.write_run(&pages[start..end]);
             self.poison_on_error(result)?;
+            for page in &pages[start..end] {
+                self.ledger.note(page.id(), page.lsn());
+            }
             start = end;
             writes += 1;
             assert!(writes <= pages.len(), "more writes than pages");
@@ -289,6 +358,7 @@ impl PageStore {
             let offset = page.id().offset(self.page_bytes);
             let result = self.file.write_atomic_at(page.seal(), offset);
             self.poison_on_error(result)?;
+            self.ledger.note(page.id(), page.lsn());
         }
         Ok(())
     }
@@ -339,10 +409,21 @@ impl PageStore {
         let result = self.file.allocate_zeroed(offset, len);
         self.poison_on_error(result)?;
         self.flush()?;
-        self.page_count = count;
         // A failed `len` is no broken invariant: the disk may die right after the flush (the
-        // random crash tier met it, seed 1382).
-        debug_assert!(!matches!(self.file.len(), Ok(l) if l < count * page_bytes));
+        // random crash tier met it, seed 1382). A short file is a device that acknowledged
+        // the zeros and lost them (TESTPLAN F6): refuse, never write pages past its end.
+        if let Ok(l) = self.file.len()
+            && l < count * page_bytes
+        {
+            let e = Error::Corruption {
+                file: self.path.clone(),
+                offset: l,
+                what: "the data file is shorter than the extension just made durable (the \
+                       device lost a write)",
+            };
+            return self.poison_on_error(Err(e));
+        }
+        self.page_count = count;
         Ok(())
     }
 
@@ -388,6 +469,7 @@ impl PageStore {
         if let Some(scratch) = &self.scratch {
             assert_eq!(scratch.len(), COALESCE_BYTES_MAX);
         }
+        self.ledger.check_invariants();
         if !self.poisoned
             && let Ok(len) = self.file.len()
         {

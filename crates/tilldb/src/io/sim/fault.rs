@@ -144,6 +144,10 @@ pub enum FaultKind {
     /// the file (possibly empty, possibly all of it) reaches the live image. This call and every
     /// later one fail with `EIO` ("simulated crash") until [`super::SimDisk::crash`].
     Crash,
+    /// A write the device acknowledges and never does (TESTPLAN F6): it returns `Ok` and
+    /// nothing lands, not even in the page cache (as with direct I/O). On other kinds of
+    /// call, the same as [`FaultKind::Eio`].
+    LostWrite,
 }
 
 /// Most fault rules a disk holds at once; more is a runaway test.
@@ -183,6 +187,10 @@ impl FaultTable {
 
     pub(super) fn clear(&mut self) {
         self.rules.clear();
+    }
+
+    pub(super) fn pending(&self) -> usize {
+        self.rules.len()
     }
 
     /// Counts one call against every matching rule and returns the fault of the first
@@ -230,7 +238,9 @@ pub(super) fn os_error(op: IoOp, path: &Path, errno: i32) -> Error {
 /// The error a call gets for `fault`, when the fault needs no call-specific handling.
 pub(super) fn fault_error(fault: FaultKind, op: IoOp, path: &Path) -> Error {
     match fault {
-        FaultKind::Eio | FaultKind::FlushLosesData => os_error(op, path, libc::EIO),
+        FaultKind::Eio | FaultKind::FlushLosesData | FaultKind::LostWrite => {
+            os_error(op, path, libc::EIO)
+        }
         FaultKind::Enospc | FaultKind::ShortWrite => os_error(op, path, libc::ENOSPC),
         FaultKind::Crash => sim_error(op, path, SimFailure::Dead),
     }

@@ -118,7 +118,10 @@ impl SimFile {
         let (unit, may_finish) = match fault {
             FaultKind::ShortWrite => (u64::from(state.config.logical_block_bytes), false),
             FaultKind::Crash => (CRASH_CUT_BYTES, true),
-            FaultKind::Eio | FaultKind::Enospc | FaultKind::FlushLosesData => {
+            FaultKind::Eio
+            | FaultKind::Enospc
+            | FaultKind::FlushLosesData
+            | FaultKind::LostWrite => {
                 return fault_error(fault, IoOp::Write, &self.path);
             }
         };
@@ -144,6 +147,9 @@ impl SimFile {
         let mut state = self.disk.lock();
         let write = (self.id, offset, buf, atomic);
         if let Some(fault) = state.admit_write(&self.path, Some(self.epoch), write)? {
+            if fault == FaultKind::LostWrite {
+                return Ok(());
+            }
             return Err(self.write_fault(&mut state, fault, buf, offset, atomic));
         }
         let end = self.check_end(IoOp::Write, offset.checked_add(buf.len() as u64))?;

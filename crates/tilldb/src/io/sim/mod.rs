@@ -396,6 +396,13 @@ impl SimDisk {
         }
     }
 
+    /// Fault rules still to fire: one-shot rules whose call has not come yet, and persistent
+    /// rules. A test that injected one fault learns from this whether it fired.
+    #[must_use]
+    pub fn faults_pending(&self) -> usize {
+        self.state.lock().faults.pending()
+    }
+
     /// How many calls of `kind` the disk has seen, failed ones included.
     #[must_use]
     pub fn call_count(&self, kind: IoKind) -> u64 {
