@@ -1,8 +1,8 @@
 //! Opening a damaged database: a small real database's files (`tilldb.meta`, `data.tdb`,
-//! `doublewrite.tdb`, the log segments; see `src/base.rs`), changed as the input says, laid
-//! onto a `SimDisk`, then `Db::open_with_storage` (recovery: header slots, torn-page restore,
-//! log scan and redo), `check_space`, `check_tables`, scans of every table both ways, gets,
-//! one commit read back, close, and a reopen that must still hold that commit.
+//! `doublewrite.tdb`, `ledger.tdb`, the log segments; see `src/base.rs`), changed as the input
+//! says, laid onto a `SimDisk`, then `Db::open_with_storage` (recovery: header slots, torn-page
+//! restore, log scan and redo), `check_space`, `check_tables`, scans of every table both ways,
+//! gets, one commit read back, close, and a reopen that must still hold that commit.
 //!
 //! Input:
 //!
@@ -20,7 +20,7 @@
 //!       4  CopyBlock    block u16, source file u8, source block u16 (4 KiB blocks)
 //!       5  Remove       -
 //!       6  Reseal       index u16: make one checksum match again (a header slot, a page,
-//!                       the doublewrite batch header, a segment header)
+//!                       the doublewrite batch header, a ledger slot, a segment header)
 //! ```
 //!
 //! Log records are never resealed: a log record with a valid checksum is trusted, and an op

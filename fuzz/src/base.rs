@@ -111,6 +111,7 @@ pub fn image_of(disk: &SimDisk, dir: &Path) -> Image {
         dir.join("tilldb.meta"),
         dir.join("data.tdb"),
         dir.join("doublewrite.tdb"),
+        dir.join("ledger.tdb"),
     ];
     let wal = dir.join("wal");
     let mut names = storage.list_dir(&wal).unwrap_or_default();
@@ -158,7 +159,8 @@ pub enum Edit {
     Remove { file: u8 },
     /// Make the checksum of one structure of the file match again, so what was written
     /// inside it reaches the checks behind the checksum: a header slot (`tilldb.meta`), a
-    /// page (`data.tdb`), the batch header (`doublewrite.tdb`), a segment header (log).
+    /// page (`data.tdb`), the batch header (`doublewrite.tdb`), a slot (`ledger.tdb`), a
+    /// segment header (log).
     Reseal { file: u8, index: u16 },
 }
 
@@ -360,6 +362,17 @@ fn reseal(path: &Path, data: &mut [u8], index: usize) {
             }
         }
         "doublewrite.tdb" => seal_batch_header(data),
+        "ledger.tdb" => {
+            // A ledger slot is sealed as a page whose id is its block index.
+            let slots = data.len() / BLOCK_BYTES;
+            if slots > 0 {
+                let slot = index % slots;
+                seal_page(
+                    &mut data[slot * BLOCK_BYTES..(slot + 1) * BLOCK_BYTES],
+                    (slot / 2) as u64,
+                );
+            }
+        }
         _ => seal_segment_header(data),
     }
 }
