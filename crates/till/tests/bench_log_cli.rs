@@ -1,6 +1,8 @@
 //! `till bench log` end to end, with tiny settings: the JSON contract scripts rely on, the
 //! simulated flush latency, the plot, bad input, and cleanup of the bench directory.
 
+mod common;
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -35,7 +37,9 @@ fn bench_json(dir: &Path, extra: &[&str]) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+    let json = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    common::assert_machine_and_disk(&json);
+    json
 }
 
 fn assert_empty(dir: &Path) {

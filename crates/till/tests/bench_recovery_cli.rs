@@ -1,15 +1,21 @@
 //! `till bench recovery` end to end with tiny logs: a child writes the log and exits without
 //! closing, the parent recovers it; the JSON reports what redo replayed.
 
+mod common;
+
 use serde_json::Value;
 use std::process::Command;
 
 #[test]
 fn recovery_replays_at_least_the_log_asked_for_and_cleans_up() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let plots = tempfile::tempdir().expect("tempdir");
+    let plot = plots.path().join("recovery.svg");
     let out = Command::new(env!("CARGO_BIN_EXE_till"))
         .args(["bench", "recovery", "--log-mib", "1,3", "--json", "--dir"])
         .arg(dir.path())
+        .arg("--plot")
+        .arg(&plot)
         .output()
         .expect("run till");
     assert!(
@@ -18,6 +24,8 @@ fn recovery_replays_at_least_the_log_asked_for_and_cleans_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    common::assert_machine_and_disk(&json);
+    common::assert_svg(&plot, 2 + 2);
     assert_eq!(json["cold"], false);
     let results = json["results"].as_array().expect("results");
     assert_eq!(results.len(), 2);

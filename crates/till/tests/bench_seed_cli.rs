@@ -2,6 +2,8 @@
 //! contract, what the counters must say about each durability level, the simulated latency as
 //! a physical bound, bad input, and cleanup of the bench directory.
 
+mod common;
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -23,7 +25,9 @@ fn json_of(dir: &Path, args: &[&str]) -> Value {
         "till {all:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+    let json = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    common::assert_machine_and_disk(&json);
+    json
 }
 
 fn assert_empty(dir: &Path) {
@@ -40,11 +44,15 @@ fn number(v: &Value, key: &str) -> f64 {
 #[test]
 fn seed_runs_each_method_and_durability_and_counts_one_flush_per_sync_commit() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let plots = tempfile::tempdir().expect("tempdir");
+    let plot = plots.path().join("seed.svg");
     let json = json_of(
         dir.path(),
         &[
             "bench",
             "seed",
+            "--plot",
+            plot.to_str().expect("utf-8 path"),
             "--commits",
             "40",
             "--flush-methods",
@@ -56,6 +64,8 @@ fn seed_runs_each_method_and_durability_and_counts_one_flush_per_sync_commit() {
         ],
     );
     assert_eq!(json["workload"], "seed");
+    // Background, legend, and a bar for each of the 2 x 3 rows.
+    common::assert_svg(&plot, 2 + 6);
     assert_eq!(json["commits"], 40);
     assert_eq!(json["value_bytes"], 100);
     let methods = json["methods"].as_array().expect("methods");

@@ -1,6 +1,8 @@
 //! `till bench store` end to end, with tiny settings: the JSON contract scripts rely on, a
 //! database kept between runs (reopened, not loaded again), `--fresh`, and bad input.
 
+mod common;
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -39,7 +41,9 @@ fn bench_json(dir: &Path, extra: &[&str]) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+    let json = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    common::assert_machine_and_disk(&json);
+    json
 }
 
 fn number(v: &Value, key: &str) -> f64 {

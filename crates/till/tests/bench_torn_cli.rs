@@ -2,6 +2,8 @@
 //! guard writes say what it is (only doublewrite writes the doublewrite file; full-page
 //! images write more log than none).
 
+mod common;
+
 use serde_json::Value;
 use std::process::Command;
 
@@ -14,6 +16,8 @@ fn number(v: &Value, key: &str) -> f64 {
 #[test]
 fn each_guard_gets_a_row_and_its_bytes_say_what_it_writes() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let plots = tempfile::tempdir().expect("tempdir");
+    let plot = plots.path().join("torn.svg");
     let out = Command::new(env!("CARGO_BIN_EXE_till"))
         .args([
             "bench",
@@ -34,6 +38,8 @@ fn each_guard_gets_a_row_and_its_bytes_say_what_it_writes() {
             "--dir",
         ])
         .arg(dir.path())
+        .arg("--plot")
+        .arg(&plot)
         .output()
         .expect("run till");
     assert!(
@@ -42,6 +48,9 @@ fn each_guard_gets_a_row_and_its_bytes_say_what_it_writes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    common::assert_machine_and_disk(&json);
+    // Background, legend, one bar per guard.
+    common::assert_svg(&plot, 2 + 3);
     let rows = json["results"].as_array().expect("results");
     let names: Vec<&str> = rows
         .iter()

@@ -15,6 +15,7 @@
 
 use super::log::Row;
 use super::log_report::{self, LogRun, Workload};
+use super::machine::Setting;
 use super::raw;
 use super::store_load::{self, ThreadState, key};
 use clap::Args;
@@ -128,7 +129,7 @@ pub fn run(args: &CommitArgs) -> Result<(), Box<dyn std::error::Error>> {
             .parent()
             .unwrap_or(scratch.path())
             .to_path_buf(),
-        fs_type: facts.fs_type.clone(),
+        setting: Setting::with_facts(facts),
         flush_method: args.flush_method,
         durability: args.durability,
         block_bytes,

@@ -15,6 +15,7 @@
 use super::latency::{merge_sorted, per_sec, percentile_us};
 use super::log_load::commit_from_threads;
 use super::log_report::{self, LogRun, Workload};
+use super::machine::Setting;
 use super::raw;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -206,7 +207,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
             .parent()
             .unwrap_or(scratch.path())
             .to_path_buf(),
-        fs_type: facts.fs_type.clone(),
+        setting: Setting::with_facts(facts),
         flush_method: args.flush_method,
         durability: args.durability,
         block_bytes,

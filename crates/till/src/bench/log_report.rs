@@ -8,6 +8,7 @@
 //! ```text
 //! { workload ("log-records" | "store-inserts"), flush_method, durability, block_bytes,
 //!   record_bytes (the value size for store inserts), segment_bytes, seconds, fs_type, dir,
+//!   machine, disk (`machine.rs`),
 //!   page_bytes, cache_bytes, torn_page_guard (store inserts only, else null),
 //!   simulated_sync_latency_us (null when off), raw_flushes_per_sec, raw_p50_us, raw_p99_us,
 //!   results: [ { threads, durability, flush_method, commits, elapsed_seconds, commits_per_sec,
@@ -18,6 +19,7 @@
 
 use super::latency::{micros, round1};
 use super::log::Row;
+use super::machine::Setting;
 use super::svg::{self, Chart};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
@@ -55,7 +57,8 @@ pub struct LogRun {
     pub workload: Workload,
     /// The benchmark directory (the run's own subdirectory is gone by now).
     pub dir: PathBuf,
-    pub fs_type: Option<String>,
+    /// The machine and the disk under the directory.
+    pub setting: Setting,
     pub flush_method: FlushMethod,
     pub durability: Durability,
     /// The log block actually used.
@@ -90,10 +93,6 @@ impl LogRun {
         (one > 0.0).then(|| row.commits_per_sec() / one)
     }
 
-    fn fs_name(&self) -> &str {
-        self.fs_type.as_deref().unwrap_or("unknown")
-    }
-
     /// "none", or the loud form every simulated number carries.
     fn latency_text(&self) -> String {
         match self.sync_latency_us {
@@ -109,19 +108,13 @@ pub fn emit(
     as_json: bool,
     plot_path: Option<&Path>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    if let Some(path) = plot_path {
-        std::fs::write(path, plot(run))
-            .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))?;
-    }
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&json(run))?);
-    } else {
-        print_text(run);
-        if let Some(path) = plot_path {
-            println!("\nPlot written to {}", path.display());
-        }
-    }
-    Ok(())
+    super::emit(
+        as_json,
+        plot_path,
+        || plot(run),
+        || json(run),
+        || print_text(run),
+    )
 }
 
 /// One row's JSON fields, shared by `bench log`, `bench commit` and `bench seed`.
@@ -183,7 +176,9 @@ fn json(run: &LogRun) -> Value {
         "cache_bytes": cache_bytes,
         "torn_page_guard": guard,
         "dir": run.dir,
-        "fs_type": run.fs_type,
+        "fs_type": run.setting.facts.fs_type,
+        "machine": run.setting.machine_json(),
+        "disk": run.setting.disk_json(),
         "flush_method": run.flush_method.name(),
         "durability": run.durability.name(),
         "block_bytes": run.block_bytes,
@@ -233,9 +228,9 @@ fn print_text(run: &LogRun) {
             ]);
         }
     }
+    rows.extend(run.setting.rows());
     rows.extend([
         ("dir", run.dir.display().to_string()),
-        ("file system", run.fs_name().to_owned()),
         ("flush method", run.flush_method.to_string()),
         ("log block", format!("{} B", run.block_bytes)),
         ("durability", run.durability.to_string()),
@@ -353,7 +348,7 @@ fn plot(run: &LogRun) -> String {
     };
     let subtitle = format!(
         "{} · {} B log blocks · {} B {unit} · {:.2} s per thread count",
-        run.fs_name(),
+        run.setting.short(),
         run.block_bytes,
         run.record_bytes,
         run.seconds

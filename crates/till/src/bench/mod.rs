@@ -21,12 +21,14 @@
 //! (a fresh run directory removed afterwards), `slow_storage.rs` (a SIMULATED flush latency,
 //! serialized like one disk), `svg.rs` (hand-written line charts).
 
+mod bars;
 mod commit;
 mod counting_storage;
 mod latency;
 mod log;
 mod log_load;
 mod log_report;
+mod machine;
 mod peers;
 mod raw;
 mod recovery;
@@ -80,6 +82,30 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Store(args) => store::run(args),
         BenchCommand::Peers(args) => peers::run(args),
     }
+}
+
+/// How every benchmark ends: writes the plot (when `--plot` asked for one), then prints the
+/// JSON document (`--json`) or the text report and where the plot went.
+pub fn emit(
+    as_json: bool,
+    plot_path: Option<&std::path::Path>,
+    plot: impl FnOnce() -> String,
+    json: impl FnOnce() -> serde_json::Value,
+    print_text: impl FnOnce(),
+) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(path) = plot_path {
+        std::fs::write(path, plot())
+            .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))?;
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&json())?);
+    } else {
+        print_text();
+        if let Some(path) = plot_path {
+            println!("\nPlot written to {}", path.display());
+        }
+    }
+    Ok(())
 }
 
 /// The progress bar every benchmark draws (on stderr, cleared at the end): `len` steps.

@@ -12,10 +12,13 @@
 //!        must be there and every tree must check; close
 //! ```
 //!
-//! JSON (stable): `{ value_bytes, puts_per_txn, cold, dir, fs_type, results: [ { log_mib,
+//! JSON (stable): `{ value_bytes, puts_per_txn, cold, dir, fs_type, machine, disk
+//! (`machine.rs`), results: [ { log_mib,
 //! log_bytes, records, ops_applied, torn_pages_restored, open_seconds, seconds_per_mib,
 //! mib_per_sec, commits_written } ] }`.
 
+use super::bars::{self, Bar, BarChart};
+use super::machine::Setting;
 use super::scratch::ScratchDir;
 use super::store_load::{XorShift, key};
 use clap::Args;
@@ -55,6 +58,10 @@ pub struct RecoveryArgs {
     /// Print JSON (stable for scripts) instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also draw the replay rate (MiB of log per second of open) per size into this SVG
+    /// file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
     /// Internal: run as the writing child, in --dir, writing --log-mib (one size).
     #[arg(long, hide = true)]
     child: bool,
@@ -94,7 +101,7 @@ pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
             args.dir.display()
         )
     })?;
-    let fs_type = tilldb::io::DeviceFacts::for_dir(scratch.path())?.fs_type;
+    let setting = Setting::read(scratch.path())?;
     let bar = super::progress_bar(args.log_mib.len() as u64 * 2);
     let exe = std::env::current_exe()?;
     let mut rows = Vec::with_capacity(args.log_mib.len());
@@ -139,15 +146,13 @@ pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(scratch.path())
         .to_path_buf();
     drop(scratch);
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json_of(args, &bench_dir, fs_type.as_deref(), &rows))?
-        );
-    } else {
-        print_text(args, &bench_dir, fs_type.as_deref(), &rows);
-    }
-    Ok(())
+    super::emit(
+        args.json,
+        args.plot.as_deref(),
+        || plot(args, &setting, &rows),
+        || json_of(args, &bench_dir, &setting, &rows),
+        || print_text(args, &bench_dir, &setting, &rows),
+    )
 }
 
 fn validate(args: &RecoveryArgs) -> Result<(), String> {
@@ -249,7 +254,7 @@ fn drop_caches() -> Result<(), String> {
     })
 }
 
-fn json_of(args: &RecoveryArgs, dir: &Path, fs_type: Option<&str>, rows: &[Row]) -> Value {
+fn json_of(args: &RecoveryArgs, dir: &Path, setting: &Setting, rows: &[Row]) -> Value {
     let results: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -271,15 +276,45 @@ fn json_of(args: &RecoveryArgs, dir: &Path, fs_type: Option<&str>, rows: &[Row])
         "puts_per_txn": args.puts_per_txn,
         "cold": args.cold,
         "dir": dir,
-        "fs_type": fs_type,
+        "fs_type": setting.facts.fs_type,
+        "machine": setting.machine_json(),
+        "disk": setting.disk_json(),
         "results": results,
     })
 }
 
-fn print_text(args: &RecoveryArgs, dir: &Path, fs_type: Option<&str>, rows: &[Row]) {
+/// The SVG: MiB of log replayed per second of open, per size.
+fn plot(args: &RecoveryArgs, setting: &Setting, rows: &[Row]) -> String {
+    let bars: Vec<Bar> = rows
+        .iter()
+        .map(|r| Bar {
+            label: format!("{} MiB of log ({:.2} s)", r.log_mib, r.open_seconds),
+            value: r.seconds_per_mib().map_or(0.0, |s| 1.0 / s),
+            reference: None,
+        })
+        .collect();
+    let subtitle = format!(
+        "{} · transactions of {} puts of {} B · {} page cache",
+        setting.short(),
+        args.puts_per_txn,
+        args.value_bytes,
+        if args.cold { "cold" } else { "warm" }
+    );
+    bars::render(&BarChart {
+        title: "Recovery after a crash: log replayed per second of open",
+        subtitle: &subtitle,
+        value_label: "MiB of log per second",
+        reference_label: "",
+        bars: &bars,
+    })
+}
+
+fn print_text(args: &RecoveryArgs, dir: &Path, setting: &Setting, rows: &[Row]) {
     println!("Recovery after a crash: time to open against log to replay");
+    let [machine, disk] = setting.rows();
+    println!("  {:<14} {}", machine.0, machine.1);
     println!("  {:<14} {}", "dir", dir.display());
-    println!("  {:<14} {}", "file system", fs_type.unwrap_or("unknown"));
+    println!("  {:<14} {}", disk.0, disk.1);
     println!(
         "  {:<14} transactions of {} random puts of {} B values (Buffered), then one Sync \
          commit; no checkpoint; the writer exits without closing",

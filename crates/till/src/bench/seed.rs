@@ -21,7 +21,8 @@
 //! JSON (stable; same row fields as `till bench log`, plus per-method raw rates):
 //!
 //! ```text
-//! { workload: "seed", commits, value_bytes, dir, fs_type, simulated_sync_latency_us,
+//! { workload: "seed", commits, value_bytes, dir, fs_type, machine, disk (`machine.rs`),
+//!   simulated_sync_latency_us,
 //!   methods: [ { flush_method, block_bytes, raw_flushes_per_sec, raw_p50_us, raw_p99_us,
 //!                skipped (null, or why the device refused the method) } ],
 //!   results: [ { threads (1), durability, flush_method, block_bytes, commits, elapsed_seconds,
@@ -30,10 +31,12 @@
 //!                raw_flushes_per_sec } ] }
 //! ```
 
+use super::bars::{self, Bar, BarChart};
 use super::commit::bench_options;
 use super::latency::round1;
 use super::log::Row;
 use super::log_report::row_json;
+use super::machine::Setting;
 use super::raw;
 use super::scratch::ScratchDir;
 use super::store_load::key;
@@ -93,6 +96,9 @@ pub struct SeedArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
+    /// Also draw commits/s per row, with each method's raw flush rate, into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 /// `till bench block-size`: the seed test across log block sizes, `Sync` commits by default.
@@ -122,6 +128,9 @@ pub struct BlockSizeArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
+    /// Also draw commits/s per row, with each method's raw flush rate, into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 /// Runs `bench block-size`: `bench seed` with a block-size axis (rows a device refuses, such
@@ -138,6 +147,7 @@ pub fn run_block_sizes(args: &BlockSizeArgs) -> Result<(), Box<dyn std::error::E
         page_bytes: 16384,
         dir: args.dir.clone(),
         json: args.json,
+        plot: args.plot.clone(),
     })
 }
 
@@ -259,16 +269,17 @@ pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
     let report = Report {
         args,
         dir: &dir,
-        fs_type: facts.fs_type.as_deref(),
+        setting: &Setting::with_facts(facts),
         raws: &method_raws,
         rows: &rows,
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report.json())?);
-    } else {
-        report.print();
-    }
-    Ok(())
+    super::emit(
+        args.json,
+        args.plot.as_deref(),
+        || report.plot(),
+        || report.json(),
+        || report.print(),
+    )
 }
 
 fn validate(args: &SeedArgs) -> Result<(), String> {
@@ -376,12 +387,51 @@ fn run_one(
 struct Report<'a> {
     args: &'a SeedArgs,
     dir: &'a Path,
-    fs_type: Option<&'a str>,
+    setting: &'a Setting,
     raws: &'a [MethodRaw],
     rows: &'a [SeedRow],
 }
 
 impl Report<'_> {
+    /// The SVG: one bar per row (method, block size, durability), the method's raw rate
+    /// marked on it.
+    fn plot(&self) -> String {
+        let blocks = self.args.block_bytes.len() > 1;
+        let bars: Vec<Bar> = self
+            .rows
+            .iter()
+            .map(|s| Bar {
+                label: if blocks {
+                    format!("{} / {} B / {}", s.method, s.block_bytes, s.durability)
+                } else {
+                    format!("{} / {}", s.method, s.durability)
+                },
+                value: s.row.commits_per_sec(),
+                reference: (s.raw_flushes_per_sec > 0.0).then_some(s.raw_flushes_per_sec),
+            })
+            .collect();
+        let latency = match self.args.sync_latency_us {
+            0 => String::new(),
+            us => format!(", SIMULATED flush latency {us} us"),
+        };
+        let title = format!(
+            "{} x (insert one row, commit), one client{latency}",
+            self.args.commits
+        );
+        let subtitle = format!(
+            "{} · {} B values · fresh database per row",
+            self.setting.short(),
+            self.args.value_bytes
+        );
+        bars::render(&BarChart {
+            title: &title,
+            subtitle: &subtitle,
+            value_label: "commits/s",
+            reference_label: "raw flushed writes/s of the method",
+            bars: &bars,
+        })
+    }
+
     fn json(&self) -> Value {
         let methods: Vec<Value> = self
             .raws
@@ -416,7 +466,9 @@ impl Report<'_> {
             "commits": self.args.commits,
             "value_bytes": self.args.value_bytes,
             "dir": self.dir,
-            "fs_type": self.fs_type,
+            "fs_type": self.setting.facts.fs_type,
+            "machine": self.setting.machine_json(),
+            "disk": self.setting.disk_json(),
             "simulated_sync_latency_us": (self.args.sync_latency_us > 0).then_some(self.args.sync_latency_us),
             "methods": methods,
             "results": results,
@@ -429,12 +481,10 @@ impl Report<'_> {
             "One client, {} x (insert one row, commit), per flush method and durability",
             args.commits
         );
+        let [machine, disk] = self.setting.rows();
+        println!("  {:<18} {}", machine.0, machine.1);
         println!("  {:<18} {}", "dir", self.dir.display());
-        println!(
-            "  {:<18} {}",
-            "file system",
-            self.fs_type.unwrap_or("unknown")
-        );
+        println!("  {:<18} {}", disk.0, disk.1);
         println!(
             "  {:<18} 15 B key, {} B value, fresh database each",
             "row", args.value_bytes

@@ -13,6 +13,7 @@
 //! `store_load.rs` runs the threads, `store_report.rs` prints the results.
 
 use super::latency::percentile_us;
+use super::machine::Setting;
 use super::store_load::{self, Counts, Phase, key};
 use super::store_report::{self, Load, MethodSource, ReadRow, StoreRun, WriteRow};
 use clap::Args;
@@ -90,6 +91,9 @@ pub struct StoreArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
+    /// Also draw commits/s against threads into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -142,8 +146,7 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
     let run = StoreRun {
         disk: DiskUsage::of(&dir)?,
         dir,
-        fs_type: facts.fs_type,
-        device: facts.device,
+        setting: Setting::with_facts(facts),
         created,
         open,
         page_bytes: header.page_bytes,
@@ -166,7 +169,7 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
         reads,
         close,
     };
-    store_report::emit(&run, args.json)
+    store_report::emit(&run, args.json, args.plot.as_deref())
 }
 
 /// Checks the flags and builds the options, before anything touches the disk.

@@ -3,7 +3,8 @@
 //! JSON (stable for scripts; latencies in microseconds, rates per second, sizes in bytes):
 //!
 //! ```text
-//! { dir, created, open_seconds, fs_type, device, page_bytes, cache_bytes, durability,
+//! { dir, created, open_seconds, fs_type, device, machine, disk (`machine.rs`), page_bytes,
+//!   cache_bytes, durability,
 //!   flush_method, flush_method_source ("chosen" | "flag" | "header"), torn_page_guard,
 //!   keys, value_bytes,
 //!   seconds,
@@ -19,9 +20,11 @@
 //! ```
 
 use super::latency::{micros, per_sec, round1};
+use super::machine::Setting;
+use super::svg::{self, Chart};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tilldb::page::{PoolStats, TornPageGuard};
 use tilldb::{Durability, FlushMethod};
@@ -115,8 +118,8 @@ pub struct ReadRow {
 pub struct StoreRun {
     /// The database directory, absolute.
     pub dir: PathBuf,
-    pub fs_type: Option<String>,
-    pub device: Option<String>,
+    /// The machine and the disk under the directory.
+    pub setting: Setting,
     /// Whether this run created the database (or reopened and recovered one).
     pub created: bool,
     pub open: Duration,
@@ -214,13 +217,51 @@ impl StoreRun {
 }
 
 /// Prints JSON or the human report.
-pub fn emit(run: &StoreRun, as_json: bool) -> Result<(), Box<dyn std::error::Error>> {
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&json(run))?);
-    } else {
-        print_text(run);
-    }
-    Ok(())
+pub fn emit(
+    run: &StoreRun,
+    as_json: bool,
+    plot_path: Option<&Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    super::emit(
+        as_json,
+        plot_path,
+        || plot(run),
+        || json(run),
+        || print_text(run),
+    )
+}
+
+/// The SVG: commits/s against threads.
+fn plot(run: &StoreRun) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "thread counts are small")]
+    let points: Vec<(f64, f64)> = run
+        .rows
+        .iter()
+        .map(|r| (r.threads as f64, r.commits_per_sec()))
+        .collect();
+    let title = format!(
+        "tilldb store: one-put transactions, durability {}, {}",
+        run.durability, run.flush_method
+    );
+    let subtitle = format!(
+        "{} · {} keys, {} B values · {} B pages, {} cache · guard {} · {:.2} s per row",
+        run.setting.short(),
+        run.keys,
+        run.value_bytes,
+        run.page_bytes,
+        size(run.cache_bytes),
+        run.torn_page_guard,
+        run.seconds
+    );
+    svg::render(&Chart {
+        title: &title,
+        subtitle: &subtitle,
+        x_label: "threads (log2 scale)",
+        y_label: "commits/s",
+        series_label: "commits/s",
+        points: &points,
+        reference: None,
+    })
 }
 
 /// The JSON document (see the module doc).
@@ -256,8 +297,10 @@ fn json(run: &StoreRun) -> Value {
         "dir": run.dir,
         "created": run.created,
         "open_seconds": run.open.as_secs_f64(),
-        "fs_type": run.fs_type,
-        "device": run.device,
+        "fs_type": run.setting.facts.fs_type,
+        "device": run.setting.facts.device,
+        "machine": run.setting.machine_json(),
+        "disk": run.setting.disk_json(),
         "page_bytes": run.page_bytes,
         "cache_bytes": run.cache_bytes,
         "durability": run.durability.name(),
@@ -301,14 +344,11 @@ fn json(run: &StoreRun) -> Value {
 /// The human report: header, one line per phase, the write table, where the database is.
 fn print_text(run: &StoreRun) {
     println!("tilldb store under load");
-    let fs = match (&run.fs_type, &run.device) {
-        (Some(fs), Some(dev)) => format!("{fs} on {dev}"),
-        (Some(fs), None) => fs.clone(),
-        (None, _) => "unknown".to_owned(),
-    };
-    let rows: [(&str, String); 9] = [
+    let [machine, disk] = run.setting.rows();
+    let rows: [(&str, String); 10] = [
+        machine,
         ("dir", run.dir.display().to_string()),
-        ("file system", fs),
+        disk,
         ("page size", format!("{} B", run.page_bytes)),
         (
             "cache",

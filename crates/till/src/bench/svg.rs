@@ -105,7 +105,7 @@ pub fn tick_label(v: f64) -> String {
     format!("{text}{suffix}")
 }
 
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -181,17 +181,18 @@ pub fn render(chart: &Chart<'_>) -> String {
 /// Stroke of the series line and its markers.
 const SERIES_STYLE: &str = "stroke=\"#1f5fa8\" stroke-width=\"2.2\"";
 /// Stroke of the dashed reference line.
-const REFERENCE_STYLE: &str = "stroke=\"#c0392b\" stroke-width=\"1.5\" stroke-dasharray=\"7 5\"";
-const AXIS_STYLE: &str = "stroke=\"#333\"";
-const GRID_STYLE: &str = "stroke=\"#e8e8e8\"";
+pub(super) const REFERENCE_STYLE: &str =
+    "stroke=\"#c0392b\" stroke-width=\"1.5\" stroke-dasharray=\"7 5\"";
+pub(super) const AXIS_STYLE: &str = "stroke=\"#333\"";
+pub(super) const GRID_STYLE: &str = "stroke=\"#e8e8e8\"";
 
 /// Appends formatted text; writing to a `String` cannot fail.
-fn w(out: &mut String, args: std::fmt::Arguments<'_>) {
+pub(super) fn w(out: &mut String, args: std::fmt::Arguments<'_>) {
     out.write_fmt(args)
         .expect("writing to a String cannot fail");
 }
 
-fn line(out: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64), style: &str) {
+pub(super) fn line(out: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64), style: &str) {
     w(
         out,
         format_args!(
@@ -201,7 +202,14 @@ fn line(out: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64), style: &st
 }
 
 /// Text anchored `start`, `middle` or `end` at `(x, y)`; `content` is escaped here.
-fn text(out: &mut String, (x, y): (f64, f64), anchor: &str, size: u32, extra: &str, content: &str) {
+pub(super) fn text(
+    out: &mut String,
+    (x, y): (f64, f64),
+    anchor: &str,
+    size: u32,
+    extra: &str,
+    content: &str,
+) {
     w(
         out,
         format_args!(

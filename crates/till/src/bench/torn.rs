@@ -17,13 +17,15 @@
 //! against 16 MiB), so every commit reads a page in and write-back runs all the time.
 //!
 //! JSON (stable): `{ keys, value_bytes, cache_bytes, page_bytes, threads, seconds, rounds,
-//! flush_method, dir, fs_type, results: [ { guard, commits, elapsed_seconds, commits_per_sec,
+//! flush_method, dir, fs_type, machine, disk (`machine.rs`), results: [ { guard, commits, elapsed_seconds, commits_per_sec,
 //! ratio_to_none (null without a none row), pages_written_per_sec, log_bytes_per_commit,
 //! doublewrite_bytes_per_commit, page_bytes_per_commit, device_bytes_per_commit (their sum),
 //! p50_us, p99_us, max_us } ] }`.
 
+use super::bars::{self, Bar, BarChart};
 use super::counting_storage::{CountingStorage, WriteCounts, Written};
 use super::latency::{merge_sorted, per_sec, percentile_us, round1};
+use super::machine::Setting;
 use super::scratch::ScratchDir;
 use super::store_load::{self, key};
 use clap::Args;
@@ -80,6 +82,9 @@ pub struct TornArgs {
     /// Print JSON (stable for scripts) instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also draw commits/s per guard into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 /// One guard's totals over its rounds.
@@ -116,7 +121,7 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             args.dir.display()
         )
     })?;
-    let fs_type = tilldb::io::DeviceFacts::for_dir(scratch.path())?.fs_type;
+    let setting = Setting::read(scratch.path())?;
     let cache_bytes = args.cache_mib << 20;
     let steps = args.guards.len() as u64 * (1 + u64::from(args.rounds));
     let bar = super::progress_bar(steps);
@@ -187,13 +192,13 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(scratch.path())
         .to_path_buf();
     drop(scratch);
-    if args.json {
-        let doc = json_of(args, &bench_dir, fs_type.as_deref(), &rows);
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
-        print_text(args, &bench_dir, fs_type.as_deref(), &rows);
-    }
-    Ok(())
+    super::emit(
+        args.json,
+        args.plot.as_deref(),
+        || plot(args, &setting, &rows),
+        || json_of(args, &bench_dir, &setting, &rows),
+        || print_text(args, &bench_dir, &setting, &rows),
+    )
 }
 
 fn validate(args: &TornArgs) -> Result<(), String> {
@@ -251,12 +256,7 @@ fn ratio_to_none(rows: &[GuardRow], row: &GuardRow) -> Option<f64> {
     (none.commits_per_sec() > 0.0).then(|| row.commits_per_sec() / none.commits_per_sec())
 }
 
-fn json_of(
-    args: &TornArgs,
-    dir: &std::path::Path,
-    fs_type: Option<&str>,
-    rows: &[GuardRow],
-) -> Value {
+fn json_of(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &[GuardRow]) -> Value {
     let results: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -287,15 +287,49 @@ fn json_of(
         "rounds": args.rounds,
         "flush_method": args.flush_method.name(),
         "dir": dir,
-        "fs_type": fs_type,
+        "fs_type": setting.facts.fs_type,
+        "machine": setting.machine_json(),
+        "disk": setting.disk_json(),
         "results": results,
     })
 }
 
-fn print_text(args: &TornArgs, dir: &std::path::Path, fs_type: Option<&str>, rows: &[GuardRow]) {
+/// The SVG: commits/s per guard.
+fn plot(args: &TornArgs, setting: &Setting, rows: &[GuardRow]) -> String {
+    let bars: Vec<Bar> = rows
+        .iter()
+        .map(|r| Bar {
+            label: r.guard.name().to_owned(),
+            value: r.commits_per_sec(),
+            reference: None,
+        })
+        .collect();
+    let subtitle = format!(
+        "{} · {} keys of {} B, {} MiB cache, {} B pages · {} threads, {} x {:.1} s per guard",
+        setting.short(),
+        args.keys,
+        args.value_bytes,
+        args.cache_mib,
+        args.page_bytes,
+        args.threads,
+        args.rounds,
+        args.seconds
+    );
+    bars::render(&BarChart {
+        title: "Torn-page guards: random one-put Sync updates, database larger than the cache",
+        subtitle: &subtitle,
+        value_label: "commits/s",
+        reference_label: "",
+        bars: &bars,
+    })
+}
+
+fn print_text(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &[GuardRow]) {
     println!("Torn-page guards: random one-put Sync updates on a database larger than the cache");
+    let [machine, disk] = setting.rows();
+    println!("  {:<14} {}", machine.0, machine.1);
     println!("  {:<14} {}", "dir", dir.display());
-    println!("  {:<14} {}", "file system", fs_type.unwrap_or("unknown"));
+    println!("  {:<14} {}", disk.0, disk.1);
     println!(
         "  {:<14} {} keys of {} B values, {} B pages, {} MiB cache, {}",
         "database", args.keys, args.value_bytes, args.page_bytes, args.cache_mib, args.flush_method

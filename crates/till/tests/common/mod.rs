@@ -114,3 +114,37 @@ pub fn rewrite_header(dir: &Path, change: impl FnOnce(&mut Header)) {
     bytes[target * SLOT_BYTES..(target + 1) * SLOT_BYTES].copy_from_slice(&header.encode(target));
     std::fs::write(&path, &bytes).expect("write header");
 }
+
+/// Every `till bench` JSON document says what machine and disk it measured
+/// (`bench/machine.rs`).
+pub fn assert_machine_and_disk(json: &serde_json::Value) {
+    let machine = &json["machine"];
+    assert!(machine["cpus"].as_u64().is_some_and(|n| n >= 1), "{json}");
+    assert!(machine.get("kernel").is_some(), "{json}");
+    assert!(machine.get("memory_bytes").is_some(), "{json}");
+    let disk = &json["disk"];
+    for key in [
+        "fs_type",
+        "device",
+        "logical_block_bytes",
+        "write_cache",
+        "rotational",
+    ] {
+        assert!(disk.get(key).is_some(), "disk.{key} missing: {json}");
+    }
+}
+
+/// The file `--plot` wrote is an SVG document with `marks` or more bars, points or lines.
+pub fn assert_svg(path: &Path, marks: usize) {
+    let svg = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("--plot wrote no {}: {e}", path.display()));
+    assert!(
+        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+    let drawn = svg.matches("<rect").count() + svg.matches("<circle").count();
+    assert!(
+        drawn >= marks,
+        "{drawn} marks, expected {marks} or more: {svg}"
+    );
+}

@@ -175,35 +175,6 @@ fn dir_bytes_at(dir: &Path, depth: u32) -> u64 {
     total
 }
 
-/// The machine, for the report's header.
-#[derive(Debug, Clone)]
-pub struct Machine {
-    /// `uname -r`.
-    pub kernel: Option<String>,
-    pub cpus: Option<usize>,
-    pub memory_bytes: Option<u64>,
-}
-
-impl Machine {
-    pub fn read() -> Machine {
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .ok()
-            .map(|s| s.trim().to_owned());
-        let memory_bytes = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|text| {
-                let kib = text.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
-                let kib: u64 = kib.trim().trim_end_matches("kB").trim().parse().ok()?;
-                kib.checked_mul(1024)
-            });
-        Machine {
-            kernel,
-            cpus: std::thread::available_parallelism().ok().map(usize::from),
-            memory_bytes,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,8 +79,12 @@ pub fn render(run: &PeersRun) -> String {
     );
     let subtitle = format!(
         "{} on {} · {} B values · {:.2} s per engine and thread count · one run",
-        run.facts.fs_type.as_deref().unwrap_or("unknown fs"),
-        run.facts.device.as_deref().unwrap_or("unknown device"),
+        run.setting.facts.fs_type.as_deref().unwrap_or("unknown fs"),
+        run.setting
+            .facts
+            .device
+            .as_deref()
+            .unwrap_or("unknown device"),
         run.value_bytes,
         run.seconds
     );

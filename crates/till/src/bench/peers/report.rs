@@ -3,15 +3,16 @@
 //! document described in `peers.rs`, and the plot (`plot.rs`).
 
 use super::Engine;
-use super::counters::{Counters, CpuTicks, Machine};
+use super::counters::{Counters, CpuTicks};
 use super::engines;
 use crate::bench::latency::{micros, per_sec, round1};
+use crate::bench::machine::Setting;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tilldb::FlushMethod;
-use tilldb::io::{DeviceFacts, Measurement, WriteCache};
+use tilldb::io::Measurement;
 
 /// tilldb's target against the raw flush rate with one thread (issue 7).
 const ONE_THREAD_TARGET: f64 = 0.9;
@@ -73,8 +74,8 @@ fn ratio(a: u64, b: u64) -> f64 {
 pub struct PeersRun {
     /// The benchmark directory (the run's own subdirectory is gone by now).
     pub dir: PathBuf,
-    pub machine: Machine,
-    pub facts: DeviceFacts,
+    /// The machine and the disk under the directory.
+    pub setting: Setting,
     /// tilldb's flush method, and the raw measurement's.
     pub flush_method: FlushMethod,
     pub block_bytes: u32,
@@ -119,35 +120,21 @@ pub fn emit(
     as_json: bool,
     plot_path: Option<&Path>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    if let Some(path) = plot_path {
-        std::fs::write(path, super::plot::render(run))
-            .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))?;
-    }
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&json(run))?);
-    } else {
-        print_text(run);
-        if let Some(path) = plot_path {
-            println!("\nPlot written to {}", path.display());
-        }
-    }
-    Ok(())
+    crate::bench::emit(
+        as_json,
+        plot_path,
+        || super::plot::render(run),
+        || json(run),
+        || print_text(run),
+    )
 }
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-fn write_cache_name(w: WriteCache) -> &'static str {
-    match w {
-        WriteCache::WriteBack => "write back",
-        WriteCache::WriteThrough => "write through",
-    }
-}
-
 /// The JSON document (see `peers.rs`).
 fn json(run: &PeersRun) -> Value {
-    let f = &run.facts;
     let results: Vec<Value> = run
         .rows
         .iter()
@@ -182,20 +169,8 @@ fn json(run: &PeersRun) -> Value {
         "dir": run.dir,
         "value_bytes": run.value_bytes,
         "seconds": run.seconds,
-        "machine": {
-            "kernel": run.machine.kernel,
-            "cpus": run.machine.cpus,
-            "memory_bytes": run.machine.memory_bytes,
-        },
-        "disk": {
-            "fs_type": f.fs_type,
-            "device": f.device,
-            "logical_block_bytes": f.logical_block_bytes,
-            "physical_block_bytes": f.physical_block_bytes,
-            "write_cache": f.write_cache.map(write_cache_name),
-            "fua": f.fua,
-            "rotational": f.rotational,
-        },
+        "machine": run.setting.machine_json(),
+        "disk": run.setting.disk_json(),
         "flush_method": run.flush_method.name(),
         "block_bytes": run.block_bytes,
         "raw_flushes_per_sec": round1(run.raw.flushes_per_sec),
@@ -207,39 +182,13 @@ fn json(run: &PeersRun) -> Value {
     })
 }
 
-fn show<T: ToString>(v: Option<T>) -> String {
-    v.map_or_else(|| "unknown".to_owned(), |v| v.to_string())
-}
-
 /// The machine and disk the run measured, one fact per line.
 fn print_header(run: &PeersRun) {
-    let f = &run.facts;
-    let m = &run.machine;
-    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let [machine, disk] = run.setting.rows();
     let rows = [
-        (
-            "machine",
-            format!(
-                "Linux {}, {} CPUs, {} GiB memory",
-                show(m.kernel.as_deref()),
-                show(m.cpus),
-                show(m.memory_bytes.map(|b| b >> 30))
-            ),
-        ),
+        machine,
         ("dir", run.dir.display().to_string()),
-        (
-            "disk",
-            format!(
-                "{} on {}: logical {} B, physical {} B, cache {}, FUA {}, rotational {}",
-                show(f.fs_type.as_deref()),
-                show(f.device.as_deref()),
-                show(f.logical_block_bytes),
-                show(f.physical_block_bytes),
-                show(f.write_cache.map(write_cache_name)),
-                show(f.fua.map(yes_no)),
-                show(f.rotational.map(yes_no)),
-            ),
-        ),
+        disk,
         (
             "transaction",
             format!(

@@ -1,12 +1,13 @@
 //! Running `till bench peers`: the raw rate, then every (thread count, engine) row on a fresh
 //! store, with the counters of `counters.rs` read around each row.
 
-use super::counters::{self, Counters, Machine};
+use super::counters::{self, Counters};
 use super::engines::{self, BoxError, Settings, Store, Writer};
 use super::report::{self, PeerRow, PeersRun};
 use super::{Engine, PeersArgs};
 use crate::bench::latency::{merge_sorted, percentile_us};
 use crate::bench::log_load::{Committer, timed_commits};
+use crate::bench::machine::Setting;
 use crate::bench::raw;
 use crate::bench::store_load::{XorShift, key};
 use std::path::Path;
@@ -83,8 +84,7 @@ pub fn run(args: &PeersArgs) -> Result<(), Box<dyn std::error::Error>> {
             .parent()
             .unwrap_or(scratch.path())
             .to_path_buf(),
-        machine: Machine::read(),
-        facts,
+        setting: Setting::with_facts(facts),
         flush_method: args.flush_method,
         block_bytes,
         value_bytes: args.value_bytes,
