@@ -13,7 +13,7 @@
 //! ```
 
 use super::svg::{
-    AXIS_STYLE, GRID_STYLE, REFERENCE_STYLE, line, linear_axis, scale, text, tick_label, w,
+    self, AXIS_STYLE, GRID_STYLE, REFERENCE_STYLE, line, linear_axis, scale, text, tick_label, w,
 };
 
 const WIDTH: f64 = 860.0;
@@ -48,25 +48,9 @@ pub struct BarChart<'a> {
     pub bars: &'a [Bar],
 }
 
-/// Title, subtitle and the legend.
-fn title_and_legend(out: &mut String, chart: &BarChart<'_>) {
+/// The legend.
+fn legend(out: &mut String, chart: &BarChart<'_>) {
     let mid = WIDTH / 2.0;
-    text(
-        out,
-        (mid, 26.0),
-        "middle",
-        16,
-        "font-weight=\"bold\"",
-        chart.title,
-    );
-    text(
-        out,
-        (mid, 47.0),
-        "middle",
-        12,
-        "fill=\"#555\"",
-        chart.subtitle,
-    );
     let legend_y = 74.0;
     w(
         out,
@@ -111,17 +95,9 @@ pub fn render(chart: &BarChart<'_>) -> String {
     let rows = chart.bars.len().max(1) as f64;
     let plot_bottom = PLOT_TOP + rows * ROW;
     let height = plot_bottom + 62.0;
-    let mut svg = String::with_capacity(4096 + 512 * chart.bars.len());
+    let mut svg = svg::start(WIDTH, height, chart.title, chart.subtitle);
     let out = &mut svg;
-    w(
-        out,
-        format_args!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
-             viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\">\n\
-             <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-        ),
-    );
-    title_and_legend(out, chart);
+    legend(out, chart);
     let max = chart
         .bars
         .iter()

@@ -114,16 +114,8 @@ pub(super) fn escape(text: &str) -> String {
 
 /// The chart as a standalone SVG document.
 pub fn render(chart: &Chart<'_>) -> String {
-    let mut svg = String::with_capacity(8192);
+    let mut svg = start(WIDTH, HEIGHT, chart.title, chart.subtitle);
     let out = &mut svg;
-    w(
-        out,
-        format_args!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
-             viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"sans-serif\">\n\
-             <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-        ),
-    );
     header(out, chart);
     let y_max = chart.points.iter().map(|p| p.1);
     let y_max = y_max
@@ -229,25 +221,40 @@ fn marker(out: &mut String, (x, y): (f64, f64)) {
     );
 }
 
-/// Title, subtitle and the legend.
-fn header(out: &mut String, chart: &Chart<'_>) {
-    let mid = WIDTH / 2.0;
+/// The opening of an SVG document of `width` x `height` on a white background, with the
+/// title and subtitle centred at its top: what every plot of `till bench` starts with.
+pub(super) fn start(width: f64, height: f64, title: &str, subtitle: &str) -> String {
+    let mut out = String::with_capacity(16384);
+    w(
+        &mut out,
+        format_args!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+             viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\">\n\
+             <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+        ),
+    );
+    let mid = width / 2.0;
     text(
-        out,
+        &mut out,
         (mid, 26.0),
         "middle",
         16,
         "font-weight=\"bold\"",
-        chart.title,
+        title,
     );
     text(
-        out,
+        &mut out,
         (mid, 47.0),
         "middle",
         12,
         "fill=\"#555\"",
-        chart.subtitle,
+        subtitle,
     );
+    out
+}
+
+/// The legend.
+fn header(out: &mut String, chart: &Chart<'_>) {
     let y = 74.0;
     let x = PLOT_LEFT + 10.0;
     line(out, (x, y), (x + 28.0, y), SERIES_STYLE);

@@ -15,8 +15,7 @@
 
 use super::engines;
 use super::report::PeersRun;
-use crate::bench::svg::{linear_axis, log2_domain, scale, tick_label};
-use std::fmt::Write as _;
+use crate::bench::svg::{self, line, linear_axis, log2_domain, scale, text, tick_label, w};
 
 const WIDTH: f64 = 1000.0;
 const HEIGHT: f64 = 520.0;
@@ -64,47 +63,17 @@ pub fn render(run: &PeersRun) -> String {
         })
         .collect();
     let raw = run.raw.flushes_per_sec;
-    let mut out = String::with_capacity(16384);
-    w(
-        &mut out,
-        format_args!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
-             viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"sans-serif\">\n\
-             <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-        ),
-    );
     let title = format!(
         "Durable one-insert commits/s: tilldb ({}, Sync) and its peers",
         run.flush_method
     );
     let subtitle = format!(
-        "{} on {} · {} B values · {:.2} s per engine and thread count · one run",
-        run.setting.facts.fs_type.as_deref().unwrap_or("unknown fs"),
-        run.setting
-            .facts
-            .device
-            .as_deref()
-            .unwrap_or("unknown device"),
+        "{} · {} B values · {:.2} s per engine and thread count · one run",
+        run.setting.short(),
         run.value_bytes,
         run.seconds
     );
-    text(
-        &mut out,
-        (WIDTH / 2.0, 26.0),
-        "middle",
-        16,
-        "font-weight=\"bold\"",
-        &title,
-    );
-    text(
-        &mut out,
-        (WIDTH / 2.0, 47.0),
-        "middle",
-        12,
-        "fill=\"#555\"",
-        &subtitle,
-    );
-
+    let mut out = svg::start(WIDTH, HEIGHT, &title, &subtitle);
     let points = series.iter().flat_map(|s| s.points.iter());
     let y_max = points.clone().map(|p| p.1).fold(raw, f64::max);
     let y_axis = linear_axis(y_max * 1.04);
@@ -134,40 +103,6 @@ pub fn render(run: &PeersRun) -> String {
     draw_legend(&mut out, &series, raw);
     out.push_str("</svg>\n");
     out
-}
-
-/// Appends formatted text; writing to a `String` cannot fail.
-fn w(out: &mut String, args: std::fmt::Arguments<'_>) {
-    out.write_fmt(args)
-        .expect("writing to a String cannot fail");
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-fn line(out: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64), style: &str) {
-    w(
-        out,
-        format_args!(
-            "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" {style}/>\n"
-        ),
-    );
-}
-
-/// Text anchored `start`, `middle` or `end` at `(x, y)`; `content` is escaped here.
-fn text(out: &mut String, (x, y): (f64, f64), anchor: &str, size: u32, extra: &str, content: &str) {
-    w(
-        out,
-        format_args!(
-            "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-size=\"{size}\" \
-             {extra}>{}</text>\n",
-            escape(content)
-        ),
-    );
 }
 
 /// Grid, ticks and labels of both axes.
