@@ -216,3 +216,33 @@ fn every_lost_data_write_is_healed_or_refused_never_served() {
         "no lost write was ever refused: the workload never reads a stale page back"
     );
 }
+
+/// A removed ledger is refused naming it; an empty one in its place opens the database
+/// (nothing known yet about the pages written: no lost write can be seen for them).
+#[test]
+fn a_missing_ledger_is_refused_and_an_empty_one_opens() {
+    use tilldb::io::Storage;
+    let guard = TornPageGuard::Doublewrite;
+    let disk = SimDisk::new(config(guard, 7));
+    let db = open(&disk, guard).expect("create");
+    for c in 0..10 {
+        commit(&db, c).expect("commit");
+    }
+    drop(db);
+    let ledger = Path::new("/db/ledger.tdb");
+    disk.remove(ledger).expect("remove the ledger");
+    match open(&disk, guard) {
+        Err(Error::Corruption { file, offset, what }) => {
+            assert_eq!((file.as_path(), offset), (ledger, 0));
+            assert!(what.contains("empty file"), "{what}");
+        }
+        Err(other) => panic!("expected corruption naming the ledger, got {other}"),
+        Ok(_) => panic!("opened without its ledger"),
+    }
+    drop(
+        disk.create(ledger, FlushMethod::Fdatasync)
+            .expect("create an empty ledger"),
+    );
+    let db = open(&disk, guard).expect("opens with an empty ledger");
+    assert!(read_all(&db).expect("read") == model_after(10));
+}

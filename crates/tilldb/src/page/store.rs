@@ -144,7 +144,9 @@ impl PageStore {
                 file: ledger_path,
                 offset: 0,
                 what: "the page ledger is missing (every database has one beside its data \
-                       file; restore it from where the data file came from)",
+                       file since 2026-11-23; restore it with the data file, or create an \
+                       empty file of that name to open without lost-write detection for \
+                       the pages written so far)",
             });
         }
         let ledger_file = storage.open(&ledger_path, method)?;
