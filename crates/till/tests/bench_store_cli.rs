@@ -163,3 +163,19 @@ fn bad_input_is_refused_with_a_message_not_a_panic() {
         "--fresh removed a directory that was not a database"
     );
 }
+
+/// With a SIMULATED 2 ms flush, one committer's `Sync` commits wait for a flush each: at most
+/// about 500/s, and the document says the latency was simulated.
+#[test]
+fn simulated_sync_latency_bounds_one_committer_and_is_reported() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let json = bench_json(
+        &base.path().join("db"),
+        &["--threads", "1", "--sync-latency-us", "2000"],
+    );
+    assert_eq!(json["simulated_sync_latency_us"], 2000, "{json}");
+    let one = &json["results"][0];
+    assert_eq!(one["threads"], 1, "{one}");
+    let rate = number(one, "commits_per_sec");
+    assert!(rate > 0.0 && rate < 600.0, "{one}");
+}

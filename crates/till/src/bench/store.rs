@@ -94,6 +94,10 @@ pub struct StoreArgs {
     /// Also draw commits/s against threads into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Add a SIMULATED latency of N us to every flush, one flush at a time as on a single
+    /// disk (0: off). Every number printed then includes it.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    sync_latency_us: u64,
 }
 
 pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -103,8 +107,12 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
     bar.set_message("open");
     let created = !args.dir.join(HEADER_FILE_NAME).exists();
     let start = Instant::now();
-    let db = Db::open(&args.dir, options.clone())
-        .map_err(|e| format!("cannot open the database in {}: {e}", args.dir.display()))?;
+    let db = Db::open_with_storage(
+        super::raw::storage(args.sync_latency_us),
+        &args.dir,
+        options.clone(),
+    )
+    .map_err(|e| format!("cannot open the database in {}: {e}", args.dir.display()))?;
     let open = start.elapsed();
     let dir = std::fs::canonicalize(&args.dir)?;
     let header = read_header(&dir)?;
@@ -164,6 +172,7 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
         keys: args.keys,
         value_bytes: args.value_bytes,
         seconds: args.seconds,
+        sync_latency_us: (args.sync_latency_us > 0).then_some(args.sync_latency_us),
         load,
         rows,
         reads,
@@ -175,6 +184,7 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// Checks the flags and builds the options, before anything touches the disk.
 fn validate(args: &StoreArgs) -> Result<Options, String> {
     super::check_threads_and_seconds(&args.threads, args.seconds)?;
+    super::raw::check_sync_latency(args.sync_latency_us)?;
     if !(1..=KEYS_MAX).contains(&args.keys) {
         return Err(format!(
             "--keys must be from 1 to {KEYS_MAX}, not {}",

@@ -7,7 +7,7 @@
 //!   cache_bytes, durability,
 //!   flush_method, flush_method_source ("chosen" | "flag" | "header"), torn_page_guard,
 //!   keys, value_bytes,
-//!   seconds,
+//!   seconds, simulated_sync_latency_us (null when off),
 //!   load: { keys, inserted, puts_per_txn, seconds, inserts_per_sec (null when none) },
 //!   results: [ { threads, durability, flush_method, commits, elapsed_seconds,
 //!                commits_per_sec, p50_us, p99_us, max_us, flushes,
@@ -137,6 +137,8 @@ pub struct StoreRun {
     pub keys: u64,
     pub value_bytes: usize,
     pub seconds: f64,
+    /// The SIMULATED flush latency, when on.
+    pub sync_latency_us: Option<u64>,
     pub load: Load,
     pub rows: Vec<WriteRow>,
     pub reads: ReadRow,
@@ -239,8 +241,11 @@ fn plot(run: &StoreRun) -> String {
         .iter()
         .map(|r| (r.threads as f64, r.commits_per_sec()))
         .collect();
+    let latency = run.sync_latency_us.map_or_else(String::new, |us| {
+        format!(", SIMULATED flush latency {us} us")
+    });
     let title = format!(
-        "tilldb store: one-put transactions, durability {}, {}",
+        "tilldb store: one-put transactions, durability {}, {}{latency}",
         run.durability, run.flush_method
     );
     let subtitle = format!(
@@ -314,6 +319,7 @@ fn json(run: &StoreRun) -> Value {
         "keys": run.keys,
         "value_bytes": run.value_bytes,
         "seconds": run.seconds,
+        "simulated_sync_latency_us": run.sync_latency_us,
         "load": {
             "keys": run.load.keys,
             "inserted": run.load.inserted,
@@ -369,6 +375,9 @@ fn print_text(run: &StoreRun) {
     ];
     for (name, value) in rows {
         println!("  {name:<16} {value}");
+    }
+    if let Some(us) = run.sync_latency_us {
+        println!("\n!! Every number below includes a SIMULATED flush latency of {us} us.");
     }
     println!();
     let (verb, detail) = match (run.created, run.method_source) {

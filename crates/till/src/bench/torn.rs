@@ -17,7 +17,8 @@
 //! against 16 MiB), so every commit reads a page in and write-back runs all the time.
 //!
 //! JSON (stable): `{ keys, value_bytes, cache_bytes, page_bytes, threads, seconds, rounds,
-//! flush_method, dir, fs_type, machine, disk (`machine.rs`), results: [ { guard, commits, elapsed_seconds, commits_per_sec,
+//! flush_method, dir, fs_type, machine, disk (`machine.rs`), simulated_sync_latency_us (null when
+//! off), results: [ { guard, commits, elapsed_seconds, commits_per_sec,
 //! ratio_to_none (null without a none row), pages_written_per_sec, log_bytes_per_commit,
 //! doublewrite_bytes_per_commit, page_bytes_per_commit, device_bytes_per_commit (their sum),
 //! p50_us, p99_us, max_us } ] }`.
@@ -85,6 +86,10 @@ pub struct TornArgs {
     /// Also draw commits/s per guard into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Add a SIMULATED latency of N us to every flush, one flush at a time as on a single
+    /// disk (0: off; log, doublewrite and page flushes alike). Every number then includes it.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    sync_latency_us: u64,
 }
 
 /// One guard's totals over its rounds.
@@ -136,7 +141,7 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             torn_page_guard: guard,
             ..Options::default()
         };
-        let storage = CountingStorage::new(Arc::new(tilldb::io::FileStorage::new()));
+        let storage = CountingStorage::new(super::raw::storage(args.sync_latency_us));
         let counts = storage.counts();
         let db = Db::open_with_storage(Arc::new(storage), &dir, options)
             .map_err(|e| format!("cannot create a database in {}: {e}", dir.display()))?;
@@ -206,6 +211,7 @@ fn validate(args: &TornArgs) -> Result<(), String> {
         return Err("--guards needs at least one guard".into());
     }
     super::check_threads_and_seconds(&[args.threads], args.seconds)?;
+    super::raw::check_sync_latency(args.sync_latency_us)?;
     if args.rounds == 0 || args.rounds > 100 {
         return Err(format!(
             "--rounds must be from 1 to 100, not {}",
@@ -284,6 +290,7 @@ fn json_of(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &[Gu
         "page_bytes": args.page_bytes,
         "threads": args.threads,
         "seconds": args.seconds,
+        "simulated_sync_latency_us": (args.sync_latency_us > 0).then_some(args.sync_latency_us),
         "rounds": args.rounds,
         "flush_method": args.flush_method.name(),
         "dir": dir,
@@ -315,8 +322,13 @@ fn plot(args: &TornArgs, setting: &Setting, rows: &[GuardRow]) -> String {
         args.rounds,
         args.seconds
     );
+    let title = match args.sync_latency_us {
+        0 => "Torn-page guards: random one-put Sync updates, database larger than the cache"
+            .to_owned(),
+        us => format!("Torn-page guards: random one-put Sync updates, SIMULATED flush {us} us"),
+    };
     bars::render(&BarChart {
-        title: "Torn-page guards: random one-put Sync updates, database larger than the cache",
+        title: &title,
         subtitle: &subtitle,
         value_label: "commits/s",
         reference_label: "",
@@ -338,6 +350,12 @@ fn print_text(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &
         "  {:<14} {} threads, {} rounds of {:.1} s per guard, guards in turn",
         "load", args.threads, args.rounds, args.seconds
     );
+    if args.sync_latency_us > 0 {
+        println!(
+            "\n!! Every number below includes a SIMULATED flush latency of {} us.",
+            args.sync_latency_us
+        );
+    }
     println!();
     let mut table = Table::new();
     table.load_style(UTF8_FULL_CONDENSED);
