@@ -21,6 +21,24 @@ const PLOT_LEFT: f64 = 86.0;
 const PLOT_RIGHT: f64 = WIDTH - 30.0;
 const PLOT_TOP: f64 = 96.0;
 const PLOT_BOTTOM: f64 = HEIGHT - 62.0;
+const FRAME: Frame = Frame {
+    left: PLOT_LEFT,
+    right: PLOT_RIGHT,
+    top: PLOT_TOP,
+    bottom: PLOT_BOTTOM,
+    height: HEIGHT,
+};
+
+/// Where a chart's plot area lies in its document, for the axis helpers.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Frame {
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub bottom: f64,
+    /// The document's height (the x axis label sits near its bottom).
+    pub height: f64,
+}
 /// Share of the plot width left free at each end of the x axis, so points clear the y axis.
 const X_PAD: f64 = 0.04;
 /// Aim for about this many y ticks.
@@ -123,7 +141,7 @@ pub fn render(chart: &Chart<'_>) -> String {
         .fold(0.0, f64::max);
     let y_axis = linear_axis(y_max * 1.04);
     let y_px = |v: f64| scale(v, (0.0, y_axis.top), (PLOT_BOTTOM, PLOT_TOP));
-    draw_y_axis(out, chart.y_label, y_axis, &y_px);
+    draw_y_axis(out, FRAME, chart.y_label, y_axis, &y_px);
     let x_min = chart
         .points
         .iter()
@@ -140,7 +158,7 @@ pub fn render(chart: &Chart<'_>) -> String {
         let pixels = (PLOT_LEFT + pad, PLOT_RIGHT - pad);
         scale(x.log2(), (f64::from(lo), f64::from(hi)), pixels)
     };
-    draw_x_axis(out, chart.x_label, (lo, hi), &x_px);
+    draw_x_axis(out, FRAME, chart.x_label, (lo, hi), &x_px);
     if let Some((y, _)) = chart.reference {
         let y = y_px(y);
         line(out, (PLOT_LEFT, y), (PLOT_RIGHT, y), REFERENCE_STYLE);
@@ -275,7 +293,13 @@ fn header(out: &mut String, chart: &Chart<'_>) {
 }
 
 /// Horizontal grid lines, tick labels and the rotated axis label.
-fn draw_y_axis(out: &mut String, label: &str, axis: LinearAxis, y_px: &dyn Fn(f64) -> f64) {
+pub(super) fn draw_y_axis(
+    out: &mut String,
+    f: Frame,
+    label: &str,
+    axis: LinearAxis,
+    y_px: &dyn Fn(f64) -> f64,
+) {
     // Bounded: `top / step` is about Y_TICKS_TARGET by construction of the axis.
     #[expect(
         clippy::cast_possible_truncation,
@@ -290,53 +314,35 @@ fn draw_y_axis(out: &mut String, label: &str, axis: LinearAxis, y_px: &dyn Fn(f6
     for i in 0..=ticks {
         let v = f64::from(i) * axis.step;
         let y = y_px(v);
-        line(out, (PLOT_LEFT, y), (PLOT_RIGHT, y), GRID_STYLE);
-        line(out, (PLOT_LEFT - 5.0, y), (PLOT_LEFT, y), AXIS_STYLE);
-        text(
-            out,
-            (PLOT_LEFT - 8.0, y + 4.0),
-            "end",
-            12,
-            "",
-            &tick_label(v),
-        );
+        line(out, (f.left, y), (f.right, y), GRID_STYLE);
+        line(out, (f.left - 5.0, y), (f.left, y), AXIS_STYLE);
+        text(out, (f.left - 8.0, y + 4.0), "end", 12, "", &tick_label(v));
     }
-    line(
-        out,
-        (PLOT_LEFT, PLOT_TOP),
-        (PLOT_LEFT, PLOT_BOTTOM),
-        AXIS_STYLE,
-    );
-    let mid = f64::midpoint(PLOT_TOP, PLOT_BOTTOM);
+    line(out, (f.left, f.top), (f.left, f.bottom), AXIS_STYLE);
+    let mid = f64::midpoint(f.top, f.bottom);
     let rotate = format!("transform=\"rotate(-90 22 {mid})\"");
     text(out, (22.0, mid), "middle", 13, &rotate, label);
 }
 
 /// Ticks at each power of two in the domain, vertical grid lines and the axis label.
-fn draw_x_axis(out: &mut String, label: &str, (lo, hi): (i32, i32), x_px: &dyn Fn(f64) -> f64) {
+pub(super) fn draw_x_axis(
+    out: &mut String,
+    f: Frame,
+    label: &str,
+    (lo, hi): (i32, i32),
+    x_px: &dyn Fn(f64) -> f64,
+) {
     assert!(hi - lo <= 64, "x domain too wide: 2^{lo}..2^{hi}");
     for k in lo..=hi {
         let v = 2f64.powi(k);
         let x = x_px(v);
-        line(out, (x, PLOT_TOP), (x, PLOT_BOTTOM), GRID_STYLE);
-        line(out, (x, PLOT_BOTTOM), (x, PLOT_BOTTOM + 5.0), AXIS_STYLE);
-        text(
-            out,
-            (x, PLOT_BOTTOM + 20.0),
-            "middle",
-            12,
-            "",
-            &tick_label(v),
-        );
+        line(out, (x, f.top), (x, f.bottom), GRID_STYLE);
+        line(out, (x, f.bottom), (x, f.bottom + 5.0), AXIS_STYLE);
+        text(out, (x, f.bottom + 20.0), "middle", 12, "", &tick_label(v));
     }
-    line(
-        out,
-        (PLOT_LEFT, PLOT_BOTTOM),
-        (PLOT_RIGHT, PLOT_BOTTOM),
-        AXIS_STYLE,
-    );
-    let mid = f64::midpoint(PLOT_LEFT, PLOT_RIGHT);
-    text(out, (mid, HEIGHT - 18.0), "middle", 13, "", label);
+    line(out, (f.left, f.bottom), (f.right, f.bottom), AXIS_STYLE);
+    let mid = f64::midpoint(f.left, f.right);
+    text(out, (mid, f.height - 18.0), "middle", 13, "", label);
 }
 
 #[cfg(test)]

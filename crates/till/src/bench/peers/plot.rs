@@ -1,7 +1,6 @@
 //! The plot of `till bench peers`: commits/s against threads, one line per engine, and the
 //! raw flushed-write rate as a dashed line. `svg.rs` draws one series; this file draws
-//! several with its axis helpers (`linear_axis`, `log2_domain`, `scale`, `tick_label`), the
-//! legend in a column right of the plot.
+//! several on its axes and primitives, the legend in a column right of the plot.
 //!
 //! ```text
 //!            title
@@ -15,7 +14,10 @@
 
 use super::engines;
 use super::report::PeersRun;
-use crate::bench::svg::{self, line, linear_axis, log2_domain, scale, text, tick_label, w};
+use crate::bench::svg::{
+    self, Frame, draw_x_axis, draw_y_axis, line, linear_axis, log2_domain, scale, text, tick_label,
+    w,
+};
 
 const WIDTH: f64 = 1000.0;
 const HEIGHT: f64 = 520.0;
@@ -31,8 +33,6 @@ const COLORS: [&str; 7] = [
     "#1f5fa8", "#e67e22", "#8e44ad", "#27ae60", "#c0392b", "#b8860b", "#7f8c8d",
 ];
 const REFERENCE_STYLE: &str = "stroke=\"#555\" stroke-width=\"1.4\" stroke-dasharray=\"7 5\"";
-const AXIS_STYLE: &str = "stroke=\"#333\"";
-const GRID_STYLE: &str = "stroke=\"#e8e8e8\"";
 
 /// One engine's line.
 struct Series {
@@ -90,7 +90,15 @@ pub fn render(run: &PeersRun) -> String {
         let pixels = (PLOT_LEFT + pad, PLOT_RIGHT - pad);
         scale(x.log2(), (f64::from(lo), f64::from(hi)), pixels)
     };
-    draw_axes(&mut out, y_axis.top, y_axis.step, (lo, hi), &y_px, &x_px);
+    let frame = Frame {
+        left: PLOT_LEFT,
+        right: PLOT_RIGHT,
+        top: PLOT_TOP,
+        bottom: PLOT_BOTTOM,
+        height: HEIGHT,
+    };
+    draw_y_axis(&mut out, frame, "commits/s", y_axis, &y_px);
+    draw_x_axis(&mut out, frame, "threads (log2 scale)", (lo, hi), &x_px);
     line(
         &mut out,
         (PLOT_LEFT, y_px(raw)),
@@ -103,75 +111,6 @@ pub fn render(run: &PeersRun) -> String {
     draw_legend(&mut out, &series, raw);
     out.push_str("</svg>\n");
     out
-}
-
-/// Grid, ticks and labels of both axes.
-fn draw_axes(
-    out: &mut String,
-    y_top: f64,
-    y_step: f64,
-    (lo, hi): (i32, i32),
-    y_px: &dyn Fn(f64) -> f64,
-    x_px: &dyn Fn(f64) -> f64,
-) {
-    #[expect(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "a small positive count, asserted below"
-    )]
-    let ticks = (y_top / y_step).round() as u32;
-    assert!(ticks <= 20, "too many y ticks: {ticks}");
-    for i in 0..=ticks {
-        let v = f64::from(i) * y_step;
-        let y = y_px(v);
-        line(out, (PLOT_LEFT, y), (PLOT_RIGHT, y), GRID_STYLE);
-        text(
-            out,
-            (PLOT_LEFT - 8.0, y + 4.0),
-            "end",
-            12,
-            "",
-            &tick_label(v),
-        );
-    }
-    assert!(hi - lo <= 64, "x domain too wide: 2^{lo}..2^{hi}");
-    for k in lo..=hi {
-        let v = 2f64.powi(k);
-        let x = x_px(v);
-        line(out, (x, PLOT_TOP), (x, PLOT_BOTTOM), GRID_STYLE);
-        text(
-            out,
-            (x, PLOT_BOTTOM + 20.0),
-            "middle",
-            12,
-            "",
-            &tick_label(v),
-        );
-    }
-    line(
-        out,
-        (PLOT_LEFT, PLOT_TOP),
-        (PLOT_LEFT, PLOT_BOTTOM),
-        AXIS_STYLE,
-    );
-    line(
-        out,
-        (PLOT_LEFT, PLOT_BOTTOM),
-        (PLOT_RIGHT, PLOT_BOTTOM),
-        AXIS_STYLE,
-    );
-    let mid_y = f64::midpoint(PLOT_TOP, PLOT_BOTTOM);
-    let rotate = format!("transform=\"rotate(-90 22 {mid_y})\"");
-    text(out, (22.0, mid_y), "middle", 13, &rotate, "commits/s");
-    let mid_x = f64::midpoint(PLOT_LEFT, PLOT_RIGHT);
-    text(
-        out,
-        (mid_x, HEIGHT - 18.0),
-        "middle",
-        13,
-        "",
-        "threads (log2 scale)",
-    );
 }
 
 fn draw_series(out: &mut String, s: &Series, x_px: &dyn Fn(f64) -> f64, y_px: &dyn Fn(f64) -> f64) {
