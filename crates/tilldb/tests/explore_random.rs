@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 /// Seeds that run first on every run: a few to start with, then every seed that ever
 /// failed, with what it found.
-const CORPUS: [u64; 12] = [
+const CORPUS: [u64; 13] = [
     1, 2, 3, 4,
     // The overlay panic of a writer waiting in `begin()` while a commit fails (fixed):
     // 1011 (7 threads, a short write of the log), 1020 (a lost data-file flush).
@@ -60,6 +60,9 @@ const CORPUS: [u64; 12] = [
     // a garbage header of a failed preparation (2274); a short reused segment (1741); a debug
     // check on a dead disk (1382); an lsn subtraction racing a checkpoint (2132).
     1028, 2274, 1741, 1382, 2132,
+    // After the page ledger: an eviction's failed write-back inside a read did not stop
+    // another thread's commit (1524; `a_failed_write_back_poisons_the_database`).
+    1524,
 ];
 
 /// Bugs found by this tier and not fixed yet, each with its `#[ignore]`d test: the text of

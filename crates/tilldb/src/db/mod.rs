@@ -559,7 +559,8 @@ impl Db {
 }
 
 /// The database's fail-stop switch: set by the first failed write or flush (by a commit, a
-/// checkpoint or the background writer), with that failure's text; never cleared (reopen).
+/// checkpoint, the background writer, or any page write-back: `pages.rs`), with that
+/// failure's text; never cleared (reopen).
 #[derive(Debug, Default)]
 pub(crate) struct Poison {
     set: AtomicBool,

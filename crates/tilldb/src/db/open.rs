@@ -106,14 +106,7 @@ pub(super) fn create(
     };
     let (wal, _) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
     let wal = Arc::new(wal);
-    let pool = BufferPool::new(
-        options.page_bytes,
-        options.cache_bytes,
-        Box::new(DataFiles {
-            wal: Arc::clone(&wal),
-            files: Mutex::new(pages::Files::new(store, guard)),
-        }),
-    );
+    let (pool, poisoned) = pool_over(options.page_bytes, options.cache_bytes, &wal, store, guard);
     let data_path = dir.join(DATA_FILE_NAME);
     let first = Alloc {
         page_count: 1,
@@ -148,7 +141,16 @@ pub(super) fn create(
         elapsed: started.elapsed(),
         ..RecoveryReport::default()
     };
-    assemble(dir, options, wal, pool, header_file, alloc, report)
+    assemble(
+        dir,
+        options,
+        wal,
+        pool,
+        poisoned,
+        header_file,
+        alloc,
+        report,
+    )
 }
 
 /// The marker a create makes first and removes last (after the header is durable).
@@ -281,14 +283,7 @@ pub(super) fn open_existing(
         torn_page_guard: header.torn_page_guard,
         ..options
     };
-    let pool = BufferPool::new(
-        header.page_bytes,
-        options.cache_bytes,
-        Box::new(DataFiles {
-            wal: Arc::clone(&wal),
-            files: Mutex::new(pages::Files::new(store, guard)),
-        }),
-    );
+    let (pool, poisoned) = pool_over(header.page_bytes, options.cache_bytes, &wal, store, guard);
     let mut alloc = Alloc {
         page_count: header.page_count,
         free_head: header.free_head,
@@ -320,7 +315,16 @@ pub(super) fn open_existing(
     }
     report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
     report.elapsed = started.elapsed();
-    assemble(dir, options, wal, pool, header_file, alloc, report)
+    assemble(
+        dir,
+        options,
+        wal,
+        pool,
+        poisoned,
+        header_file,
+        alloc,
+        report,
+    )
 }
 
 /// Replays one page operation of the record ending at `lsn`, unless the page has it already.
@@ -363,11 +367,37 @@ fn redo_op(
     Ok(rebuilt)
 }
 
+/// The buffer pool over the data files, and the fail-stop switch their write-backs set.
+fn pool_over(
+    page_bytes: u32,
+    cache_bytes: u64,
+    wal: &Arc<Wal>,
+    store: PageStore,
+    guard: PageGuard,
+) -> (BufferPool, Arc<super::Poison>) {
+    let poisoned = Arc::new(super::Poison::default());
+    let pool = BufferPool::new(
+        page_bytes,
+        cache_bytes,
+        Box::new(DataFiles {
+            wal: Arc::clone(wal),
+            files: Mutex::new(pages::Files::new(store, guard)),
+            poison: Arc::clone(&poisoned),
+        }),
+    );
+    (pool, poisoned)
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of a database, each made by create or open"
+)]
 fn assemble(
     dir: &Path,
     options: Options,
     wal: Arc<Wal>,
     pool: BufferPool,
+    poisoned: Arc<super::Poison>,
     header: HeaderFile,
     alloc: Alloc,
     recovery: RecoveryReport,
@@ -375,7 +405,6 @@ fn assemble(
     let checkpoint = header.newest().1.checkpoint_lsn;
     let visible = wal.end_lsn().0;
     let pool = Arc::new(pool);
-    let poisoned = Arc::new(super::Poison::default());
     let writeback = if options.background_threads {
         writeback::WriteBack::start(Arc::clone(&pool), Arc::clone(&poisoned))
     } else {

@@ -1,6 +1,7 @@
 //! The B+tree's view of the buffer pool: [`TxnPages`] for a commit (applies, records and
 //! allocates), [`ReadPages`] for readers, and [`DataFiles`], the pool's backend.
 
+use super::Poison;
 use super::record::Alloc;
 use crate::btree::{PageOp, Pages};
 use crate::error::{Error, Result};
@@ -212,6 +213,11 @@ impl Pages for ReadPages<'_> {
 pub struct DataFiles {
     pub wal: Arc<Wal>,
     pub files: Mutex<Files>,
+    /// The database's fail-stop switch: a failed write-back sets it, whichever call needed
+    /// the frame (a read inside a transaction, a commit, the background writer), so no
+    /// later commit is acknowledged (the random tier's seed 1524 met a read whose eviction
+    /// failed while another thread's commit went on).
+    pub poison: Arc<Poison>,
 }
 
 /// The data file, its guard, and the newest lsn written for each page.
@@ -262,6 +268,22 @@ impl Backend for DataFiles {
     }
 
     fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()> {
+        self.write_pages_once(pages)
+            .inspect_err(|e| self.poison.set(e))
+    }
+
+    fn save_ledger(&self) -> Result<()> {
+        self.files
+            .lock()
+            .store
+            .save_ledger()
+            .inspect_err(|e| self.poison.set(e))
+    }
+}
+
+impl DataFiles {
+    /// [`Backend::write_pages`], before a failure poisons the database.
+    fn write_pages_once(&self, pages: &mut [PageBuf]) -> Result<()> {
         let mut files = self.files.lock();
         let Files {
             store,
@@ -286,10 +308,6 @@ impl Backend for DataFiles {
         }
         Ok(())
     }
-
-    fn save_ledger(&self) -> Result<()> {
-        self.files.lock().store.save_ledger()
-    }
 }
 
 #[cfg(test)]
@@ -310,9 +328,8 @@ mod tests {
     /// The race this guards against: the background writer copied page 5 at lsn 100, a commit
     /// changed it (lsn 120) and a checkpoint wrote that and marked it clean; the old copy then
     /// landed last, and the change at 120 was on no disk while redo started past it.
-    #[test]
-    fn a_stale_copy_written_after_a_newer_one_is_dropped() {
-        let disk = SimDisk::new(SimConfig::default());
+    /// The data files of a database in `/db` on `disk`, with a log reaching lsn 200.
+    fn data_files(disk: &SimDisk) -> DataFiles {
         let storage: Arc<dyn Storage> = Arc::new(disk.clone());
         let dir = Path::new("/db");
         storage.create_dir_all(dir).expect("mkdir");
@@ -334,10 +351,17 @@ mod tests {
         // The log reaches past the pages' lsns (a page never carries an lsn beyond it).
         wal.commit(&[0; 200], crate::Durability::Sync)
             .expect("commit");
-        let files = DataFiles {
+        DataFiles {
             wal: Arc::new(wal),
             files: Mutex::new(Files::new(store, guard)),
-        };
+            poison: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn a_stale_copy_written_after_a_newer_one_is_dropped() {
+        let disk = SimDisk::new(SimConfig::default());
+        let files = data_files(&disk);
         files.write_pages(&mut [leaf(5, 120, 2)]).expect("newer");
         files
             .write_pages(&mut [leaf(5, 100, 1), leaf(6, 100, 1)])
@@ -353,6 +377,26 @@ mod tests {
             page6.lsn(),
             100,
             "a fresh page in the same batch was dropped"
+        );
+    }
+
+    /// The random tier's seed 1524: an eviction's write-back failed inside a read, and
+    /// another thread's later commit was acknowledged. A failed write-back now poisons the
+    /// database, whoever needed the frame.
+    #[test]
+    fn a_failed_write_back_poisons_the_database() {
+        let disk = SimDisk::new(SimConfig::default());
+        let files = data_files(&disk);
+        files.write_pages(&mut [leaf(5, 100, 1)]).expect("healthy");
+        assert!(!files.poison.is_set());
+        disk.inject(
+            crate::io::Fault::persistent(crate::io::IoKind::Flush, 1, crate::io::FaultKind::Eio)
+                .on_path("data.tdb"),
+        );
+        assert!(files.write_pages(&mut [leaf(5, 120, 2)]).is_err());
+        assert!(
+            files.poison.is_set(),
+            "a failed write-back left the database taking commits"
         );
     }
 }
