@@ -105,6 +105,12 @@ fn stats_match_what_was_written_and_change_nothing() {
         files["data_page_places"], count,
         "a clean close wrote every page"
     );
+    // The page ledger: a clean close saved an lsn for every page written (one block here).
+    let ledger_bytes = std::fs::metadata(dir.join("ledger.tdb"))
+        .expect("ledger")
+        .len();
+    assert_eq!(files["ledger_bytes"], ledger_bytes);
+    assert!(ledger_bytes >= 4096, "no ledger block saved: {ledger_bytes} B");
     let segments = common::segments(&dir);
     assert_eq!(files["wal_segment_files"], segments.len());
     let wal_bytes: u64 = segments
