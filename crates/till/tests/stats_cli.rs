@@ -110,7 +110,10 @@ fn stats_match_what_was_written_and_change_nothing() {
         .expect("ledger")
         .len();
     assert_eq!(files["ledger_bytes"], ledger_bytes);
-    assert!(ledger_bytes >= 4096, "no ledger block saved: {ledger_bytes} B");
+    assert!(
+        ledger_bytes >= 4096,
+        "no ledger block saved: {ledger_bytes} B"
+    );
     let segments = common::segments(&dir);
     assert_eq!(files["wal_segment_files"], segments.len());
     let wal_bytes: u64 = segments
