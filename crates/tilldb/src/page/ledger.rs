@@ -38,8 +38,8 @@
 //! writes. So an older slot, or a damaged ledger read as "nothing known", only weakens the
 //! check; it never makes a current page look lost.
 //!
-//! When it is saved: by the checkpoint, after the pages are durable and before the header
-//! moves the redo point (`db/mod.rs`). A page written back since the last save and lost
+//! When it is saved: by every checkpoint and clean close, after the pages are durable and
+//! before the header moves the redo point (`db/mod.rs`), and by a create before its header. A page written back since the last save and lost
 //! still holds a version the ledger knows or a newer one, and its later changes are at or
 //! after the redo point in force, so redo replays them.
 
