@@ -14,6 +14,8 @@
 //! fault is tried at every k up to that count. A failure names its case;
 //! `DB_ERRORS_POSITIONS=n` caps the positions per kind at n.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
@@ -46,28 +48,12 @@ fn options() -> Options {
 }
 
 /// Commit `c`: three puts over 200 keys (values 40-240 bytes), so pages split and fill.
-fn commit_ops(c: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
-    (0..3u64)
-        .map(|i| {
-            let k = (c * 7 + i * 61) % 200;
-            let len = 40 + usize::try_from((c * 13 + i * 17) % 200).expect("small");
-            (
-                format!("k{k:04}").into_bytes(),
-                vec![u8::try_from(c % 251).expect("small"); len],
-            )
-        })
-        .collect()
-}
-
-fn model_after(n: u64) -> Model {
-    let mut model = Model::new();
-    for c in 0..n {
-        for (k, v) in commit_ops(c) {
-            model.insert(k, v);
-        }
-    }
-    model
-}
+const PUTS: common::Puts = common::Puts {
+    keys: 200,
+    key_step: 7,
+    len_step: 17,
+    len_span: 200,
+};
 
 fn open(disk: &SimDisk) -> tilldb::Result<Db> {
     Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options())
@@ -82,7 +68,7 @@ fn state(db: &Db) -> Model {
 
 fn commit(db: &Db, c: u64) -> tilldb::Result<()> {
     let mut txn = db.begin()?;
-    for (k, v) in commit_ops(c) {
+    for (k, v) in PUTS.commit(c) {
         txn.put(&k, &v)?;
     }
     txn.commit()
@@ -145,7 +131,7 @@ fn run_case(kind: IoKind, fault: FaultKind, persistent: bool, nth: u64) {
         .unwrap_or_else(|e| panic!("{case} {mode:?}: tree check failed: {e}"));
     let recovered = state(&db);
     let n = (acknowledged..=attempted)
-        .find(|&n| model_after(n) == recovered)
+        .find(|&n| PUTS.model_after(n) == recovered)
         .unwrap_or_else(|| {
             panic!(
                 "{case} {mode:?}: the state is the model after no n in {acknowledged}..={attempted}"

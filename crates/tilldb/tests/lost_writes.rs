@@ -10,6 +10,8 @@
 //! with the exact model, or with `Error::Corruption` naming `data.tdb` (at a read, a commit,
 //! or the open). A wrong value, another error or a panic fails the test.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
@@ -56,28 +58,12 @@ fn config(guard: TornPageGuard, seed: u64) -> SimConfig {
 
 /// Commit `c`: three puts over 400 keys with values of 40-340 bytes, so pages split, fill
 /// and are rewritten many times.
-fn commit_ops(c: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
-    (0..3u64)
-        .map(|i| {
-            let k = (c * 37 + i * 61) % 400;
-            let len = 40 + usize::try_from((c * 13 + i * 170) % 300).expect("small");
-            (
-                format!("k{k:04}").into_bytes(),
-                vec![u8::try_from(c % 251).expect("small"); len],
-            )
-        })
-        .collect()
-}
-
-fn model_after(n: u64) -> Model {
-    let mut model = Model::new();
-    for c in 0..n {
-        for (k, v) in commit_ops(c) {
-            model.insert(k, v);
-        }
-    }
-    model
-}
+const PUTS: common::Puts = common::Puts {
+    keys: 400,
+    key_step: 37,
+    len_step: 170,
+    len_span: 300,
+};
 
 fn open(disk: &SimDisk, guard: TornPageGuard) -> tilldb::Result<Db> {
     Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options(guard))
@@ -85,7 +71,7 @@ fn open(disk: &SimDisk, guard: TornPageGuard) -> tilldb::Result<Db> {
 
 fn commit(db: &Db, c: u64) -> tilldb::Result<()> {
     let mut txn = db.begin()?;
-    for (k, v) in commit_ops(c) {
+    for (k, v) in PUTS.commit(c) {
         txn.put(&k, &v)?;
     }
     txn.commit()
@@ -157,10 +143,10 @@ fn run_case(guard: TornPageGuard, nth: u64) -> Outcome {
     match read_all(&db) {
         Ok(found) => {
             assert!(
-                found == model_after(COMMITS),
+                found == PUTS.model_after(COMMITS),
                 "{case}: WRONG DATA: {} keys read, {} expected",
                 found.len(),
-                model_after(COMMITS).len()
+                PUTS.model_after(COMMITS).len()
             );
             if fired {
                 Outcome::Exact
@@ -244,5 +230,5 @@ fn a_missing_ledger_is_refused_and_an_empty_one_opens() {
             .expect("create an empty ledger"),
     );
     let db = open(&disk, guard).expect("opens with an empty ledger");
-    assert!(read_all(&db).expect("read") == model_after(10));
+    assert!(read_all(&db).expect("read") == PUTS.model_after(10));
 }

@@ -145,8 +145,7 @@ pub(super) fn create(
         dir,
         options,
         wal,
-        pool,
-        poisoned,
+        (pool, poisoned),
         header_file,
         alloc,
         report,
@@ -319,8 +318,7 @@ pub(super) fn open_existing(
         dir,
         options,
         wal,
-        pool,
-        poisoned,
+        (pool, poisoned),
         header_file,
         alloc,
         report,
@@ -388,16 +386,11 @@ fn pool_over(
     (pool, poisoned)
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the parts of a database, each made by create or open"
-)]
 fn assemble(
     dir: &Path,
     options: Options,
     wal: Arc<Wal>,
-    pool: BufferPool,
-    poisoned: Arc<super::Poison>,
+    (pool, poisoned): (BufferPool, Arc<super::Poison>),
     header: HeaderFile,
     alloc: Alloc,
     recovery: RecoveryReport,

@@ -117,3 +117,37 @@ pub fn crash_mode(seed: u64) -> tilldb::io::CrashMode {
         },
     }
 }
+
+/// A deterministic workload of three puts per commit: the keys and value sizes a commit
+/// writes, and the model of the table after the first n commits.
+#[derive(Debug, Clone, Copy)]
+pub struct Puts {
+    /// Keys `k0000..k{keys}`; commit `c`'s i-th key is `(c * key_step + i * 61) % keys`.
+    pub keys: u64,
+    pub key_step: u64,
+    /// Value bytes `40 + (c * 13 + i * len_step) % len_span`, every byte `c % 251`.
+    pub len_step: u64,
+    pub len_span: u64,
+}
+
+impl Puts {
+    /// Commit `c`'s puts.
+    pub fn commit(self, c: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..3u64)
+            .map(|i| {
+                let k = (c * self.key_step + i * 61) % self.keys;
+                let len = 40
+                    + usize::try_from((c * 13 + i * self.len_step) % self.len_span).expect("small");
+                (
+                    format!("k{k:04}").into_bytes(),
+                    vec![u8::try_from(c % 251).expect("small"); len],
+                )
+            })
+            .collect()
+    }
+
+    /// The table after commits `0..n`.
+    pub fn model_after(self, n: u64) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+        (0..n).flat_map(|c| self.commit(c)).collect()
+    }
+}
