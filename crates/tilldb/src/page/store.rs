@@ -273,12 +273,6 @@ impl PageStore {
         slot
     }
 
-    /// The lsn of the newest version of `id` written (0 for none), as the ledger has it.
-    #[must_use]
-    pub fn written_lsn(&self, id: PageId) -> u64 {
-        self.ledger.lsn(id)
-    }
-
     /// Makes the ledger of written lsns durable (`ledger.rs`): flushes the data file, then
     /// writes the ledger's changed blocks and flushes it. A checkpoint calls this before its
     /// header moves the redo point past the log records that built those versions.
