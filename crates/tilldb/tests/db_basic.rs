@@ -395,6 +395,62 @@ fn a_checkpoint_runs_once_the_interval_has_passed() {
     }
 }
 
+/// The background writer leaves dirty pages alone until three quarters of the cache is dirty:
+/// a page written early is written again at its next change, so an early writer only spends
+/// the device (it used to start at a quarter, and rewrote every page of a database that fits
+/// the cache many times a second under load). Past three quarters it writes down to five
+/// eighths, so misses keep finding clean frames.
+#[test]
+fn the_background_writer_waits_until_three_quarters_of_the_cache_is_dirty() {
+    let disk = SimDisk::new(SimConfig::default());
+    let options = Options {
+        checkpoint_log_bytes: 1 << 30,
+        ..Options::for_tests()
+    };
+    let frames = options.cache_bytes / u64::from(options.page_bytes);
+    assert_eq!(frames, 64, "the test's arithmetic assumes 64 frames");
+    let db =
+        Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options).expect("open");
+    let dirty_after_puts = |from: &mut u32, at_least: u64| {
+        while db.stats().1.dirty < at_least {
+            let mut txn = db.begin().expect("begin");
+            txn.put(&key(*from), &[b'v'; 1000]).expect("put");
+            txn.commit().expect("commit");
+            *from += 1;
+            assert!(*from < 10_000, "puts never dirtied {at_least} frames");
+        }
+    };
+    let mut next = 0;
+    // Half the cache dirty: the old writer (a quarter) wrote here, the new one waits.
+    dirty_after_puts(&mut next, frames / 2);
+    let before = db.stats().1;
+    std::thread::sleep(std::time::Duration::from_millis(300)); // 15 of its intervals
+    let after = db.stats().1;
+    assert_eq!(
+        after.pages_written, before.pages_written,
+        "the writer wrote pages with {} of {frames} frames dirty",
+        before.dirty
+    );
+    assert_eq!(after.dirty, before.dirty);
+    // Past three quarters it writes, down to five eighths.
+    dirty_after_puts(&mut next, frames * 13 / 16);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.stats().1.dirty > frames * 5 / 8 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer left {} of {frames} frames dirty for 10 s",
+            db.stats().1.dirty
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let stats = db.stats().1;
+    assert!(stats.pages_written > before.pages_written, "{stats:?}");
+    assert_eq!(
+        stats.eviction_writes, 0,
+        "a miss wrote a dirty page: {stats:?}"
+    );
+}
+
 /// The default guard, auto, becomes atomic page writes on a device that has them and
 /// full-page images elsewhere; the header records the choice, so a reopen keeps it.
 #[test]

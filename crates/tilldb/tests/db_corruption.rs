@@ -111,7 +111,7 @@ type Model = BTreeMap<(String, Vec<u8>), Vec<u8>>;
 fn options() -> Options {
     let defaults = Options::for_tests();
     Options {
-        // No eviction and an idle background writer (it starts at a quarter of the frames
+        // No eviction and an idle background writer (it starts at three quarters of the frames
         // dirty), so pages reach the disk only at checkpoints and the images are the same
         // on every run. Checkpoints only when asked. Segments of 12 KiB: the tail crosses one.
         cache_bytes: 256 * 4096,

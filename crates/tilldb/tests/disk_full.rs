@@ -847,7 +847,7 @@ fn an_enospc_met_by_the_background_writer_is_reported() {
     let dir = mnt.mount.join("db");
     // 1 MiB segments and no automatic checkpoint: the log has room for every commit below,
     // and 64 frames take every page they touch, so only the background writer (which starts
-    // at 16 dirty frames) writes pages, and it alone meets the full disk.
+    // at 48 dirty frames) writes pages, and it alone meets the full disk.
     let config = Options {
         cache_bytes: 64 * 4096,
         checkpoint_log_bytes: 1 << 30,

@@ -96,6 +96,7 @@ impl Counts {
                 evictions: pa.evictions - pb.evictions,
                 eviction_writes: pa.eviction_writes - pb.eviction_writes,
                 pages_written: pa.pages_written - pb.pages_written,
+                dirty: pa.dirty,
             },
         }
     }

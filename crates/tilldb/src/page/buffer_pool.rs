@@ -39,7 +39,7 @@ pub trait Backend: Send + Sync {
     fn save_ledger(&self) -> Result<()>;
 }
 
-/// Counters since the pool was made.
+/// Counters since the pool was made, and how many frames are dirty now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolStats {
     pub hits: u64,
@@ -49,6 +49,8 @@ pub struct PoolStats {
     /// keep this near zero).
     pub eviction_writes: u64,
     pub pages_written: u64,
+    /// Frames dirty when the stats were taken (a gauge, not a counter).
+    pub dirty: u64,
 }
 
 #[derive(Debug, Default)]
@@ -224,6 +226,7 @@ impl BufferPool {
             evictions: self.evictions.load(Ordering::Relaxed),
             eviction_writes: self.eviction_writes.load(Ordering::Relaxed),
             pages_written: self.pages_written.load(Ordering::Relaxed),
+            dirty: self.dirty_count() as u64,
         }
     }
 
