@@ -96,8 +96,9 @@ pub struct Row {
     /// Flushes the log did. For write-through methods, whose writes are the flushes, its
     /// write stages.
     pub flushes: u64,
-    /// Bytes the log wrote to its files during the row.
-    pub bytes_written: u64,
+    /// Bytes the log grew by during the row (records and pads; a block written again counts
+    /// once).
+    pub log_bytes: u64,
     pub p50_us: f64,
     pub p99_us: f64,
     pub max_us: f64,
@@ -124,7 +125,7 @@ impl Row {
             } else {
                 wal.flushes
             },
-            bytes_written: wal.bytes_written,
+            log_bytes: wal.log_bytes,
             p50_us: percentile_us(sorted_latencies_ns, 50.0),
             p99_us: percentile_us(sorted_latencies_ns, 99.0),
             max_us: percentile_us(sorted_latencies_ns, 100.0),
@@ -141,7 +142,7 @@ impl Row {
             0.0
         } else {
             #[expect(clippy::cast_precision_loss, reason = "a ratio")]
-            let ratio = self.bytes_written as f64 / self.commits as f64;
+            let ratio = self.log_bytes as f64 / self.commits as f64;
             ratio
         }
     }

@@ -227,8 +227,8 @@ fn child(dir: &Path, mib: u64, args: &RecoveryArgs) -> Result<(), Box<dyn std::e
     let value = vec![0x5A; args.value_bytes];
     let mut rng = XorShift::new(mib);
     let mut commits = 0u64;
-    let start = db.stats().0.bytes_written;
-    while db.stats().0.bytes_written - start < target {
+    let start = db.stats().0.log_bytes;
+    while db.stats().0.log_bytes - start < target {
         let mut txn = db.begin()?;
         for _ in 0..args.puts_per_txn {
             txn.put(key(rng.below(KEY_SPACE)).as_bytes(), &value)?;

@@ -331,7 +331,7 @@ fn write_row(threads: usize, phase: &Phase, method: FlushMethod) -> WriteRow {
             wal.flushes
         },
         log_appends: wal.appends,
-        log_bytes: wal.bytes_written,
+        log_bytes: wal.log_bytes,
         pool,
     }
 }

@@ -11,7 +11,19 @@
 //! ```
 //!
 //! The stages overlap: while one thread flushes group k, another may write group k+1 (flush
-//! pipelining), and appenders keep gathering group k+2. [`Progress::role`] tells a committer
+//! pipelining), and appenders keep gathering group k+2.
+//!
+//! *Closed*: with padding on (the default), a write that starts while no flush runs ends
+//! its group with a `Pad` to the block boundary; a write made while a flush runs does not,
+//! and leaves its last block *open*, to be rewritten (same bytes first) by the next write.
+//! A flush makes durable only what lies before the open block (`closed`), so no block that
+//! holds an acknowledged commit is ever written again (a torn rewrite could destroy it),
+//! and a pipelined write costs no padding: measured at 64 threads, 6.4 writes per flush had
+//! each padded its last block, 1,616 log bytes per 200-byte commit (docs/benchmarks.md).
+//!
+//! ```text
+//!   durable <= closed <= written <= appended
+//! ``` [`Progress::role`] tells a committer
 //! what to do; [`wake_plan`] tells a thread that finished a stage whom to wake: exactly the
 //! waiters it satisfied, plus the lowest-lsn waiter that can lead each free stage. Everyone
 //! else sleeps on.
@@ -42,11 +54,14 @@ pub(crate) enum Role {
     Wait,
 }
 
-/// How far the log has got. Invariant: `durable <= written <= appended`.
+/// How far the log has got. Invariant: `durable <= closed <= written <= appended`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Progress {
     pub appended: u64,
     pub written: u64,
+    /// Written and never to be written again: the end of the last block a write closed
+    /// (with a pad, or by filling it). What a flush may make durable.
+    pub closed: u64,
     pub durable: u64,
     pub writing: bool,
     pub flushing: bool,
@@ -55,9 +70,15 @@ pub(crate) struct Progress {
 impl Progress {
     pub fn check_invariants(&self) {
         assert!(
-            self.durable <= self.written,
-            "durable {} > written {}",
+            self.durable <= self.closed,
+            "durable {} > closed {}",
             self.durable,
+            self.closed
+        );
+        assert!(
+            self.closed <= self.written,
+            "closed {} > written {}",
+            self.closed,
             self.written
         );
         assert!(
@@ -84,6 +105,14 @@ impl Progress {
             Role::Done
         } else if self.written < lsn {
             if self.writing {
+                Role::Wait
+            } else {
+                Role::Write
+            }
+        } else if self.closed < lsn {
+            // Written into the open block: a write must close it first, and a write made
+            // while a flush runs would not (need is Durable here: Written is met).
+            if self.writing || self.flushing {
                 Role::Wait
             } else {
                 Role::Write
@@ -173,6 +202,7 @@ mod tests {
         Progress {
             appended,
             written,
+            closed: written,
             durable,
             writing,
             flushing,
@@ -210,6 +240,36 @@ mod tests {
         }
     }
 
+    /// A commit written into the open block (closed 16, written 20) needs a write that
+    /// closes it, which only a write made while no flush runs does.
+    #[test]
+    fn a_commit_in_the_open_block_waits_for_a_closing_write() {
+        use Need::{Durable, Written};
+        use Role::{Done, Flush, Wait, Write};
+        let rows = [
+            // lsn, need, writing, flushing, role
+            (18, Written, false, false, Done),
+            (18, Durable, false, false, Write),
+            (18, Durable, true, false, Wait),
+            (18, Durable, false, true, Wait),
+            (18, Durable, true, true, Wait),
+            (16, Durable, false, false, Flush),
+            (16, Durable, true, false, Flush),
+            (12, Durable, false, true, Wait),
+        ];
+        for (lsn, need, writing, flushing, want) in rows {
+            let p = Progress {
+                closed: 16,
+                ..progress(30, 20, 10, writing, flushing)
+            };
+            assert_eq!(
+                p.role(lsn, need),
+                want,
+                "lsn {lsn} {need:?} writing {writing} flushing {flushing}"
+            );
+        }
+    }
+
     #[test]
     #[should_panic(expected = "beyond the log end")]
     fn waiting_past_the_end_is_a_bug() {
@@ -217,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "durable 21 > written 20")]
+    #[should_panic(expected = "durable 21 > closed 20")]
     fn broken_progress_panics() {
         let _ = progress(30, 20, 21, false, false).role(1, Need::Written);
     }

@@ -47,6 +47,13 @@
 //! and old and new agree on every byte already there: safe on devices whose sector writes are
 //! atomic (`NVMe` guarantees it for one logical block), not on ones that leave garbage.
 //!
+//! A block is padded when a flush is about to cover it, not at every write: a write made
+//! while a flush runs (pipelined) leaves its last block *open*, the flush running then does
+//! not acknowledge anything in it (it makes durable only up to the open block), and the
+//! next flush starts with a write that closes it. So no acknowledged record is ever in a
+//! block written again, and concurrent committers pay one pad per flush, not one per write
+//! (`group_commit.rs`, "Closed"; `tests/wal_open_block.rs`).
+//!
 //! Every segment keeps room at its end for the largest pad plus its `SegmentEnd` record.
 
 mod group_commit;
@@ -98,8 +105,9 @@ pub struct WalOptions {
     /// share one flush instead of taking turns. Default: on. It never delays a lone
     /// committer; see `docs/benchmarks.md` for the measured effect.
     pub adaptive_gather: bool,
-    /// After each group write, fill the rest of its last block with a `Pad` record, so no later
-    /// write ever touches a block that holds acknowledged records. Default: on. Off, the next
+    /// Before a flush covers it, fill the rest of a group's last block with a `Pad` record,
+    /// so no later write ever touches a block that holds acknowledged records (a write made
+    /// during a flush leaves its block open until the next flush). Default: on. Off, the next
     /// group rewrites that block with the same leading bytes, which is safe only on devices
     /// that write a sector atomically (see "Rewriting the tail block" above); it keeps the log
     /// up to 32x smaller for one-commit groups.

@@ -38,8 +38,12 @@ pub struct WalStats {
     pub writes: u64,
     /// Flush stages run (each flushes every segment written since the last).
     pub flushes: u64,
-    /// Bytes written to segment files, block padding included.
+    /// Bytes written to segment files, block padding included, and an open block counted
+    /// again each time a write rewrites it.
     pub bytes_written: u64,
+    /// Bytes the log grew by in written records and pads: each lsn once, however often its
+    /// block was written.
+    pub log_bytes: u64,
 }
 
 impl WalStats {
@@ -51,6 +55,7 @@ impl WalStats {
             writes: self.writes - before.writes,
             flushes: self.flushes - before.flushes,
             bytes_written: self.bytes_written - before.bytes_written,
+            log_bytes: self.log_bytes - before.log_bytes,
         }
     }
 }
@@ -75,6 +80,7 @@ struct Shared {
     writes: AtomicU64,
     flushes: AtomicU64,
     bytes_written: AtomicU64,
+    log_bytes: AtomicU64,
 }
 
 /// Bytes appended but not yet taken by a writer, for one segment.
@@ -288,6 +294,7 @@ impl Wal {
         let progress = Progress {
             appended: header.base_lsn,
             written: header.base_lsn,
+            closed: header.base_lsn,
             durable: header.base_lsn,
             ..Progress::default()
         };
@@ -323,6 +330,7 @@ impl Wal {
             writes: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
+            log_bytes: AtomicU64::new(0),
         });
         let wal = Wal {
             shared,
@@ -439,6 +447,7 @@ impl Wal {
             writes: s.writes.load(Ordering::Relaxed),
             flushes: s.flushes.load(Ordering::Relaxed),
             bytes_written: s.bytes_written.load(Ordering::Relaxed),
+            log_bytes: s.log_bytes.load(Ordering::Relaxed),
         }
     }
 
@@ -754,7 +763,7 @@ impl Shared {
                     // About to lead the next flush: first let the committers the last flush
                     // released join it, then write what they appended (see `gather`).
                     self.gather(&mut st);
-                    if st.progress.appended > st.progress.written && !st.progress.writing {
+                    if st.progress.appended > st.progress.closed && !st.progress.writing {
                         self.write_stage(&mut st)?;
                     }
                 }
@@ -775,10 +784,16 @@ impl Shared {
 
     /// Takes every pending chunk and writes it, leaving a new active chunk that starts with a
     /// copy of the partly filled tail block (rewritten, same bytes first, by the next write).
+    ///
+    /// With padding on, the write closes its last block with a pad unless a flush is running
+    /// (then the block stays open, and the flush that follows this one starts with a closing
+    /// write: `group_commit.rs`). A write-through method pads every write: its writes are
+    /// its flushes.
     fn write_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         assert!(!st.progress.writing);
         st.progress.writing = true;
-        if self.options.pad_groups {
+        let close = !st.progress.flushing || self.method.is_write_through();
+        if self.options.pad_groups && close {
             self.pad_active_block(st);
         }
         let target = st.progress.appended;
@@ -788,10 +803,11 @@ impl Shared {
         let tail = last.buf.len() % block;
         let kept = last.buf.len() - tail;
         buf.extend_from_slice(&last.buf[kept..]);
+        let open_from = last.start_lsn + kept as u64;
         let next = Chunk {
             segment: Arc::clone(&last.segment),
             file_offset: last.file_offset + kept as u64,
-            start_lsn: last.start_lsn + kept as u64,
+            start_lsn: open_from,
             buf,
         };
         let mut taken = std::mem::replace(&mut st.chunks, vec![next]);
@@ -823,6 +839,8 @@ impl Shared {
         };
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+        self.log_bytes
+            .fetch_add(target - st.progress.written, Ordering::Relaxed);
         for c in taken {
             if st.dirty.last().is_none_or(|d| !Arc::ptr_eq(d, &c.segment)) {
                 st.dirty.push(Arc::clone(&c.segment));
@@ -832,7 +850,21 @@ impl Shared {
         }
         assert!(target >= st.progress.written, "written lsn went backwards");
         st.progress.written = target;
+        // Without padding every write may be rewritten (the documented cost of `pad_groups`
+        // off); with it, everything before the open block is closed.
+        let closed = if self.options.pad_groups {
+            open_from
+        } else {
+            target
+        };
+        assert!(
+            closed >= st.progress.closed && closed <= target,
+            "closed lsn {closed} outside [{}, {target}]",
+            st.progress.closed
+        );
+        st.progress.closed = closed;
         if self.method.is_write_through() {
+            assert_eq!(closed, target, "a write-through write left its block open");
             st.progress.durable = target;
         }
         wake_unlocked(st);
@@ -876,7 +908,9 @@ impl Shared {
     fn flush_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         assert!(!st.progress.flushing);
         st.progress.flushing = true;
-        let target = st.progress.written;
+        // Not `written`: the open block will be written again, so nothing in it may be
+        // acknowledged yet.
+        let target = st.progress.closed;
         let segments = std::mem::take(&mut st.dirty);
         let started = Instant::now();
         let result = MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()));

@@ -1,0 +1,258 @@
+//! The open block: a log write made while a flush runs leaves its last block unpadded, and
+//! that flush does not acknowledge what is in it (`wal/group_commit.rs`, "Closed").
+//!
+//! A flush is held open with a gate on the simulated disk, so the order is exact: A's
+//! commit is written (padded) and its flush blocks; B's commit is written during that flush;
+//! then the flush is let go.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use tilldb::io::{CrashMode, DeviceFacts, SimConfig, SimDisk, Storage, StorageFile};
+use tilldb::wal::{Wal, WalOptions};
+use tilldb::{Durability, FlushMethod, Result};
+
+/// Holds log-file flushes: `arm(n)` holds the next `n`, each until one `release`.
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    to_hold: usize,
+    held: usize,
+    releases: usize,
+}
+
+impl Gate {
+    fn arm(&self, flushes: usize) {
+        self.state.lock().expect("gate").to_hold += flushes;
+    }
+
+    /// In a flush: waits for a release if this flush is one to hold.
+    fn pass(&self) {
+        let mut st = self.state.lock().expect("gate");
+        if st.to_hold == 0 {
+            return;
+        }
+        st.to_hold -= 1;
+        st.held += 1;
+        self.changed.notify_all();
+        while st.releases == 0 {
+            st = self.changed.wait(st).expect("gate");
+        }
+        st.releases -= 1;
+        st.held -= 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until a flush is held at the gate.
+    fn wait_held(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut st = self.state.lock().expect("gate");
+        while st.held == 0 || st.releases > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no flush reached the gate in 10 s");
+            st = self.changed.wait_timeout(st, left).expect("gate").0;
+        }
+    }
+
+    fn release(&self) {
+        self.state.lock().expect("gate").releases += 1;
+        self.changed.notify_all();
+    }
+}
+
+#[derive(Debug)]
+struct GatedStorage {
+    inner: SimDisk,
+    gate: Arc<Gate>,
+}
+
+#[derive(Debug)]
+struct GatedFile {
+    inner: Box<dyn StorageFile>,
+    gate: Arc<Gate>,
+    is_log: bool,
+}
+
+impl GatedStorage {
+    fn wrap(&self, inner: Box<dyn StorageFile>, path: &Path) -> Box<dyn StorageFile> {
+        let is_log = path.extension().is_some_and(|e| e == "wal");
+        Box::new(GatedFile {
+            inner,
+            gate: Arc::clone(&self.gate),
+            is_log,
+        })
+    }
+}
+
+impl Storage for GatedStorage {
+    fn create(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
+        Ok(self.wrap(self.inner.create(path, method)?, path))
+    }
+    fn open(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
+        Ok(self.wrap(self.inner.open(path, method)?, path))
+    }
+    fn exists(&self, path: &Path) -> Result<bool> {
+        self.inner.exists(path)
+    }
+    fn rename(&self, source: &Path, target: &Path) -> Result<()> {
+        self.inner.rename(source, target)
+    }
+    fn remove(&self, path: &Path) -> Result<()> {
+        self.inner.remove(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        self.inner.list_dir(path)
+    }
+    fn flush_dir(&self, path: &Path) -> Result<()> {
+        self.inner.flush_dir(path)
+    }
+    fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
+        self.inner.device_facts(dir)
+    }
+}
+
+impl StorageFile for GatedFile {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn flush_method(&self) -> FlushMethod {
+        self.inner.flush_method()
+    }
+    fn direct_align(&self) -> Option<u32> {
+        self.inner.direct_align()
+    }
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.inner.set_len(len)
+    }
+    fn allocate_zeroed(&self, offset: u64, len: u64) -> Result<()> {
+        self.inner.allocate_zeroed(offset, len)
+    }
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.inner.write_atomic_at(buf, offset)
+    }
+    fn flush(&self) -> Result<()> {
+        if self.is_log {
+            self.gate.pass();
+        }
+        self.inner.flush()
+    }
+}
+
+fn options() -> WalOptions {
+    WalOptions {
+        flush_method: FlushMethod::Fdatasync,
+        log_block_bytes: Some(4096),
+        segment_bytes: 64 << 10,
+        pad_groups: true,
+        background_threads: false,
+        adaptive_gather: false,
+        ..WalOptions::for_tests()
+    }
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within 10 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The order of the test, checked as it goes; returns the disk after a clean close.
+fn run_and_check() -> (SimDisk, PathBuf) {
+    let disk = SimDisk::new(SimConfig::default());
+    let gate = Arc::new(Gate::default());
+    let storage: Arc<dyn Storage> = Arc::new(GatedStorage {
+        inner: disk.clone(),
+        gate: Arc::clone(&gate),
+    });
+    let dir = PathBuf::from("/log");
+    let (wal, _) = Wal::open(storage, &dir, options()).expect("open");
+    let wal = Arc::new(wal);
+    gate.arm(2);
+    let commit = |payload: &'static [u8]| {
+        let wal = Arc::clone(&wal);
+        std::thread::spawn(move || wal.commit(payload, Durability::Sync).expect("commit"))
+    };
+    // A: written, padded, and its flush held.
+    let a = commit(b"record A");
+    gate.wait_held();
+    let before_b = wal.stats();
+    let a_written = wal.written_lsn();
+    // B: written while A's flush is held.
+    let b = commit(b"record B");
+    wait_until("B written", || wal.stats().since(before_b).writes == 1);
+    let b_write = wal.stats().since(before_b);
+    let b_written = wal.written_lsn();
+    let record = tilldb::wal::record::record_len(8) as u64;
+    assert_eq!(
+        b_write.log_bytes, record,
+        "B's write during A's flush added {} log bytes, not its record's {record}: it \
+         padded its block",
+        b_write.log_bytes
+    );
+    assert_eq!(b_written.0, a_written.0 + record, "B follows A's pad");
+    // A's flush ends; A returns, and B's flush (its second) is held.
+    gate.release();
+    let a_end = a.join().expect("A's thread");
+    gate.wait_held();
+    let durable = wal.durable_lsn();
+    assert!(durable >= a_end, "A returned before it was durable");
+    assert!(
+        durable < b_written,
+        "A's flush made B durable ({durable:?} >= {b_written:?}) while B's block was open"
+    );
+    let closing = wal.stats().since(before_b);
+    assert_eq!(
+        closing.writes, 2,
+        "B's flush did not start with a closing write"
+    );
+    assert!(
+        closing.log_bytes > record,
+        "the closing write added no pad: {closing:?}"
+    );
+    gate.release();
+    let b_end = b.join().expect("B's thread");
+    assert!(
+        wal.durable_lsn() >= b_end,
+        "B returned before it was durable"
+    );
+    Arc::try_unwrap(wal)
+        .expect("threads joined")
+        .close()
+        .expect("close");
+    (disk, dir)
+}
+
+/// The write made during a flush adds B's record and no pad; the flush running then does not
+/// make B durable; B's own flush does, after a write that pads the block; both records come
+/// back after a power cut.
+#[test]
+fn a_write_during_a_flush_leaves_its_block_open_and_unacknowledged() {
+    let (disk, dir) = run_and_check();
+    disk.crash(CrashMode::PowerLoss {
+        tear_bytes: 512,
+        garbage: true,
+    });
+    let (wal, recovery) = Wal::open(Arc::new(disk.clone()), &dir, options()).expect("reopen");
+    let records = wal.read_from(recovery.start_lsn).expect("read");
+    let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
+    assert_eq!(payloads, vec![&b"record A"[..], &b"record B"[..]]);
+}
