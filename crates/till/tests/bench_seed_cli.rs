@@ -276,3 +276,53 @@ fn block_size_rows_write_one_block_per_lone_sync_commit() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `--plot FILE.png` draws the same picture as a PNG; any other name is refused before the
+/// benchmark runs (it used to write SVG text into whatever file it was given).
+#[test]
+fn plot_to_png_writes_a_png_and_other_names_are_refused_up_front() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plots = tempfile::tempdir().expect("tempdir");
+    let png = plots.path().join("seed.png");
+    json_of(
+        dir.path(),
+        &[
+            "bench",
+            "seed",
+            "--plot",
+            png.to_str().expect("utf-8 path"),
+            "--commits",
+            "10",
+            "--flush-methods",
+            "fdatasync",
+            "--durabilities",
+            "lazy",
+            "--raw-seconds",
+            "0.1",
+        ],
+    );
+    let bytes = std::fs::read(&png).expect("--plot wrote the PNG");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    assert!(
+        bytes.len() > 5_000,
+        "a near-empty PNG: {} bytes",
+        bytes.len()
+    );
+
+    let jpg = plots.path().join("seed.jpg");
+    let out = till(&[
+        "bench",
+        "seed",
+        "--plot",
+        jpg.to_str().expect("utf-8 path"),
+        "--dir",
+        dir.path().to_str().expect("utf-8 path"),
+    ]);
+    assert!(!out.status.success(), "a .jpg plot was accepted");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("seed.jpg") && err.contains("*.png"), "{err}");
+    assert!(!jpg.exists(), "wrote {}", jpg.display());
+    // Refused when the options were parsed: no report, no scratch database.
+    assert!(out.stdout.is_empty(), "the benchmark ran first");
+    assert_empty(dir.path());
+}

@@ -81,8 +81,8 @@ pub struct LogArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
-    /// Also draw commits/s against threads into this SVG file.
-    #[arg(long, value_name = "FILE.svg")]
+    /// Also draw commits/s against threads into this file (SVG, or PNG when it ends in .png).
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }
 

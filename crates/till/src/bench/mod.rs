@@ -30,6 +30,7 @@ mod log_load;
 mod log_report;
 mod machine;
 mod peers;
+mod png;
 mod raw;
 mod recovery;
 mod scratch;
@@ -94,8 +95,7 @@ pub fn emit(
     print_text: impl FnOnce(),
 ) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = plot_path {
-        std::fs::write(path, plot())
-            .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))?;
+        png::write_plot(path, &plot())?;
     }
     if as_json {
         println!("{}", serde_json::to_string_pretty(&json())?);

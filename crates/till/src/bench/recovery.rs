@@ -58,9 +58,9 @@ pub struct RecoveryArgs {
     /// Print JSON (stable for scripts) instead of a table.
     #[arg(long)]
     json: bool,
-    /// Also draw the replay rate (MiB of log per second of open) per size into this SVG
-    /// file.
-    #[arg(long, value_name = "FILE.svg")]
+    /// Also draw the replay rate (MiB of log per second of open) per size into this file
+    /// (SVG, or PNG when it ends in .png).
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
     plot: Option<PathBuf>,
     /// Internal: run as the writing child, in --dir, writing --log-mib (one size).
     #[arg(long, hide = true)]

@@ -96,8 +96,8 @@ pub struct SeedArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
-    /// Also draw commits/s per row, with each method's raw flush rate, into this SVG file.
-    #[arg(long, value_name = "FILE.svg")]
+    /// Also draw commits/s per row, with each method's raw flush rate, into this file (SVG, or PNG when it ends in .png).
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }
 
@@ -128,8 +128,8 @@ pub struct BlockSizeArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
-    /// Also draw commits/s per row, with each method's raw flush rate, into this SVG file.
-    #[arg(long, value_name = "FILE.svg")]
+    /// Also draw commits/s per row, with each method's raw flush rate, into this file (SVG, or PNG when it ends in .png).
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }
 

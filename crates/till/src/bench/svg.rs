@@ -1,6 +1,6 @@
 //! A hand-written SVG line chart: one series on a log2 x axis against a linear y axis from 0,
-//! plus an optional dashed horizontal reference line. No plotting crate, no embedded fonts
-//! (text uses the viewer's sans-serif).
+//! plus an optional dashed horizontal reference line. No plotting crate; text names the
+//! viewer's sans-serif (`--plot FILE.png` renders this SVG with a built-in font: `png.rs`).
 //!
 //! ```text
 //!            title
