@@ -27,6 +27,7 @@ fn json_of(dir: &Path, args: &[&str]) -> Value {
     );
     let json = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     common::assert_machine_and_disk(&json);
+    common::assert_commit_rows(&json);
     json
 }
 

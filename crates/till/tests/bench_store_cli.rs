@@ -43,6 +43,7 @@ fn bench_json(dir: &Path, extra: &[&str]) -> Value {
     );
     let json = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     common::assert_machine_and_disk(&json);
+    common::assert_commit_rows(&json);
     json
 }
 

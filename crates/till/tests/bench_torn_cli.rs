@@ -49,6 +49,7 @@ fn each_guard_gets_a_row_and_its_bytes_say_what_it_writes() {
     );
     let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     common::assert_machine_and_disk(&json);
+    common::assert_commit_rows(&json);
     // Background, legend, one bar per guard.
     common::assert_svg(&plot, 2 + 3);
     let rows = json["results"].as_array().expect("results");

@@ -11,8 +11,9 @@
 //!   machine, disk (`machine.rs`),
 //!   page_bytes, cache_bytes, torn_page_guard (store inserts only, else null),
 //!   simulated_sync_latency_us (null when off), raw_flushes_per_sec, raw_p50_us, raw_p99_us,
-//!   results: [ { threads, durability, flush_method, commits, elapsed_seconds, commits_per_sec,
-//!                flushes, flushes_per_sec, commits_per_flush (null without flushes),
+//!   results: [ { engine ("tilldb"), threads, durability, flush_method, commits,
+//!                elapsed_seconds, commits_per_sec, flushes, flushes_per_sec, commits_per_flush
+//!                (null without flushes),
 //!                p50_us, p99_us, max_us, log_bytes_per_commit, ratio_to_raw,
 //!                ratio_to_one_thread (null without a 1-thread row) } ] }
 //! ```
@@ -125,6 +126,7 @@ pub fn row_json(
     ratio_to_raw: f64,
 ) -> serde_json::Map<String, Value> {
     let Value::Object(row) = json!({
+        "engine": "tilldb",
         "threads": r.threads,
         "durability": durability.name(),
         "flush_method": method.name(),

@@ -114,7 +114,8 @@ pub struct PeersArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
-    /// Also draw commits/s against threads, one line per engine, into this file (SVG, or PNG when it ends in .png).
+    /// Also draw commits/s against threads, one line per engine, into this file (SVG, or PNG when
+    /// it ends in .png).
     #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }

@@ -25,10 +25,10 @@
 //!   simulated_sync_latency_us,
 //!   methods: [ { flush_method, block_bytes, raw_flushes_per_sec, raw_p50_us, raw_p99_us,
 //!                skipped (null, or why the device refused the method) } ],
-//!   results: [ { threads (1), durability, flush_method, block_bytes, commits, elapsed_seconds,
-//!                commits_per_sec, flushes, flushes_per_sec, commits_per_flush (null without
-//!                flushes), p50_us, p99_us, max_us, log_bytes_per_commit, ratio_to_raw,
-//!                raw_flushes_per_sec } ] }
+//!   results: [ { engine ("tilldb"), threads (1), durability, flush_method, block_bytes,
+//!                commits, elapsed_seconds, commits_per_sec, flushes, flushes_per_sec,
+//!                commits_per_flush (null without flushes), p50_us, p99_us, max_us,
+//!                log_bytes_per_commit, ratio_to_raw, raw_flushes_per_sec } ] }
 //! ```
 
 use super::bars::{self, Bar, BarChart};
@@ -96,7 +96,8 @@ pub struct SeedArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
-    /// Also draw commits/s per row, with each method's raw flush rate, into this file (SVG, or PNG when it ends in .png).
+    /// Also draw commits/s per row, with each method's raw flush rate, into this file (SVG, or PNG
+    /// when it ends in .png).
     #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }
@@ -128,7 +129,8 @@ pub struct BlockSizeArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
-    /// Also draw commits/s per row, with each method's raw flush rate, into this file (SVG, or PNG when it ends in .png).
+    /// Also draw commits/s per row, with each method's raw flush rate, into this file (SVG, or PNG
+    /// when it ends in .png).
     #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }

@@ -9,8 +9,9 @@
 //!   keys, value_bytes,
 //!   seconds, simulated_sync_latency_us (null when off),
 //!   load: { keys, inserted, puts_per_txn, seconds, inserts_per_sec (null when none) },
-//!   results: [ { threads, durability, flush_method, commits, elapsed_seconds,
-//!                commits_per_sec, p50_us, p99_us, max_us, flushes,
+//!   results: [ { engine ("tilldb"), threads, durability, flush_method, commits,
+//!                elapsed_seconds, commits_per_sec, p50_us, p99_us, max_us, flushes,
+//!                flushes_per_sec,
 //!                commits_per_flush (null without flushes), log_appends,
 //!                log_bytes_per_commit, pool_hits, pool_misses, pool_evictions,
 //!                pool_eviction_writes, pool_pages_written } ],
@@ -84,6 +85,10 @@ impl WriteRow {
     )]
     fn commits_per_flush(&self) -> Option<f64> {
         (self.flushes > 0).then(|| self.commits as f64 / self.flushes as f64)
+    }
+
+    fn flushes_per_sec(&self) -> f64 {
+        per_sec(self.flushes, self.elapsed)
     }
 
     #[expect(
@@ -276,6 +281,7 @@ fn json(run: &StoreRun) -> Value {
         .iter()
         .map(|r| {
             json!({
+                "engine": "tilldb",
                 "threads": r.threads,
                 "durability": run.durability.name(),
                 "flush_method": run.flush_method.name(),
@@ -286,6 +292,7 @@ fn json(run: &StoreRun) -> Value {
                 "p99_us": round1(r.p99_us),
                 "max_us": round1(r.max_us),
                 "flushes": r.flushes,
+                "flushes_per_sec": round1(r.flushes_per_sec()),
                 "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
                 "log_appends": r.log_appends,
                 "log_bytes_per_commit": round1(r.log_bytes_per_commit()),

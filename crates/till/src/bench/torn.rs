@@ -18,8 +18,9 @@
 //!
 //! JSON (stable): `{ keys, value_bytes, cache_bytes, page_bytes, threads, seconds, rounds,
 //! flush_method, dir, fs_type, machine, disk (`machine.rs`), simulated_sync_latency_us (null when
-//! off), results: [ { guard, commits, elapsed_seconds, commits_per_sec,
-//! ratio_to_none (null without a none row), pages_written_per_sec, log_bytes_per_commit,
+//! off), results: [ { engine ("tilldb"), threads, durability ("sync"), guard, commits,
+//! elapsed_seconds, commits_per_sec, ratio_to_none (null without a none row),
+//! pages_written_per_sec, log_bytes_per_commit,
 //! doublewrite_bytes_per_commit, page_bytes_per_commit, device_bytes_per_commit (their sum),
 //! p50_us, p99_us, max_us } ] }`.
 
@@ -267,6 +268,9 @@ fn json_of(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &[Gu
         .iter()
         .map(|r| {
             json!({
+                "engine": "tilldb",
+                "threads": args.threads,
+                "durability": Durability::Sync.name(),
                 "guard": r.guard.name(),
                 "commits": r.commits,
                 "elapsed_seconds": r.elapsed.as_secs_f64(),

@@ -115,6 +115,20 @@ pub fn rewrite_header(dir: &Path, change: impl FnOnce(&mut Header)) {
     std::fs::write(&path, &bytes).expect("write header");
 }
 
+/// Every row of a commit benchmark's JSON `results` carries the fields issue 7 asks of all
+/// of them: `engine`, `threads`, `durability`, `commits_per_sec`, `p99_us`.
+pub fn assert_commit_rows(json: &serde_json::Value) {
+    let rows = json["results"].as_array().expect("results is an array");
+    assert!(!rows.is_empty(), "no result rows: {json}");
+    for row in rows {
+        assert!(row["engine"].is_string(), "no engine: {row}");
+        assert!(row["threads"].as_u64().is_some_and(|t| t >= 1), "{row}");
+        assert!(row["durability"].is_string(), "no durability: {row}");
+        assert!(row["commits_per_sec"].as_f64().is_some(), "{row}");
+        assert!(row["p99_us"].as_f64().is_some(), "{row}");
+    }
+}
+
 /// Every `till bench` JSON document says what machine and disk it measured
 /// (`bench/machine.rs`).
 pub fn assert_machine_and_disk(json: &serde_json::Value) {
