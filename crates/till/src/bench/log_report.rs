@@ -258,16 +258,10 @@ fn print_text(run: &LogRun) {
     if let Some(us) = simulated {
         println!("\n!! Every number below includes a SIMULATED flush latency of {us} us.");
     }
+    let extra = simulated.map_or_else(String::new, |us| format!("; SIMULATED +{us} us per flush"));
     println!(
-        "\nRaw flushed writes: {:.0}/s, p50 {:.0} us, p99 {:.0} us ({} B write + {} on a \
-         preallocated file, one writer, {:.2} s{})",
-        run.raw.flushes_per_sec,
-        run.raw.p50_us,
-        run.raw.p99_us,
-        run.block_bytes,
-        run.flush_method,
-        run.raw.elapsed.as_secs_f64(),
-        simulated.map_or_else(String::new, |us| format!("; SIMULATED +{us} us per flush")),
+        "\n{}",
+        super::raw::raw_line(&run.raw, run.block_bytes, run.flush_method, &extra)
     );
     println!();
     println!("{}", table(run));

@@ -101,15 +101,14 @@ pub fn start_run(
     let facts = storage.device_facts(scratch.path())?;
     let block_bytes = IoGeometry::resolve(&facts, method, block_bytes, page_bytes)?.log_block_bytes;
     bar.set_message(format!("raw flushed writes of {block_bytes} B"));
-    let raw = flushed_writes(
+    let raw = raw_at_block(
         storage,
         scratch.path(),
         &facts,
         method,
         block_bytes,
-        Duration::from_secs_f64(seconds.min(RAW_SECONDS_MAX)),
-    )?
-    .map_err(|why| format!("cannot measure raw flushed writes: {why}"))?;
+        seconds,
+    )?;
     bar.inc(1);
     Ok(RunStart {
         scratch,
@@ -117,4 +116,50 @@ pub fn start_run(
         block_bytes,
         raw,
     })
+}
+
+/// The raw flushed-write rate of `method` at `block_bytes`, for at most a second (or
+/// `seconds`), in `dir`; an error when the device refuses the method.
+fn raw_at_block(
+    storage: &dyn Storage,
+    dir: &Path,
+    facts: &DeviceFacts,
+    method: FlushMethod,
+    block_bytes: u32,
+    seconds: f64,
+) -> Result<Measurement, Box<dyn std::error::Error>> {
+    let duration = Duration::from_secs_f64(seconds.min(RAW_SECONDS_MAX));
+    Ok(
+        flushed_writes(storage, dir, facts, method, block_bytes, duration)?
+            .map_err(|why| format!("cannot measure raw flushed writes: {why}"))?,
+    )
+}
+
+/// What a store benchmark (`bench store`, `bench torn`) compares its commits with: the raw
+/// flushed-write rate in `dir` of the database's flush method at the log block the device
+/// gives it (`page_bytes`: the database's page size), and that block.
+pub fn raw_for_store(
+    storage: &dyn Storage,
+    dir: &Path,
+    method: FlushMethod,
+    page_bytes: u32,
+    seconds: f64,
+) -> Result<(Measurement, u32), Box<dyn std::error::Error>> {
+    let facts = storage.device_facts(dir)?;
+    let block_bytes = IoGeometry::resolve(&facts, method, None, page_bytes)?.log_block_bytes;
+    let raw = raw_at_block(storage, dir, &facts, method, block_bytes, seconds)?;
+    Ok((raw, block_bytes))
+}
+
+/// The report line every commit benchmark prints about the raw rate; `extra` ends the
+/// parenthesis (e.g. "; SIMULATED +8000 us per flush").
+pub fn raw_line(raw: &Measurement, block_bytes: u32, method: FlushMethod, extra: &str) -> String {
+    format!(
+        "Raw flushed writes: {:.0}/s, p50 {:.0} us, p99 {:.0} us ({block_bytes} B write + {method} \
+         on a preallocated file, one writer, {:.2} s{extra})",
+        raw.flushes_per_sec,
+        raw.p50_us,
+        raw.p99_us,
+        raw.elapsed.as_secs_f64(),
+    )
 }

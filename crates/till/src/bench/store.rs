@@ -103,7 +103,7 @@ pub struct StoreArgs {
 pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
     let options = validate(args)?;
     prepare_dir(&args.dir, args.fresh)?;
-    let bar = super::progress_bar(args.threads.len() as u64 + 3);
+    let bar = super::progress_bar(args.threads.len() as u64 + 4);
     bar.set_message("open");
     let created = !args.dir.join(HEADER_FILE_NAME).exists();
     let start = Instant::now();
@@ -119,6 +119,15 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
     let facts = DeviceFacts::for_dir(&dir)?;
 
     let load = load(&db, args, &bar)?;
+    bar.inc(1);
+    bar.set_message("raw flushed writes");
+    let (raw, raw_block_bytes) = super::raw::raw_for_store(
+        &*super::raw::storage(args.sync_latency_us),
+        &dir,
+        header.flush_method,
+        header.page_bytes,
+        args.seconds,
+    )?;
     bar.inc(1);
     let duration = Duration::from_secs_f64(args.seconds);
     let mut rows = Vec::with_capacity(args.threads.len());
@@ -176,6 +185,8 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
         load,
         rows,
         reads,
+        raw,
+        raw_block_bytes,
         close,
     };
     store_report::emit(&run, args.json, args.plot.as_deref())

@@ -8,10 +8,12 @@
 //!   flush_method, flush_method_source ("chosen" | "flag" | "header"), torn_page_guard,
 //!   keys, value_bytes,
 //!   seconds, simulated_sync_latency_us (null when off),
+//!   raw_flushes_per_sec, raw_p50_us, raw_p99_us (one writer, the database's flush method
+//!   and log block, in its directory, after the load),
 //!   load: { keys, inserted, puts_per_txn, seconds, inserts_per_sec (null when none) },
 //!   results: [ { engine ("tilldb"), threads, durability, flush_method, commits,
 //!                elapsed_seconds, commits_per_sec, p50_us, p99_us, max_us, flushes,
-//!                flushes_per_sec,
+//!                flushes_per_sec, ratio_to_raw (commits_per_sec / raw_flushes_per_sec),
 //!                commits_per_flush (null without flushes), log_appends,
 //!                log_bytes_per_commit, pool_hits, pool_misses, pool_evictions,
 //!                pool_eviction_writes, pool_pages_written } ],
@@ -149,6 +151,21 @@ pub struct StoreRun {
     pub reads: ReadRow,
     pub close: Duration,
     pub disk: super::store::DiskUsage,
+    /// The raw flushed-write rate of the database's flush method at its log block, measured
+    /// in the database's directory after the load, and that block.
+    pub raw: tilldb::io::Measurement,
+    pub raw_block_bytes: u32,
+}
+
+impl StoreRun {
+    /// A write row's commits/s over the raw flushed-write rate.
+    fn ratio_to_raw(&self, row: &WriteRow) -> f64 {
+        if self.raw.flushes_per_sec > 0.0 {
+            row.commits_per_sec() / self.raw.flushes_per_sec
+        } else {
+            0.0
+        }
+    }
 }
 
 impl StoreRun {
@@ -293,6 +310,7 @@ fn json(run: &StoreRun) -> Value {
                 "max_us": round1(r.max_us),
                 "flushes": r.flushes,
                 "flushes_per_sec": round1(r.flushes_per_sec()),
+                "ratio_to_raw": (run.ratio_to_raw(r) * 1000.0).round() / 1000.0,
                 "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
                 "log_appends": r.log_appends,
                 "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
@@ -327,6 +345,9 @@ fn json(run: &StoreRun) -> Value {
         "value_bytes": run.value_bytes,
         "seconds": run.seconds,
         "simulated_sync_latency_us": run.sync_latency_us,
+        "raw_flushes_per_sec": round1(run.raw.flushes_per_sec),
+        "raw_p50_us": round1(run.raw.p50_us),
+        "raw_p99_us": round1(run.raw.p99_us),
         "load": {
             "keys": run.load.keys,
             "inserted": run.load.inserted,
@@ -408,10 +429,21 @@ fn print_text(run: &StoreRun) {
             super::store_load::key(run.keys - 1)
         ),
     }
+    let extra = run
+        .sync_latency_us
+        .map_or_else(String::new, |us| format!("; SIMULATED +{us} us per flush"));
+    println!(
+        "{}",
+        super::raw::raw_line(&run.raw, run.raw_block_bytes, run.flush_method, &extra)
+    );
     println!(
         "writes  one-put transactions on random keys; latency from begin to acknowledged commit"
     );
     println!("{}", table(run));
+    println!(
+        "flushes/s = log flushes; x raw = commits/s / raw flushed writes/s (one writer, same \
+         method and block)."
+    );
     let r = &run.reads;
     println!(
         "reads   {} threads, random db.get: {:.0} gets/s, p50 {} us, p99 {} us, max {} us, \
@@ -456,7 +488,9 @@ fn table(run: &StoreRun) -> Table {
         "p50 us",
         "p99 us",
         "max us",
+        "flushes/s",
         "commits/flush",
+        "x raw",
         "log B/commit",
         "pool hits",
         "misses",
@@ -471,8 +505,10 @@ fn table(run: &StoreRun) -> Table {
             micros(r.p50_us),
             micros(r.p99_us),
             micros(r.max_us),
+            format!("{:.0}", r.flushes_per_sec()),
             r.commits_per_flush()
                 .map_or_else(|| "-".to_owned(), |c| format!("{c:.1}")),
+            format!("{:.2}", run.ratio_to_raw(r)),
             format!("{:.0}", r.log_bytes_per_commit()),
             r.pool.hits.to_string(),
             r.pool.misses.to_string(),

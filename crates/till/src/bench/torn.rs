@@ -18,9 +18,10 @@
 //!
 //! JSON (stable): `{ keys, value_bytes, cache_bytes, page_bytes, threads, seconds, rounds,
 //! flush_method, dir, fs_type, machine, disk (`machine.rs`), simulated_sync_latency_us (null when
-//! off), results: [ { engine ("tilldb"), threads, durability ("sync"), guard, commits,
-//! elapsed_seconds, commits_per_sec, ratio_to_none (null without a none row),
-//! pages_written_per_sec, log_bytes_per_commit,
+//! off), raw_flushes_per_sec, raw_p50_us, raw_p99_us (one writer, the flush method at the
+//! device's log block), results: [ { engine ("tilldb"), threads, durability ("sync"), guard,
+//! commits, elapsed_seconds, commits_per_sec, flushes_per_sec, ratio_to_raw, ratio_to_none
+//! (null without a none row), pages_written_per_sec, log_bytes_per_commit,
 //! doublewrite_bytes_per_commit, page_bytes_per_commit, device_bytes_per_commit (their sum),
 //! p50_us, p99_us, max_us } ] }`.
 
@@ -36,6 +37,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tilldb::io::Measurement;
 use tilldb::page::TornPageGuard;
 use tilldb::{Db, Durability, FlushMethod, Options};
 
@@ -99,6 +101,8 @@ struct GuardRow {
     guard: TornPageGuard,
     commits: u64,
     elapsed: Duration,
+    /// Log flushes (a write-through method's write stages).
+    flushes: u64,
     pages_written: u64,
     written: Written,
     latencies_ns: Vec<u64>,
@@ -107,6 +111,14 @@ struct GuardRow {
 impl GuardRow {
     fn commits_per_sec(&self) -> f64 {
         per_sec(self.commits, self.elapsed)
+    }
+
+    fn ratio_to_raw(&self, raw: &Measurement) -> f64 {
+        if raw.flushes_per_sec > 0.0 {
+            self.commits_per_sec() / raw.flushes_per_sec
+        } else {
+            0.0
+        }
     }
 
     #[expect(clippy::cast_precision_loss, reason = "ratios")]
@@ -129,8 +141,17 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let setting = Setting::read(scratch.path())?;
     let cache_bytes = args.cache_mib << 20;
-    let steps = args.guards.len() as u64 * (1 + u64::from(args.rounds));
+    let steps = 1 + args.guards.len() as u64 * (1 + u64::from(args.rounds));
     let bar = super::progress_bar(steps);
+    bar.set_message("raw flushed writes");
+    let raw = super::raw::raw_for_store(
+        &*super::raw::storage(args.sync_latency_us),
+        scratch.path(),
+        args.flush_method,
+        args.page_bytes,
+        args.seconds,
+    )?;
+    bar.inc(1);
     let mut dbs: Vec<(Db, Arc<WriteCounts>)> = Vec::with_capacity(args.guards.len());
     for &guard in &args.guards {
         bar.set_message(format!("{guard}: load {} keys", args.keys));
@@ -158,6 +179,7 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             guard,
             commits: 0,
             elapsed: Duration::ZERO,
+            flushes: 0,
             pages_written: 0,
             written: Written::default(),
             latencies_ns: Vec::new(),
@@ -180,6 +202,11 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             let written = counts.snapshot().since(before);
             row.commits += phase.workers.iter().map(|w| w.ops).sum::<u64>();
             row.elapsed += phase.elapsed;
+            row.flushes += if args.flush_method.is_write_through() {
+                phase.counts.wal.writes
+            } else {
+                phase.counts.wal.flushes
+            };
             row.pages_written += phase.counts.pool.pages_written;
             row.written = row.written.add(written);
             let merged =
@@ -202,8 +229,8 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
         args.json,
         args.plot.as_deref(),
         || plot(args, &setting, &rows),
-        || json_of(args, &bench_dir, &setting, &rows),
-        || print_text(args, &bench_dir, &setting, &rows),
+        || json_of(args, &bench_dir, &setting, &raw.0, &rows),
+        || print_text(args, &bench_dir, &setting, &raw, &rows),
     )
 }
 
@@ -263,7 +290,13 @@ fn ratio_to_none(rows: &[GuardRow], row: &GuardRow) -> Option<f64> {
     (none.commits_per_sec() > 0.0).then(|| row.commits_per_sec() / none.commits_per_sec())
 }
 
-fn json_of(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &[GuardRow]) -> Value {
+fn json_of(
+    args: &TornArgs,
+    dir: &std::path::Path,
+    setting: &Setting,
+    raw: &Measurement,
+    rows: &[GuardRow],
+) -> Value {
     let results: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -275,6 +308,8 @@ fn json_of(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &[Gu
                 "commits": r.commits,
                 "elapsed_seconds": r.elapsed.as_secs_f64(),
                 "commits_per_sec": round1(r.commits_per_sec()),
+                "flushes_per_sec": round1(per_sec(r.flushes, r.elapsed)),
+                "ratio_to_raw": (r.ratio_to_raw(raw) * 1000.0).round() / 1000.0,
                 "ratio_to_none": ratio_to_none(rows, r).map(|x| (x * 1000.0).round() / 1000.0),
                 "pages_written_per_sec": round1(per_sec(r.pages_written, r.elapsed)),
                 "log_bytes_per_commit": round1(r.per_commit(r.written.log)),
@@ -301,6 +336,9 @@ fn json_of(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &[Gu
         "fs_type": setting.facts.fs_type,
         "machine": setting.machine_json(),
         "disk": setting.disk_json(),
+        "raw_flushes_per_sec": round1(raw.flushes_per_sec),
+        "raw_p50_us": round1(raw.p50_us),
+        "raw_p99_us": round1(raw.p99_us),
         "results": results,
     })
 }
@@ -340,7 +378,13 @@ fn plot(args: &TornArgs, setting: &Setting, rows: &[GuardRow]) -> String {
     })
 }
 
-fn print_text(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &[GuardRow]) {
+fn print_text(
+    args: &TornArgs,
+    dir: &std::path::Path,
+    setting: &Setting,
+    (raw, block_bytes): &(Measurement, u32),
+    rows: &[GuardRow],
+) {
     println!("Torn-page guards: random one-put Sync updates on a database larger than the cache");
     let [machine, disk] = setting.rows();
     println!("  {:<14} {}", machine.0, machine.1);
@@ -360,13 +404,22 @@ fn print_text(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &
             args.sync_latency_us
         );
     }
-    println!();
+    let extra = match args.sync_latency_us {
+        0 => String::new(),
+        us => format!("; SIMULATED +{us} us per flush"),
+    };
+    println!(
+        "\n{}\n",
+        super::raw::raw_line(raw, *block_bytes, args.flush_method, &extra)
+    );
     let mut table = Table::new();
     table.load_style(UTF8_FULL_CONDENSED);
     table.set_header([
         "guard",
         "commits/s",
         "x none",
+        "flushes/s",
+        "x raw",
         "pages written/s",
         "log B/commit",
         "doublewrite B/commit",
@@ -380,6 +433,8 @@ fn print_text(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &
             r.guard.to_string(),
             format!("{:.0}", r.commits_per_sec()),
             ratio_to_none(rows, r).map_or_else(|| "-".to_owned(), |x| format!("{x:.2}")),
+            format!("{:.0}", per_sec(r.flushes, r.elapsed)),
+            format!("{:.2}", r.ratio_to_raw(raw)),
             format!("{:.0}", per_sec(r.pages_written, r.elapsed)),
             format!("{:.0}", r.per_commit(r.written.log)),
             format!("{:.0}", r.per_commit(r.written.doublewrite)),
@@ -389,7 +444,7 @@ fn print_text(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &
             format!("{:.0}", percentile_us(&r.latencies_ns, 99.0)),
         ]);
     }
-    for i in 1..10 {
+    for i in 1..12 {
         if let Some(column) = table.column_mut(i) {
             column.set_cell_alignment(CellAlignment::Right);
         }
@@ -398,6 +453,6 @@ fn print_text(args: &TornArgs, dir: &std::path::Path, setting: &Setting, rows: &
     println!(
         "B/commit: bytes written per commit to the log (with segment preallocation), the \
          doublewrite file and the data file; none is unsafe unless the device writes pages \
-         atomically."
+         atomically. flushes/s: log flushes; x raw = commits/s / raw flushed writes/s."
     );
 }

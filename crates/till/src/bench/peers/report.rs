@@ -219,14 +219,8 @@ fn print_text(run: &PeersRun) {
             format!("; {x:.2} device flush requests per flushed write")
         });
     println!(
-        "\nRaw flushed writes: {:.0}/s, p50 {:.0} us, p99 {:.0} us ({} B write + {} on a \
-         preallocated file, one writer, {:.2} s{per_flush})",
-        run.raw.flushes_per_sec,
-        run.raw.p50_us,
-        run.raw.p99_us,
-        run.block_bytes,
-        run.flush_method,
-        run.raw.elapsed.as_secs_f64(),
+        "\n{}",
+        crate::bench::raw::raw_line(&run.raw, run.block_bytes, run.flush_method, &per_flush)
     );
     println!();
     println!("{}", table(run));
