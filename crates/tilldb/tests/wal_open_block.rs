@@ -65,16 +65,19 @@ impl Gate {
     }
 }
 
+/// The simulated disk with gates on the log files' flushes and writes.
 #[derive(Debug)]
 struct GatedStorage {
     inner: SimDisk,
     gate: Arc<Gate>,
+    writes: Arc<Gate>,
 }
 
 #[derive(Debug)]
 struct GatedFile {
     inner: Box<dyn StorageFile>,
     gate: Arc<Gate>,
+    writes: Arc<Gate>,
     is_log: bool,
 }
 
@@ -84,6 +87,7 @@ impl GatedStorage {
         Box::new(GatedFile {
             inner,
             gate: Arc::clone(&self.gate),
+            writes: Arc::clone(&self.writes),
             is_log,
         })
     }
@@ -136,6 +140,9 @@ impl StorageFile for GatedFile {
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.is_log {
+            self.writes.pass();
+        }
         self.inner.write_at(buf, offset)
     }
     fn set_len(&self, len: u64) -> Result<()> {
@@ -182,6 +189,7 @@ fn run_and_check() -> (SimDisk, PathBuf) {
     let storage: Arc<dyn Storage> = Arc::new(GatedStorage {
         inner: disk.clone(),
         gate: Arc::clone(&gate),
+        writes: Arc::new(Gate::default()),
     });
     let dir = PathBuf::from("/log");
     let (wal, _) = Wal::open(storage, &dir, options()).expect("open");
@@ -255,4 +263,80 @@ fn a_write_during_a_flush_leaves_its_block_open_and_unacknowledged() {
     let records = wal.read_from(recovery.start_lsn).expect("read");
     let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
     assert_eq!(payloads, vec![&b"record A"[..], &b"record B"[..]]);
+}
+
+/// A flush that starts while a block is open acknowledges only what lies before it. During
+/// A's flush, X's record fills a block exactly (closed at once, no pad needed) and Y's starts
+/// the next (open). When A's flush ends, X leads a flush while Y's closing write is held: that
+/// flush must make X durable and not Y (mutant `flush-covers-open-block` makes it cover Y).
+#[test]
+fn a_flush_beside_an_open_block_acknowledges_only_the_closed_part() {
+    let disk = SimDisk::new(SimConfig::default());
+    let flushes = Arc::new(Gate::default());
+    let writes = Arc::new(Gate::default());
+    let storage: Arc<dyn Storage> = Arc::new(GatedStorage {
+        inner: disk.clone(),
+        gate: Arc::clone(&flushes),
+        writes: Arc::clone(&writes),
+    });
+    let dir = PathBuf::from("/log");
+    let (wal, _) = Wal::open(storage, &dir, options()).expect("open");
+    let wal = Arc::new(wal);
+    let block = 4096u64;
+    // X's record is exactly one block.
+    let x_payload: &'static [u8] = Box::leak(vec![b'x'; 4096 - 24].into_boxed_slice());
+    assert_eq!(
+        tilldb::wal::record::record_len(x_payload.len()) as u64,
+        block
+    );
+    let commit = |payload: &'static [u8]| {
+        let wal = Arc::clone(&wal);
+        std::thread::spawn(move || wal.commit(payload, Durability::Sync).expect("commit"))
+    };
+    flushes.arm(2);
+    let a = commit(b"record A");
+    flushes.wait_held();
+    let before = wal.stats();
+    let x = commit(x_payload);
+    wait_until("X written", || wal.stats().since(before).writes == 1);
+    let x_end = wal.written_lsn();
+    assert_eq!(x_end.0 % block, 0, "X ends on a block boundary");
+    let y = commit(b"record Y");
+    wait_until("Y written", || wal.stats().since(before).writes == 2);
+    let y_end = wal.written_lsn();
+    assert!(y_end > x_end);
+    // Hold Y's closing write; let A's flush end; X now leads a flush of its own.
+    writes.arm(1);
+    flushes.release();
+    a.join().expect("A's thread");
+    flushes.wait_held();
+    flushes.release();
+    let x_returned = x
+        .join()
+        .expect("X's thread (a broken invariant panics here)");
+    assert!(x_returned <= x_end);
+    let durable = wal.durable_lsn();
+    assert!(durable >= x_end, "X returned before it was durable");
+    assert!(
+        durable < y_end,
+        "X's flush acknowledged Y ({durable:?} >= {y_end:?}), whose block is still open"
+    );
+    writes.release();
+    let y_returned = y.join().expect("Y's thread");
+    assert!(wal.durable_lsn() >= y_returned);
+    Arc::try_unwrap(wal)
+        .expect("threads joined")
+        .close()
+        .expect("close");
+    disk.crash(CrashMode::PowerLoss {
+        tear_bytes: 512,
+        garbage: true,
+    });
+    let (wal, recovery) = Wal::open(Arc::new(disk.clone()), &dir, options()).expect("reopen");
+    let records = wal.read_from(recovery.start_lsn).expect("read");
+    let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
+    assert_eq!(
+        payloads,
+        vec![&b"record A"[..], x_payload, &b"record Y"[..]]
+    );
 }

@@ -910,7 +910,11 @@ impl Shared {
         st.progress.flushing = true;
         // Not `written`: the open block will be written again, so nothing in it may be
         // acknowledged yet.
-        let target = st.progress.closed;
+        let target = if crate::mutants::active("flush-covers-open-block") {
+            st.progress.written
+        } else {
+            st.progress.closed
+        };
         let segments = std::mem::take(&mut st.dirty);
         let started = Instant::now();
         let result = MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()));
