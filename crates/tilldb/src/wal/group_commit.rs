@@ -209,6 +209,23 @@ mod tests {
         }
     }
 
+    /// Checks each row (lsn, need, writing, flushing, role) against `base` with those stages
+    /// busy.
+    fn check_roles(base: Progress, rows: &[(u64, Need, bool, bool, Role)]) {
+        for &(lsn, need, writing, flushing, want) in rows {
+            let p = Progress {
+                writing,
+                flushing,
+                ..base
+            };
+            assert_eq!(
+                p.role(lsn, need),
+                want,
+                "lsn {lsn} {need:?} writing {writing} flushing {flushing}"
+            );
+        }
+    }
+
     /// Every combination of where the lsn lies and which stages are busy.
     #[test]
     fn role_table() {
@@ -230,14 +247,7 @@ mod tests {
             (25, Durable, true, true, Wait),
             (30, Durable, false, true, Write),
         ];
-        for (lsn, need, writing, flushing, want) in rows {
-            let p = progress(30, 20, 10, writing, flushing);
-            assert_eq!(
-                p.role(lsn, need),
-                want,
-                "lsn {lsn} {need:?} writing {writing} flushing {flushing}"
-            );
-        }
+        check_roles(progress(30, 20, 10, false, false), &rows);
     }
 
     /// A commit written into the open block (closed 16, written 20) needs a write that
@@ -257,17 +267,13 @@ mod tests {
             (16, Durable, true, false, Flush),
             (12, Durable, false, true, Wait),
         ];
-        for (lsn, need, writing, flushing, want) in rows {
-            let p = Progress {
+        check_roles(
+            Progress {
                 closed: 16,
-                ..progress(30, 20, 10, writing, flushing)
-            };
-            assert_eq!(
-                p.role(lsn, need),
-                want,
-                "lsn {lsn} {need:?} writing {writing} flushing {flushing}"
-            );
-        }
+                ..progress(30, 20, 10, false, false)
+            },
+            &rows,
+        );
     }
 
     #[test]
