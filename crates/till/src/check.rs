@@ -36,6 +36,10 @@ pub struct CheckArgs {
 
 pub fn run(args: &CheckArgs) -> CliResult<()> {
     inspect::require_database(&args.dir)?;
+    // Refused while the database is open elsewhere; held over the reads before recovery and
+    // released just before the check opens the database itself (a process that opens it in
+    // between makes that open fail with the same error: nothing is written either way).
+    let lock = inspect::lock_exclusive(&args.dir)?;
     let header = inspect::read_header(&args.dir)?;
     let (_, header) = header
         .chosen
@@ -48,6 +52,7 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
             path.display()
         );
     }
+    drop(lock);
     let db = Db::open(&args.dir, Options::default())?;
     println!("recovered and opened {}", args.dir.display());
     let space = Space::of_db(&db)?;

@@ -28,6 +28,31 @@ pub fn require_database(dir: &Path) -> CliResult<()> {
     }
 }
 
+/// Takes the database lock shared for a read-only tool (`stats`, `dump-log`): refused with
+/// tilldb's `Locked` error (naming the directory and the holder's pid) while a `Db` has the
+/// database open, so a tool never reads files another process is changing. Shared locks
+/// coexist, so two tools may read at once; a `Db` cannot open while one reads. On read-only
+/// media without a lock file nothing is locked, and no writer can be there.
+pub fn lock_shared(dir: &Path) -> CliResult<Box<dyn tilldb::io::HeldLock>> {
+    use tilldb::io::Storage;
+    let storage = tilldb::io::FileStorage::new();
+    Ok(storage.lock(
+        &dir.join(tilldb::LOCK_FILE_NAME),
+        tilldb::io::LockMode::Shared,
+    )?)
+}
+
+/// Takes the database lock exclusively for `till check`'s reads before recovery; dropped
+/// before the check opens the database (which takes it again).
+pub fn lock_exclusive(dir: &Path) -> CliResult<Box<dyn tilldb::io::HeldLock>> {
+    use tilldb::io::Storage;
+    let storage = tilldb::io::FileStorage::new();
+    Ok(storage.lock(
+        &dir.join(tilldb::LOCK_FILE_NAME),
+        tilldb::io::LockMode::Exclusive,
+    )?)
+}
+
 /// `tilldb.meta` as read: each slot, and which one is the header.
 #[derive(Debug)]
 pub struct HeaderRead {

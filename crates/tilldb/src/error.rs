@@ -47,6 +47,17 @@ pub enum Error {
         bytes: u64,
         max: u64,
     },
+    /// The database in `dir` is open elsewhere: in another process (`pid`, where the
+    /// operating system tells it) or through another handle in this one. One process at a
+    /// time may open a database; the lock is the operating system's, gone when its holder
+    /// exits or dies.
+    #[error("{} is already open {}; a database may be open in one place at a time",
+        dir.display(), holder_text(*pid))]
+    Locked { dir: PathBuf, pid: Option<u32> },
+    /// `dir` cannot hold a database: it is a file, or a directory with another program's
+    /// files and no tilldb header. Nothing in it was changed.
+    #[error("{} is not a tilldb database: {reason}", dir.display())]
+    NotADatabase { dir: PathBuf, reason: String },
     /// Lost a write-write race; retry the transaction.
     #[error("transaction conflict; retry")]
     Conflict,
@@ -90,6 +101,15 @@ impl Error {
     }
 }
 
+/// Who holds a lock, in words: `Error::Locked`'s message.
+fn holder_text(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) if pid == std::process::id() => format!("in this process (pid {pid})"),
+        Some(pid) => format!("in process {pid}"),
+        None => "in another process or handle (its pid is unknown)".to_owned(),
+    }
+}
+
 /// The storage operation that failed, named in [`Error::Io`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -107,6 +127,7 @@ pub enum IoOp {
     CreateDir,
     ListDir,
     Stat,
+    Lock,
 }
 
 impl fmt::Display for IoOp {
@@ -125,6 +146,7 @@ impl fmt::Display for IoOp {
             IoOp::CreateDir => "create directory",
             IoOp::ListDir => "list directory",
             IoOp::Stat => "stat",
+            IoOp::Lock => "lock",
         })
     }
 }

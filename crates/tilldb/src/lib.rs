@@ -21,6 +21,6 @@ pub mod txn;
 pub mod wal;
 
 pub use btree::Direction;
-pub use db::{Db, ReadTxn, RecoveryReport, SpaceCheck, Txn};
+pub use db::{Db, LOCK_FILE_NAME, ReadTxn, RecoveryReport, SpaceCheck, Txn, is_database_file_name};
 pub use error::{Error, IoOp, Result};
 pub use options::{Durability, FlushMethod, Options};

@@ -145,6 +145,14 @@ impl Storage for CountingStorage {
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
         self.inner.device_facts(dir)
     }
+
+    fn lock(
+        &self,
+        path: &Path,
+        mode: tilldb::io::LockMode,
+    ) -> Result<Box<dyn tilldb::io::HeldLock>> {
+        self.inner.lock(path, mode)
+    }
 }
 
 /// One file of a [`CountingStorage`]. The file's path is fixed at open; a rename (log

@@ -121,6 +121,14 @@ impl Storage for SlowStorage {
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
         self.inner.device_facts(dir)
     }
+
+    fn lock(
+        &self,
+        path: &Path,
+        mode: tilldb::io::LockMode,
+    ) -> Result<Box<dyn tilldb::io::HeldLock>> {
+        self.inner.lock(path, mode)
+    }
 }
 
 /// One file of a [`SlowStorage`].

@@ -41,14 +41,6 @@ const SEED_READS: u64 = 0x5245_4144_5300_0000;
 /// Directory levels `DiskUsage::of` descends (a database has two).
 const DEPTH_MAX: usize = 8;
 /// Names a tilldb database directory may hold (`.tilldb-facts-*` scratch files too).
-const DATABASE_NAMES: [&str; 6] = [
-    HEADER_FILE_NAME,
-    header::HEADER_TEMP_FILE_NAME,
-    tilldb::page::DATA_FILE_NAME,
-    tilldb::page::DOUBLEWRITE_FILE_NAME,
-    tilldb::page::LEDGER_FILE_NAME,
-    "wal",
-];
 
 #[derive(Args, Debug)]
 pub struct StoreArgs {
@@ -261,7 +253,7 @@ fn prepare_dir(dir: &Path, fresh: bool) -> Result<(), String> {
 }
 
 fn is_database_name(name: &str) -> bool {
-    DATABASE_NAMES.contains(&name) || name.starts_with(".tilldb-facts-")
+    tilldb::is_database_file_name(name)
 }
 
 /// The database's header as last written (page size and flush method in force), read with

@@ -35,6 +35,7 @@
 //! transactions, `pages.rs` their views of the pages, `record.rs` the commit record format,
 //! `space.rs` free-space accounting, `writeback.rs` the background writer.
 
+mod claim;
 mod open;
 mod pages;
 pub mod record;
@@ -42,6 +43,7 @@ mod space;
 mod txn;
 mod writeback;
 
+pub use claim::{LOCK_FILE_NAME, is_database_file_name};
 pub use open::RecoveryReport;
 pub use space::SpaceCheck;
 pub use txn::{ReadTxn, Txn};
@@ -116,6 +118,9 @@ struct Inner {
     checkpoint_ms: AtomicU64,
     /// What opening the database did.
     recovery: RecoveryReport,
+    /// The database lock (`claim.rs`). Last, so it is released after every other field has
+    /// closed its files: the log and the pool (whose last `Arc<Wal>` joins the log's threads).
+    _lock: Box<dyn crate::io::HeldLock>,
 }
 
 struct Reads {
@@ -143,16 +148,19 @@ impl Db {
     ) -> Result<Db> {
         let started = std::time::Instant::now();
         options.validate()?;
-        storage.create_dir_all(dir)?;
+        // Before anything else touches the directory: one process at a time.
+        let lock = claim::claim(&*storage, dir)?;
         let header_path = dir.join(crate::header::HEADER_FILE_NAME);
         if !storage.exists(&header_path)? {
-            return open::create(&storage, dir, options, started);
+            return open::create(&storage, dir, options, (started, lock));
         }
         let method = options
             .flush_method
             .unwrap_or(crate::FlushMethod::Fdatasync);
         match HeaderFile::open(&*storage, dir, method)? {
-            Some(existing) => open::open_existing(&storage, dir, options, existing, started),
+            Some(existing) => {
+                open::open_existing(&storage, dir, options, existing, (started, lock))
+            }
             // `HeaderFile::create` writes and flushes a slot before the file gets its name.
             None => Err(Error::Corruption {
                 file: header_path,

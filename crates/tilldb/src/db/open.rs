@@ -6,7 +6,7 @@ use super::{CATALOG_ROOT, DEFAULT_ROOT, Db, Inner, Reads, pages, record, writeba
 use crate::btree::{PageOp, Tree};
 use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
-use crate::io::{IoGeometry, Storage, choose_flush_method};
+use crate::io::{HeldLock, IoGeometry, LockMode, Storage, choose_flush_method};
 use crate::page::{
     BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, LEDGER_FILE_NAME, PageGuard, PageId,
     PageStore, TornPageGuard, check_atomic_pages, choose_guard, data_file_method,
@@ -50,7 +50,7 @@ pub(super) fn create(
     storage: &Arc<dyn Storage>,
     dir: &Path,
     options: Options,
-    started: Instant,
+    (started, lock): (Instant, Box<dyn HeldLock>),
 ) -> Result<Db> {
     remove_interrupted_create(&**storage, dir)?;
     // The marker says "being created": only files made under it are ever removed as the
@@ -148,7 +148,7 @@ pub(super) fn create(
         (pool, poisoned),
         header_file,
         alloc,
-        report,
+        (report, lock),
     )
 }
 
@@ -206,10 +206,19 @@ fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
             storage.remove(&wal_dir.join(name))?;
         }
     }
-    // Scratch files of the flush-method measurement a create runs.
+    // Scratch files of a flush-method measurement that crashed. A live measurement (another
+    // process's `till probe` of this directory) holds its file's lock: never removed.
     for name in storage.list_dir(dir)? {
         if name.starts_with(crate::io::MEASURE_FILE_PREFIX) {
-            storage.remove(&dir.join(name))?;
+            let path = dir.join(name);
+            match storage.lock(&path, LockMode::Exclusive) {
+                Ok(held) => {
+                    storage.remove(&path)?;
+                    drop(held);
+                }
+                Err(Error::Locked { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     // The marker stays: a crash before these removals are durable must find it again.
@@ -223,7 +232,7 @@ pub(super) fn open_existing(
     dir: &Path,
     options: Options,
     (header_file, header): (HeaderFile, Header),
-    started: Instant,
+    (started, lock): (Instant, Box<dyn HeldLock>),
 ) -> Result<Db> {
     // A create that crashed after its header was durable: complete, but for the marker.
     remove_creating_marker(&**storage, dir)?;
@@ -321,7 +330,7 @@ pub(super) fn open_existing(
         (pool, poisoned),
         header_file,
         alloc,
-        report,
+        (report, lock),
     )
 }
 
@@ -393,7 +402,7 @@ fn assemble(
     (pool, poisoned): (BufferPool, Arc<super::Poison>),
     header: HeaderFile,
     alloc: Alloc,
-    recovery: RecoveryReport,
+    (recovery, lock): (RecoveryReport, Box<dyn HeldLock>),
 ) -> Result<Db> {
     let checkpoint = header.newest().1.checkpoint_lsn;
     let visible = wal.end_lsn().0;
@@ -431,6 +440,7 @@ fn assemble(
             opened: Instant::now(),
             checkpoint_ms: AtomicU64::new(0),
             recovery,
+            _lock: lock,
         }),
     })
 }

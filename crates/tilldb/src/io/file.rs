@@ -159,6 +159,10 @@ impl Storage for FileStorage {
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
         DeviceFacts::for_dir(dir)
     }
+
+    fn lock(&self, path: &Path, mode: super::LockMode) -> Result<Box<dyn super::HeldLock>> {
+        super::lock::lock_file(path, mode)
+    }
 }
 
 /// One open OS file.

@@ -17,7 +17,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Names of the scratch files a measurement makes (and removes) start with this; a crash can
-/// leave one, which a database's interrupted create removes.
+/// leave one, which a database's interrupted create removes. While a measurement runs it
+/// holds its file's lock (`Storage::lock`), and only a file whose lock is free is removed.
 pub const MEASURE_FILE_PREFIX: &str = ".till-measure-";
 
 /// Size of the preallocated file (the same as `pg_test_fsync`'s).
@@ -130,8 +131,12 @@ fn measure_sized(
         spec.method,
         spec.write_bytes
     ));
+    // The scratch file is ours while we live: its lock (taken first, and creating it) keeps a
+    // database create in this directory from removing it as a crashed measurement's.
+    let held = storage.lock(&path, super::LockMode::Exclusive)?;
     let result = measure_file(storage, &path, spec, file_bytes);
     let removed = storage.remove(&path);
+    drop(held);
     let measurement = result?;
     removed?;
     Ok(measurement)
@@ -143,7 +148,9 @@ fn measure_file(
     spec: MeasureSpec,
     file_bytes: u64,
 ) -> Result<Measurement> {
-    let file = storage.create(path, spec.method)?;
+    let file = storage.open(path, spec.method)?;
+    // Empty, as an append run needs: a file of the same name a crashed run left is reused.
+    file.set_len(0)?;
     let write_bytes = u64::from(spec.write_bytes);
     if spec.file == MeasureFile::Preallocated {
         file.allocate_zeroed(0, file_bytes)?;

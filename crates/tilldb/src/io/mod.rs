@@ -29,6 +29,7 @@ mod aligned;
 mod file;
 mod flush;
 mod geometry;
+mod lock;
 mod measure;
 mod probe;
 mod sim;
@@ -36,6 +37,7 @@ mod sim;
 pub use aligned::{AlignedBuf, AlignedVec};
 pub use file::FileStorage;
 pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
+pub use lock::{HeldLock, LockMode};
 pub use measure::{
     MEASURE_FILE_PREFIX, MeasureFile, MeasureSpec, Measurement, Recommendation,
     choose_flush_method, measure, recommend,
@@ -78,6 +80,16 @@ pub trait Storage: Send + Sync + fmt::Debug {
 
     /// What the device under directory `dir` is and can do.
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts>;
+
+    /// Locks the file `path` (created empty when missing) for as long as the returned guard
+    /// lives, and at once: a lock held elsewhere is [`crate::Error::Locked`], never a wait. The
+    /// lock is the operating system's and belongs to the open file, so it conflicts with
+    /// other processes and with other opens in this process alike, whatever path reached the
+    /// file, and it is gone when its process dies (a kill -9 leaves nothing to clean up).
+    /// [`LockMode::Shared`] locks coexist with each other, never with an exclusive one; a
+    /// shared lock on a file that is missing and cannot be created (a read-only directory)
+    /// holds nothing, since no writer can have locked it there.
+    fn lock(&self, path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>>;
 }
 
 /// One open file.

@@ -91,6 +91,7 @@ impl State {
         self.files.retain(|id, _| referenced.contains(id));
         self.epoch += 1;
         self.dead = false;
+        self.locks.clear();
         self.check_invariants();
     }
 }

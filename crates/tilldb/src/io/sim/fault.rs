@@ -24,11 +24,12 @@ pub enum IoKind {
     FlushDir,
     CreateDir,
     ListDir,
+    Lock,
 }
 
 impl IoKind {
     /// Every kind, in declaration order.
-    pub const ALL: [IoKind; 11] = [
+    pub const ALL: [IoKind; 12] = [
         IoKind::Create,
         IoKind::Open,
         IoKind::Read,
@@ -40,6 +41,7 @@ impl IoKind {
         IoKind::FlushDir,
         IoKind::CreateDir,
         IoKind::ListDir,
+        IoKind::Lock,
     ];
 
     /// The operation an error from a call of this kind names.
@@ -57,6 +59,7 @@ impl IoKind {
             IoKind::FlushDir => IoOp::FlushDir,
             IoKind::CreateDir => IoOp::CreateDir,
             IoKind::ListDir => IoOp::ListDir,
+            IoKind::Lock => IoOp::Lock,
         }
     }
 

@@ -47,6 +47,7 @@ mod crash;
 mod fault;
 mod file;
 mod image;
+mod lock;
 mod namespace;
 mod record;
 mod rng;
@@ -206,6 +207,8 @@ struct State {
     recorded: Option<Vec<record::CrashPoint>>,
     /// Crash points taken so far since recording started.
     recorded_taken: usize,
+    /// Locks held through `Storage::lock`; emptied by a crash.
+    locks: lock::LockTable,
 }
 
 impl State {
@@ -306,6 +309,7 @@ impl State {
         self.config.validate();
         self.faults.check_invariants();
         self.names.check_invariants();
+        self.locks.check_invariants();
         let referenced = self.names.referenced();
         for id in &referenced {
             assert!(
@@ -337,6 +341,7 @@ impl SimDisk {
             next_file_id: 0,
             recorded: None,
             recorded_taken: 0,
+            locks: lock::LockTable::default(),
         };
         state.check_invariants();
         SimDisk {
@@ -389,6 +394,7 @@ impl SimDisk {
         };
         state.rng = SimRng::new(seed);
         state.recorded_taken = 0;
+        state.locks.clear();
         state.check_invariants();
         SimDisk {
             state: Arc::new(Mutex::new(state)),

@@ -167,4 +167,8 @@ impl Storage for SimDisk {
             fua: Some(false),
         })
     }
+
+    fn lock(&self, path: &Path, mode: crate::io::LockMode) -> Result<Box<dyn crate::io::HeldLock>> {
+        self.lock_path(path, mode)
+    }
 }
