@@ -30,7 +30,7 @@ pub type Image = Vec<(PathBuf, Option<Vec<u8>>)>;
 pub fn options() -> Options {
     let defaults = Options::for_tests();
     Options {
-        page_bytes: 4096,
+        page_bytes: Some(4096),
         cache_bytes: 64 * 4096,
         flush_method: Some(FlushMethod::Fdatasync),
         torn_page_guard: tilldb::page::TornPageGuard::Doublewrite,

@@ -30,7 +30,7 @@ fn check_passes_a_healthy_database_and_names_a_corrupt_page() {
     let dir = tmp.path().join("db");
     let options = Options {
         flush_method: Some(FlushMethod::Fdatasync),
-        page_bytes: 4096,
+        page_bytes: Some(4096),
         // The doublewrite area is what repairs the flipped page below.
         torn_page_guard: tilldb::page::TornPageGuard::Doublewrite,
         ..Options::default()

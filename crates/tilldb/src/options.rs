@@ -180,13 +180,19 @@ impl FromStr for Durability {
     }
 }
 
+/// Page size of a new database when [`Options::page_bytes`] is `None`.
+pub const DEFAULT_PAGE_BYTES: u32 = 16 * 1024;
+
 /// How a database is laid out, cached, flushed and protected. Validated at open
-/// ([`Options::validate`]); the page size, flush method and torn-page guard of an existing
-/// database come from its header, and these fields then only apply to new databases.
+/// ([`Options::validate`]). The page size, flush method and torn-page guard are fixed when a
+/// database is created and stored in its header: an existing database uses its own, and an
+/// open that asks for another page size or torn-page guard (not `None` / `Auto`) is refused
+/// with [`crate::Error::InvalidOptions`] naming the header file, never silently changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// Page size, a power of two from 4 KiB to 64 KiB. Default: 16 KiB.
-    pub page_bytes: u32,
+    /// Page size, a power of two from 4 KiB to 64 KiB. `None` (the default): 16 KiB for a new
+    /// database ([`DEFAULT_PAGE_BYTES`]), the stored size for an existing one.
+    pub page_bytes: Option<u32>,
     /// Most bytes of pages the buffer pool caches. Default: 64 MiB. Minimum: 8 pages.
     pub cache_bytes: u64,
     /// Durability of `Txn::commit()`; `Txn::commit_with` chooses per commit. Default: `Sync`.
@@ -217,7 +223,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            page_bytes: 16 * 1024,
+            page_bytes: None,
             cache_bytes: 64 << 20,
             durability: Durability::Sync,
             flush_method: None,
@@ -240,7 +246,7 @@ impl Options {
     #[must_use]
     pub fn for_tests() -> Self {
         Options {
-            page_bytes: 4096,
+            page_bytes: Some(4096),
             cache_bytes: 64 * 4096,
             durability: Durability::Sync,
             flush_method: Some(FlushMethod::Fdatasync),
@@ -255,19 +261,25 @@ impl Options {
         }
     }
 
+    /// The page size asked for, or the default for a new database.
+    #[must_use]
+    pub fn page_bytes_or_default(&self) -> u32 {
+        self.page_bytes.unwrap_or(DEFAULT_PAGE_BYTES)
+    }
+
     /// Refuses options that cannot work, saying what would.
     pub fn validate(&self) -> crate::Result<()> {
         let bad = |what: String| Err(crate::Error::InvalidOptions(what));
-        if !self.page_bytes.is_power_of_two() || !(4096..=65536).contains(&self.page_bytes) {
+        let page_bytes = self.page_bytes_or_default();
+        if !page_bytes.is_power_of_two() || !(4096..=65536).contains(&page_bytes) {
             return bad(format!(
-                "page size {} must be a power of two from 4096 to 65536",
-                self.page_bytes
+                "page size {page_bytes} must be a power of two from 4096 to 65536"
             ));
         }
-        if self.cache_bytes < 8 * u64::from(self.page_bytes) {
+        if self.cache_bytes < 8 * u64::from(page_bytes) {
             return bad(format!(
-                "cache of {} bytes holds fewer than 8 pages of {}",
-                self.cache_bytes, self.page_bytes
+                "cache of {} bytes holds fewer than 8 pages of {page_bytes}",
+                self.cache_bytes
             ));
         }
         if self.checkpoint_interval.is_zero() {

@@ -407,7 +407,7 @@ fn the_background_writer_waits_until_three_quarters_of_the_cache_is_dirty() {
         checkpoint_log_bytes: 1 << 30,
         ..Options::for_tests()
     };
-    let frames = options.cache_bytes / u64::from(options.page_bytes);
+    let frames = options.cache_bytes / u64::from(options.page_bytes_or_default());
     assert_eq!(frames, 64, "the test's arithmetic assumes 64 frames");
     let db =
         Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options).expect("open");

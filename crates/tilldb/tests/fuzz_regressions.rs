@@ -92,7 +92,7 @@ const DB_DIR: &str = "/db";
 fn db_options() -> Options {
     let defaults = Options::for_tests();
     Options {
-        page_bytes: 4096,
+        page_bytes: Some(4096),
         cache_bytes: 64 * 4096,
         flush_method: Some(FlushMethod::Fdatasync),
         torn_page_guard: TornPageGuard::Doublewrite,

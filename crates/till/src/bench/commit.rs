@@ -186,7 +186,7 @@ pub fn bench_options(
 ) -> tilldb::Result<Options> {
     let defaults = Options::default();
     let options = Options {
-        page_bytes,
+        page_bytes: Some(page_bytes),
         cache_bytes,
         durability,
         flush_method: Some(flush_method),

@@ -98,6 +98,17 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
     let bar = super::progress_bar(args.threads.len() as u64 + 4);
     bar.set_message("open");
     let created = !args.dir.join(HEADER_FILE_NAME).exists();
+    // A database kept from an earlier run has its own page size and guard (the report says
+    // when they differ from the flags); asking for others would be refused.
+    let options = if created {
+        options
+    } else {
+        Options {
+            page_bytes: None,
+            torn_page_guard: TornPageGuard::Auto,
+            ..options
+        }
+    };
     let start = Instant::now();
     let db = Db::open_with_storage(
         super::raw::storage(args.sync_latency_us),
@@ -205,7 +216,7 @@ fn validate(args: &StoreArgs) -> Result<Options, String> {
         .checked_mul(1 << 20)
         .ok_or_else(|| format!("--cache-mib {} is too large", args.cache_mib))?;
     let options = Options {
-        page_bytes: args.page_bytes,
+        page_bytes: Some(args.page_bytes),
         cache_bytes,
         durability: args.durability,
         flush_method: args.flush_method,

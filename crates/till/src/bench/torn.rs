@@ -157,7 +157,7 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
         bar.set_message(format!("{guard}: load {} keys", args.keys));
         let dir = scratch.path().join(guard.name());
         let options = Options {
-            page_bytes: args.page_bytes,
+            page_bytes: Some(args.page_bytes),
             cache_bytes,
             flush_method: Some(args.flush_method),
             torn_page_guard: guard,
@@ -257,7 +257,7 @@ fn validate(args: &TornArgs) -> Result<(), String> {
         ));
     }
     let options = Options {
-        page_bytes: args.page_bytes,
+        page_bytes: Some(args.page_bytes),
         cache_bytes: args.cache_mib.saturating_mul(1 << 20),
         ..Options::default()
     };

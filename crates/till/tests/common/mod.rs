@@ -47,7 +47,7 @@ pub fn till(args: &[&str]) -> Run {
 pub fn options() -> Options {
     Options {
         flush_method: Some(FlushMethod::Fdatasync),
-        page_bytes: 4096,
+        page_bytes: Some(4096),
         // These tests read the doublewrite file too (the default, auto, would choose
         // full-page images here).
         torn_page_guard: tilldb::page::TornPageGuard::Doublewrite,

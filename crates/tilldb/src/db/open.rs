@@ -52,6 +52,11 @@ pub(super) fn create(
     options: Options,
     (started, lock): (Instant, Box<dyn HeldLock>),
 ) -> Result<Db> {
+    let page_bytes = options.page_bytes_or_default();
+    let options = Options {
+        page_bytes: Some(page_bytes),
+        ..options
+    };
     remove_interrupted_create(&**storage, dir)?;
     // The marker says "being created": only files made under it are ever removed as the
     // leftovers of a crashed create. Durable before any of them is made; a crashed create's
@@ -72,11 +77,11 @@ pub(super) fn create(
         &facts,
         method,
         options.wal.log_block_bytes,
-        options.page_bytes,
+        page_bytes,
     )?;
     let options = if options.torn_page_guard == TornPageGuard::Auto {
         Options {
-            torn_page_guard: choose_guard(&**storage, dir, options.page_bytes)?.0,
+            torn_page_guard: choose_guard(&**storage, dir, page_bytes)?.0,
             ..options
         }
     } else {
@@ -84,20 +89,20 @@ pub(super) fn create(
     };
     let data_method = data_file_method(options.torn_page_guard, method);
     if options.torn_page_guard == TornPageGuard::Atomic {
-        IoGeometry::resolve(&facts, data_method, None, options.page_bytes)?;
-        check_atomic_pages(&**storage, dir, options.page_bytes).map_err(|e| {
+        IoGeometry::resolve(&facts, data_method, None, page_bytes)?;
+        check_atomic_pages(&**storage, dir, page_bytes).map_err(|e| {
             Error::InvalidOptions(format!(
                 "{e}; create the database with the full-page-images or doublewrite guard"
             ))
         })?;
     }
-    let store = PageStore::create(&**storage, dir, data_method, options.page_bytes)?;
+    let store = PageStore::create(&**storage, dir, data_method, page_bytes)?;
     let guard = PageGuard::create(
         options.torn_page_guard,
         &**storage,
         dir,
         method,
-        options.page_bytes,
+        page_bytes,
     )?;
     let wal_options = crate::wal::WalOptions {
         flush_method: method,
@@ -106,7 +111,7 @@ pub(super) fn create(
     };
     let (wal, _) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
     let wal = Arc::new(wal);
-    let (pool, poisoned) = pool_over(options.page_bytes, options.cache_bytes, &wal, store, guard);
+    let (pool, poisoned) = pool_over(page_bytes, options.cache_bytes, &wal, store, guard);
     let data_path = dir.join(DATA_FILE_NAME);
     let first = Alloc {
         page_count: 1,
@@ -125,7 +130,7 @@ pub(super) fn create(
         alloc
     };
     let header = Header {
-        page_bytes: options.page_bytes,
+        page_bytes: page_bytes,
         flush_method: method,
         torn_page_guard: options.torn_page_guard,
         generation: 0,
@@ -234,6 +239,13 @@ pub(super) fn open_existing(
     (header_file, header): (HeaderFile, Header),
     (started, lock): (Instant, Box<dyn HeldLock>),
 ) -> Result<Db> {
+    refuse_contradicting_options(dir, &options, &header)?;
+    // Again with the stored page size (the cache must hold 8 of its pages).
+    Options {
+        page_bytes: Some(header.page_bytes),
+        ..options.clone()
+    }
+    .validate()?;
     // A create that crashed after its header was durable: complete, but for the marker.
     remove_creating_marker(&**storage, dir)?;
     let method = header.flush_method;
@@ -286,7 +298,7 @@ pub(super) fn open_existing(
     // every open would add a segment.
     wal.release_before(header.checkpoint_lsn);
     let options = Options {
-        page_bytes: header.page_bytes,
+        page_bytes: Some(header.page_bytes),
         flush_method: Some(method),
         torn_page_guard: header.torn_page_guard,
         ..options
@@ -332,6 +344,32 @@ pub(super) fn open_existing(
         alloc,
         (report, lock),
     )
+}
+
+/// `Err(InvalidOptions)` when `options` ask for a page size or torn-page guard other than the
+/// ones `header` says the database was created with: they cannot change, and taking the
+/// stored ones silently would let a caller believe a setting it asked for is in force.
+/// `None` and `Auto` ask for nothing. Checked before any byte is written.
+fn refuse_contradicting_options(dir: &Path, options: &Options, header: &Header) -> Result<()> {
+    let header_path = dir.join(crate::header::HEADER_FILE_NAME);
+    if let Some(asked) = options.page_bytes
+        && asked != header.page_bytes
+    {
+        return Err(Error::InvalidOptions(format!(
+            "{} says the database has pages of {} bytes, fixed at create; Options::page_bytes              asks for {asked} (leave it None to use the database's)",
+            header_path.display(),
+            header.page_bytes
+        )));
+    }
+    let asked = options.torn_page_guard;
+    if asked != TornPageGuard::Auto && asked != header.torn_page_guard {
+        return Err(Error::InvalidOptions(format!(
+            "{} says the database has the {} torn-page guard, fixed at create;              Options::torn_page_guard asks for {asked} (leave it Auto to use the database's)",
+            header_path.display(),
+            header.torn_page_guard
+        )));
+    }
+    Ok(())
 }
 
 /// Replays one page operation of the record ending at `lsn`, unless the page has it already.

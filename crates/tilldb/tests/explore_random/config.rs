@@ -177,7 +177,7 @@ impl Config {
     pub fn options(&self, background: bool) -> Options {
         let defaults = Options::for_tests();
         Options {
-            page_bytes: self.page_bytes,
+            page_bytes: Some(self.page_bytes),
             cache_bytes: u64::from(self.cache_pages) * u64::from(self.page_bytes),
             flush_method: Some(self.flush_method),
             torn_page_guard: self.guard,
