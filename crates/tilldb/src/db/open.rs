@@ -73,12 +73,7 @@ pub(super) fn create(
         let block = IoGeometry::default_log_block_bytes(&facts);
         choose_flush_method(&**storage, dir, &facts, block, Duration::from_millis(60))?.0
     };
-    IoGeometry::resolve(
-        &facts,
-        method,
-        options.wal.log_block_bytes,
-        page_bytes,
-    )?;
+    IoGeometry::resolve(&facts, method, options.wal.log_block_bytes, page_bytes)?;
     let options = if options.torn_page_guard == TornPageGuard::Auto {
         Options {
             torn_page_guard: choose_guard(&**storage, dir, page_bytes)?.0,
@@ -97,13 +92,7 @@ pub(super) fn create(
         })?;
     }
     let store = PageStore::create(&**storage, dir, data_method, page_bytes)?;
-    let guard = PageGuard::create(
-        options.torn_page_guard,
-        &**storage,
-        dir,
-        method,
-        page_bytes,
-    )?;
+    let guard = PageGuard::create(options.torn_page_guard, &**storage, dir, method, page_bytes)?;
     let wal_options = crate::wal::WalOptions {
         flush_method: method,
         background_threads: options.background_threads,
@@ -130,7 +119,7 @@ pub(super) fn create(
         alloc
     };
     let header = Header {
-        page_bytes: page_bytes,
+        page_bytes,
         flush_method: method,
         torn_page_guard: options.torn_page_guard,
         generation: 0,

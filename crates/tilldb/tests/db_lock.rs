@@ -1,0 +1,332 @@
+//! One process per database (issue 15): a second open of a database, from this process or
+//! another, by any path, fails at once with `Error::Locked` naming the directory and the
+//! holder's pid, and changes nothing; the lock dies with its process.
+//!
+//! The story: two processes opened one directory 2.5 s apart and both committed; each was
+//! told its commits were durable, and afterwards the database no longer opened (two logs in
+//! one directory): every acknowledged commit of both was gone.
+//!
+//! Other processes are this test binary run again with `--ignored --exact
+//! child_holds_the_database`: the child opens the database named by `TILLDB_LOCK_CHILD_DIR`,
+//! commits `TILLDB_LOCK_CHILD_COMMITS` keys, prints `READY <pid>` (or `LOCKED <pid>` when the
+//! open was refused) and holds the database until its stdin closes.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use tilldb::io::{LockMode, SimConfig, SimDisk, Storage};
+use tilldb::{Db, Error, Options};
+
+const CHILD_DIR_ENV: &str = "TILLDB_LOCK_CHILD_DIR";
+const CHILD_COMMITS_ENV: &str = "TILLDB_LOCK_CHILD_COMMITS";
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key-{i:06}").into_bytes()
+}
+
+fn options() -> Options {
+    Options {
+        flush_method: Some(tilldb::FlushMethod::Fdatasync),
+        ..Options::for_tests()
+    }
+}
+
+/// The child process's body (run only by the tests below, through `spawn_holder`).
+#[test]
+#[ignore = "the other process of the cross-process lock tests; they run it"]
+fn child_holds_the_database() {
+    let dir = PathBuf::from(std::env::var(CHILD_DIR_ENV).expect("run by spawn_holder"));
+    let commits: u64 = std::env::var(CHILD_COMMITS_ENV)
+        .expect("run by spawn_holder")
+        .parse()
+        .expect("a count");
+    let db = match Db::open(&dir, options()) {
+        Ok(db) => db,
+        Err(Error::Locked { pid, .. }) => {
+            println!("LOCKED {}", pid.map_or(-1, i64::from));
+            return;
+        }
+        Err(e) => panic!("child: open {}: {e}", dir.display()),
+    };
+    for i in 0..commits {
+        let mut txn = db.begin().expect("begin");
+        txn.put(&key(i), b"v").expect("put");
+        txn.commit().expect("commit");
+    }
+    println!("READY {}", std::process::id());
+    std::io::stdout().flush().expect("flush stdout");
+    // Hold the database until the parent closes our stdin (or kills us).
+    let mut line = String::new();
+    while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {}
+    db.close().expect("close");
+}
+
+/// A child holding (or refused) the database, with the word it printed.
+struct Holder {
+    child: Child,
+    word: String,
+    pid: i64,
+}
+
+fn spawn(dir: &Path, commits: u64) -> (Child, BufReader<ChildStdout>) {
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--ignored",
+            "--exact",
+            "child_holds_the_database",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_DIR_ENV, dir)
+        .env(CHILD_COMMITS_ENV, commits.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the child");
+    let out = BufReader::new(child.stdout.take().expect("piped"));
+    (child, out)
+}
+
+/// Waits for the child's `READY`/`LOCKED` line.
+fn await_word(child: Child, out: &mut BufReader<ChildStdout>) -> Holder {
+    for line in out.lines() {
+        // The test harness may have printed `test child_holds_the_database ... ` before it.
+        let line = line.expect("child stdout");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let Some(at) = words.iter().position(|w| *w == "READY" || *w == "LOCKED") {
+            return Holder {
+                child,
+                word: words[at].to_owned(),
+                pid: words
+                    .get(at + 1)
+                    .and_then(|p| p.parse().ok())
+                    .expect("a pid"),
+            };
+        }
+    }
+    panic!("the child ended without READY or LOCKED");
+}
+
+fn spawn_holder(dir: &Path, commits: u64) -> Holder {
+    let (child, mut out) = spawn(dir, commits);
+    let holder = await_word(child, &mut out);
+    assert_eq!(
+        holder.word,
+        "READY",
+        "the child could not open {}",
+        dir.display()
+    );
+    holder
+}
+
+/// Every file under `dir` with its bytes: what "changes nothing" is checked against.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+fn expect_locked(result: tilldb::Result<Db>, dir: &Path, pid: Option<u32>) -> String {
+    match result {
+        Err(e @ Error::Locked { .. }) => {
+            let Error::Locked { dir: d, pid: p } = &e else {
+                unreachable!()
+            };
+            assert_eq!(d, dir, "the error names the directory as opened");
+            assert_eq!(*p, pid, "the holder's pid");
+            let text = e.to_string();
+            assert!(text.contains(&dir.display().to_string()), "{text}");
+            if let Some(pid) = pid {
+                assert!(text.contains(&pid.to_string()), "{text}");
+            }
+            text
+        }
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("a second open of {} succeeded", dir.display()),
+    }
+}
+
+#[test]
+fn a_second_open_in_this_process_is_refused_by_every_path_and_allowed_after_close() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, options()).expect("create");
+    let text = expect_locked(Db::open(&dir, options()), &dir, Some(std::process::id()));
+    assert!(text.contains("in this process"), "{text}");
+
+    // A symlink to the directory, a path with `..`, a path relative to the working directory:
+    // the lock is on the file, whatever name reached it.
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&dir, &link).expect("symlink");
+    expect_locked(Db::open(&link, options()), &link, Some(std::process::id()));
+    let dotted = tmp.path().join("db/../db");
+    expect_locked(
+        Db::open(&dotted, options()),
+        &dotted,
+        Some(std::process::id()),
+    );
+    let relative = relative_to_cwd(&dir);
+    assert!(relative.is_relative(), "{}", relative.display());
+    expect_locked(
+        Db::open(&relative, options()),
+        &relative,
+        Some(std::process::id()),
+    );
+
+    // A clone shares the open database; dropping the last handle releases the lock.
+    let clone = db.clone();
+    drop(db);
+    expect_locked(Db::open(&dir, options()), &dir, Some(std::process::id()));
+    drop(clone);
+    let again = Db::open(&link, options()).expect("open after close, through the link");
+    drop(again);
+}
+
+/// `path` as a path relative to the working directory (`../../target/tmp/...`).
+fn relative_to_cwd(path: &Path) -> PathBuf {
+    let cwd = std::env::current_dir().expect("cwd");
+    let common = cwd
+        .components()
+        .zip(path.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out = PathBuf::new();
+    for _ in common..cwd.components().count() {
+        out.push("..");
+    }
+    for part in path.components().skip(common) {
+        out.push(part);
+    }
+    out
+}
+
+#[test]
+fn another_process_is_refused_with_its_pid_nothing_changes_and_a_kill_leaves_no_lock() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let commits = 40;
+    let mut holder = spawn_holder(&dir, commits);
+    let pid = u32::try_from(holder.pid).expect("a real pid");
+    assert_eq!(pid, holder.child.id());
+
+    let before = snapshot(&dir);
+    let text = expect_locked(Db::open(&dir, options()), &dir, Some(pid));
+    assert!(text.contains(&format!("in process {pid}")), "{text}");
+    // The read-only tools' shared lock is refused too.
+    let storage = tilldb::io::FileStorage::new();
+    let shared = storage.lock(&dir.join(tilldb::LOCK_FILE_NAME), LockMode::Shared);
+    assert!(
+        matches!(shared, Err(Error::Locked { pid: Some(p), .. }) if p == pid),
+        "{shared:?}"
+    );
+    assert_eq!(
+        snapshot(&dir),
+        before,
+        "a refused open changed a file of the database"
+    );
+
+    // kill -9: the OS drops the lock with the process; no stale lock, nothing to clean up.
+    holder.child.kill().expect("kill -9");
+    holder.child.wait().expect("reap");
+    let db = Db::open(&dir, options()).expect("open after the holder was killed");
+    for i in 0..commits {
+        assert_eq!(
+            db.get(&key(i)).expect("get"),
+            Some(b"v".to_vec()),
+            "key {i}"
+        );
+    }
+    db.check().expect("tree check");
+}
+
+#[test]
+fn two_processes_racing_to_open_end_with_one_holder_and_one_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut expected = 0;
+    for (round, delay_ms) in [0u64, 0, 5, 30, 200].into_iter().enumerate() {
+        // Round 0 creates the database; later rounds open it, at different delays.
+        let dir = tmp.path().join("db");
+        let commits = 20 + round as u64;
+        let (first, mut first_out) = spawn(&dir, commits);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let (second, mut second_out) = spawn(&dir, commits);
+        let a = await_word(first, &mut first_out);
+        let b = await_word(second, &mut second_out);
+        let (mut holder, refused) = match (a.word.as_str(), b.word.as_str()) {
+            ("READY", "LOCKED") => (a, b),
+            ("LOCKED", "READY") => (b, a),
+            (x, y) => panic!("round {round} (delay {delay_ms} ms): {x} and {y}"),
+        };
+        assert_eq!(
+            refused.pid, holder.pid,
+            "round {round}: the refused one names the holder"
+        );
+        let mut refused_child = refused.child;
+        assert!(refused_child.wait().expect("wait").success());
+        drop(holder.child.stdin.take()); // let the holder close cleanly
+        assert!(holder.child.wait().expect("wait").success());
+        expected = expected.max(commits);
+        let db = Db::open(&dir, options()).expect("reopen");
+        for i in 0..expected {
+            assert_eq!(db.get(&key(i)).expect("get"), Some(b"v".to_vec()));
+        }
+        db.check().expect("tree check");
+    }
+}
+
+#[test]
+fn a_second_open_on_the_simulated_disk_is_refused_until_a_crash_ends_the_holder() {
+    let disk = SimDisk::new(SimConfig::default());
+    let open = || Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options());
+    let db = open().expect("create");
+    expect_locked(open(), Path::new("/db"), None);
+    // A crash is every process dying: its locks go with it.
+    std::mem::forget(db);
+    disk.crash(tilldb::io::CrashMode::ProcessKill);
+    let db = open().expect("open after the crash");
+    expect_locked(open(), Path::new("/db"), None);
+    drop(db);
+    drop(open().expect("open after close"));
+}
+
+/// The story of the second half of the issue: a create deleted another process's measurement
+/// scratch file while it measured, and that process's open failed with `NotFound`. A
+/// measurement holds its file's lock; a create removes only leftovers whose lock is free.
+#[test]
+fn a_create_removes_a_crashed_measurement_file_but_not_a_live_ones() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let storage = tilldb::io::FileStorage::new();
+    let live = dir.join(format!("{}1-fsync-4096", tilldb::io::MEASURE_FILE_PREFIX));
+    let crashed = dir.join(format!("{}2-fsync-4096", tilldb::io::MEASURE_FILE_PREFIX));
+    let held = storage
+        .lock(&live, LockMode::Exclusive)
+        .expect("a live measurement's lock");
+    std::fs::write(&crashed, b"left by a crash").expect("leftover");
+    // A create whose flush method is probed, so it runs measurements of its own here too.
+    let db = Db::open(
+        &dir,
+        Options {
+            flush_method: None,
+            ..Options::for_tests()
+        },
+    )
+    .expect("create");
+    assert!(live.exists(), "a live measurement's file was removed");
+    assert!(!crashed.exists(), "a crashed measurement's file was left");
+    drop((db, held));
+}
