@@ -234,7 +234,7 @@ type BadPage = (PathBuf, u64, &'static str);
 
 /// Every page of the data file that does not validate.
 fn scan_pages(dir: &Path, page_bytes: u32) -> CliResult<Vec<BadPage>> {
-    let storage = FileStorage::new();
+    let storage = FileStorage::read_only();
     let store = PageStore::open(&storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
     let (mut valid, mut unwritten, mut bad) = (0u64, 0u64, Vec::new());
     for id in 1..store.page_count() {

@@ -119,7 +119,9 @@ pub fn run(args: &DumpLogArgs) -> CliResult<()> {
         }
     }
     let start = args.from_lsn.map(Lsn);
-    let result = inspect_log(&FileStorage::new(), &wal_dir, start, |e| dump.on_event(e));
+    let result = inspect_log(&FileStorage::read_only(), &wal_dir, start, |e| {
+        dump.on_event(e);
+    });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&dump.json(&result))?);
     } else if let Ok(found) = &result {

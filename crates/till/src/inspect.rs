@@ -35,7 +35,7 @@ pub fn require_database(dir: &Path) -> CliResult<()> {
 /// media without a lock file nothing is locked, and no writer can be there.
 pub fn lock_shared(dir: &Path) -> CliResult<Box<dyn tilldb::io::HeldLock>> {
     use tilldb::io::Storage;
-    let storage = tilldb::io::FileStorage::new();
+    let storage = tilldb::io::FileStorage::read_only();
     Ok(storage.lock(
         &dir.join(tilldb::LOCK_FILE_NAME),
         tilldb::io::LockMode::Shared,
@@ -250,7 +250,7 @@ pub struct LogFacts {
 
 /// Follows the log in `dir/wal` from the checkpoint, as recovery would, without writing.
 pub fn read_log_facts(dir: &Path, checkpoint: u64) -> LogFacts {
-    let storage = tilldb::io::FileStorage::new();
+    let storage = tilldb::io::FileStorage::read_only();
     let mut facts = LogFacts {
         inspection: Ok(LogInspection::default()),
         commits: 0,
@@ -299,7 +299,7 @@ pub struct StorePages {
 impl StorePages {
     /// Opens `data.tdb` in `dir` for reading.
     pub fn open(dir: &Path, page_bytes: u32) -> CliResult<StorePages> {
-        let storage = tilldb::io::FileStorage::new();
+        let storage = tilldb::io::FileStorage::read_only();
         let store = PageStore::open(&storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
         Ok(StorePages { store })
     }

@@ -149,7 +149,12 @@ pub fn run(args: &StatsArgs) -> CliResult<()> {
 /// The doublewrite file's room and last batch; the error names the file and offset.
 fn read_doublewrite(dir: &Path, page_bytes: u32) -> Result<DoublewriteFacts, String> {
     let read = || -> tilldb::Result<DoublewriteFacts> {
-        let dw = Doublewrite::open(&FileStorage::new(), dir, FlushMethod::Fdatasync, page_bytes)?;
+        let dw = Doublewrite::open(
+            &FileStorage::read_only(),
+            dir,
+            FlushMethod::Fdatasync,
+            page_bytes,
+        )?;
         Ok(DoublewriteFacts {
             pages_max: dw.pages_max(),
             batch: dw.read_batch()?,

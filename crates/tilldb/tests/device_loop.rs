@@ -20,7 +20,7 @@ fn four_k_device_is_detected_and_512_byte_direct_blocks_refused(fs: &str) {
         Ok(m) => m,
         Err(why) => return skip(&test, &why),
     };
-    let facts = FileStorage.device_facts(&mnt.mount).expect("facts");
+    let facts = FileStorage::new().device_facts(&mnt.mount).expect("facts");
     assert_eq!(facts.fs_type.as_deref(), Some(fs));
     assert_eq!(facts.logical_block_bytes, Some(4096), "{facts:?}");
     assert_eq!(facts.dio_offset_align, Some(4096), "{facts:?}");
@@ -64,7 +64,7 @@ fn four_k_device_is_detected_and_512_byte_direct_blocks_refused(fs: &str) {
         let g = IoGeometry::resolve(&facts, method, None, 16384).expect("default geometry");
         assert_eq!(g.log_block_bytes, 4096);
         let path = mnt.mount.join(format!("log-{method}"));
-        let file = FileStorage.create(&path, method).expect("create");
+        let file = FileStorage::new().create(&path, method).expect("create");
         if method.is_direct() {
             assert_eq!(file.direct_align(), Some(4096));
         }
@@ -130,7 +130,7 @@ fn o_direct_refusal_becomes_invalid_options_not_einval() {
     if facts.direct_io != Some(false) {
         return skip("o_direct_refusal", "this kernel's tmpfs accepts O_DIRECT");
     }
-    let err = FileStorage.create(&dir.join("tilldb-direct-test"), FlushMethod::Direct);
+    let err = FileStorage::new().create(&dir.join("tilldb-direct-test"), FlushMethod::Direct);
     assert!(matches!(err, Err(Error::InvalidOptions(_))), "{err:?}");
 }
 

@@ -173,3 +173,19 @@ pub fn assert_svg(path: &Path, marks: usize) {
         "{drawn} marks, expected {marks} or more: {svg}"
     );
 }
+
+/// Records that `test` skipped a check and why: printed, and appended to
+/// `target/tmp/skipped.txt`, which `scripts/test` counts, so a skip is never a silent pass.
+pub fn skip(test: &str, reason: &str) {
+    use std::io::Write;
+    let line = format!("SKIPPED {test}: {reason}");
+    eprintln!("{line}");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped.txt");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}

@@ -345,7 +345,7 @@ fn refuse_contradicting_options(dir: &Path, options: &Options, header: &Header) 
         && asked != header.page_bytes
     {
         return Err(Error::InvalidOptions(format!(
-            "{} says the database has pages of {} bytes, fixed at create; Options::page_bytes              asks for {asked} (leave it None to use the database's)",
+            "{} says the database has pages of {} bytes, fixed at create; Options::page_bytes asks for {asked} (leave it None to use the database's)",
             header_path.display(),
             header.page_bytes
         )));
@@ -353,7 +353,7 @@ fn refuse_contradicting_options(dir: &Path, options: &Options, header: &Header) 
     let asked = options.torn_page_guard;
     if asked != TornPageGuard::Auto && asked != header.torn_page_guard {
         return Err(Error::InvalidOptions(format!(
-            "{} says the database has the {} torn-page guard, fixed at create;              Options::torn_page_guard asks for {asked} (leave it Auto to use the database's)",
+            "{} says the database has the {} torn-page guard, fixed at create; Options::torn_page_guard asks for {asked} (leave it Auto to use the database's)",
             header_path.display(),
             header.torn_page_guard
         )));

@@ -15,26 +15,55 @@ pub const DIRECT_ALIGN_FALLBACK: u32 = 4096;
 
 /// Files on the operating system's file systems.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct FileStorage;
+pub struct FileStorage {
+    /// Opens files read-only and refuses every call that would change the disk (with
+    /// `EROFS`, naming the path): what the read-only tools (`till stats`, `dump-log`) use, so
+    /// they work on read-only media and cannot change a byte.
+    read_only: bool,
+}
 
 impl FileStorage {
     /// The real file system.
     #[must_use]
     pub fn new() -> Self {
-        FileStorage
+        FileStorage { read_only: false }
+    }
+
+    /// The real file system, read-only: files open `O_RDONLY`; create, rename, remove,
+    /// directory creation and flushes fail with `EROFS`. Only a shared [`Storage::lock`] is
+    /// allowed (it may make the empty lock file on writable media).
+    #[must_use]
+    pub fn read_only() -> Self {
+        FileStorage { read_only: true }
+    }
+
+    /// `Err(EROFS)` naming `path` when this storage is read-only.
+    fn writable(self, op: IoOp, path: &Path) -> Result<()> {
+        if self.read_only {
+            Err(Error::io(op, path, Errno::ROFS))
+        } else {
+            Ok(())
+        }
     }
 
     fn open_with(
+        self,
         path: &Path,
         method: FlushMethod,
         extra: OFlags,
         op: IoOp,
     ) -> Result<Box<dyn StorageFile>> {
-        Ok(Box::new(Self::open_os(path, method, extra, op)?))
+        let access = if self.read_only {
+            OFlags::RDONLY
+        } else {
+            OFlags::RDWR
+        };
+        Ok(Box::new(Self::open_os(path, method, access | extra, op)?))
     }
 
     fn open_os(path: &Path, method: FlushMethod, extra: OFlags, op: IoOp) -> Result<OsFile> {
-        let flags = OFlags::RDWR | OFlags::CLOEXEC | flush::open_flags(method) | extra;
+        // `extra` holds the access mode (`RDONLY` is 0) and any `CREATE`/`EXCL`.
+        let flags = OFlags::CLOEXEC | flush::open_flags(method) | extra;
         let fd = match rustix::fs::open(path, flags, Mode::from_bits_truncate(0o644)) {
             Ok(fd) => fd,
             Err(Errno::INVAL) if method.is_direct() => {
@@ -87,11 +116,12 @@ fn direct_align_of(fd: &OwnedFd, path: &Path) -> Result<u32> {
 
 impl Storage for FileStorage {
     fn create(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Self::open_with(path, method, OFlags::CREATE | OFlags::EXCL, IoOp::Create)
+        self.writable(IoOp::Create, path)?;
+        self.open_with(path, method, OFlags::CREATE | OFlags::EXCL, IoOp::Create)
     }
 
     fn open(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Self::open_with(path, method, OFlags::empty(), IoOp::Open)
+        self.open_with(path, method, OFlags::empty(), IoOp::Open)
     }
 
     fn exists(&self, path: &Path) -> Result<bool> {
@@ -103,6 +133,7 @@ impl Storage for FileStorage {
     }
 
     fn rename(&self, source: &Path, target: &Path) -> Result<()> {
+        self.writable(IoOp::Rename, source)?;
         std::fs::rename(source, target).map_err(|e| Error::Io {
             op: IoOp::Rename,
             path: source.into(),
@@ -111,6 +142,7 @@ impl Storage for FileStorage {
     }
 
     fn remove(&self, path: &Path) -> Result<()> {
+        self.writable(IoOp::Remove, path)?;
         std::fs::remove_file(path).map_err(|source| Error::Io {
             op: IoOp::Remove,
             path: path.into(),
@@ -119,6 +151,7 @@ impl Storage for FileStorage {
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.writable(IoOp::CreateDir, path)?;
         std::fs::create_dir_all(path).map_err(|source| Error::Io {
             op: IoOp::CreateDir,
             path: path.into(),
@@ -147,6 +180,7 @@ impl Storage for FileStorage {
     }
 
     fn flush_dir(&self, path: &Path) -> Result<()> {
+        self.writable(IoOp::FlushDir, path)?;
         let fd = rustix::fs::open(
             path,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -161,6 +195,9 @@ impl Storage for FileStorage {
     }
 
     fn lock(&self, path: &Path, mode: super::LockMode) -> Result<Box<dyn super::HeldLock>> {
+        if mode == super::LockMode::Exclusive {
+            self.writable(IoOp::Lock, path)?;
+        }
         super::lock::lock_file(path, mode)
     }
 }
@@ -282,8 +319,8 @@ mod tests {
     fn kernel_flags(method: FlushMethod) -> OFlags {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f");
-        let file =
-            FileStorage::open_os(&path, method, OFlags::CREATE, IoOp::Create).expect("create");
+        let file = FileStorage::open_os(&path, method, OFlags::RDWR | OFlags::CREATE, IoOp::Create)
+            .expect("create");
         rustix::fs::fcntl_getfl(&file.fd).expect("F_GETFL")
     }
 
@@ -329,7 +366,7 @@ mod tests {
             .chain([FlushMethod::NoSync])
         {
             let path = dir.path().join(method.name());
-            let file = FileStorage.create(&path, method).expect("create");
+            let file = FileStorage::new().create(&path, method).expect("create");
             let mut buf = AlignedBuf::zeroed(8192);
             buf[..5].copy_from_slice(b"hello");
             buf[4096..4101].copy_from_slice(b"world");
@@ -346,10 +383,10 @@ mod tests {
     fn create_refuses_existing_file_and_names_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f");
-        FileStorage
+        FileStorage::new()
             .create(&path, FlushMethod::Fdatasync)
             .expect("create");
-        let err = FileStorage
+        let err = FileStorage::new()
             .create(&path, FlushMethod::Fdatasync)
             .expect_err("exists");
         let text = err.to_string();

@@ -391,7 +391,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let facts = DeviceFacts::for_dir(dir.path()).expect("facts");
         let (method, results) = choose_flush_method(
-            &FileStorage,
+            &FileStorage::new(),
             dir.path(),
             &facts,
             4096,
@@ -504,7 +504,7 @@ mod tests {
             file: MeasureFile::Append,
             duration: Duration::from_millis(50),
         };
-        let m = measure(&FileStorage, dir.path(), &facts, spec).expect("measure");
+        let m = measure(&FileStorage::new(), dir.path(), &facts, spec).expect("measure");
         assert!(
             m.skipped
                 .as_deref()
@@ -516,7 +516,7 @@ mod tests {
             write_bytes: 4096,
             ..spec
         };
-        let m = measure(&FileStorage, dir.path(), &facts, spec).expect("measure");
+        let m = measure(&FileStorage::new(), dir.path(), &facts, spec).expect("measure");
         assert!(m.skipped.is_none());
         assert!(m.ops > 0 && m.flushes_per_sec > 0.0);
         assert!(m.p50_us <= m.p99_us && m.p99_us <= m.max_us);

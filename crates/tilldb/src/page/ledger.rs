@@ -194,6 +194,15 @@ impl Ledger {
             .unwrap_or(0)
     }
 
+    /// The highest page with a version known durable, if any.
+    #[must_use]
+    pub fn highest_known(&self) -> Option<PageId> {
+        self.lsns
+            .iter()
+            .rposition(|&lsn| lsn != 0)
+            .map(|i| PageId(i as u64))
+    }
+
     /// Records that a version of `id` with `lsn` was written (durable at the next flush of the
     /// data file, which every save makes first). Never lowers what is recorded.
     pub fn note(&mut self, id: PageId, lsn: u64) {

@@ -151,6 +151,19 @@ impl PageStore {
         }
         let ledger_file = storage.open(&ledger_path, method)?;
         let ledger = Ledger::load(ledger_path, ledger_file, page_bytes)?;
+        // Every page the ledger knows was durable in the data file before the ledger said so
+        // (a save flushes the data file first), and the file never shrinks: a file that ends
+        // before one was cut short (copied in part, truncated by hand). Refused here, before
+        // recovery writes anything, rather than at the first read of a missing page.
+        if let Some(highest) = ledger.highest_known()
+            && highest.0 >= page_count
+        {
+            return Err(Error::Corruption {
+                file: path,
+                offset: len,
+                what: "the data file ends before pages the page ledger says were written (truncated or copied in part)",
+            });
+        }
         let store = PageStore::new(path, file, page_bytes, page_count, ledger);
         store.check_invariants();
         Ok(store)

@@ -326,6 +326,13 @@ fn read_headers(
             }
             // An interrupted create (zeros) or recycle (the old generation's header).
             Ok(HeaderState::Zero | HeaderState::Valid(_)) => scan.free.push(generation),
+            // A whole, checksummed header of another log version: no crash writes one, and
+            // taking the segment as free would read a newer tilldb's log as missing.
+            Err(e @ Error::Corruption { offset, .. })
+                if offset == super::segment::VERSION_OFFSET as u64 =>
+            {
+                return Err(e);
+            }
             Err(e) => invalid.push((generation, e)),
         }
     }

@@ -22,6 +22,8 @@
 //!   was interrupted, free for reuse;
 //! - valid, with the generation in its name: part of the log (or a prepared spare);
 //! - valid but naming another generation: a segment whose recycling was interrupted, free;
+//! - a header whose checksum matches but whose version is not this build's: written on purpose
+//!   by another version of tilldb, never by a crash; refused wherever it is (`reader.rs`);
 //! - anything else does not decode: recovery treats it as free when the segment is newer than
 //!   every valid one (an interrupted preparation), and as corruption, reported with the file
 //!   and offset, anywhere else (`reader.rs`).
@@ -39,7 +41,7 @@ use std::path::{Path, PathBuf};
 const MAGIC: [u8; 8] = *b"TILLWAL1";
 const VERSION: u32 = 1;
 const MAGIC_OFFSET: usize = 0;
-const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
+pub(crate) const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
 const BLOCK_OFFSET: usize = VERSION_OFFSET + size_of::<u32>();
 const SEGMENT_BYTES_OFFSET: usize = BLOCK_OFFSET + size_of::<u32>();
 const GENERATION_OFFSET: usize = SEGMENT_BYTES_OFFSET + size_of::<u64>();
