@@ -19,9 +19,17 @@
 //! guard of a new database; with `none` a torn page is eventually caught (the run stops with
 //! the error), with any other guard nothing may ever be lost or corrupt.
 //!
+//! `--racers N` starts N more children each round, identical to the first: every child opens
+//! the database in a loop until it gets it (a refusal is `Error::Locked`; each one appends a
+//! line to `refused.txt`), then commits as above. One process per database means exactly one
+//! of them commits at a time; two at once would write two logs into one directory, which the
+//! oracle catches (it did, before the lock: every acknowledged commit lost). The parent kills
+//! them all.
+//!
 //! `--json` prints `{ kills, commits_verified, lost, corrupt, threads, guard, durability,
-//! seconds, seed, dir, error (null unless the oracle failed) }`; `commits_verified` is the
-//! acknowledged commits found present after the last kill, over all threads.
+//! racers, opens_refused, seconds, seed, dir, error (null unless the oracle failed) }`;
+//! `commits_verified` is the acknowledged commits found present after the last kill, over all
+//! threads; `opens_refused` counts the refused opens of all rounds.
 
 use clap::Args;
 use serde_json::json;
@@ -36,6 +44,10 @@ use tilldb::{Db, Durability, FlushMethod, Options};
 const FILLER_KEYS: u64 = 20_000;
 /// Most writer threads.
 const THREADS_MAX: usize = 64;
+/// Most racing children besides the first.
+const RACERS_MAX: usize = 8;
+/// A child refused the database retries after this long.
+const RETRY_OPEN_MS: u64 = 1;
 /// One round in this many kills the child within `EARLY_KILL_MS`, while it opens (recovers).
 const EARLY_KILL_EVERY: u32 = 5;
 const EARLY_KILL_MS: u64 = 8;
@@ -71,6 +83,10 @@ pub struct CrashtestArgs {
     /// and is refused.
     #[arg(long, default_value = "sync")]
     durability: Durability,
+    /// More children started each round, each racing to open the same database: exactly
+    /// one may hold it and commit, the others are refused and retry.
+    #[arg(long, default_value_t = 0)]
+    racers: usize,
     /// Print JSON (stable for scripts) instead of a line per kill.
     #[arg(long)]
     json: bool,
@@ -111,6 +127,8 @@ struct Summary {
     commits_verified: u64,
     lost: u64,
     corrupt: u64,
+    /// Opens refused because another child held the database (`--racers`).
+    opens_refused: u64,
     error: Option<String>,
 }
 
@@ -124,6 +142,9 @@ pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if !(1..=THREADS_MAX).contains(&args.threads) {
         return Err(format!("--threads must be from 1 to {THREADS_MAX}").into());
+    }
+    if args.racers > RACERS_MAX {
+        return Err(format!("--racers must be from 0 to {RACERS_MAX}").into());
     }
     if args.durability == Durability::Lazy {
         return Err(
@@ -170,6 +191,8 @@ pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
             "threads": args.threads,
             "guard": guard.name(),
             "durability": args.durability.name(),
+            "racers": args.racers,
+            "opens_refused": summary.opens_refused,
             "seconds": seconds,
             "seed": seed,
             "dir": args.dir,
@@ -181,6 +204,12 @@ pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
             "crashtest: {} kills, {} commits verified, lost = 0, corrupt = 0 ({seconds:.1} s)",
             summary.kills, summary.commits_verified
         );
+        if args.racers > 0 {
+            println!(
+                "crashtest: {} racing children, {} opens refused (one holder at a time)",
+                args.racers, summary.opens_refused
+            );
+        }
     }
     match summary.error {
         None => Ok(()),
@@ -196,6 +225,11 @@ fn kill_rounds(
     seed: u64,
 ) -> Result<Summary, Box<dyn std::error::Error>> {
     let exe = std::env::current_exe()?;
+    // Counted per run: the directory may hold an earlier run's count.
+    match std::fs::remove_file(args.dir.join(REFUSED_FILE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
+    }
     let mut rng = seed;
     let mut summary = Summary::default();
     for round in 1..=args.kills {
@@ -207,26 +241,19 @@ fn kill_rounds(
         } else {
             10 + rng % (args.max_run_ms - 9)
         };
-        let mut child = Command::new(&exe)
-            .args(["crashtest", "--child", "--guard", guard.name()])
-            .args(["--durability", args.durability.name()])
-            .args(["--threads", &args.threads.to_string(), "--dir"])
-            .arg(&args.dir)
-            .args(
-                args.flush_method
-                    .map(|m| vec!["--flush-method".to_owned(), m.name().to_owned()])
-                    .unwrap_or_default(),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
+        let children = (0..=args.racers)
+            .map(|_| spawn_child(&exe, args, guard))
+            .collect::<Result<Vec<_>, _>>()?;
         std::thread::sleep(Duration::from_millis(run_ms));
-        child.kill()?; // SIGKILL on Unix
-        let output = child.wait_with_output()?;
-        if output.status.success() {
-            return Err("the child exited by itself; it should run until killed".into());
+        for mut child in children {
+            child.kill()?; // SIGKILL on Unix
+            let output = child.wait_with_output()?;
+            if output.status.success() {
+                return Err("a child exited by itself; it should run until killed".into());
+            }
         }
         summary.kills = round;
+        summary.opens_refused = count_lines(&args.dir.join(REFUSED_FILE))?;
         let acked: Vec<u64> = (0..args.threads)
             .map(|t| read_acks(&acks_path(&args.dir, t)))
             .collect::<Result<_, _>>()?;
@@ -263,6 +290,61 @@ fn kill_rounds(
     Ok(summary)
 }
 
+/// Where refused opens are counted, a line each (`--racers`).
+const REFUSED_FILE: &str = "refused.txt";
+
+fn spawn_child(
+    exe: &Path,
+    args: &CrashtestArgs,
+    guard: TornPageGuard,
+) -> std::io::Result<std::process::Child> {
+    Command::new(exe)
+        .args(["crashtest", "--child", "--guard", guard.name()])
+        .args(["--durability", args.durability.name()])
+        .args(["--threads", &args.threads.to_string(), "--dir"])
+        .arg(&args.dir)
+        .args(
+            args.flush_method
+                .map(|m| vec!["--flush-method".to_owned(), m.name().to_owned()])
+                .unwrap_or_default(),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+}
+
+/// Lines in `path`, 0 when it does not exist.
+fn count_lines(path: &Path) -> std::io::Result<u64> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(bytes.iter().filter(|&&b| b == b'\n').count() as u64),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens the database, retrying while another child holds it; each refusal is a line in
+/// `refused.txt`.
+fn open_when_free(db_dir: &Path, dir: &Path, options: &Options) -> tilldb::Result<Db> {
+    loop {
+        match Db::open(db_dir, options.clone()) {
+            Err(tilldb::Error::Locked { .. }) => {
+                let mut refused = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join(REFUSED_FILE))
+                    .map_err(|source| tilldb::Error::Io {
+                        op: tilldb::IoOp::Write,
+                        path: dir.join(REFUSED_FILE),
+                        source,
+                    })?;
+                let _ = refused.write_all(b"refused\n");
+                std::thread::sleep(Duration::from_millis(RETRY_OPEN_MS));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Each thread commits 0, 1, 2, ... of its own sequence, two keys with the same value per
 /// commit, recording every acknowledgement. Continues from what the database holds.
 fn child(
@@ -270,7 +352,7 @@ fn child(
     dir: &Path,
     args: &CrashtestArgs,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let db = Db::open(db_dir, options(args, args.guard))?;
+    let db = open_when_free(db_dir, dir, &options(args, args.guard))?;
     let durability = args.durability;
     std::thread::scope(|s| -> Result<(), String> {
         let handles: Vec<_> = (0..args.threads)

@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 14] = [
+pub const ALL: [(&str, &str); 15] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -64,6 +64,10 @@ pub const ALL: [(&str, &str); 14] = [
     (
         "ledger-unchecked",
         "a page read is not compared with the ledger: a lost write's older page is served",
+    ),
+    (
+        "no-db-lock",
+        "a database is opened without its exclusive lock: a second process opens it too",
     ),
 ];
 

@@ -69,6 +69,9 @@ pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn HeldLoc
     } else {
         storage.create_dir_all(dir)?;
     }
+    if crate::mutants::active("no-db-lock") {
+        return Ok(Box::new(crate::io::NoLock));
+    }
     let lock = storage.lock(&dir.join(LOCK_FILE_NAME), LockMode::Exclusive)?;
     assert_eq!(
         lock.mode(),

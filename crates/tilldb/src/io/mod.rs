@@ -37,6 +37,7 @@ mod sim;
 pub use aligned::{AlignedBuf, AlignedVec};
 pub use file::FileStorage;
 pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
+pub(crate) use lock::NoLock;
 pub use lock::{HeldLock, LockMode};
 pub use measure::{
     MEASURE_FILE_PREFIX, MeasureFile, MeasureSpec, Measurement, Recommendation,
