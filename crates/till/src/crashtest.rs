@@ -316,7 +316,7 @@ fn spawn_child(
 /// Lines in `path`, 0 when it does not exist.
 fn count_lines(path: &Path) -> std::io::Result<u64> {
     match std::fs::read(path) {
-        Ok(bytes) => Ok(bytes.iter().filter(|&&b| b == b'\n').count() as u64),
+        Ok(bytes) => Ok(bytes.iter().fold(0, |n, &b| n + u64::from(b == b'\n'))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
         Err(e) => Err(e),
     }

@@ -204,6 +204,37 @@ fn check_names_a_broken_log_chain() {
         run.stdout
     );
 
+    // Issue 24: the oldest segment, holding the checkpoint's redo point, removed. The log
+    // that is left starts after the checkpoint: loss, reported, never a clean open.
+    let headless = tmp.path().join("headless");
+    copy_dir(&image, &headless);
+    let oldest = headless
+        .join("wal")
+        .join(chain[0].file_name().expect("name"));
+    std::fs::remove_file(&oldest).expect("remove the oldest segment");
+    let run = till(&["check", headless.to_str().expect("utf-8 path")]);
+    assert!(
+        !run.ok,
+        "a log starting after its checkpoint passed: {}",
+        run.text()
+    );
+    assert!(
+        run.stdout.contains("BAD log: the checkpoint"),
+        "{}",
+        run.text()
+    );
+    let next = headless
+        .join("wal")
+        .join(chain[1].file_name().expect("name"));
+    assert!(
+        run.stderr.contains(&format!(
+            "corrupt {} at offset 0: log records from lsn",
+            next.display()
+        )) && run.stderr.contains("are missing"),
+        "{}",
+        run.text()
+    );
+
     let damaged = tmp.path().join("damaged");
     copy_dir(&image, &damaged);
     let victim = damaged

@@ -47,6 +47,20 @@ pub enum Error {
         bytes: u64,
         max: u64,
     },
+    /// The log lacks records that recovery needs: those from `from_lsn` (the checkpoint's
+    /// redo point, or the end of the segment before the gap) up to `to_lsn`, where `file`, the
+    /// next segment present, begins. A log segment was removed or lost; redo from what is left
+    /// would silently drop acknowledged commits.
+    #[error(
+        "corrupt {} at offset 0: log records from lsn {from_lsn} to lsn {to_lsn} are missing \
+         (a log segment before this one was removed or lost; recovery needs them)",
+        file.display()
+    )]
+    LogMissing {
+        file: PathBuf,
+        from_lsn: u64,
+        to_lsn: u64,
+    },
     /// The database in `dir` is open elsewhere: in another process (`pid`, where the
     /// operating system tells it) or through another handle in this one. One process at a
     /// time may open a database; the lock is the operating system's, gone when its holder

@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 15] = [
+pub const ALL: [(&str, &str); 16] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -64,6 +64,10 @@ pub const ALL: [(&str, &str); 15] = [
     (
         "ledger-unchecked",
         "a page read is not compared with the ledger: a lost write's older page is served",
+    ),
+    (
+        "release-before-header",
+        "a checkpoint frees log segments before its header is written (the old header needs them)",
     ),
     (
         "no-db-lock",

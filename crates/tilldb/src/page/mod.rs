@@ -358,6 +358,35 @@ mod tests {
         assert_eq!(&back.body()[..5], b"hello");
     }
 
+    /// Issue 24: the checksum alone rejects every flipped bit of the page's id field (before
+    /// the id comparison runs), and it is seeded with the id the page is read as: the same
+    /// bytes checksum differently at every other id.
+    #[test]
+    fn the_checksum_alone_rejects_every_flipped_bit_of_the_page_id() {
+        let mut page = PageBuf::new(PageId(7), PageKind::Leaf, 4096);
+        page.set_lsn(1234);
+        let bytes = page.seal().clone();
+        for byte in PAGE_ID_OFFSET..PAGE_LSN_OFFSET {
+            for bit in 0..8 {
+                let mut flipped = bytes.to_vec();
+                flipped[byte] ^= 1 << bit;
+                assert_eq!(
+                    PageBuf::validate(PageId(7), &flipped),
+                    Err(PageFault::BadCrc),
+                    "bit {bit} of byte {byte}"
+                );
+            }
+        }
+        // Read at another id, the same bytes fail the checksum itself, not only the id check.
+        for other in [0, 6, 8, 7 | 1 << 33] {
+            assert_eq!(
+                PageBuf::validate(PageId(other), &bytes),
+                Err(PageFault::BadCrc),
+                "page 7's bytes read as page {other}"
+            );
+        }
+    }
+
     #[test]
     fn zero_page_is_unwritten() {
         assert_eq!(

@@ -15,6 +15,17 @@
 //!
 //! A segment whose header does not validate is free if it is newer than every valid segment
 //! (its preparation was cut short: headers are flushed before use), and corruption otherwise.
+//! A header with a matching checksum but another log version is refused wherever it lies.
+//!
+//! Where the log must begin and end, given the checkpoint's redo point `c` (the caller's
+//! `start`; checked in `Wal::open_from` before anything is written):
+//!
+//! | the chain found                            | decision                                   |
+//! |--------------------------------------------|--------------------------------------------|
+//! | first segment's base <= `c` <= end of log  | redo from `c`                              |
+//! | first segment's base > `c`                 | `Error::LogMissing`: lsns `c`..base lost (a segment removed); names the first segment present |
+//! | log ends before `c`                        | `Error::Corruption` at the stop: records the data file depends on are gone |
+//! | a gap between segments                     | `Error::Corruption` at the end of the segment before it |
 //!
 //! Segments are chained in generation order by lsn: the next segment is the first later one
 //! whose header's `base_lsn` is the lsn where this one's records ended. Segments outside the

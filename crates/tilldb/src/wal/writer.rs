@@ -243,6 +243,7 @@ impl Wal {
         storage.create_dir_all(dir)?;
         storage.flush_dir(&parent_dir(dir))?;
         let scan = reader::scan(&*storage, dir, start)?;
+        check_begins(&scan, start)?;
         check_reaches(&scan.recovery, dir, start)?;
         let facts = storage.device_facts(dir)?;
         let stored_block = scan.chain.first().map(|s| s.header.log_block_bytes);
@@ -566,6 +567,29 @@ fn check_reaches(recovery: &Recovery, dir: &Path, start: Option<Lsn>) -> Result<
         }
         _ => Ok(()),
     }
+}
+
+/// `Err(LogMissing)` when the log begins after `start`: the caller (a checkpoint) promises
+/// that redo from `start` rebuilds the data file, and the segments holding the records from
+/// there to the first one present are gone (removed by hand, lost with a directory entry).
+/// Starting redo later would drop those records' commits without a word. Checked before any
+/// write.
+fn check_begins(scan: &reader::Scan, start: Option<Lsn>) -> Result<()> {
+    let (Some(start), Some(first)) = (start, scan.chain.first()) else {
+        return Ok(());
+    };
+    assert_eq!(
+        scan.recovery.start_lsn.0, first.header.base_lsn,
+        "the log starts at its first segment's base"
+    );
+    if first.header.base_lsn > start.0 {
+        return Err(Error::LogMissing {
+            file: first.path.clone(),
+            from_lsn: start.0,
+            to_lsn: first.header.base_lsn,
+        });
+    }
+    Ok(())
 }
 
 fn prepare_segment(
