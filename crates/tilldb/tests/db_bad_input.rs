@@ -462,3 +462,57 @@ impl Drop for ReadOnlyDir {
         }
     }
 }
+
+/// Issue 23: a transaction too large as a whole (two values that each pass the value limit,
+/// together beyond a log segment; values needing more pages than the cache holds) used to
+/// poison the whole database: every later call failed until reopen. It is refused alone now,
+/// checked before any page changes, and the next commit succeeds.
+#[test]
+fn an_oversized_transaction_is_refused_alone_and_the_next_commit_succeeds() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("db");
+    build(&dir);
+    // A cache large enough for the values: the log record is the limit.
+    let roomy = Options {
+        cache_bytes: 16 << 20,
+        ..options()
+    };
+    let db = Db::open(&dir, roomy).expect("open");
+    // The value limit is half a 1 MiB segment's payload: three of them fit no segment.
+    let half = vec![7u8; 500 << 10];
+    let mut txn = db.begin().expect("begin");
+    for i in 0..3u8 {
+        txn.put(&[b'h', i], &half).expect("each value passes alone");
+    }
+    match txn.commit() {
+        Err(e @ Error::TooLarge { .. }) => assert!(e.to_string().contains("transaction"), "{e}"),
+        other => panic!("three half-segment values in one commit: {other:?}"),
+    }
+    let mut txn = db.begin().expect("begin after the refusal");
+    txn.put(b"after-log", b"ok").expect("put");
+    txn.commit().expect("the next commit");
+
+    db.close().expect("close");
+    // The test cache holds 64 pages of 4 KiB; 20 values of 30 KB need 150 overflow pages.
+    let db = Db::open(&dir, options()).expect("open");
+    let value = vec![9u8; 30_000];
+    let mut txn = db.begin().expect("begin");
+    for i in 0..20u8 {
+        txn.put(&[b'c', i], &value).expect("put");
+    }
+    match txn.commit() {
+        Err(e @ Error::TooLarge { .. }) => assert!(e.to_string().contains("cache"), "{e}"),
+        other => panic!("more pages than the cache holds in one commit: {other:?}"),
+    }
+    let mut txn = db.begin().expect("begin after the refusal");
+    txn.put(b"after-cache", b"ok").expect("put");
+    txn.commit().expect("the next commit");
+    assert_eq!(db.get(b"after-log").expect("get"), Some(b"ok".to_vec()));
+    assert_eq!(db.get(b"after-cache").expect("get"), Some(b"ok".to_vec()));
+    assert_eq!(
+        db.get(&[b'h', 0]).expect("get"),
+        None,
+        "nothing of the refused commit"
+    );
+    assert_exact(&db, "after oversized transactions");
+}

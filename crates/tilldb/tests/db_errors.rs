@@ -110,11 +110,12 @@ fn run_case(kind: IoKind, fault: FaultKind, persistent: bool, nth: u64) {
     } else {
         Fault::once(kind, nth, fault)
     });
-    let (acknowledged, attempted) = if matches!(kind, IoKind::Write | IoKind::Flush) {
-        run(&db, WARM, COMMITS, &case)
-    } else {
-        run_lenient(&db, WARM, COMMITS)
-    };
+    let (acknowledged, attempted) =
+        if matches!(kind, IoKind::Write | IoKind::Flush | IoKind::FlushDir) {
+            run(&db, WARM, COMMITS, &case)
+        } else {
+            run_lenient(&db, WARM, COMMITS)
+        };
     std::mem::forget(db); // a crash: no checkpoint, no close
     disk.clear_faults();
     let mode = if nth.is_multiple_of(2) {

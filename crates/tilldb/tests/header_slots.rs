@@ -324,3 +324,38 @@ impl EncodeWithGeneration for Header {
         .encode(slot)
     }
 }
+
+/// Issue 23: the header file was flushed with the flush method the caller passed in
+/// `Options`, not the one stored at create: reopened with `NoSync`, checkpoints wrote headers
+/// that were never made durable while the log segments before them were reused. The header
+/// is now flushed as the database was created to be.
+#[test]
+fn the_header_is_flushed_with_the_stored_method_whatever_the_options_say() {
+    use std::sync::Arc;
+    use tilldb::{Db, Options};
+    let disk = disk(3);
+    let open = |method| {
+        Db::open_with_storage(
+            Arc::new(disk.clone()),
+            Path::new(DIR),
+            Options {
+                flush_method: Some(method),
+                background_threads: false,
+                ..Options::for_tests()
+            },
+        )
+    };
+    open(METHOD).expect("create").close().expect("close");
+    let db = open(FlushMethod::NoSync).expect("reopen asking for nosync");
+    for i in 0..20u32 {
+        let mut txn = db.begin().expect("begin");
+        txn.put(&i.to_le_bytes(), b"v").expect("put");
+        txn.commit().expect("commit");
+    }
+    db.checkpoint().expect("checkpoint");
+    assert!(
+        disk.durable_contents(meta()) == disk.live_contents(meta()),
+        "the checkpoint's header is not durable"
+    );
+    drop(db);
+}

@@ -247,3 +247,54 @@ fn chain_len(disk: &SimDisk) -> usize {
         .recovery
         .segments
 }
+
+/// Issue 23: a failed directory flush is a failed flush. After removing surplus segments a
+/// checkpoint ignored it, and commits went on being acknowledged on a directory in an
+/// unknown state. The checkpoint fails and stops the database now (fail-stop), and reopening
+/// recovers every acknowledged commit. (The preparer's side: `wal_recovery.rs`,
+/// `a_background_preparation_whose_directory_flush_failed_stops_the_log`.)
+#[test]
+fn a_failed_directory_flush_after_removing_segments_stops_the_database() {
+    use tilldb::io::{Fault, FaultKind, IoKind};
+    let wal_text = Path::new(DIR).join("wal").to_string_lossy().into_owned();
+    let big = Options {
+        checkpoint_log_bytes: 64 << 20,
+        ..options()
+    };
+    let disk = SimDisk::new(SimConfig::default());
+    let open = || Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), big.clone());
+    let db = open().expect("create");
+    for i in 0..800 {
+        let mut txn = db.begin().expect("begin");
+        txn.put(&key(i), &value(i)).expect("put");
+        txn.commit().expect("commit");
+    }
+    disk.inject(Fault::once(IoKind::FlushDir, 1, FaultKind::Eio).on_path(&wal_text));
+    let removes = disk.call_count(IoKind::Remove);
+    assert!(
+        db.checkpoint().is_err(),
+        "the checkpoint's directory flush failed"
+    );
+    assert!(
+        disk.call_count(IoKind::Remove) > removes,
+        "it removed segments first"
+    );
+    assert_eq!(disk.faults_pending(), 0);
+    let after = db.begin().and_then(|mut txn| {
+        txn.put(b"after", b"x")?;
+        txn.commit()
+    });
+    assert!(
+        after.is_err(),
+        "a commit acknowledged after a failed directory flush"
+    );
+    std::mem::forget(db);
+    disk.crash(CrashMode::PowerLoss {
+        tear_bytes: 512,
+        garbage: false,
+    });
+    let db = open().expect("reopen");
+    for i in 0..800 {
+        assert_eq!(db.get(&key(i)).expect("get"), Some(value(i)), "commit {i}");
+    }
+}

@@ -209,7 +209,7 @@ fn stale_records_of_recycled_segments_are_never_replayed() {
     for i in 0..2000 {
         ends.push(wal.commit(&payload(i), Durability::Sync).expect("commit"));
         if i % 100 == 99 {
-            wal.release_before(ends[i as usize - 50]);
+            wal.release_before(ends[i as usize - 50]).expect("release");
         }
     }
     wal.close().expect("close");
@@ -375,13 +375,13 @@ fn segments_are_released_only_once_durable() {
     }
     wal.flush().expect("written, not flushed");
     assert_eq!(
-        wal.release_before(wal.end_lsn()),
+        wal.release_before(wal.end_lsn()).expect("release"),
         0,
         "released segments that are not durable"
     );
     wal.sync().expect("sync");
     assert!(
-        wal.release_before(wal.end_lsn()) > 0,
+        wal.release_before(wal.end_lsn()).expect("release") > 0,
         "durable segments were not released"
     );
     wal.close().expect("close");
@@ -590,5 +590,50 @@ fn a_preparation_whose_flush_lost_its_data_leaves_no_short_segment() {
         });
         let (ids, _) = recovered_ids(&disk);
         assert_eq!(ids, acknowledged, "seed {seed}");
+    }
+}
+
+/// Issue 23: the background preparer retried a segment preparation whose directory flush
+/// had failed, and commits went on being acknowledged on a directory in an unknown state. A
+/// failed directory flush is a failed flush: the log stops (fail-stop), and what was
+/// acknowledged before survives a power cut.
+#[test]
+fn a_background_preparation_whose_directory_flush_failed_stops_the_log() {
+    for seed in 0..4 {
+        let disk = SimDisk::new(SimConfig {
+            seed,
+            ..SimConfig::default()
+        });
+        // The first directory flush of the log is the open's own segment; the second is the
+        // background preparer's spare, made at once.
+        disk.inject(Fault::once(IoKind::FlushDir, 2, FaultKind::Eio).on_path(DIR));
+        let options = WalOptions {
+            background_threads: true,
+            ..WalOptions::for_tests()
+        };
+        let (wal, _) = Wal::open(Arc::new(disk.clone()), Path::new(DIR), options).expect("open");
+        let started = std::time::Instant::now();
+        while disk.faults_pending() > 0 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "seed {seed}: the preparer never flushed the directory"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let acknowledged: Vec<u32> = (0..60)
+            .filter(|&i| wal.commit(&payload(i), Durability::Sync).is_ok())
+            .collect();
+        assert!(
+            acknowledged.is_empty(),
+            "seed {seed}: {} commits acknowledged after the preparer's directory flush failed",
+            acknowledged.len()
+        );
+        std::mem::forget(wal);
+        disk.crash(CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: false,
+        });
+        let (ids, _) = recovered_ids(&disk);
+        assert!(ids.is_empty(), "seed {seed}: {ids:?}");
     }
 }

@@ -154,11 +154,23 @@ impl Db {
         if !storage.exists(&header_path)? {
             return open::create(&storage, dir, options, (started, lock));
         }
-        let method = options
-            .flush_method
-            .unwrap_or(crate::FlushMethod::Fdatasync);
-        match HeaderFile::open(&*storage, dir, method)? {
-            Some(existing) => {
+        // Read with any method; then flushed, as every file of the database, with the method
+        // stored at create, whatever `options.flush_method` says (a header flushed with
+        // `NoSync` while the log before it is reused would lose the log the old header needs).
+        match HeaderFile::open(&*storage, dir, crate::FlushMethod::Fdatasync)? {
+            Some((header_file, header)) => {
+                let existing = if header.flush_method == crate::FlushMethod::Fdatasync {
+                    (header_file, header)
+                } else {
+                    drop(header_file);
+                    HeaderFile::open(&*storage, dir, header.flush_method)?.ok_or_else(|| {
+                        Error::Corruption {
+                            file: header_path.clone(),
+                            offset: 0,
+                            what: "the header file changed while it was opened",
+                        }
+                    })?
+                };
                 open::open_existing(&storage, dir, options, existing, (started, lock))
             }
             // `HeaderFile::create` writes and flushes a slot before the file gets its name.
@@ -527,13 +539,13 @@ impl Db {
             ..newest
         };
         if crate::mutants::active("release-before-header") {
-            inner.wal.release_before(Lsn(redo));
+            inner.wal.release_before(Lsn(redo))?;
         }
         header_file.write(&header)?;
         drop(header_file);
         // Only now, with the header that no longer needs them durable: the segments before
         // the new redo point may be reused (`tests/log_gaps.rs` crashes at every step here).
-        inner.wal.release_before(Lsn(redo));
+        inner.wal.release_before(Lsn(redo))?;
         inner.checkpoint_end.store(end.0, Ordering::Release);
         inner
             .checkpoint_ms

@@ -285,7 +285,7 @@ pub(super) fn open_existing(
     let wal = Arc::new(wal);
     // Segments wholly before the checkpoint are not needed: free them for recycling now, or
     // every open would add a segment.
-    wal.release_before(header.checkpoint_lsn);
+    wal.release_before(header.checkpoint_lsn)?;
     let options = Options {
         page_bytes: Some(header.page_bytes),
         flush_method: Some(method),

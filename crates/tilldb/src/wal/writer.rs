@@ -10,7 +10,7 @@ use super::reader::{self, ChainSegment, Recovery, WalRecord};
 use super::record::{self, HEADER_BYTES as RECORD_HEADER_BYTES, RecordKind};
 use super::segment::{self, Segment, SegmentHeader};
 use super::{Lsn, WalOptions};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 use crate::io::{AlignedVec, IoGeometry, Storage, parent_dir};
 use crate::{Durability, FlushMethod};
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -482,8 +482,9 @@ impl Wal {
 
     /// Lets closed segments wholly before `lsn` be recycled: the caller (a checkpoint) no
     /// longer needs their records. Segments not yet durable are kept whatever `lsn` says.
-    /// Returns how many segments were released.
-    pub fn release_before(&self, lsn: Lsn) -> usize {
+    /// Returns how many segments were released. A failed directory flush after removing the
+    /// surplus poisons the log, as any failed flush does: the directory's state is unknown.
+    pub fn release_before(&self, lsn: Lsn) -> Result<usize> {
         let mut st = self.shared.state.lock();
         let limit = lsn.0.min(st.progress.durable);
         let keep_from = st
@@ -508,11 +509,11 @@ impl Wal {
                     .is_ok()
             });
             // A failed removal only leaves a free segment behind, which the next open finds.
-            if removed {
-                let _ = storage.flush_dir(&self.shared.dir);
+            if removed && let Err(e) = storage.flush_dir(&self.shared.dir) {
+                return Err(self.shared.state.lock().poison(e));
             }
         }
-        released.len()
+        Ok(released.len())
     }
 
     /// Flushes everything, stops the background thread, and reports any error.
@@ -750,6 +751,19 @@ impl Shared {
             prepare_segment(&*self.storage, &self.dir, self.method, header, free)
         });
         st.preparing = false;
+        // A failed directory flush is fail-stop, like any failed flush: the directory's
+        // pending creates, renames and removes (other segments' among them) may be lost, and
+        // a retry that succeeds proves nothing. Other failures concern only the spare's own
+        // file, which is removed below and never reused: a full disk while creating or
+        // zero-filling, or a failed flush of its zeros or header (retried with a new file).
+        let result = match result {
+            Err(
+                e @ Error::Io {
+                    op: IoOp::FlushDir, ..
+                },
+            ) => Err(st.poison(e)),
+            other => other,
+        };
         if result.is_err() {
             // The file a failed preparation made (or renamed to the new generation's name) is
             // no part of the log: remove it, rather than leave one more each time the preparer
