@@ -91,7 +91,7 @@ fn a_shared_lock_of_a_reader_keeps_a_writer_out() {
 fn read_only_media_can_be_inspected_and_are_refused_for_writing() {
     let name = "read_only_media_can_be_inspected_and_are_refused_for_writing";
     if common_run("id", &["-u"]).as_deref() != Ok("0") {
-        common::skip(name, "needs root to mount a read-only tmpfs");
+        common::skip_missing(name, "needs root to mount a read-only tmpfs");
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -99,7 +99,7 @@ fn read_only_media_can_be_inspected_and_are_refused_for_writing() {
     std::fs::create_dir(&mount).expect("mkdir");
     let m = mount.to_str().expect("utf-8");
     if let Err(e) = common_run("mount", &["-t", "tmpfs", "-o", "size=64m", "tmpfs", m]) {
-        common::skip(name, &format!("cannot mount a tmpfs: {e}"));
+        common::skip_missing(name, &format!("cannot mount a tmpfs: {e}"));
         return;
     }
     let dir = mount.join("db");

@@ -433,7 +433,7 @@ impl ReadOnlyDir {
             "mount",
             &["-t", "tmpfs", "-o", "size=64m", "tmpfs", &mount_str],
         ) {
-            common::skip(test, &format!("cannot mount a tmpfs: {e}"));
+            common::skip_missing(test, &format!("cannot mount a tmpfs: {e}"));
             return None;
         }
         Some(ReadOnlyDir {

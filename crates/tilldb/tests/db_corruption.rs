@@ -1175,7 +1175,18 @@ fn every_damaged_image_is_refused_naming_the_place_or_read_exactly() {
         failures == 0 && engine_panics.is_empty(),
         "{failures} damaged images were neither refused naming the place nor read exactly"
     );
+    if only.is_none() {
+        // The headline count, asserted (TESTPLAN: 12,000 images for this tier).
+        assert!(
+            judged.len() >= IMAGES_MIN,
+            "{} damaged images, fewer than {IMAGES_MIN}",
+            judged.len()
+        );
+    }
 }
+
+/// Fewest damaged images a default sweep must judge.
+const IMAGES_MIN: usize = 12_000;
 
 // ---------------------------------------------------------------------------------------------
 // The known bugs, one test each

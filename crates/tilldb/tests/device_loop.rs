@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{LoopMount, skip};
+use common::{LoopMount, skip, skip_missing};
 use rustix::fs::{Mode, OFlags};
 use tilldb::io::{
     AlignedBuf, DeviceFacts, FileStorage, IoGeometry, Storage, atomic_write_supported,
@@ -18,7 +18,7 @@ fn four_k_device_is_detected_and_512_byte_direct_blocks_refused(fs: &str) {
     let test = format!("four_k_loop_{fs}");
     let mnt = match LoopMount::new(fs, 4096) {
         Ok(m) => m,
-        Err(why) => return skip(&test, &why),
+        Err(why) => return skip_missing(&test, &why),
     };
     let facts = FileStorage::new().device_facts(&mnt.mount).expect("facts");
     assert_eq!(facts.fs_type.as_deref(), Some(fs));
@@ -92,7 +92,7 @@ fn atomic_writes(fs: &str) -> Option<(DeviceFacts, bool)> {
     let mnt = match LoopMount::new(fs, 4096) {
         Ok(m) => m,
         Err(why) => {
-            skip(&format!("atomic_writes_{fs}"), &why);
+            skip_missing(&format!("atomic_writes_{fs}"), &why);
             return None;
         }
     };
@@ -141,7 +141,7 @@ fn atomic_guard_database(fs: &str) -> Option<tilldb::Result<Vec<Option<Vec<u8>>>
     let mnt = match LoopMount::new(fs, 4096) {
         Ok(m) => m,
         Err(why) => {
-            skip(&format!("atomic_guard_{fs}"), &why);
+            skip_missing(&format!("atomic_guard_{fs}"), &why);
             return None;
         }
     };

@@ -50,7 +50,7 @@
 
 mod common;
 
-use common::{LoopMount, run, skip};
+use common::{LoopMount, run, skip_missing};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Bound;
@@ -714,7 +714,7 @@ fn tmpfs(test: &str) -> Option<TmpfsMount> {
     match TmpfsMount::new(8 << 20) {
         Ok(m) => Some(m),
         Err(why) => {
-            skip(test, &why);
+            skip_missing(test, &why);
             None
         }
     }
@@ -760,7 +760,7 @@ fn on_loop(fs: &str) {
     let test = format!("disk_full_on_{fs}");
     let mnt = match LoopMount::new(fs, 4096) {
         Ok(m) => m,
-        Err(why) => return skip(&test, &why),
+        Err(why) => return skip_missing(&test, &why),
     };
     // ext4 and XFS need blocks for their own metadata too (XFS allocates inodes in chunks),
     // so the same level stops a database earlier than on tmpfs.

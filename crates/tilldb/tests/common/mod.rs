@@ -151,3 +151,19 @@ impl Puts {
         (0..n).flat_map(|c| self.commit(c)).collect()
     }
 }
+
+/// True when running under CI (`CI=true`, as `.ci/run` sets it).
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A check that needs what this machine lacks (root, loop devices, a tool to install):
+/// skipped here, but under CI, which must install everything the tests need, it fails,
+/// naming what is missing, so a skipped real-device test can never pass CI unseen.
+pub fn skip_missing(test: &str, reason: &str) {
+    assert!(
+        !under_ci(),
+        "{test} cannot run under CI: {reason} (.ci/run must provide it)"
+    );
+    skip(test, reason);
+}
