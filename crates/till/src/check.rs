@@ -9,7 +9,11 @@
 //!    tail, and segments outside the chain that hold records past its end;
 //! 2. every page of the data file: checksum and id.
 //!
-//! Then it opens the database (running recovery) and checks, under the writer lock:
+//! Then it opens the database (running recovery) on an overlay that keeps every change in
+//! memory (`tilldb::io::OverlayStorage`): recovery, the checks and the close run as they
+//! would, and no byte of the database's files changes, damaged or not, on read-only media
+//! too. It holds the database lock shared throughout: refused while a `Db` has the database
+//! open, it keeps one from opening while it reads. Under the writer lock it checks:
 //! 3. every table's tree (order, links, page kinds, overflow chains);
 //! 4. free-space accounting: every page is in exactly one tree or on the free list; leaked
 //!    pages (no owner) and doubly used ones (two owners) are named with their offsets;
@@ -19,7 +23,8 @@
 use crate::inspect::{self, CliResult, LogFacts, Space};
 use clap::Args;
 use std::path::{Path, PathBuf};
-use tilldb::io::FileStorage;
+use std::sync::Arc;
+use tilldb::io::{FileStorage, OverlayStorage, Storage};
 use tilldb::page::{PageId, PageSlot, PageStore};
 use tilldb::wal::SegmentRole;
 use tilldb::wal::record::RecordFault;
@@ -36,25 +41,27 @@ pub struct CheckArgs {
 
 pub fn run(args: &CheckArgs) -> CliResult<()> {
     inspect::require_database(&args.dir)?;
-    // Refused while the database is open elsewhere; held over the reads before recovery and
-    // released just before the check opens the database itself (a process that opens it in
-    // between makes that open fail with the same error: nothing is written either way).
-    let lock = inspect::lock_exclusive(&args.dir)?;
+    // Refused while the database is open elsewhere; held until the check ends.
+    let _lock = inspect::lock_shared(&args.dir)?;
     let header = inspect::read_header(&args.dir)?;
     let (_, header) = header
         .chosen
         .map_err(|why| format!("no usable header: {why}"))?;
     let mut problems = check_log(&args.dir, header.checkpoint_lsn.0);
-    let before = scan_pages(&args.dir, header.page_bytes)?;
+    let before = scan_pages(&FileStorage::read_only(), &args.dir, header.page_bytes)?;
     for (path, offset, what) in &before {
         println!(
             "  before recovery: bad page in {} at offset {offset}: {what}",
             path.display()
         );
     }
-    drop(lock);
-    let db = Db::open(&args.dir, Options::default())?;
-    println!("recovered and opened {}", args.dir.display());
+    let overlay: Arc<OverlayStorage> =
+        Arc::new(OverlayStorage::new(Arc::new(FileStorage::read_only())));
+    let db = Db::open_with_storage(overlay.clone(), &args.dir, Options::default())?;
+    println!(
+        "recovered and opened {} (in memory: its files are not changed)",
+        args.dir.display()
+    );
     let space = Space::of_db(&db)?;
     for (name, stats) in &space.tables {
         let name = if name.is_empty() {
@@ -69,7 +76,7 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
     }
     problems += report_space(&space, &args.dir, header.page_bytes);
     db.close()?;
-    let after = scan_pages(&args.dir, header.page_bytes)?;
+    let after = scan_pages(&*overlay, &args.dir, header.page_bytes)?;
     for (path, offset, what) in &after {
         println!(
             "  BAD page in {} at offset {offset}: {what}",
@@ -232,10 +239,9 @@ fn report_space(space: &Space, dir: &Path, page_bytes: u32) -> usize {
 /// A page that does not validate: its file, offset, and what is wrong.
 type BadPage = (PathBuf, u64, &'static str);
 
-/// Every page of the data file that does not validate.
-fn scan_pages(dir: &Path, page_bytes: u32) -> CliResult<Vec<BadPage>> {
-    let storage = FileStorage::read_only();
-    let store = PageStore::open(&storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
+/// Every page of the data file, as `storage` shows it, that does not validate.
+fn scan_pages(storage: &dyn Storage, dir: &Path, page_bytes: u32) -> CliResult<Vec<BadPage>> {
+    let store = PageStore::open(storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
     let (mut valid, mut unwritten, mut bad) = (0u64, 0u64, Vec::new());
     for id in 1..store.page_count() {
         match store.inspect(PageId(id))? {

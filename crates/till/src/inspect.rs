@@ -42,17 +42,6 @@ pub fn lock_shared(dir: &Path) -> CliResult<Box<dyn tilldb::io::HeldLock>> {
     )?)
 }
 
-/// Takes the database lock exclusively for `till check`'s reads before recovery; dropped
-/// before the check opens the database (which takes it again).
-pub fn lock_exclusive(dir: &Path) -> CliResult<Box<dyn tilldb::io::HeldLock>> {
-    use tilldb::io::Storage;
-    let storage = tilldb::io::FileStorage::new();
-    Ok(storage.lock(
-        &dir.join(tilldb::LOCK_FILE_NAME),
-        tilldb::io::LockMode::Exclusive,
-    )?)
-}
-
 /// `tilldb.meta` as read: each slot, and which one is the header.
 #[derive(Debug)]
 pub struct HeaderRead {

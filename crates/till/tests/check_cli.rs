@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{copy_dir, options, rewrite_header, segments, till};
+use common::{copy_dir, options, rewrite_header, segments, snapshot, till};
 use std::process::Command;
 use tilldb::page::PageId;
 use tilldb::{Db, FlushMethod, Options};
@@ -54,7 +54,8 @@ fn check_passes_a_healthy_database_and_names_a_corrupt_page() {
     assert!(text.contains("2000 keys"), "{text}");
 
     // Flip a byte in page 3's body: the doublewrite area still holds it, and recovery
-    // repairs it; check says so.
+    // repairs it (in memory: check changes no file, so the page stays damaged on disk until
+    // the database itself is opened); check says so.
     let data = dir.join("data.tdb");
     let mut bytes = std::fs::read(&data).expect("read data file");
     bytes[3 * 4096 + 100] ^= 0xFF;
@@ -67,11 +68,13 @@ fn check_passes_a_healthy_database_and_names_a_corrupt_page() {
         "the offset of page 3 is named: {text}"
     );
     assert!(text.contains("repaired 1 bad pages"), "{text}");
+    assert_eq!(
+        std::fs::read(&data).expect("read"),
+        bytes,
+        "check wrote the repair"
+    );
 
     // The same damage with no second copy: check fails, naming the file and offset.
-    let mut bytes = std::fs::read(&data).expect("read data file");
-    bytes[3 * 4096 + 100] ^= 0xFF;
-    std::fs::write(&data, &bytes).expect("write data file");
     let dw = dir.join("doublewrite.tdb");
     let len = std::fs::metadata(&dw).expect("dw").len();
     std::fs::write(&dw, vec![0u8; usize::try_from(len).expect("small")]).expect("wipe dw");
@@ -180,18 +183,26 @@ fn check_names_a_broken_log_chain() {
     let chain = segments(&image);
     assert!(chain.len() >= 4, "the log spans segments: {chain:?}");
 
+    // A crash image: check recovers it in memory, and every file stays byte-identical.
     let intact = tmp.path().join("intact");
     copy_dir(&image, &intact);
+    let before = snapshot(&intact);
     let run = till(&["check", intact.to_str().expect("utf-8 path")]);
     assert!(run.ok, "{}", run.text());
     assert!(run.stdout.contains("log ends cleanly"), "{}", run.stdout);
+    assert!(snapshot(&intact) == before, "till check changed a file");
 
     let gap = tmp.path().join("gap");
     copy_dir(&image, &gap);
     let missing = gap.join("wal").join(chain[1].file_name().expect("name"));
     std::fs::remove_file(&missing).expect("remove a segment");
+    let before = snapshot(&gap);
     let run = till(&["check", gap.to_str().expect("utf-8 path")]);
     assert!(!run.ok, "a missing segment passed: {}", run.text());
+    assert!(
+        snapshot(&gap) == before,
+        "till check changed a damaged copy"
+    );
     let before = gap.join("wal").join(chain[0].file_name().expect("name"));
     let len = std::fs::metadata(&before).expect("segment").len();
     assert!(
@@ -253,4 +264,42 @@ fn check_names_a_broken_log_chain() {
         "{}",
         run.stdout
     );
+}
+
+/// Issue 23: `till check` on a damaged copy (a truncated data file) used to exit 1 and also
+/// rewrite the header and recycle log segments, through the clean-shutdown write of the
+/// database it opened. It recovers in memory now: every file stays byte-identical, damaged or
+/// healthy, and a healthy copy's check still passes.
+#[test]
+fn check_changes_no_byte_of_a_damaged_or_healthy_database() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let db = with_free_pages(&dir);
+    let image = tmp.path().join("image");
+    copy_dir(&dir, &image);
+    db.close().expect("close");
+    for (name, damage) in [
+        ("healthy crash image", None),
+        ("data file cut in half", Some("data.tdb")),
+    ] {
+        let copy = tmp.path().join(name.replace(' ', "-"));
+        copy_dir(&image, &copy);
+        if let Some(file) = damage {
+            let path = copy.join(file);
+            let len = std::fs::metadata(&path).expect("stat").len();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .expect("open")
+                .set_len(len / 2)
+                .expect("truncate");
+        }
+        let before = snapshot(&copy);
+        let run = till(&["check", copy.to_str().expect("utf-8 path")]);
+        assert_eq!(run.ok, damage.is_none(), "{name}: {}", run.text());
+        assert!(
+            snapshot(&copy) == before,
+            "{name}: till check changed a file"
+        );
+    }
 }

@@ -85,7 +85,7 @@ fn a_shared_lock_of_a_reader_keeps_a_writer_out() {
 }
 
 /// On read-only media (a tmpfs remounted read-only; root ignores permission bits) `till
-/// stats` and `dump-log` read a database without writing anything, not even a lock file,
+/// stats`, `dump-log` and `check` read a database without writing anything, not even a lock file,
 /// and `Db::open` refuses with an error naming the lock file it could not make.
 #[test]
 fn read_only_media_can_be_inspected_and_are_refused_for_writing() {
@@ -112,7 +112,11 @@ fn read_only_media_can_be_inspected_and_are_refused_for_writing() {
     let result = std::panic::catch_unwind(|| {
         remounted.expect("remount read-only");
         let dir_arg = dir.to_str().expect("utf-8");
-        for args in [vec!["stats", dir_arg], vec!["dump-log", dir_arg]] {
+        for args in [
+            vec!["stats", dir_arg],
+            vec!["dump-log", dir_arg],
+            vec!["check", dir_arg],
+        ] {
             let run = till(&args);
             assert!(run.ok, "till {args:?} on read-only media: {}", run.text());
         }

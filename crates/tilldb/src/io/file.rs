@@ -191,7 +191,11 @@ impl Storage for FileStorage {
     }
 
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
-        DeviceFacts::for_dir(dir)
+        if self.read_only {
+            DeviceFacts::for_dir_read_only(dir)
+        } else {
+            DeviceFacts::for_dir(dir)
+        }
     }
 
     fn lock(&self, path: &Path, mode: super::LockMode) -> Result<Box<dyn super::HeldLock>> {

@@ -10,6 +10,8 @@
 //! - [`SimDisk`]: an in-memory, deterministic, fault-injecting disk for tests (`sim/`). It keeps
 //!   flushed and unflushed data apart, so a simulated crash can lose exactly what a real one
 //!   could.
+//! - [`OverlayStorage`]: reads through to another storage and keeps every change in memory
+//!   (`overlay.rs`): `till check` recovers and checks a database without changing a byte.
 //!
 //! ## Vocabulary
 //!
@@ -31,6 +33,7 @@ mod flush;
 mod geometry;
 mod lock;
 mod measure;
+mod overlay;
 mod probe;
 mod sim;
 
@@ -43,6 +46,7 @@ pub use measure::{
     MEASURE_FILE_PREFIX, MeasureFile, MeasureSpec, Measurement, Recommendation,
     choose_flush_method, measure, recommend,
 };
+pub use overlay::OverlayStorage;
 pub use probe::{DeviceFacts, WriteCache, atomic_write_supported};
 pub use sim::{CrashMode, CrashPoint, Fault, FaultKind, IoKind, SimConfig, SimDisk};
 

@@ -79,12 +79,16 @@ impl DeviceFacts {
         static SCRATCH_COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = SCRATCH_COUNTER.fetch_add(1, Ordering::Relaxed);
         let scratch = dir.join(format!(".tilldb-facts-{}-{n}", std::process::id()));
-        let fd = rustix::fs::open(
+        let fd = match rustix::fs::open(
             &scratch,
             OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
             Mode::from_bits_truncate(0o600),
-        )
-        .map_err(|e| Error::io(IoOp::Create, &scratch, e))?;
+        ) {
+            Ok(fd) => fd,
+            // Read-only media (or no write permission): what the directory itself tells.
+            Err(Errno::ROFS | Errno::ACCESS | Errno::PERM) => return Self::for_dir_read_only(dir),
+            Err(e) => return Err(Error::io(IoOp::Create, &scratch, e)),
+        };
         let facts = Self::for_open_file(&fd, &scratch);
         let direct = rustix::fs::open(
             &scratch,
@@ -104,6 +108,14 @@ impl DeviceFacts {
             Err(Errno::INVAL) => Some(false),
             Err(_) => facts.direct_io,
         };
+        Ok(facts)
+    }
+
+    /// Facts for directory `dir` without writing in it (read-only media, read-only tools):
+    /// statx of the directory itself, so direct-I/O support stays unknown (`None`).
+    pub fn for_dir_read_only(dir: &Path) -> Result<DeviceFacts> {
+        let mut facts = Self::for_file(dir)?;
+        facts.direct_io = None;
         Ok(facts)
     }
 
