@@ -73,9 +73,9 @@ const DEFAULT_ROOT: PageId = PageId(2);
 const CATALOG_TABLE: TableId = CATALOG_ROOT.0;
 /// Longest table name.
 const TABLE_NAME_BYTES_MAX: usize = 255;
-/// Write-back passes a checkpoint makes over pages dirtied before its start; pages changed
-/// again meanwhile keep their redo point, so more passes only move the checkpoint later.
-const CHECKPOINT_PASSES: usize = 4;
+/// Pages a checkpoint writes back per batch (it writes every page dirtied before its start,
+/// batch after batch).
+const CHECKPOINT_BATCH_PAGES: usize = 256;
 /// Entries a scan reads from the tree per hold of the tree lock.
 const SCAN_BATCH: usize = 256;
 
@@ -502,12 +502,21 @@ impl Db {
             inner.image_horizon.store(end.0, Ordering::Release);
             (end, *alloc)
         };
-        for _ in 0..CHECKPOINT_PASSES {
-            if crate::mutants::active("header-before-pages")
-                || inner.pool.flush_dirty_before(end.0, 256)? == 0
-            {
-                break;
-            }
+        // Every page dirtied before `end`, however many: a page changed again while it is
+        // written back gets a redo point after `end` (`flush_dirty_where`), so each pass
+        // leaves fewer, and the passes end (bounded by the frames, asserted).
+        let mut passes = 0;
+        while !crate::mutants::active("header-before-pages")
+            && inner
+                .pool
+                .flush_dirty_before(end.0, CHECKPOINT_BATCH_PAGES)?
+                > 0
+        {
+            passes += 1;
+            assert!(
+                passes <= inner.pool.capacity() / CHECKPOINT_BATCH_PAGES + 2,
+                "a checkpoint's write-back does not converge"
+            );
         }
         let redo = if crate::mutants::active("header-before-pages") {
             end.0

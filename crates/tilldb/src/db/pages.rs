@@ -241,6 +241,10 @@ impl Files {
 }
 
 impl Backend for DataFiles {
+    fn log_end(&self) -> u64 {
+        self.wal.end_lsn().0
+    }
+
     fn log_durable_to(&self, lsn: u64) -> Result<u64> {
         if self.wal.durable_lsn().0 < lsn {
             self.wal.sync()?;

@@ -37,6 +37,8 @@ pub trait Backend: Send + Sync {
     fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()>;
     /// Makes the record of the lsns written durable (the page ledger, `ledger.rs`).
     fn save_ledger(&self) -> Result<()>;
+    /// The log's end now: every record appended later starts at or after it.
+    fn log_end(&self) -> u64;
 }
 
 /// Counters since the pool was made, and how many frames are dirty now.
@@ -525,6 +527,10 @@ impl BufferPool {
     }
 
     fn flush_dirty_where(&self, max: usize, before: u64) -> Result<usize> {
+        // Any change made to a page after its copy below is logged by a record appended after
+        // the copy, so one starting at or after this: the redo point of a page changed again
+        // while it is written back (see the loop after `write_back`).
+        let floor = self.backend.log_end();
         let mut batch: Vec<(usize, PageBuf)> = Vec::new();
         for (i, f) in self.frames.iter().enumerate() {
             if batch.len() >= max {
@@ -558,6 +564,14 @@ impl BufferPool {
                 data.dirty = false;
                 data.rec_lsn = None;
                 f.dirty.store(false, Ordering::Release);
+            } else if data.dirty && data.page.as_ref().is_some_and(|p| p.id() == copy.id()) {
+                // Changed again since the copy: the copy holds every change before `floor`,
+                // so redo for this page need only start there. Keeping the old redo point
+                // made checkpoints stall under hot pages (issue 21): a page always changed
+                // again never moved the checkpoint's redo point. (Not dirty: another
+                // write-back cleaned it meanwhile, and a commit changing it now stamps its
+                // own redo point.)
+                data.rec_lsn = data.rec_lsn.map(|r| r.max(floor));
             }
         }
         Ok(batch.len())
@@ -647,6 +661,9 @@ mod tests {
     impl Backend for Arc<FakeBackend> {
         fn log_durable_to(&self, lsn: u64) -> Result<u64> {
             Ok(self.durable.fetch_max(lsn, Ordering::AcqRel).max(lsn))
+        }
+        fn log_end(&self) -> u64 {
+            self.durable.load(Ordering::Acquire)
         }
         fn read_page(&self, id: PageId) -> Result<Option<PageBuf>> {
             Ok(self.pages.lock().get(&id).cloned())
