@@ -30,6 +30,9 @@
 //!                                            null when unknown
 //! log                        object          start_lsn, end_lsn, chain_segments,
 //!                                            commit_records, commits_after_checkpoint,
+//!                                            redo_bytes | null (end_lsn - checkpoint lsn:
+//!                                            what recovery replays), checkpoint_age_seconds
+//!                                            | null (since tilldb.meta was written),
 //!                                            page_count_at_end | null, free_head_at_end | null,
 //!                                            end (as in dump-log) | null, error | null
 //! pages                      object          page_count (header), in_trees | null,
@@ -75,6 +78,9 @@ struct Stats {
     /// Segment files in `wal/` and their bytes.
     wal_files: (usize, u64),
     log: LogFacts,
+    /// Seconds since `tilldb.meta` was last written: every checkpoint (and clean close)
+    /// writes it, so this is the last checkpoint's age. `None` when the clock says otherwise.
+    checkpoint_age_seconds: Option<f64>,
     /// The trees and free space, or why they were not read.
     space: Result<Space, String>,
 }
@@ -111,6 +117,11 @@ pub fn run(args: &StatsArgs) -> CliResult<()> {
     let wal_files = segment_files(&args.dir.join("wal"))?;
     let log = inspect::read_log_facts(&args.dir, chosen.checkpoint_lsn.0);
     let space = read_space(&args.dir, &chosen, &log);
+    let checkpoint_age_seconds = std::fs::metadata(&header.path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .map(|d| d.as_secs_f64());
     let stats = Stats {
         header,
         data_bytes,
@@ -119,6 +130,7 @@ pub fn run(args: &StatsArgs) -> CliResult<()> {
         doublewrite,
         wal_files,
         log,
+        checkpoint_age_seconds,
         space,
     };
     if args.json {
@@ -255,6 +267,14 @@ impl Stats {
         self.print_space(h);
     }
 
+    /// The checkpoint lsn of the header in force (0 when none is usable).
+    fn checkpoint_lsn(&self) -> u64 {
+        self.header
+            .chosen
+            .as_ref()
+            .map_or(0, |(_, h)| h.checkpoint_lsn.0)
+    }
+
     fn print_log(&self) {
         let log = &self.log;
         match &log.inspection {
@@ -273,6 +293,16 @@ impl Stats {
                 if let Some(stop) = &r.stop {
                     println!("  the log {}", inspect::describe_stop(stop));
                 }
+                let age = self
+                    .checkpoint_age_seconds
+                    .map_or_else(|| "unknown".to_owned(), |s| format!("{s:.0} s"));
+                println!(
+                    "  redo distance {} B (what recovery would replay, from the checkpoint at \
+                     lsn {}); last checkpoint {age} ago; log files {} B",
+                    r.end_lsn.0.saturating_sub(self.checkpoint_lsn()),
+                    self.checkpoint_lsn(),
+                    self.wal_files.1
+                );
                 if let Some((count, head)) = log.last_alloc {
                     println!(
                         "  after the last commit: page count {count}, free-list head {}",
@@ -385,6 +415,8 @@ impl Stats {
                 "chain_segments": found.map(|f| f.recovery.segments),
                 "commit_records": log.commits,
                 "commits_after_checkpoint": log.commits_after_checkpoint,
+                "redo_bytes": found.map(|f| f.recovery.end_lsn.0.saturating_sub(h.checkpoint_lsn.0)),
+                "checkpoint_age_seconds": self.checkpoint_age_seconds,
                 "page_count_at_end": log.last_alloc.map(|(count, _)| count),
                 "free_head_at_end": log.last_alloc.map(|(_, head)| head.0),
                 "end": found.and_then(|f| f.recovery.stop.as_ref()).map(stop_json),

@@ -161,6 +161,15 @@ fn stats_of_a_crash_image_defers_trees_to_check() {
         "every commit but the create's: {stats:#}"
     );
     assert!(stats["tables"].is_null());
+    // Issue 21: what recovery would replay, and how old the last checkpoint is.
+    let redo = stats["log"]["redo_bytes"].as_u64().expect("redo_bytes");
+    assert!(redo > 66 * 100, "66 commits after the checkpoint: {redo} B");
+    assert!(
+        stats["log"]["checkpoint_age_seconds"]
+            .as_f64()
+            .is_some_and(|s| (0.0..3600.0).contains(&s)),
+        "{stats:#}"
+    );
     let why = stats["trees_unavailable"].as_str().expect("why");
     assert!(why.contains("till check"), "{why}");
     let at_end = stats["log"]["page_count_at_end"]
