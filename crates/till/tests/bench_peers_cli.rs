@@ -83,7 +83,14 @@ fn a_tiny_run_of_every_quick_engine_keeps_the_json_contract() {
     for r in results {
         assert_eq!(r["durability"], "sync", "{r}");
         assert!(r["engine"].is_string(), "{r}");
-        assert!(r["commits_per_sec"].as_f64().expect("rate") > 0.0, "{r}");
+        let rate = r["commits_per_sec"].as_f64().expect("rate");
+        assert!(rate > 0.0, "{r}");
+        // Issue 23: the steady-state figure, with the engine's close inside the window.
+        let steady = r["commits_per_sec_with_close"]
+            .as_f64()
+            .expect("with close");
+        assert!(steady > 0.0 && steady <= rate + 0.1, "{r}");
+        assert!(r["close_seconds"].as_f64().expect("close") >= 0.0, "{r}");
         assert!(r["p99_us"].as_f64().expect("p99") > 0.0, "{r}");
         assert!(r["ratio_to_tilldb"].as_f64().is_some(), "{r}");
         let threads = r["threads"].as_u64().expect("threads");
