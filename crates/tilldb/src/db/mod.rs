@@ -73,6 +73,12 @@ const DEFAULT_ROOT: PageId = PageId(2);
 const CATALOG_TABLE: TableId = CATALOG_ROOT.0;
 /// Longest table name.
 const TABLE_NAME_BYTES_MAX: usize = 255;
+/// Log written since the running checkpoint began, in checkpoint distances, past which
+/// committers wait for it (backpressure): with checkpoints due every `checkpoint_log_bytes`,
+/// the log from the redo point stays below about this many distances plus one more while the
+/// waiting checkpoint ends.
+const BACKPRESSURE_CHECKPOINTS: u64 = 2;
+
 /// Pages a checkpoint writes back per batch (it writes every page dirtied before its start,
 /// batch after batch).
 const CHECKPOINT_BATCH_PAGES: usize = 256;
@@ -118,6 +124,8 @@ struct Inner {
     checkpoint_ms: AtomicU64,
     /// What opening the database did.
     recovery: RecoveryReport,
+    /// Commits whose return waited for a checkpoint that fell behind (backpressure).
+    backpressure_waits: AtomicU64,
     /// The database lock (`claim.rs`). Last, so it is released after every other field has
     /// closed its files: the log and the pool (whose last `Arc<Wal>` joins the log's threads).
     _lock: Box<dyn crate::io::HeldLock>,
@@ -290,6 +298,14 @@ impl Db {
     /// Checkpoints and closes the log. Dropping the last handle does the same, ignoring errors.
     pub fn close(self) -> Result<()> {
         self.checkpoint()
+    }
+
+    /// Commits whose return waited for a checkpoint that fell behind the load
+    /// (backpressure: the log since the running checkpoint began passed twice
+    /// `Options::checkpoint_log_bytes`). Zero while the disk keeps up.
+    #[must_use]
+    pub fn backpressure_waits(&self) -> u64 {
+        self.inner.backpressure_waits.load(Ordering::Relaxed)
     }
 
     /// Statistics: the log's and the buffer pool's counters.
@@ -587,6 +603,13 @@ impl Db {
                         + millis(inner.options.checkpoint_interval));
         if due && !inner.checkpointing.is_locked() {
             self.fuzzy_checkpoint()?;
+        } else if since >= BACKPRESSURE_CHECKPOINTS * inner.options.checkpoint_log_bytes {
+            // The running checkpoint is not keeping up with the load (the disk is too slow
+            // for it): this committer waits for it before returning, so commits slow down
+            // rather than the log, and the time to recover, growing without bound. Its own
+            // commit is durable already; only its return waits.
+            drop(inner.checkpointing.lock());
+            inner.backpressure_waits.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }

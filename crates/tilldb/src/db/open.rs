@@ -467,6 +467,7 @@ fn assemble(
             opened: Instant::now(),
             checkpoint_ms: AtomicU64::new(0),
             recovery,
+            backpressure_waits: AtomicU64::new(0),
             _lock: lock,
         }),
     })
