@@ -330,3 +330,31 @@ fn a_create_removes_a_crashed_measurement_file_but_not_a_live_ones() {
     assert!(!crashed.exists(), "a crashed measurement's file was left");
     drop((db, held));
 }
+
+/// Found when a test reopened a database right after closing it while other tests spawned
+/// processes: a fork lends the child every descriptor, the lock's included, until its exec
+/// closes them, so a database closed a moment ago could still be locked for a few
+/// microseconds to milliseconds, and the reopen failed with `Locked` (pid unknown: the child
+/// had exec'd by the time `/proc/locks` was read). A refusal is retried for up to 50 ms now.
+/// Here the lending child is a second open of the lock file, released 15 ms later.
+#[test]
+fn a_lock_released_a_moment_later_as_by_a_forked_child_does_not_refuse_the_open() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    Db::open(&dir, options())
+        .expect("create")
+        .close()
+        .expect("close");
+    let storage = tilldb::io::FileStorage::new();
+    let lent = storage
+        .lock(&dir.join(tilldb::LOCK_FILE_NAME), LockMode::Exclusive)
+        .expect("the lent descriptor's lock");
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(15));
+            drop(lent);
+        });
+        let db = Db::open(&dir, options()).expect("open once the lent lock is gone");
+        drop(db);
+    });
+}

@@ -86,15 +86,33 @@ pub(super) fn lock_file(path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>
         LockMode::Exclusive => FlockOperation::NonBlockingLockExclusive,
         LockMode::Shared => FlockOperation::NonBlockingLockShared,
     };
-    match rustix::fs::flock(&fd, operation) {
-        Ok(()) => Ok(Box::new(OsLock { _fd: fd, mode })),
-        Err(Errno::WOULDBLOCK) => Err(Error::Locked {
-            dir: super::parent_dir(path),
-            pid: holder_pid(&fd),
-        }),
-        Err(e) => Err(Error::io(IoOp::Lock, path, e)),
+    // A refusal is retried for a few milliseconds: a process that forks (to spawn a child)
+    // while a database is open lends the child its descriptors, and with them the lock, until
+    // the child's exec closes them (`O_CLOEXEC`). A database closed a moment ago can still be
+    // locked that way; a real holder still holds after the retries. Found by a test that
+    // reopened right after a close while other tests spawned `till`.
+    for attempt in 1..=LOCK_ATTEMPTS {
+        match rustix::fs::flock(&fd, operation) {
+            Ok(()) => return Ok(Box::new(OsLock { _fd: fd, mode })),
+            Err(Errno::WOULDBLOCK) if attempt < LOCK_ATTEMPTS => {
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(Errno::WOULDBLOCK) => {
+                return Err(Error::Locked {
+                    dir: super::parent_dir(path),
+                    pid: holder_pid(&fd),
+                });
+            }
+            Err(e) => return Err(Error::io(IoOp::Lock, path, e)),
+        }
     }
+    unreachable!("the last attempt returns")
 }
+
+/// Tries at taking a lock held elsewhere before it is reported `Locked` (see `lock_file`).
+const LOCK_ATTEMPTS: u32 = 10;
+/// Pause between them: 10 x 5 ms, so a refusal still comes within 50 ms.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The pid of a process holding a flock on the file `fd` is open on, from `/proc/locks`.
 fn holder_pid(fd: &OwnedFd) -> Option<u32> {
