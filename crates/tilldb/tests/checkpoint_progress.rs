@@ -10,6 +10,8 @@
 //! wrote a header whose redo point had not moved. A checkpoint also wrote at most 1,024
 //! pages, so a larger dirty set never came clean.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use tilldb::io::{CrashMode, HeldLock, LockMode, SimConfig, SimDisk, Storage, StorageFile};
@@ -32,16 +34,8 @@ fn key(i: u32) -> Vec<u8> {
     format!("account-{i:04}").into_bytes()
 }
 
-/// Segments recovery would read now: from the header's redo point to the log's end.
 fn redo_segments(disk: &SimDisk) -> usize {
-    let dir = Path::new(DIR);
-    let (_, header) = tilldb::header::HeaderFile::open(disk, dir, tilldb::FlushMethod::Fdatasync)
-        .expect("header")
-        .expect("a header");
-    tilldb::wal::inspect_log(disk, &dir.join("wal"), Some(header.checkpoint_lsn), |_| {})
-        .expect("inspect")
-        .recovery
-        .segments
+    common::redo_segments(disk, Path::new(DIR))
 }
 
 /// Runs the hot-row load until `log_mib` of log was written; returns the most segments

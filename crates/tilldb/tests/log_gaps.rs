@@ -8,6 +8,8 @@
 //! was lost. Now the open refuses with `Error::LogMissing`, naming the first segment present
 //! and the missing lsn range.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tilldb::io::{CrashMode, SimConfig, SimDisk, Storage};
@@ -236,16 +238,8 @@ fn a_checkpoint_freeing_many_segments_crashed_or_failed_at_every_step_loses_noth
     assert!(freed >= 5, "the checkpoint freed {freed} segments");
 }
 
-/// Segments of the log that recovery from the header's checkpoint reads.
 fn chain_len(disk: &SimDisk) -> usize {
-    let dir = Path::new(DIR);
-    let (_, header) = tilldb::header::HeaderFile::open(disk, dir, tilldb::FlushMethod::Fdatasync)
-        .expect("header")
-        .expect("a header");
-    tilldb::wal::inspect_log(disk, &dir.join("wal"), Some(header.checkpoint_lsn), |_| {})
-        .expect("inspect")
-        .recovery
-        .segments
+    common::redo_segments(disk, Path::new(DIR))
 }
 
 /// Issue 23: a failed directory flush is a failed flush. After removing surplus segments a
