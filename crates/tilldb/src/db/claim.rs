@@ -5,8 +5,9 @@
 //! first read of the directory until after its last write (the guard is the last field of
 //! `Inner`, dropped after the log and the pool have closed their files). Two opens of one
 //! database, from two processes or two handles of one, used to interleave two logs in one
-//! directory and lose every acknowledged commit of both; now the second open fails at once
-//! with [`Error::Locked`], naming the directory and, where the OS tells it, the holder's pid.
+//! directory and lose every acknowledged commit of both; now the second open fails within
+//! 50 ms with [`Error::Locked`], naming the directory and, where the OS tells it, the
+//! holder's pid.
 //! See `io/lock.rs` for why the lock cannot go stale.
 //!
 //! A directory is claimed only when it is missing, empty, a database (it has `tilldb.meta`),
@@ -118,6 +119,9 @@ mod tests {
             "wal",
             "tilldb.lock",
             ".till-measure-1-fsync-4096",
+            crate::db::open::CREATING_FILE_NAME,
+            crate::page::ATOMIC_CHECK_FILE,
+            ".tilldb-facts-12-0",
         ] {
             assert!(is_database_file_name(name), "{name}");
         }

@@ -98,7 +98,11 @@ pub(super) fn create(
         background_threads: options.background_threads,
         ..options.wal.clone()
     };
-    let (wal, _) = Wal::open(Arc::clone(storage), &dir.join("wal"), wal_options)?;
+    let (wal, _) = Wal::open(
+        Arc::clone(storage),
+        &dir.join(super::claim::WAL_DIR_NAME),
+        wal_options,
+    )?;
     let wal = Arc::new(wal);
     let (pool, poisoned) = pool_over(page_bytes, options.cache_bytes, &wal, store, guard);
     let data_path = dir.join(DATA_FILE_NAME);
@@ -164,7 +168,7 @@ fn remove_creating_marker(storage: &dyn Storage, dir: &Path) -> Result<()> {
 /// without a header are someone's data whose header is gone: refused, never removed.
 fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
     if !storage.exists(&dir.join(CREATING_FILE_NAME))? {
-        let wal_dir = dir.join("wal");
+        let wal_dir = dir.join(super::claim::WAL_DIR_NAME);
         let log_files = if storage.exists(&wal_dir)? {
             storage.list_dir(&wal_dir)?.len()
         } else {
@@ -194,7 +198,7 @@ fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
             storage.remove(&path)?;
         }
     }
-    let wal_dir = dir.join("wal");
+    let wal_dir = dir.join(super::claim::WAL_DIR_NAME);
     if storage.exists(&wal_dir)? {
         for name in storage.list_dir(&wal_dir)? {
             storage.remove(&wal_dir.join(name))?;
@@ -278,7 +282,7 @@ pub(super) fn open_existing(
     };
     let (wal, _recovery) = Wal::open_from(
         Arc::clone(storage),
-        &dir.join("wal"),
+        &dir.join(super::claim::WAL_DIR_NAME),
         wal_options,
         Some(header.checkpoint_lsn),
     )?;
@@ -299,7 +303,7 @@ pub(super) fn open_existing(
     };
     for rec in wal.read_from(header.checkpoint_lsn)? {
         let commit = record::decode(&rec.payload).map_err(|what| Error::Corruption {
-            file: dir.join("wal"),
+            file: dir.join(super::claim::WAL_DIR_NAME),
             offset: rec.lsn.0,
             what,
         })?;
@@ -345,7 +349,8 @@ fn refuse_contradicting_options(dir: &Path, options: &Options, header: &Header) 
         && asked != header.page_bytes
     {
         return Err(Error::InvalidOptions(format!(
-            "{} says the database has pages of {} bytes, fixed at create; Options::page_bytes asks for {asked} (leave it None to use the database's)",
+            "{} says the database has pages of {} bytes, fixed at create; Options::page_bytes \
+             asks for {asked} (leave it None to use the database's)",
             header_path.display(),
             header.page_bytes
         )));
@@ -353,7 +358,8 @@ fn refuse_contradicting_options(dir: &Path, options: &Options, header: &Header) 
     let asked = options.torn_page_guard;
     if asked != TornPageGuard::Auto && asked != header.torn_page_guard {
         return Err(Error::InvalidOptions(format!(
-            "{} says the database has the {} torn-page guard, fixed at create; Options::torn_page_guard asks for {asked} (leave it Auto to use the database's)",
+            "{} says the database has the {} torn-page guard, fixed at create; \
+             Options::torn_page_guard asks for {asked} (leave it Auto to use the database's)",
             header_path.display(),
             header.torn_page_guard
         )));
