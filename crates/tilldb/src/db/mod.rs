@@ -3,7 +3,8 @@
 //!
 //! A database directory holds `tilldb.meta` (header slots), `data.tdb` (pages), `ledger.tdb`
 //! (the newest lsn written per page, for lost-write detection), `doublewrite.tdb` (the
-//! torn-page guard) and `wal/` (the log). Page 1 is the root of the
+//! torn-page guard), `wal/` (the log) and `tilldb.lock` (the one-process lock, `claim.rs`).
+//! Page 1 is the root of the
 //! table catalog (name -> root page id, 8 bytes LE) and page 2 the root of the default table
 //! (name `""`). A named table is created by the first commit that writes to it; readers find
 //! it through the catalog at their snapshot, so it appears to them when that commit does.
