@@ -178,6 +178,12 @@ fn check_names_a_broken_log_chain() {
     let dir = tmp.path().join("db");
     let image = tmp.path().join("image");
     let db = with_free_pages(&dir);
+    // The spare segment is prepared in the background: wait for it before taking the image
+    // (the copy once raced it and held three files).
+    let started = std::time::Instant::now();
+    while segments(&dir).len() < 4 && started.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     copy_dir(&dir, &image);
     db.close().expect("close");
     let chain = segments(&image);
