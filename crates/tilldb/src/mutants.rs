@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 16] = [
+pub const ALL: [(&str, &str); 17] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -72,6 +72,10 @@ pub const ALL: [(&str, &str); 16] = [
     (
         "no-db-lock",
         "a database is opened without its exclusive lock: a second process opens it too",
+    ),
+    (
+        "stale-redo-point",
+        "a page changed again while written back keeps its old redo point (checkpoints stall, issue 21)",
     ),
 ];
 

@@ -204,6 +204,14 @@ pub struct Options {
     /// the device has them, else full-page images; see `page::choose_guard`).
     pub torn_page_guard: crate::page::TornPageGuard,
     /// A checkpoint runs once this much log was written since the last. Default: 256 MiB.
+    ///
+    /// The bound it sets, under any steady load (hot pages included): the log that recovery
+    /// replays after a crash stays below twice this, plus the commits in flight. When a
+    /// checkpoint falls behind (the disk too slow for the load), commits wait for it before
+    /// returning rather than let the log grow (`Db::backpressure_waits` counts them). On disk
+    /// the log directory also holds the segment being written, the next one prepared, and up
+    /// to four free segments kept for reuse. Recovery time is proportional to the log it
+    /// replays (`till bench recovery`), so it is bounded too, whatever the uptime.
     pub checkpoint_log_bytes: u64,
     /// A checkpoint also runs at the first commit this long after the last one, if any log
     /// was written since, so a slow trickle of commits does not grow the log (and recovery)

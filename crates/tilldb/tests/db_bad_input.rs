@@ -357,6 +357,27 @@ fn options_contradicting_the_stored_page_size_or_guard_are_refused_and_change_no
     assert_exact(&db, "unset options");
 }
 
+/// The atomic guard asked for on a device without atomic writes: the refusal said "invalid
+/// options: invalid options: ..." (the check's own error was wrapped in another).
+#[test]
+fn the_atomic_guard_on_a_device_without_atomic_writes_says_invalid_options_once() {
+    let disk = tilldb::io::SimDisk::new(tilldb::io::SimConfig::default());
+    let asked = Options {
+        torn_page_guard: TornPageGuard::Atomic,
+        ..options()
+    };
+    let storage = std::sync::Arc::new(disk.clone());
+    match Db::open_with_storage(storage, Path::new("/db"), asked) {
+        Err(e @ Error::InvalidOptions(_)) => {
+            let text = e.to_string();
+            assert_eq!(text.matches("invalid options").count(), 1, "{text}");
+            assert!(text.contains("atomic writes of 4096 B in /db"), "{text}");
+            assert!(text.contains("full-page-images or doublewrite"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn keys_values_and_table_names_over_the_limits_fail_alone_and_write_nothing() {
     let root = tempfile::tempdir().expect("tempdir");

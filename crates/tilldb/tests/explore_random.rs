@@ -125,6 +125,10 @@ fn seeds_of(part: u64, parts: u64) -> Vec<u64> {
 /// Fewest crash states one of the two parts must reach with the default seeds.
 const STATES_PER_PART_MIN: u64 = 22_000;
 
+/// Fewest cycles, per part with the default seeds, in which a commit changed a page while
+/// it was written back (so crashes land in such checkpoints).
+const HOT_CYCLES_PER_PART_MIN: u64 = 20;
+
 /// Seed runners per test. A runner's own threads wait for flushes and poll, so two runners
 /// per test (and two tests at a time) keep both cores busy.
 const RUNNERS: usize = 2;
@@ -244,7 +248,8 @@ fn run_part(part: u64, parts: u64) -> Counts {
         "explore_random part {part}/{parts}: {} seeds ({} under None), {} cycles, {} crash \
          points, {} crash states ({} crashed again inside recovery); {} torn pages caught under \
          None ({} seeds ended early), {} pages rebuilt from full-page images, {} commits \
-         acknowledged, {} cycles died at their crash fault, {} saw an error; {:.1} s",
+         acknowledged, {} cycles died at their crash fault, {} saw an error, {} changed a page \
+         while it was written back; {:.1} s",
         total.seeds,
         total.none_seeds,
         total.cycles,
@@ -257,6 +262,7 @@ fn run_part(part: u64, parts: u64) -> Counts {
         total.acks,
         total.died,
         total.errors,
+        total.hot_cycles,
         started.elapsed().as_secs_f64()
     );
     if total.known_bugs > 0 {
@@ -275,6 +281,14 @@ fn run_part(part: u64, parts: u64) -> Counts {
             "explore_random part {part}/{parts}: {} crash states, fewer than \
              {STATES_PER_PART_MIN}",
             total.states
+        );
+        // Issue 21: crashes must land in checkpoints whose pages are changed again while
+        // written back (about one cycle in twenty is one; 20 is a floor far below that).
+        assert!(
+            total.hot_cycles >= HOT_CYCLES_PER_PART_MIN,
+            "explore_random part {part}/{parts}: {} cycles changed a page during its \
+             write-back, fewer than {HOT_CYCLES_PER_PART_MIN}",
+            total.hot_cycles
         );
     }
     if total.none_seeds >= 40 {

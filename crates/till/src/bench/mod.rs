@@ -7,7 +7,8 @@
 //! - `till bench commit` (`commit.rs`): one-insert transactions on the whole store against
 //!   threads, printed like `till bench log` (`log_report.rs` serves both).
 //! - `till bench recovery` (`recovery.rs`): recovery time against the log to replay, after a
-//!   writer that exits without closing.
+//!   writer that exits without closing; with `--hot-seconds` (`recovery_hot.rs`), log on disk
+//!   and recovery time after kill -9 of a hot-row load that ran that long.
 //! - `till bench torn` (`torn.rs`): each torn-page guard's cost on the same device.
 //! - `till bench peers` (`peers.rs`): the same one-insert transactions on tilldb and on the
 //!   stores a user would pick instead, in one run; the peers only with the `peers` feature.
@@ -33,6 +34,7 @@ mod peers;
 mod png;
 mod raw;
 mod recovery;
+mod recovery_hot;
 mod scratch;
 mod seed;
 mod slow_storage;

@@ -3,7 +3,7 @@
 //! ```text
 //!  DIR/recovery-PID-N/               fresh for this run, removed at the end (also on error)
 //!   per size S in --log-mib, a fresh database in its own subdirectory:
-//!     1. child process (this binary, hidden `--child`): create the database with checkpoints
+//!     1. child process (this binary, hidden `--child log`): create the database with checkpoints
 //!        off, commit transactions of random puts (Buffered) until S MiB of log are written,
 //!        one last Sync commit with a marker key, then exit WITHOUT closing (no checkpoint):
 //!        the database is left as a kill -9 leaves it
@@ -54,17 +54,40 @@ pub struct RecoveryArgs {
     /// Directory for the scratch databases; each run uses and then removes a fresh
     /// subdirectory.
     #[arg(long, default_value = "tilldb-bench")]
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     /// Print JSON (stable for scripts) instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
     /// Also draw the replay rate (MiB of log per second of open) per size into this file
     /// (SVG, or PNG when it ends in .png).
     #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
-    plot: Option<PathBuf>,
-    /// Internal: run as the writing child, in --dir, writing --log-mib (one size).
-    #[arg(long, hide = true)]
-    child: bool,
+    pub(super) plot: Option<PathBuf>,
+    /// Instead of --log-mib: run a hot-row load (Sync transfers between --hot-keys accounts
+    /// from --threads threads, default options) for each of these many seconds, kill -9 it,
+    /// and measure the log on disk and the time to recover (issue 21).
+    #[arg(long, value_delimiter = ',', value_name = "SECONDS")]
+    pub(super) hot_seconds: Vec<u64>,
+    /// Accounts of the hot-row load.
+    #[arg(long, default_value_t = 64)]
+    pub(super) hot_keys: u64,
+    /// Threads of the hot-row load.
+    #[arg(long, default_value_t = 4)]
+    pub(super) threads: usize,
+    /// Torn-page guards of the hot-row load, one run each: auto, atomic, full-page-images,
+    /// doublewrite, none.
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    pub(super) torn_page_guard: Vec<tilldb::page::TornPageGuard>,
+    /// Internal: run as a child in --dir: `log` writes --log-mib (one size), `hot` runs the
+    /// hot-row load under one --torn-page-guard until killed.
+    #[arg(long, hide = true, value_enum)]
+    pub(super) child: Option<Child>,
+}
+
+/// The two kinds of writing child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Child {
+    Log,
+    Hot,
 }
 
 /// One size's recovery.
@@ -88,7 +111,10 @@ impl Row {
 }
 
 pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
-    if args.child {
+    if args.child == Some(Child::Hot) || !args.hot_seconds.is_empty() {
+        return super::recovery_hot::run(args);
+    }
+    if args.child == Some(Child::Log) {
         let &[mib] = args.log_mib.as_slice() else {
             return Err("--child writes one --log-mib size".into());
         };
@@ -186,7 +212,7 @@ fn write_in_child(
     args: &RecoveryArgs,
 ) -> Result<u64, Box<dyn std::error::Error>> {
     let out = Command::new(exe)
-        .args(["bench", "recovery", "--child", "--dir"])
+        .args(["bench", "recovery", "--child", "log", "--dir"])
         .arg(dir)
         .arg("--log-mib")
         .arg(mib.to_string())

@@ -96,6 +96,8 @@ impl Counts {
                 evictions: pa.evictions - pb.evictions,
                 eviction_writes: pa.eviction_writes - pb.eviction_writes,
                 pages_written: pa.pages_written - pb.pages_written,
+                changed_during_write_back: pa.changed_during_write_back
+                    - pb.changed_during_write_back,
                 dirty: pa.dirty,
             },
         }

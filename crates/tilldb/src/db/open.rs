@@ -87,7 +87,8 @@ pub(super) fn create(
         IoGeometry::resolve(&facts, data_method, None, page_bytes)?;
         check_atomic_pages(&**storage, dir, page_bytes).map_err(|e| {
             Error::InvalidOptions(format!(
-                "{e}; create the database with the full-page-images or doublewrite guard"
+                "{}; create the database with the full-page-images or doublewrite guard",
+                reason(&e)
             ))
         })?;
     }
@@ -256,10 +257,11 @@ pub(super) fn open_existing(
         IoGeometry::resolve(&facts, data_method, None, header.page_bytes)?;
         check_atomic_pages(&**storage, dir, header.page_bytes).map_err(|e| {
             Error::InvalidOptions(format!(
-                "{} was created with the atomic torn-page guard, but {e}; open it on a file \
+                "{} was created with the atomic torn-page guard, but {}; open it on a file \
                  system that supports atomic writes of this size (XFS on Linux 6.11+; \
                  `till probe DIR` tells), where it will recover",
-                dir.display()
+                dir.display(),
+                reason(&e)
             ))
         })?;
     }
@@ -477,4 +479,13 @@ fn assemble(
             _lock: lock,
         }),
     })
+}
+
+/// An error's text for another error to quote: an `InvalidOptions` without its own prefix, so
+/// the wrapping one does not say "invalid options" twice.
+fn reason(e: &Error) -> String {
+    match e {
+        Error::InvalidOptions(why) => why.clone(),
+        other => other.to_string(),
+    }
 }

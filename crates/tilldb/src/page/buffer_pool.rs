@@ -51,6 +51,9 @@ pub struct PoolStats {
     /// keep this near zero).
     pub eviction_writes: u64,
     pub pages_written: u64,
+    /// Pages changed again while a write-back of theirs was under way: they stay dirty, with
+    /// their redo point moved up to the log end at the copy (the hot pages of issue 21).
+    pub changed_during_write_back: u64,
     /// Frames dirty when the stats were taken (a gauge, not a counter).
     pub dirty: u64,
 }
@@ -94,6 +97,7 @@ pub struct BufferPool {
     evictions: AtomicU64,
     eviction_writes: AtomicU64,
     pages_written: AtomicU64,
+    changed_during_write_back: AtomicU64,
 }
 
 impl fmt::Debug for BufferPool {
@@ -204,6 +208,7 @@ impl BufferPool {
             evictions: AtomicU64::new(0),
             eviction_writes: AtomicU64::new(0),
             pages_written: AtomicU64::new(0),
+            changed_during_write_back: AtomicU64::new(0),
         }
     }
 
@@ -228,6 +233,7 @@ impl BufferPool {
             evictions: self.evictions.load(Ordering::Relaxed),
             eviction_writes: self.eviction_writes.load(Ordering::Relaxed),
             pages_written: self.pages_written.load(Ordering::Relaxed),
+            changed_during_write_back: self.changed_during_write_back.load(Ordering::Relaxed),
             dirty: self.dirty_count() as u64,
         }
     }
@@ -571,7 +577,11 @@ impl BufferPool {
                 // again never moved the checkpoint's redo point. (Not dirty: another
                 // write-back cleaned it meanwhile, and a commit changing it now stamps its
                 // own redo point.)
-                data.rec_lsn = data.rec_lsn.map(|r| r.max(floor));
+                if !crate::mutants::active("stale-redo-point") {
+                    data.rec_lsn = data.rec_lsn.map(|r| r.max(floor));
+                }
+                self.changed_during_write_back
+                    .fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(batch.len())

@@ -213,9 +213,16 @@ pub fn check_atomic_pages(storage: &dyn Storage, dir: &Path, page_bytes: u32) ->
         )))
     };
     if facts.atomic_write_covers(page_bytes) != Some(true) {
+        let units = match (
+            facts.atomic_write_unit_min_bytes,
+            facts.atomic_write_unit_max_bytes,
+        ) {
+            (Some(min), Some(max)) if max > 0 => format!("atomic write units of {min}..{max} B"),
+            (Some(_), Some(_)) => "no atomic writes".to_owned(),
+            _ => "no atomic write units it could read".to_owned(),
+        };
         return refuse(format!(
-            "the device reports atomic write units {:?}..{:?} B (`till probe` shows them)",
-            facts.atomic_write_unit_min_bytes, facts.atomic_write_unit_max_bytes
+            "the device reports {units} (`till probe` shows them)"
         ));
     }
     // One fixed name: a crash between the create and the remove leaves the file behind, and

@@ -100,6 +100,9 @@ pub struct Ran {
     pub died: bool,
     /// Known bugs a thread hit (each ends the thread like a crash).
     pub known_bugs: Vec<&'static str>,
+    /// Pages a commit changed while a write-back of theirs was under way (issue 21's hot
+    /// pages, whose redo point then moves up to the copy).
+    pub changed_during_write_back: u64,
 }
 
 /// Runs cycle `cycle` on `db` (over `disk`), then closes it; returns the crash points, the
@@ -168,6 +171,7 @@ pub fn cycle(
     );
     let seed = config::mix(config.seed, 5, cycle);
     frozen.push(shared.freeze(disk, seed, label));
+    let changed_during_write_back = db.stats().1.changed_during_write_back;
     // The engine's own shutdown runs on the old disk, after the copy: it changes no crash
     // point.
     drop(db);
@@ -177,6 +181,7 @@ pub fn cycle(
         first_error: shared.first_error.lock().expect("threads joined").clone(),
         died,
         known_bugs: shared.known_bugs.lock().expect("threads joined").clone(),
+        changed_during_write_back,
     };
     (frozen, ran)
 }

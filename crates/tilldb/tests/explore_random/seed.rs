@@ -40,6 +40,9 @@ pub struct Counts {
     pub ended_early: u64,
     /// Cycles in which a thread hit a known bug (`KNOWN_BUGS`).
     pub known_bugs: u64,
+    /// Cycles in which a commit changed a page while it was written back (the hot pages of
+    /// issue 21): their crash points fall during or after such write-backs.
+    pub hot_cycles: u64,
 }
 
 impl std::ops::AddAssign for Counts {
@@ -57,6 +60,7 @@ impl std::ops::AddAssign for Counts {
         self.errors += o.errors;
         self.ended_early += o.ended_early;
         self.known_bugs += o.known_bugs;
+        self.hot_cycles += o.hot_cycles;
     }
 }
 
@@ -103,6 +107,7 @@ pub fn run_seed(seed: u64) -> Counts {
         counts.died += u64::from(ran.died);
         counts.errors += u64::from(ran.first_error.is_some());
         counts.known_bugs += u64::from(!ran.known_bugs.is_empty());
+        counts.hot_cycles += u64::from(ran.changed_during_write_back > 0);
         let cycle = Cycle {
             lanes: &lanes,
             attempts: &ran.attempts,
