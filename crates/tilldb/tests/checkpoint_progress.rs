@@ -14,9 +14,9 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
-use tilldb::io::{CrashMode, HeldLock, LockMode, SimConfig, SimDisk, Storage, StorageFile};
+use tilldb::io::{Call, CrashMode, HookedStorage, Hooks, SimConfig, SimDisk};
 use tilldb::page::TornPageGuard;
-use tilldb::{Db, FlushMethod, Options, Result};
+use tilldb::{Db, Options, Result};
 
 const DIR: &str = "/db";
 /// Hot rows, updated over and over.
@@ -152,9 +152,7 @@ fn a_hot_row_load_keeps_the_log_to_recover_within_the_bound_under_every_guard() 
 #[test]
 fn when_write_back_cannot_keep_up_commits_wait_and_the_log_stays_bounded() {
     let disk = SimDisk::new(SimConfig::default());
-    let storage = Arc::new(SlowDataFile {
-        inner: disk.clone(),
-    });
+    let storage = Arc::new(HookedStorage::new(Arc::new(disk.clone()), SlowDataFile));
     let options = Options {
         torn_page_guard: TornPageGuard::FullPageImages,
         cache_bytes: 16 << 20,
@@ -199,90 +197,16 @@ fn when_write_back_cannot_keep_up_commits_wait_and_the_log_stays_bounded() {
     drop(db);
 }
 
-/// The simulated disk with every write to the data file taking 1 ms.
+/// Every write to the data file takes 1 ms longer (hooks on the simulated disk).
 #[derive(Debug)]
-struct SlowDataFile {
-    inner: SimDisk,
-}
+struct SlowDataFile;
 
-#[derive(Debug)]
-struct SlowFile {
-    inner: Box<dyn StorageFile>,
-    slow: bool,
-}
-
-impl SlowDataFile {
-    fn wrap(path: &Path, inner: Box<dyn StorageFile>) -> Box<dyn StorageFile> {
-        let slow = path.file_name().is_some_and(|n| n == "data.tdb");
-        Box::new(SlowFile { inner, slow })
-    }
-}
-
-impl Storage for SlowDataFile {
-    fn create(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Ok(Self::wrap(path, self.inner.create(path, method)?))
-    }
-    fn open(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Ok(Self::wrap(path, self.inner.open(path, method)?))
-    }
-    fn exists(&self, path: &Path) -> Result<bool> {
-        self.inner.exists(path)
-    }
-    fn rename(&self, source: &Path, target: &Path) -> Result<()> {
-        self.inner.rename(source, target)
-    }
-    fn remove(&self, path: &Path) -> Result<()> {
-        self.inner.remove(path)
-    }
-    fn create_dir_all(&self, path: &Path) -> Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-    fn flush_dir(&self, path: &Path) -> Result<()> {
-        self.inner.flush_dir(path)
-    }
-    fn device_facts(&self, dir: &Path) -> Result<tilldb::io::DeviceFacts> {
-        self.inner.device_facts(dir)
-    }
-    fn lock(&self, path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>> {
-        self.inner.lock(path, mode)
-    }
-}
-
-impl StorageFile for SlowFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn flush_method(&self) -> FlushMethod {
-        self.inner.flush_method()
-    }
-    fn direct_align(&self) -> Option<u32> {
-        self.inner.direct_align()
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        if self.slow {
+impl Hooks for SlowDataFile {
+    fn before(&self, call: &Call<'_>) -> Result<()> {
+        if matches!(call, Call::Write { path, .. } if path.file_name().is_some_and(|n| n == "data.tdb"))
+        {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        self.inner.write_at(buf, offset)
-    }
-    fn set_len(&self, len: u64) -> Result<()> {
-        self.inner.set_len(len)
-    }
-    fn allocate_zeroed(&self, offset: u64, len: u64) -> Result<()> {
-        self.inner.allocate_zeroed(offset, len)
-    }
-    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.inner.write_atomic_at(buf, offset)
-    }
-    fn flush(&self) -> Result<()> {
-        self.inner.flush()
+        Ok(())
     }
 }

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-use tilldb::io::{CrashMode, DeviceFacts, SimConfig, SimDisk, Storage, StorageFile};
+use tilldb::io::{Call, CrashMode, HookedStorage, Hooks, SimConfig, SimDisk, Storage};
 use tilldb::wal::{Wal, WalOptions};
 use tilldb::{Durability, FlushMethod, Result};
 
@@ -65,109 +65,32 @@ impl Gate {
     }
 }
 
-/// The simulated disk with gates on the log files' flushes and writes.
+/// Gates on the log files' flushes and writes, as hooks on the simulated disk.
 #[derive(Debug)]
-struct GatedStorage {
-    inner: SimDisk,
-    gate: Arc<Gate>,
+struct LogGates {
+    flushes: Arc<Gate>,
     writes: Arc<Gate>,
 }
 
-#[derive(Debug)]
-struct GatedFile {
-    inner: Box<dyn StorageFile>,
-    gate: Arc<Gate>,
-    writes: Arc<Gate>,
-    is_log: bool,
-}
-
-impl GatedStorage {
-    fn wrap(&self, inner: Box<dyn StorageFile>, path: &Path) -> Box<dyn StorageFile> {
-        let is_log = path.extension().is_some_and(|e| e == "wal");
-        Box::new(GatedFile {
-            inner,
-            gate: Arc::clone(&self.gate),
-            writes: Arc::clone(&self.writes),
-            is_log,
-        })
-    }
-}
-
-impl Storage for GatedStorage {
-    fn create(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Ok(self.wrap(self.inner.create(path, method)?, path))
-    }
-    fn open(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Ok(self.wrap(self.inner.open(path, method)?, path))
-    }
-    fn exists(&self, path: &Path) -> Result<bool> {
-        self.inner.exists(path)
-    }
-    fn rename(&self, source: &Path, target: &Path) -> Result<()> {
-        self.inner.rename(source, target)
-    }
-    fn remove(&self, path: &Path) -> Result<()> {
-        self.inner.remove(path)
-    }
-    fn create_dir_all(&self, path: &Path) -> Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-    fn flush_dir(&self, path: &Path) -> Result<()> {
-        self.inner.flush_dir(path)
-    }
-    fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
-        self.inner.device_facts(dir)
-    }
-
-    fn lock(
-        &self,
-        path: &Path,
-        mode: tilldb::io::LockMode,
-    ) -> Result<Box<dyn tilldb::io::HeldLock>> {
-        self.inner.lock(path, mode)
-    }
-}
-
-impl StorageFile for GatedFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn flush_method(&self) -> FlushMethod {
-        self.inner.flush_method()
-    }
-    fn direct_align(&self) -> Option<u32> {
-        self.inner.direct_align()
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        if self.is_log {
-            self.writes.pass();
+impl Hooks for LogGates {
+    fn before(&self, call: &Call<'_>) -> Result<()> {
+        if call.path().extension().is_some_and(|e| e == "wal") {
+            match call {
+                Call::Write { .. } => self.writes.pass(),
+                Call::Flush { .. } => self.flushes.pass(),
+                _ => {}
+            }
         }
-        self.inner.write_at(buf, offset)
+        Ok(())
     }
-    fn set_len(&self, len: u64) -> Result<()> {
-        self.inner.set_len(len)
-    }
-    fn allocate_zeroed(&self, offset: u64, len: u64) -> Result<()> {
-        self.inner.allocate_zeroed(offset, len)
-    }
-    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.inner.write_atomic_at(buf, offset)
-    }
-    fn flush(&self) -> Result<()> {
-        if self.is_log {
-            self.gate.pass();
-        }
-        self.inner.flush()
-    }
+}
+
+fn gated(disk: &SimDisk, flushes: &Arc<Gate>, writes: &Arc<Gate>) -> Arc<dyn Storage> {
+    let gates = LogGates {
+        flushes: Arc::clone(flushes),
+        writes: Arc::clone(writes),
+    };
+    Arc::new(HookedStorage::new(Arc::new(disk.clone()), gates))
 }
 
 fn options() -> WalOptions {
@@ -206,11 +129,7 @@ fn payloads_after_power_cut(disk: &SimDisk, dir: &Path) -> Vec<Vec<u8>> {
 fn run_and_check() -> (SimDisk, PathBuf) {
     let disk = SimDisk::new(SimConfig::default());
     let gate = Arc::new(Gate::default());
-    let storage: Arc<dyn Storage> = Arc::new(GatedStorage {
-        inner: disk.clone(),
-        gate: Arc::clone(&gate),
-        writes: Arc::new(Gate::default()),
-    });
+    let storage = gated(&disk, &gate, &Arc::new(Gate::default()));
     let dir = PathBuf::from("/log");
     let (wal, _) = Wal::open(storage, &dir, options()).expect("open");
     let wal = Arc::new(wal);
@@ -290,11 +209,7 @@ fn a_flush_beside_an_open_block_acknowledges_only_the_closed_part() {
     let disk = SimDisk::new(SimConfig::default());
     let flushes = Arc::new(Gate::default());
     let writes = Arc::new(Gate::default());
-    let storage: Arc<dyn Storage> = Arc::new(GatedStorage {
-        inner: disk.clone(),
-        gate: Arc::clone(&flushes),
-        writes: Arc::clone(&writes),
-    });
+    let storage = gated(&disk, &flushes, &writes);
     let dir = PathBuf::from("/log");
     let (wal, _) = Wal::open(storage, &dir, options()).expect("open");
     let wal = Arc::new(wal);

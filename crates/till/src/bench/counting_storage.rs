@@ -7,8 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tilldb::io::{DeviceFacts, Storage, StorageFile};
-use tilldb::{FlushMethod, Result};
+use tilldb::io::{Call, HookedStorage, Hooks, Storage};
 
 /// Bytes written per kind of file.
 #[derive(Debug, Default)]
@@ -82,150 +81,41 @@ impl WriteCounts {
     }
 }
 
-/// Storage that counts the bytes written through it.
-#[derive(Debug)]
-pub struct CountingStorage {
-    inner: Arc<dyn Storage>,
-    counts: Arc<WriteCounts>,
+/// Storage that counts the bytes written through it: any storage, with [`WriteCounts`] as
+/// its hooks (`counting(inner).hooks()` reads them).
+pub type CountingStorage = HookedStorage<WriteCounts>;
+
+/// Wraps `inner` so that the bytes written through it are counted.
+pub fn counting(inner: Arc<dyn Storage>) -> CountingStorage {
+    HookedStorage::new(inner, WriteCounts::default())
 }
 
-impl CountingStorage {
-    pub fn new(inner: Arc<dyn Storage>) -> Self {
-        CountingStorage {
-            inner,
-            counts: Arc::default(),
-        }
-    }
-
-    pub fn counts(&self) -> Arc<WriteCounts> {
-        Arc::clone(&self.counts)
-    }
-
-    fn wrap(&self, inner: Box<dyn StorageFile>) -> Box<dyn StorageFile> {
-        Box::new(CountingFile {
-            inner,
-            counts: Arc::clone(&self.counts),
-        })
-    }
-}
-
-impl Storage for CountingStorage {
-    fn create(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Ok(self.wrap(self.inner.create(path, method)?))
-    }
-
-    fn open(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Ok(self.wrap(self.inner.open(path, method)?))
-    }
-
-    fn exists(&self, path: &Path) -> Result<bool> {
-        self.inner.exists(path)
-    }
-
-    fn rename(&self, source: &Path, target: &Path) -> Result<()> {
-        self.inner.rename(source, target)
-    }
-
-    fn remove(&self, path: &Path) -> Result<()> {
-        self.inner.remove(path)
-    }
-
-    fn create_dir_all(&self, path: &Path) -> Result<()> {
-        self.inner.create_dir_all(path)
-    }
-
-    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-
-    fn flush_dir(&self, path: &Path) -> Result<()> {
-        self.inner.flush_dir(path)
-    }
-
-    fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
-        self.inner.device_facts(dir)
-    }
-
-    fn lock(
-        &self,
-        path: &Path,
-        mode: tilldb::io::LockMode,
-    ) -> Result<Box<dyn tilldb::io::HeldLock>> {
-        self.inner.lock(path, mode)
-    }
-}
-
-/// One file of a [`CountingStorage`]. The file's path is fixed at open; a rename (log
+/// Counts after each write succeeded. The file's path is fixed at open; a rename (log
 /// segment recycling) keeps it in the same directory, so its kind does not change.
-#[derive(Debug)]
-struct CountingFile {
-    inner: Box<dyn StorageFile>,
-    counts: Arc<WriteCounts>,
-}
-
-impl StorageFile for CountingFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-
-    fn flush_method(&self) -> FlushMethod {
-        self.inner.flush_method()
-    }
-
-    fn direct_align(&self) -> Option<u32> {
-        self.inner.direct_align()
-    }
-
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.inner.write_at(buf, offset)?;
-        self.counts
-            .of(self.inner.path())
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.inner.write_atomic_at(buf, offset)?;
-        self.counts
-            .of(self.inner.path())
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn set_len(&self, len: u64) -> Result<()> {
-        self.inner.set_len(len)
-    }
-
-    fn allocate_zeroed(&self, offset: u64, len: u64) -> Result<()> {
-        self.inner.allocate_zeroed(offset, len)?;
-        self.counts
-            .of(self.inner.path())
-            .fetch_add(len, Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.inner.flush()
+impl Hooks for WriteCounts {
+    fn after(&self, call: &Call<'_>) {
+        match *call {
+            Call::Write { path, len, .. } => {
+                self.of(path).fetch_add(len as u64, Ordering::Relaxed);
+            }
+            Call::AllocateZeroed { path, len, .. } => {
+                self.of(path).fetch_add(len, Ordering::Relaxed);
+            }
+            _ => {}
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tilldb::FlushMethod;
     use tilldb::io::FileStorage;
 
     #[test]
     fn counts_bytes_per_kind_of_file() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = CountingStorage::new(Arc::new(FileStorage::new()));
+        let storage = counting(Arc::new(FileStorage::new()));
         let wal = dir.path().join("wal");
         storage.create_dir_all(&wal).expect("mkdir");
         let m = FlushMethod::Fdatasync;
@@ -240,7 +130,7 @@ mod tests {
             .create(&dir.path().join("notes"), m)
             .expect("create");
         other.write_at(&[3; 10], 0).expect("write");
-        let w = storage.counts().snapshot();
+        let w = storage.hooks().snapshot();
         assert_eq!(
             w,
             Written {

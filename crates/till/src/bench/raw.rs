@@ -2,7 +2,7 @@
 //! SIMULATED flush latency) and the raw flushed-write rate of one writer on it.
 
 use super::scratch::ScratchDir;
-use super::slow_storage::SlowStorage;
+use super::slow_storage::slow;
 use indicatif::ProgressBar;
 use std::path::Path;
 use std::sync::Arc;
@@ -32,10 +32,7 @@ pub fn storage(sync_latency_us: u64) -> Arc<dyn Storage> {
     if sync_latency_us == 0 {
         real
     } else {
-        Arc::new(SlowStorage::new(
-            real,
-            Duration::from_micros(sync_latency_us),
-        ))
+        Arc::new(slow(real, Duration::from_micros(sync_latency_us)))
     }
 }
 

@@ -22,21 +22,32 @@
 //! Sleeps are minimums, so every charged operation takes at least `latency` longer.
 
 use std::fmt;
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tilldb::io::{DeviceFacts, Storage, StorageFile};
-use tilldb::{FlushMethod, Result};
+use tilldb::FlushMethod;
+use tilldb::io::{Call, HookedStorage, Hooks, Storage};
 
-/// Storage whose flushes take `latency` longer, serialized across all its files.
-#[derive(Debug)]
-pub struct SlowStorage {
-    inner: Arc<dyn Storage>,
-    device: Arc<Device>,
+/// Storage whose flushes take `latency` longer, serialized across all its files: any storage
+/// with a [`Device`] as its hooks.
+pub type SlowStorage = HookedStorage<Device>;
+
+/// Wraps `inner`, adding `latency` to every flush its files and directories do.
+pub fn slow(inner: Arc<dyn Storage>, latency: Duration) -> SlowStorage {
+    assert!(
+        !latency.is_zero(),
+        "a zero simulated latency: use the inner storage"
+    );
+    HookedStorage::new(
+        inner,
+        Device {
+            latency,
+            busy: Mutex::new(()),
+        },
+    )
 }
 
 /// The simulated device: one flush at a time.
-struct Device {
+pub struct Device {
     latency: Duration,
     /// Held for the duration of each simulated flush. Guards nothing but the device's time.
     busy: Mutex<()>,
@@ -59,83 +70,19 @@ impl Device {
     }
 }
 
-impl SlowStorage {
-    /// Wraps `inner`, adding `latency` to every flush its files and directories do.
-    pub fn new(inner: Arc<dyn Storage>, latency: Duration) -> Self {
-        assert!(
-            !latency.is_zero(),
-            "a zero simulated latency: use the inner storage"
-        );
-        SlowStorage {
-            inner,
-            device: Arc::new(Device {
-                latency,
-                busy: Mutex::new(()),
-            }),
+/// Charges after the real operation succeeded (the table in the module doc).
+impl Hooks for Device {
+    fn after(&self, call: &Call<'_>) {
+        let pays = match *call {
+            Call::Write { method, .. } => charged(method) == Charged::Write,
+            Call::Flush { method, .. } => charged(method) == Charged::Flush,
+            Call::FlushDir { .. } => true,
+            _ => false,
+        };
+        if pays {
+            self.flush();
         }
     }
-
-    fn wrap(&self, inner: Box<dyn StorageFile>) -> Box<dyn StorageFile> {
-        Box::new(SlowFile {
-            inner,
-            device: Arc::clone(&self.device),
-        })
-    }
-}
-
-impl Storage for SlowStorage {
-    fn create(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Ok(self.wrap(self.inner.create(path, method)?))
-    }
-
-    fn open(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
-        Ok(self.wrap(self.inner.open(path, method)?))
-    }
-
-    fn exists(&self, path: &Path) -> Result<bool> {
-        self.inner.exists(path)
-    }
-
-    fn rename(&self, source: &Path, target: &Path) -> Result<()> {
-        self.inner.rename(source, target)
-    }
-
-    fn remove(&self, path: &Path) -> Result<()> {
-        self.inner.remove(path)
-    }
-
-    fn create_dir_all(&self, path: &Path) -> Result<()> {
-        self.inner.create_dir_all(path)
-    }
-
-    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-
-    fn flush_dir(&self, path: &Path) -> Result<()> {
-        self.inner.flush_dir(path)?;
-        self.device.flush();
-        Ok(())
-    }
-
-    fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
-        self.inner.device_facts(dir)
-    }
-
-    fn lock(
-        &self,
-        path: &Path,
-        mode: tilldb::io::LockMode,
-    ) -> Result<Box<dyn tilldb::io::HeldLock>> {
-        self.inner.lock(path, mode)
-    }
-}
-
-/// One file of a [`SlowStorage`].
-#[derive(Debug)]
-struct SlowFile {
-    inner: Box<dyn StorageFile>,
-    device: Arc<Device>,
 }
 
 /// Which operation of a file pays the latency (the table in the module doc).
@@ -156,77 +103,23 @@ fn charged(method: FlushMethod) -> Charged {
     }
 }
 
-impl StorageFile for SlowFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-
-    fn flush_method(&self) -> FlushMethod {
-        self.inner.flush_method()
-    }
-
-    fn direct_align(&self) -> Option<u32> {
-        self.inner.direct_align()
-    }
-
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.inner.write_at(buf, offset)?;
-        if charged(self.inner.flush_method()) == Charged::Write {
-            self.device.flush();
-        }
-        Ok(())
-    }
-
-    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.inner.write_atomic_at(buf, offset)?;
-        if charged(self.inner.flush_method()) == Charged::Write {
-            self.device.flush();
-        }
-        Ok(())
-    }
-
-    fn set_len(&self, len: u64) -> Result<()> {
-        self.inner.set_len(len)
-    }
-
-    fn allocate_zeroed(&self, offset: u64, len: u64) -> Result<()> {
-        self.inner.allocate_zeroed(offset, len)
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.inner.flush()?;
-        if charged(self.inner.flush_method()) == Charged::Flush {
-            self.device.flush();
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Barrier;
     use std::time::Instant;
-    use tilldb::io::FileStorage;
+    use tilldb::io::{FileStorage, Storage};
 
     const LATENCY: Duration = Duration::from_millis(40);
 
-    fn slow() -> SlowStorage {
-        SlowStorage::new(Arc::new(FileStorage::new()), LATENCY)
+    fn slow_files() -> SlowStorage {
+        slow(Arc::new(FileStorage::new()), LATENCY)
     }
 
     #[test]
     fn concurrent_flushes_are_serialized_like_one_device() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = slow();
+        let storage = slow_files();
         let files: Vec<_> = ["a", "b"]
             .iter()
             .map(|name| {
@@ -254,7 +147,7 @@ mod tests {
     #[test]
     fn write_through_files_pay_on_every_write() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let f = slow()
+        let f = slow_files()
             .create(&dir.path().join("d"), FlushMethod::Dsync)
             .expect("create");
         let start = Instant::now();

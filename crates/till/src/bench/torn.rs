@@ -26,7 +26,7 @@
 //! p50_us, p99_us, max_us } ] }`.
 
 use super::bars::{self, Bar, BarChart};
-use super::counting_storage::{CountingStorage, WriteCounts, Written};
+use super::counting_storage::{WriteCounts, Written, counting};
 use super::latency::{merge_sorted, per_sec, percentile_us, round1};
 use super::machine::Setting;
 use super::scratch::ScratchDir;
@@ -163,8 +163,8 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             torn_page_guard: guard,
             ..Options::default()
         };
-        let storage = CountingStorage::new(super::raw::storage(args.sync_latency_us));
-        let counts = storage.counts();
+        let storage = counting(super::raw::storage(args.sync_latency_us));
+        let counts = std::sync::Arc::clone(storage.hooks());
         let db = Db::open_with_storage(Arc::new(storage), &dir, options)
             .map_err(|e| format!("cannot create a database in {}: {e}", dir.display()))?;
         load(&db, args)?;

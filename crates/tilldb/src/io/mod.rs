@@ -2,7 +2,7 @@
 //!
 //! Everything tilldb stores goes through [`Storage`] (the directory: create, open, rename,
 //! remove, flush a directory) and [`StorageFile`] (one open file: read and write at offsets,
-//! set its length, allocate it with zeros, flush it by its [`FlushMethod`]). Two
+//! set its length, allocate it with zeros, flush it by its [`FlushMethod`]). Three
 //! implementations exist:
 //!
 //! - [`FileStorage`]: real files through the OS (`file.rs`, with one function per flush method
@@ -12,6 +12,10 @@
 //!   could.
 //! - [`OverlayStorage`]: reads through to another storage and keeps every change in memory
 //!   (`overlay.rs`): `till check` recovers and checks a database without changing a byte.
+//!
+//! A wrapper that adds to any storage (counts bytes, slows flushes, holds a flush at a gate)
+//! implements [`Hooks`] and wraps it in a [`HookedStorage`] (`hooked.rs`), the one place that
+//! forwards every method.
 //!
 //! ## Vocabulary
 //!
@@ -31,6 +35,7 @@ mod aligned;
 mod file;
 mod flush;
 mod geometry;
+mod hooked;
 mod lock;
 mod measure;
 mod overlay;
@@ -40,6 +45,7 @@ mod sim;
 pub use aligned::{AlignedBuf, AlignedVec};
 pub use file::FileStorage;
 pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
+pub use hooked::{Call, HookedStorage, Hooks};
 pub(crate) use lock::NoLock;
 pub use lock::{HeldLock, LockMode};
 pub use measure::{
