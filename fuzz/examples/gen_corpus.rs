@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use tilldb::btree::{MemPages, Tree};
-use tilldb::page::{PageBuf, PageId};
-use tilldb::wal::{LogEvent, RecordKind};
+use tilldb::internals::btree::{MemPages, Tree};
+use tilldb::internals::page::{PageBuf, PageId};
+use tilldb::internals::wal::{LogEvent, RecordKind};
 use tilldb_fuzz::base::{self, BLOCK_BYTES, Edit, images};
 use tilldb_fuzz::{PAGE_HEADER_BYTES, SEGMENT_HEADER_BYTES};
 
@@ -43,7 +43,7 @@ fn main() {
     // wal_record: records of a real segment, at the record's position; and commit_record:
     // the payloads of real commit records.
     let mut records = Vec::new();
-    let _ = tilldb::wal::inspect_log(
+    let _ = tilldb::internals::wal::inspect_log(
         &*base::lay_down(crash),
         &Path::new(base::DIR).join("wal"),
         None,

@@ -11,7 +11,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tilldb::Db;
-use tilldb::btree::{PageOp, redo};
+use tilldb::internals::btree::{PageOp, redo};
 
 const COMMIT_HEADER_BYTES: usize = 32;
 

@@ -19,7 +19,7 @@ use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 use std::sync::Arc;
 use tilldb::FlushMethod;
-use tilldb::header::{Header, HeaderFile, SLOT_BYTES, SlotState, choose_slot};
+use tilldb::internals::header::{Header, HeaderFile, SLOT_BYTES, SlotState, choose_slot};
 use tilldb::io::{CrashMode, SimConfig, SimDisk, Storage};
 use tilldb_fuzz::{Input, seal_header_slot};
 
@@ -82,7 +82,7 @@ fn check_file(bytes: &[u8], expected: Option<Option<(usize, Header)>>) {
     let storage: &dyn Storage = &*disk;
     let dir = Path::new(DIR);
     storage.create_dir_all(dir).expect("directory");
-    let path = dir.join(tilldb::header::HEADER_FILE_NAME);
+    let path = dir.join(tilldb::internals::header::HEADER_FILE_NAME);
     let file = storage
         .create(&path, FlushMethod::Fdatasync)
         .expect("create");

@@ -28,11 +28,11 @@ use libfuzzer_sys::fuzz_target;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use tilldb::Direction;
-use tilldb::btree::node::{self, NodeKind, NodeRef, ValueRef};
-use tilldb::btree::overflow::OverflowRef;
-use tilldb::btree::{MemPages, Tree};
+use tilldb::internals::btree::node::{self, NodeKind, NodeRef, ValueRef};
+use tilldb::internals::btree::overflow::OverflowRef;
+use tilldb::internals::btree::{MemPages, Tree};
 use tilldb::io::AlignedBuf;
-use tilldb::page::{PageBuf, PageFault, PageId, PageKind, PageState};
+use tilldb::internals::page::{PageBuf, PageFault, PageId, PageKind, PageState};
 use tilldb_fuzz::{Input, PAGE_HEADER_BYTES, seal_page};
 
 const TREE_PAGE_BYTES: usize = 4096;

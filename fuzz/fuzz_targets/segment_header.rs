@@ -15,7 +15,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
-use tilldb::wal::SegmentHeader;
+use tilldb::internals::wal::SegmentHeader;
 use tilldb_fuzz::{Input, SEGMENT_HEADER_BYTES, seal_segment_header};
 
 fuzz_target!(|data: &[u8]| {

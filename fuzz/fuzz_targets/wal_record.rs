@@ -28,8 +28,8 @@ use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 use std::sync::Arc;
 use tilldb::io::{CrashMode, SimConfig, SimDisk, Storage};
-use tilldb::wal::record::{self, RecordKind};
-use tilldb::wal::{LogEvent, Lsn, SegmentHeader, Wal, WalOptions};
+use tilldb::internals::wal::record::{self, RecordKind};
+use tilldb::internals::wal::{LogEvent, Lsn, SegmentHeader, Wal, WalOptions};
 use tilldb::{Durability, FlushMethod};
 use tilldb_fuzz::{Input, RECORD_HEADER_BYTES, seal_records};
 
@@ -170,7 +170,7 @@ fn check_log_dir(
     disk.crash(CrashMode::ProcessKill);
 
     let mut shown = Vec::new();
-    let inspection = tilldb::wal::inspect_log(storage, dir, start, |event| {
+    let inspection = tilldb::internals::wal::inspect_log(storage, dir, start, |event| {
         if let LogEvent::Record { offset, record } = event {
             assert!(offset >= u64::from(LOG_BLOCK_BYTES) && offset < SEGMENT_BYTES);
             assert!(

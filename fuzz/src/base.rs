@@ -33,9 +33,9 @@ pub fn options() -> Options {
         page_bytes: Some(4096),
         cache_bytes: 64 * 4096,
         flush_method: Some(FlushMethod::Fdatasync),
-        torn_page_guard: tilldb::page::TornPageGuard::Doublewrite,
+        torn_page_guard: tilldb::TornPageGuard::Doublewrite,
         checkpoint_log_bytes: 64 << 20,
-        wal: tilldb::wal::WalOptions {
+        wal: tilldb::WalOptions {
             segment_bytes: 8 << 10,
             log_block_bytes: Some(512),
             background_threads: false,

@@ -177,7 +177,7 @@ mod tests {
         area[20] = 40; // payload_len
         let offsets = seal_records(&mut area, 7, 4096, 1);
         assert_eq!(offsets, vec![0]);
-        let rec = tilldb::wal::record::decode(&area, 7, 4096).expect("sealed");
+        let rec = tilldb::internals::wal::record::decode(&area, 7, 4096).expect("sealed");
         assert_eq!(rec.len, 64);
     }
 }

@@ -24,10 +24,10 @@ use crate::inspect::{self, CliResult, LogFacts, Space};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tilldb::internals::page::{PageId, PageSlot, PageStore};
+use tilldb::internals::wal::SegmentRole;
+use tilldb::internals::wal::record::RecordFault;
 use tilldb::io::{FileStorage, OverlayStorage, Storage};
-use tilldb::page::{PageId, PageSlot, PageStore};
-use tilldb::wal::SegmentRole;
-use tilldb::wal::record::RecordFault;
 use tilldb::{Db, Options};
 
 /// Pages listed one by one per kind of problem; the rest are counted.
@@ -204,7 +204,7 @@ fn report_space(space: &Space, dir: &Path, page_bytes: u32) -> usize {
         space.leaked.len(),
         space.doubly_used.len()
     );
-    let data = dir.join(tilldb::page::DATA_FILE_NAME);
+    let data = dir.join(tilldb::internals::page::DATA_FILE_NAME);
     let offset = |id: PageId| id.0.saturating_mul(u64::from(page_bytes));
     for id in space.leaked.iter().take(PAGES_LISTED_MAX) {
         println!(

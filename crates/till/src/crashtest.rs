@@ -37,7 +37,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tilldb::page::TornPageGuard;
+use tilldb::TornPageGuard;
 use tilldb::{Db, Durability, FlushMethod, Options};
 
 /// Keys the filler updates spread over (400 B values: about 10 MiB of pages).
@@ -104,9 +104,9 @@ fn options(args: &CrashtestArgs, guard: TornPageGuard) -> Options {
         flush_method: args.flush_method,
         durability: args.durability,
         checkpoint_log_bytes: 8 << 20,
-        wal: tilldb::wal::WalOptions {
+        wal: tilldb::WalOptions {
             segment_bytes: 4 << 20,
-            ..tilldb::wal::WalOptions::default()
+            ..tilldb::WalOptions::default()
         },
         ..Options::default()
     }
@@ -405,10 +405,14 @@ fn commit_forever(
 /// The guard of the database in `db_dir`, if there is one.
 fn existing_guard(db_dir: &Path) -> Result<Option<TornPageGuard>, Box<dyn std::error::Error>> {
     let storage = tilldb::io::FileStorage::new();
-    if !db_dir.join(tilldb::header::HEADER_FILE_NAME).exists() {
+    if !db_dir
+        .join(tilldb::internals::header::HEADER_FILE_NAME)
+        .exists()
+    {
         return Ok(None);
     }
-    let header = tilldb::header::HeaderFile::open(&storage, db_dir, FlushMethod::Fdatasync)?;
+    let header =
+        tilldb::internals::header::HeaderFile::open(&storage, db_dir, FlushMethod::Fdatasync)?;
     Ok(header.map(|(_, h)| h.torn_page_guard))
 }
 

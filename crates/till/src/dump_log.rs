@@ -5,7 +5,7 @@
 //!
 //! The chain is followed from the oldest segment on disk (`--from-lsn N`: from the segment
 //! holding lsn N, as recovery does from its checkpoint), exactly as recovery follows it
-//! (`tilldb::wal::inspect_log`). A record line gives its lsn, its bytes on disk (header and
+//! (`tilldb::internals::wal::inspect_log`). A record line gives its lsn, its bytes on disk (header and
 //! padding included), its kind, and for a commit its page operations by kind, the pages they
 //! change (the first few) and the allocator state after it. `Pad` records (one after each
 //! group write) are counted but shown only with `--pads`.
@@ -55,12 +55,12 @@ use crate::inspect::{self, CliResult, CommitSummary};
 use clap::Args;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use tilldb::io::FileStorage;
-use tilldb::wal::record::RecordRef;
-use tilldb::wal::{
+use tilldb::internals::wal::record::RecordRef;
+use tilldb::internals::wal::{
     LogEvent, LogInspection, Lsn, RecordKind, RecoveryStop, SegmentFile, SegmentHeader,
     SegmentRole, inspect_log,
 };
+use tilldb::io::FileStorage;
 
 /// Pages named on a commit's text line.
 const PAGES_SHOWN: usize = 6;
@@ -398,7 +398,7 @@ pub fn stop_json(stop: &RecoveryStop) -> Value {
         "offset": stop.offset,
         "lsn": stop.lsn.0,
         "fault": inspect::fault_name(stop.fault),
-        "clean": stop.fault == tilldb::wal::record::RecordFault::Zero,
+        "clean": stop.fault == tilldb::internals::wal::record::RecordFault::Zero,
         "what": stop.fault.to_string(),
     })
 }

@@ -1,15 +1,17 @@
 //! Read-only views of a database directory, shared by `till dump-log`, `till stats` and
-//! `till check`: the header slots, the log (through `tilldb::wal::inspect_log`), commit records
+//! `till check`: the header slots, the log (through `tilldb::internals::wal::inspect_log`), commit records
 //! in brief, and the data file's pages through the `Pages` trait. Nothing here writes, and
 //! nothing runs recovery: bytes on disk are shown as they are.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use tilldb::btree::{PageOp, Pages};
-use tilldb::header::{HEADER_FILE_NAME, Header, SLOT_BYTES, SLOT_COUNT, SlotState, choose_slot};
-use tilldb::page::{PageBuf, PageId, PageStore};
-use tilldb::wal::record::RecordFault;
-use tilldb::wal::{LogEvent, LogInspection, RecordKind, RecoveryStop, inspect_log};
+use tilldb::internals::btree::{PageOp, Pages};
+use tilldb::internals::header::{
+    HEADER_FILE_NAME, Header, SLOT_BYTES, SLOT_COUNT, SlotState, choose_slot,
+};
+use tilldb::internals::page::{PageBuf, PageId, PageStore};
+use tilldb::internals::wal::record::RecordFault;
+use tilldb::internals::wal::{LogEvent, LogInspection, RecordKind, RecoveryStop, inspect_log};
 use tilldb::{Db, Error};
 
 /// The result type of the commands.
@@ -252,7 +254,7 @@ pub fn read_log_facts(dir: &Path, checkpoint: u64) -> LogFacts {
     let inspection = inspect_log(
         &storage,
         &dir.join("wal"),
-        Some(tilldb::wal::Lsn(checkpoint)),
+        Some(tilldb::Lsn(checkpoint)),
         |event| match event {
             LogEvent::Segment { path: p, .. } => path = p.to_path_buf(),
             LogEvent::Record { offset, record } if record.kind == RecordKind::Data => {
@@ -316,7 +318,7 @@ impl Pages for StorePages {
         panic!("a read-only view was asked to change {}", op.page());
     }
 
-    fn allocate(&self, _kind: tilldb::page::PageKind) -> tilldb::Result<PageId> {
+    fn allocate(&self, _kind: tilldb::internals::page::PageKind) -> tilldb::Result<PageId> {
         panic!("a read-only view was asked to allocate a page");
     }
 
@@ -333,7 +335,7 @@ impl Pages for StorePages {
 /// CLI can name (tilldb's `SpaceCheck` is not re-exported from the crate root yet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Space {
-    pub tables: Vec<(String, tilldb::btree::TreeStats)>,
+    pub tables: Vec<(String, tilldb::internals::btree::TreeStats)>,
     pub catalog_pages: u64,
     pub tree_pages: u64,
     pub page_count: u64,

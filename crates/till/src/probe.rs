@@ -190,20 +190,20 @@ fn recommendation_json(r: &Recommendation, facts: &DeviceFacts, page_bytes: u32)
     })
 }
 
-/// What `TornPageGuard::Auto` chooses here: the rule of `tilldb::page::choose_guard`
+/// What `TornPageGuard::Auto` chooses here: the rule of `tilldb::internals::page::choose_guard`
 /// (hardware atomic writes covering the page, and a test write that worked).
 fn auto_guard(
     facts: &DeviceFacts,
     atomic_page_writes: Option<bool>,
     page_bytes: u32,
-) -> tilldb::page::TornPageGuard {
+) -> tilldb::TornPageGuard {
     let hardware = facts
         .device_atomic_write_max_bytes
         .is_some_and(|max| max >= page_bytes);
     if hardware && atomic_page_writes == Some(true) {
-        tilldb::page::TornPageGuard::Atomic
+        tilldb::TornPageGuard::Atomic
     } else {
-        tilldb::page::TornPageGuard::FullPageImages
+        tilldb::TornPageGuard::FullPageImages
     }
 }
 

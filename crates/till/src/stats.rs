@@ -51,12 +51,12 @@ use clap::Args;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use tilldb::FlushMethod;
-use tilldb::header::{Header, SlotState};
-use tilldb::io::FileStorage;
-use tilldb::page::{
+use tilldb::internals::header::{Header, SlotState};
+use tilldb::internals::page::{
     BatchState, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, Doublewrite, LEDGER_FILE_NAME, TornPageGuard,
 };
-use tilldb::wal::SegmentRole;
+use tilldb::internals::wal::SegmentRole;
+use tilldb::io::FileStorage;
 
 #[derive(Args, Debug)]
 pub struct StatsArgs {

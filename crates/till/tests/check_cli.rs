@@ -7,7 +7,7 @@ mod common;
 
 use common::{copy_dir, options, rewrite_header, segments, snapshot, till};
 use std::process::Command;
-use tilldb::page::PageId;
+use tilldb::internals::page::PageId;
 use tilldb::{Db, FlushMethod, Options};
 
 fn till_check(dir: &std::path::Path) -> (bool, String) {
@@ -32,7 +32,7 @@ fn check_passes_a_healthy_database_and_names_a_corrupt_page() {
         flush_method: Some(FlushMethod::Fdatasync),
         page_bytes: Some(4096),
         // The doublewrite area is what repairs the flipped page below.
-        torn_page_guard: tilldb::page::TornPageGuard::Doublewrite,
+        torn_page_guard: tilldb::TornPageGuard::Doublewrite,
         ..Options::default()
     };
     {

@@ -1,26 +1,91 @@
 //! tilldb: an embedded, crash-safe, transactional key-value store built around its commit path.
 //!
-//! This crate is growing layer by layer (see `ARCHITECTURE.md`). Today it holds the I/O layer:
-//! the [`io::Storage`] seam with real files and a fault-injecting simulated disk, every
-//! [`FlushMethod`], device facts, and flush measurement.
+//! A durable commit costs about one device flush, shared by every transaction waiting for it
+//! (group commit); a kill, a power cut or a torn page write never loses an acknowledged
+//! commit; a failing disk stops the database rather than acknowledge on top of an error.
+//!
+//! ```
+//! use tilldb::{Db, Durability, Options};
+//!
+//! # fn main() -> tilldb::Result<()> {
+//! # let dir = tempfile::tempdir().expect("a temporary directory");
+//! # let path = dir.path().join("shop");
+//! let db = Db::open(&path, Options::default())?;
+//! let mut txn = db.begin()?;
+//! txn.put(b"sale:0001", b"2 x coffee")?;
+//! txn.commit()?; // durable when it returns (Durability::Sync, the default)
+//!
+//! let mut txn = db.begin()?;
+//! txn.put(b"sale:0002", b"1 x tea")?;
+//! txn.commit_with(Durability::Buffered)?; // survives a kill -9, not a power cut
+//!
+//! assert_eq!(db.get(b"sale:0001")?.as_deref(), Some(&b"2 x coffee"[..]));
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The API: [`Db`], [`Txn`], [`ReadTxn`], [`Options`] (with [`Durability`], [`FlushMethod`],
+//! [`TornPageGuard`], [`WalOptions`]), [`Error`], the reports and counters ([`Stats`],
+//! [`RecoveryReport`]), and the [`io::Storage`] seam, with the simulated disk [`io::SimDisk`]
+//! for those who test their own crash handling. docs/durability.md in the repository says
+//! exactly what each durability level and guard promises.
+//!
+//! [`internals`] holds the engine's layers for the `till` tool and tilldb's own tests; it is
+//! not part of the API and changes without notice.
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("tilldb supports Linux only so far; a port adds one io/flush_<os>.rs file");
 
-pub mod btree;
+mod btree;
 mod checksum;
 mod db;
 mod error;
-pub mod header;
+mod header;
 pub mod io;
 #[doc(hidden)]
 pub mod mutants;
 mod options;
-pub mod page;
-pub mod txn;
-pub mod wal;
+mod page;
+mod txn;
+mod wal;
 
-pub use btree::Direction;
-pub use db::{Db, LOCK_FILE_NAME, ReadTxn, RecoveryReport, SpaceCheck, Txn, is_database_file_name};
+/// The engine's layers, reachable for the `till` tool and tilldb's tests: NOT part of the
+/// API, and free to change in any release. An embedder uses the crate root.
+#[doc(hidden)]
+pub mod internals {
+    /// The B+tree over the buffer pool.
+    pub mod btree {
+        pub use crate::btree::*;
+    }
+    /// The database header file (`tilldb.meta`).
+    pub mod header {
+        pub use crate::header::*;
+    }
+    /// Pages, the buffer pool, the page store and the torn-page guards.
+    pub mod page {
+        pub use crate::page::*;
+    }
+    /// Transactions' write sets and snapshots.
+    pub mod txn {
+        pub use crate::txn::*;
+    }
+    /// The write-ahead log.
+    pub mod wal {
+        pub use crate::wal::*;
+    }
+}
+
+/// The README's example, compiled and run as a doctest so that it stays true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+pub use btree::{Direction, TreeStats};
+pub use db::{
+    Db, LOCK_FILE_NAME, ReadTxn, RecoveryReport, SpaceCheck, Stats, Txn, is_database_file_name,
+};
 pub use error::{Error, IoOp, Result};
 pub use options::{Durability, FlushMethod, Options};
+pub use page::{PoolStats, TornPageGuard};
+pub use wal::{Lsn, WalOptions, WalStats};

@@ -208,7 +208,7 @@ pub struct Options {
     /// The bound it sets, under any steady load (hot pages included): the log that recovery
     /// replays after a crash stays below twice this, plus the commits in flight. When a
     /// checkpoint falls behind (the disk too slow for the load), commits wait for it before
-    /// returning rather than let the log grow (`Db::backpressure_waits` counts them). On disk
+    /// returning rather than let the log grow (`Stats::backpressure_waits` counts them). On disk
     /// the log directory also holds the segment being written, the next one prepared, and up
     /// to four free segments kept for reuse. Recovery time is proportional to the log it
     /// replays (`till bench recovery`), so it is bounded too, whatever the uptime.

@@ -7,8 +7,8 @@
 use proptest::prelude::*;
 use std::ops::Bound;
 use tilldb::Error;
-use tilldb::btree::{Direction, MemPages, PageOp, Pages, Tree};
-use tilldb::page::{HEADER_BYTES, PageKind};
+use tilldb::internals::btree::{Direction, MemPages, PageOp, Pages, Tree};
+use tilldb::internals::page::{HEADER_BYTES, PageKind};
 
 const PAGE_BYTES: u32 = 4096;
 const KEYS: u32 = 300;

@@ -4,7 +4,7 @@
 
 use std::ops::Bound;
 use tilldb::Error;
-use tilldb::btree::{Direction, Limits, MemPages, Tree};
+use tilldb::internals::btree::{Direction, Limits, MemPages, Tree};
 
 fn assert_too_large(err: &Error, bytes: u64, max: u64) {
     assert!(

@@ -10,8 +10,8 @@
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use tilldb::btree::{Direction, MemPages, Pages, Tree};
-use tilldb::page::{PageBuf, PageId};
+use tilldb::internals::btree::{Direction, MemPages, Pages, Tree};
+use tilldb::internals::page::{PageBuf, PageId};
 
 const PAGE_BYTES: u32 = 4096;
 

@@ -2,7 +2,7 @@
 //! (values growing, shrinking, moving in and out of overflow pages), and deleting and
 //! reinserting them, reuses freed pages, so the number of pages ever allocated stays bounded.
 
-use tilldb::btree::{MemPages, Tree};
+use tilldb::internals::btree::{MemPages, Tree};
 
 const KEYS: u32 = 300;
 const ROUNDS: u32 = 40;

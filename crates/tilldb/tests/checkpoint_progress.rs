@@ -14,8 +14,8 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
+use tilldb::TornPageGuard;
 use tilldb::io::{Call, CrashMode, HookedStorage, Hooks, SimConfig, SimDisk};
-use tilldb::page::TornPageGuard;
 use tilldb::{Db, Options, Result};
 
 const DIR: &str = "/db";
@@ -67,7 +67,7 @@ fn hot_rows(disk: &SimDisk, db: &Db, log_mib: u64) -> usize {
             // Reading the log to count its segments is not free: every 100 ms is enough.
             std::thread::sleep(std::time::Duration::from_millis(100));
             worst = worst.max(redo_segments(disk));
-            let written = db.stats().0.log_bytes;
+            let written = db.stats().log.log_bytes;
             // A slow machine stops at a minute, once at least three checkpoints' worth of
             // log (6 MiB) was written: still many checkpoints under the hot load.
             let out_of_time = started.elapsed() > std::time::Duration::from_mins(1);
@@ -128,7 +128,7 @@ fn a_hot_row_load_keeps_the_log_to_recover_within_the_bound_under_every_guard() 
         db.check().expect("tree check");
         // Again, then a power cut that tears unflushed writes: checkpoints whose redo point
         // moved past pages changed during their write-back still recover every row.
-        hot_rows(&disk, &db, db.stats().0.log_bytes / (1 << 20) + 3);
+        hot_rows(&disk, &db, db.stats().log.log_bytes / (1 << 20) + 3);
         std::mem::forget(db);
         disk.crash(CrashMode::PowerLoss {
             tear_bytes: 512,
@@ -177,7 +177,7 @@ fn when_write_back_cannot_keep_up_commits_wait_and_the_log_stays_bounded() {
                 }
             });
         }
-        while db.stats().0.log_bytes < 12 << 20 {
+        while db.stats().log.log_bytes < 12 << 20 {
             std::thread::sleep(std::time::Duration::from_millis(100));
             worst = worst.max(redo_segments(&disk));
         }
@@ -187,10 +187,10 @@ fn when_write_back_cannot_keep_up_commits_wait_and_the_log_stays_bounded() {
     let bound = 5;
     println!(
         "slow data file: at most {worst} segments to replay (bound {bound}), {} commits waited",
-        db.backpressure_waits()
+        db.stats().backpressure_waits
     );
     assert!(
-        db.backpressure_waits() > 0,
+        db.stats().backpressure_waits > 0,
         "the checkpoints kept up: no test"
     );
     assert!(worst <= bound, "{worst} segments to replay, over {bound}");

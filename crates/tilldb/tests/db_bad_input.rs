@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use tilldb::page::TornPageGuard;
+use tilldb::TornPageGuard;
 use tilldb::{Db, Error, Options};
 
 const KEYS: u32 = 600;

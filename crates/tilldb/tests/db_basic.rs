@@ -86,7 +86,7 @@ fn a_database_many_times_the_cache_survives_reopen() {
             }
             txn.commit().expect("commit");
         }
-        let (_, pool) = db.stats();
+        let pool = db.stats().pool;
         assert!(pool.evictions > 100, "the cache was never full: {pool:?}");
         db.check().expect("tree checks");
     }
@@ -282,7 +282,7 @@ fn lazy_commits_are_visible_at_once_unless_an_earlier_commit_is_pending() {
         "a Lazy commit is visible at once"
     );
 
-    let appends = db.stats().0.appends;
+    let appends = db.stats().log.appends;
     let writer = {
         let db = db.clone();
         std::thread::spawn(move || {
@@ -293,7 +293,7 @@ fn lazy_commits_are_visible_at_once_unless_an_earlier_commit_is_pending() {
     };
     // Wait until the Sync commit's record is in the log (its flush takes 300 ms more).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while db.stats().0.appends == appends {
+    while db.stats().log.appends == appends {
         assert!(
             std::time::Instant::now() < deadline,
             "the Sync commit never appended"
@@ -412,7 +412,7 @@ fn the_background_writer_waits_until_three_quarters_of_the_cache_is_dirty() {
     let db =
         Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options).expect("open");
     let dirty_after_puts = |from: &mut u32, at_least: u64| {
-        while db.stats().1.dirty < at_least {
+        while db.stats().pool.dirty < at_least {
             let mut txn = db.begin().expect("begin");
             txn.put(&key(*from), &[b'v'; 1000]).expect("put");
             txn.commit().expect("commit");
@@ -423,9 +423,9 @@ fn the_background_writer_waits_until_three_quarters_of_the_cache_is_dirty() {
     let mut next = 0;
     // Half the cache dirty: the old writer (a quarter) wrote here, the new one waits.
     dirty_after_puts(&mut next, frames / 2);
-    let before = db.stats().1;
+    let before = db.stats().pool;
     std::thread::sleep(std::time::Duration::from_millis(300)); // 15 of its intervals
-    let after = db.stats().1;
+    let after = db.stats().pool;
     assert_eq!(
         after.pages_written, before.pages_written,
         "the writer wrote pages with {} of {frames} frames dirty",
@@ -435,15 +435,15 @@ fn the_background_writer_waits_until_three_quarters_of_the_cache_is_dirty() {
     // Past three quarters it writes, down to five eighths.
     dirty_after_puts(&mut next, frames * 13 / 16);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while db.stats().1.dirty > frames * 5 / 8 {
+    while db.stats().pool.dirty > frames * 5 / 8 {
         assert!(
             std::time::Instant::now() < deadline,
             "the writer left {} of {frames} frames dirty for 10 s",
-            db.stats().1.dirty
+            db.stats().pool.dirty
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let stats = db.stats().1;
+    let stats = db.stats().pool;
     assert!(stats.pages_written > before.pages_written, "{stats:?}");
     assert_eq!(
         stats.eviction_writes, 0,
@@ -455,7 +455,7 @@ fn the_background_writer_waits_until_three_quarters_of_the_cache_is_dirty() {
 /// full-page images elsewhere; the header records the choice, so a reopen keeps it.
 #[test]
 fn the_default_guard_is_chosen_by_the_device() {
-    use tilldb::page::TornPageGuard;
+    use tilldb::TornPageGuard;
     for (atomic_write_unit, chosen) in [
         (None, TornPageGuard::FullPageImages),
         (Some((4096, 65536)), TornPageGuard::Atomic),
@@ -476,7 +476,7 @@ fn the_default_guard_is_chosen_by_the_device() {
         txn.commit().expect("commit");
         db.close().expect("close");
         let storage: &dyn tilldb::io::Storage = &disk;
-        let (_, header) = tilldb::header::HeaderFile::open(
+        let (_, header) = tilldb::internals::header::HeaderFile::open(
             storage,
             Path::new("/db"),
             tilldb::FlushMethod::Fdatasync,

@@ -72,8 +72,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use sweep::{CaseFn, Image, Watched, guarded, lay_down};
+use tilldb::internals::wal::{LogEvent, RecordKind};
 use tilldb::io::{CrashMode, SimConfig, SimDisk};
-use tilldb::wal::{LogEvent, RecordKind};
 use tilldb::{Db, Direction, Error, FlushMethod, Options};
 
 /// Where the database lives on every simulated disk, and its files.
@@ -116,7 +116,7 @@ fn options() -> Options {
         // on every run. Checkpoints only when asked. Segments of 12 KiB: the tail crosses one.
         cache_bytes: 256 * 4096,
         checkpoint_log_bytes: 4 << 20,
-        wal: tilldb::wal::WalOptions {
+        wal: tilldb::WalOptions {
             segment_bytes: 12 << 10,
             ..defaults.wal.clone()
         },
@@ -330,17 +330,14 @@ fn settle(disk: &SimDisk) {
 /// it.
 fn log_layout(disk: &SimDisk) -> (u64, Vec<LogRecord>) {
     let (_, header) =
-        tilldb::header::HeaderFile::open(disk, Path::new(DIR), FlushMethod::Fdatasync)
+        tilldb::internals::header::HeaderFile::open(disk, Path::new(DIR), FlushMethod::Fdatasync)
             .expect("header")
             .expect("a database");
     let checkpoint = header.checkpoint_lsn;
     let mut log = Vec::new();
     let mut current = PathBuf::new();
-    tilldb::wal::inspect_log(
-        disk,
-        Path::new(WAL_DIR),
-        Some(checkpoint),
-        |event| match event {
+    tilldb::internals::wal::inspect_log(disk, Path::new(WAL_DIR), Some(checkpoint), |event| {
+        match event {
             LogEvent::Segment { path, .. } => current = path.to_path_buf(),
             LogEvent::Record { offset, record } => log.push(LogRecord {
                 path: current.clone(),
@@ -349,8 +346,8 @@ fn log_layout(disk: &SimDisk) -> (u64, Vec<LogRecord>) {
                 kind: record.kind,
             }),
             LogEvent::Stop(_) => {}
-        },
-    )
+        }
+    })
     .expect("the undamaged log reads");
     (checkpoint.0, log)
 }

@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
+use tilldb::TornPageGuard;
 use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk};
-use tilldb::page::TornPageGuard;
 use tilldb::{Db, Direction, Options};
 
 type Model = BTreeMap<(String, Vec<u8>), Vec<u8>>;
@@ -77,7 +77,7 @@ fn options(guard: TornPageGuard) -> Options {
         cache_bytes: 16 * 4096,
         checkpoint_log_bytes: 128 << 10,
         torn_page_guard: guard,
-        wal: tilldb::wal::WalOptions {
+        wal: tilldb::WalOptions {
             segment_bytes: 64 << 10,
             ..defaults.wal.clone()
         },
@@ -304,7 +304,7 @@ fn torn_leaves_are_rebuilt_from_full_page_images_and_caught_without_a_guard() {
         std::mem::forget(db);
         disk.crash(CrashMode::ProcessKill); // no write-back since the checkpoint
         let storage: Arc<dyn tilldb::io::Storage> = Arc::new(disk.clone());
-        let store = tilldb::page::PageStore::open(
+        let store = tilldb::internals::page::PageStore::open(
             &*storage,
             Path::new("/db"),
             tilldb::FlushMethod::Fdatasync,
@@ -314,8 +314,8 @@ fn torn_leaves_are_rebuilt_from_full_page_images_and_caught_without_a_guard() {
         let leaves: Vec<u64> = (3..store.page_count())
             .filter(|&id| {
                 matches!(
-                    store.read(tilldb::page::PageId(id)),
-                    Ok(Some(page)) if page.kind() == tilldb::page::PageKind::Leaf
+                    store.read(tilldb::internals::page::PageId(id)),
+                    Ok(Some(page)) if page.kind() == tilldb::internals::page::PageKind::Leaf
                 )
             })
             .collect();
@@ -459,7 +459,7 @@ fn a_scratch_file_left_by_a_crash_in_the_atomic_check_does_not_block_open() {
     });
     drop(open(&disk, 0, "create", TornPageGuard::Atomic));
     let storage: &dyn tilldb::io::Storage = &disk;
-    let scratch = Path::new("/db").join(tilldb::page::ATOMIC_CHECK_FILE);
+    let scratch = Path::new("/db").join(tilldb::internals::page::ATOMIC_CHECK_FILE);
     drop(
         storage
             .create(&scratch, tilldb::FlushMethod::Direct)

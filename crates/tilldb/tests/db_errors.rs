@@ -36,7 +36,7 @@ fn options() -> Options {
     Options {
         cache_bytes: 8 * 4096,
         checkpoint_log_bytes: 16 << 10,
-        wal: tilldb::wal::WalOptions {
+        wal: tilldb::WalOptions {
             segment_bytes: 8 << 10,
             ..defaults.wal.clone()
         },

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use tilldb::btree::MemPages;
-use tilldb::header::{HEADER_FILE_NAME, Header, SLOT_BYTES, SlotState, choose_slot};
+use tilldb::internals::btree::MemPages;
+use tilldb::internals::header::{HEADER_FILE_NAME, Header, SLOT_BYTES, SlotState, choose_slot};
+use tilldb::internals::page::{PageBuf, PageId};
 use tilldb::io::{AlignedBuf, SimConfig, SimDisk, Storage};
-use tilldb::page::{PageBuf, PageId};
 use tilldb::{Db, FlushMethod, Options};
 
 const DIR: &str = "/db";

@@ -147,7 +147,7 @@ fn atomic_guard_database(fs: &str) -> Option<tilldb::Result<Vec<Option<Vec<u8>>>
     };
     let dir = mnt.mount.join("db");
     let options = tilldb::Options {
-        torn_page_guard: tilldb::page::TornPageGuard::Atomic,
+        torn_page_guard: tilldb::TornPageGuard::Atomic,
         flush_method: Some(tilldb::FlushMethod::Fdatasync),
         cache_bytes: 16 * 16384,
         ..tilldb::Options::default()

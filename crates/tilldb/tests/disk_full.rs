@@ -56,7 +56,7 @@ use std::fmt;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tilldb::page::TornPageGuard;
+use tilldb::TornPageGuard;
 use tilldb::{Db, Direction, Error, Options};
 
 type Model = BTreeMap<(String, Vec<u8>), Vec<u8>>;
@@ -209,7 +209,7 @@ fn options(guard: TornPageGuard, scenario: Scenario) -> Options {
         cache_bytes: 16 * 4096,
         checkpoint_log_bytes,
         torn_page_guard: guard,
-        wal: tilldb::wal::WalOptions {
+        wal: tilldb::WalOptions {
             segment_bytes: 64 << 10,
             ..defaults.wal.clone()
         },

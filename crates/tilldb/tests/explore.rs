@@ -13,7 +13,7 @@ mod explorer;
 
 use explorer::workload::{self, Workload};
 use explorer::{Counts, Scenario, explore, record};
-use tilldb::page::TornPageGuard;
+use tilldb::TornPageGuard;
 use tilldb::{Durability, FlushMethod};
 
 /// Every scenario of one guard: each workload under `Sync` and `Fdatasync`; the small ones

@@ -347,7 +347,7 @@ fn waiting_writer_scenario() -> bool {
 
     let disk = SimDisk::new(SimConfig::default());
     let options = Options {
-        wal: tilldb::wal::WalOptions {
+        wal: tilldb::WalOptions {
             flush_interval: Duration::from_secs(1),
             ..Options::for_tests().wal
         },

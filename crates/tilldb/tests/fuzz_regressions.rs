@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tilldb::TornPageGuard;
+use tilldb::internals::wal::{SegmentHeader, Wal, WalOptions};
 use tilldb::io::{CrashMode, SimConfig, SimDisk, Storage};
-use tilldb::page::TornPageGuard;
-use tilldb::wal::{SegmentHeader, Wal, WalOptions};
 use tilldb::{Db, Durability, FlushMethod, Options};
 
 const DIR: &str = "/wal";

@@ -5,10 +5,12 @@
 
 use std::path::Path;
 use tilldb::FlushMethod;
-use tilldb::header::{HEADER_FILE_NAME, HEADER_TEMP_FILE_NAME, Header, HeaderFile, SLOT_BYTES};
+use tilldb::Lsn;
+use tilldb::internals::header::{
+    HEADER_FILE_NAME, HEADER_TEMP_FILE_NAME, Header, HeaderFile, SLOT_BYTES,
+};
+use tilldb::internals::page::{PageId, TornPageGuard};
 use tilldb::io::{AlignedBuf, CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk, Storage};
-use tilldb::page::{PageId, TornPageGuard};
-use tilldb::wal::Lsn;
 use tilldb::{Error, Result};
 
 const DIR: &str = "/db";

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
+use tilldb::TornPageGuard;
 use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk};
-use tilldb::page::TornPageGuard;
 use tilldb::{Db, Direction, Error, FlushMethod, Options};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -38,7 +38,7 @@ fn options(guard: TornPageGuard) -> Options {
         } else {
             FlushMethod::Fdatasync
         }),
-        wal: tilldb::wal::WalOptions {
+        wal: tilldb::WalOptions {
             segment_bytes: 32 << 10,
             ..defaults.wal.clone()
         },

@@ -12,10 +12,10 @@
 
 use std::path::Path;
 use tilldb::FlushMethod;
-use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk, Storage};
-use tilldb::page::{
+use tilldb::internals::page::{
     Doublewrite, PageBuf, PageGuard, PageId, PageKind, PageSlot, PageStore, TornPageGuard,
 };
+use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk, Storage};
 
 const DIR: &str = "/db";
 const METHOD: FlushMethod = FlushMethod::Fdatasync;

@@ -6,8 +6,8 @@
 mod common;
 
 use std::path::Path;
+use tilldb::internals::page::{PageBuf, PageId, PageKind, PageSlot, PageStore};
 use tilldb::io::{Fault, FaultKind, FileStorage, IoKind, SimConfig, SimDisk, Storage};
-use tilldb::page::{PageBuf, PageId, PageKind, PageSlot, PageStore};
 use tilldb::{Error, FlushMethod};
 
 const DIR: &str = "/db";

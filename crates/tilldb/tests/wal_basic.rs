@@ -3,8 +3,8 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use tilldb::internals::wal::{Lsn, Wal, WalOptions};
 use tilldb::io::{FileStorage, SimConfig, SimDisk, Storage};
-use tilldb::wal::{Lsn, Wal, WalOptions};
 use tilldb::{Durability, FlushMethod};
 
 fn payload(i: u32) -> Vec<u8> {
@@ -155,7 +155,9 @@ fn record_round_trip_at_every_offset_near_a_segment_boundary() {
             .collect();
         assert_eq!(back, written, "gap {gap}");
         // The six records take 240 bytes: they fill the gap exactly at 240 and switch below.
-        let tail: usize = (0..6).map(|i| tilldb::wal::record::record_len(i * 5)).sum();
+        let tail: usize = (0..6)
+            .map(|i| tilldb::internals::wal::record::record_len(i * 5))
+            .sum();
         assert_eq!(tail, 240);
         assert_eq!(
             recovery.segments >= 2,

@@ -14,8 +14,8 @@ use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::Arc;
 use tilldb::Durability;
+use tilldb::internals::wal::{Lsn, Wal, WalOptions};
 use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk};
-use tilldb::wal::{Lsn, Wal, WalOptions};
 
 const DIR: &str = "/db/wal";
 const THREADS: u32 = 4;

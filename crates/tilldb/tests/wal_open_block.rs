@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use tilldb::internals::wal::{Wal, WalOptions};
 use tilldb::io::{Call, CrashMode, HookedStorage, Hooks, SimConfig, SimDisk, Storage};
-use tilldb::wal::{Wal, WalOptions};
 use tilldb::{Durability, FlushMethod, Result};
 
 /// Holds log-file flushes: `arm(n)` holds the next `n`, each until one `release`.
@@ -148,7 +148,7 @@ fn run_and_check() -> (SimDisk, PathBuf) {
     wait_until("B written", || wal.stats().since(before_b).writes == 1);
     let b_write = wal.stats().since(before_b);
     let b_written = wal.written_lsn();
-    let record = tilldb::wal::record::record_len(8) as u64;
+    let record = tilldb::internals::wal::record::record_len(8) as u64;
     assert_eq!(
         b_write.log_bytes, record,
         "B's write during A's flush added {} log bytes, not its record's {record}: it \
@@ -217,7 +217,7 @@ fn a_flush_beside_an_open_block_acknowledges_only_the_closed_part() {
     // X's record is exactly one block.
     let x_payload: &'static [u8] = Box::leak(vec![b'x'; 4096 - 24].into_boxed_slice());
     assert_eq!(
-        tilldb::wal::record::record_len(x_payload.len()) as u64,
+        tilldb::internals::wal::record::record_len(x_payload.len()) as u64,
         block
     );
     let commit = |payload: &'static [u8]| {

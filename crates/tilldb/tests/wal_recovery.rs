@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tilldb::internals::wal::{Lsn, Recovery, Wal, WalOptions, WalRecord};
 use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk, Storage};
-use tilldb::wal::{Lsn, Recovery, Wal, WalOptions, WalRecord};
 use tilldb::{Durability, Error, FlushMethod};
 
 const DIR: &str = "/db/wal";
@@ -187,7 +187,7 @@ fn a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log() {
     let original = disk();
     let ends = write_records(&original, 0..10);
     // Record 9 itself (the last group), which ends where its record ends.
-    let start9 = ends[9].0 - tilldb::wal::record::record_len(payload(9).len()) as u64;
+    let start9 = ends[9].0 - tilldb::internals::wal::record::record_len(payload(9).len()) as u64;
     let record9 = start9 + block;
     original.corrupt(&path, record9 + 30, 0x10);
     let (ids, recovery) = recovered_ids(&original);
@@ -196,7 +196,10 @@ fn a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log() {
     assert_eq!(stop.path, path);
     assert_eq!(stop.offset, record9);
     assert_eq!(stop.lsn.0, start9);
-    assert_eq!(stop.fault, tilldb::wal::record::RecordFault::BadCrc);
+    assert_eq!(
+        stop.fault,
+        tilldb::internals::wal::record::RecordFault::BadCrc
+    );
 }
 
 /// Segments released by a checkpoint are recycled; their old records stay in the file but

@@ -22,8 +22,8 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tilldb::TornPageGuard;
 use tilldb::io::Storage;
-use tilldb::page::TornPageGuard;
 use tilldb::{Db, Durability, FlushMethod, Options};
 
 /// Idle time after opening each database before the clock starts, so the log's first spare
@@ -191,7 +191,7 @@ pub fn bench_options(
         durability,
         flush_method: Some(flush_method),
         torn_page_guard: guard,
-        wal: tilldb::wal::WalOptions {
+        wal: tilldb::WalOptions {
             segment_bytes: SEGMENT_BYTES,
             ..defaults.wal.clone()
         },

@@ -71,9 +71,9 @@ impl WriteCounts {
             .is_some_and(|d| d == "wal");
         if in_wal {
             &self.log
-        } else if name == tilldb::page::DATA_FILE_NAME {
+        } else if name == tilldb::internals::page::DATA_FILE_NAME {
             &self.data
-        } else if name == tilldb::page::DOUBLEWRITE_FILE_NAME {
+        } else if name == tilldb::internals::page::DOUBLEWRITE_FILE_NAME {
             &self.doublewrite
         } else {
             &self.other
@@ -123,7 +123,7 @@ mod tests {
         seg.allocate_zeroed(0, 8192).expect("zero");
         seg.write_at(&[1; 512], 0).expect("write");
         let data = storage
-            .create(&dir.path().join(tilldb::page::DATA_FILE_NAME), m)
+            .create(&dir.path().join(tilldb::internals::page::DATA_FILE_NAME), m)
             .expect("create");
         data.write_at(&[2; 4096], 0).expect("write");
         let other = storage

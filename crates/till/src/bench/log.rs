@@ -21,8 +21,8 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tilldb::internals::wal::{Wal, WalOptions};
 use tilldb::io::Storage;
-use tilldb::wal::{Wal, WalOptions};
 use tilldb::{Durability, FlushMethod};
 
 /// Largest record payload accepted; larger records measure bandwidth, not the commit path.
@@ -111,7 +111,7 @@ impl Row {
         threads: usize,
         commits: u64,
         elapsed: Duration,
-        wal: &tilldb::wal::WalStats,
+        wal: &tilldb::WalStats,
         method: FlushMethod,
         sorted_latencies_ns: &[u64],
     ) -> Row {

@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tilldb::Durability;
-use tilldb::wal::{Wal, WalStats};
+use tilldb::internals::wal::{Wal, WalStats};
 
 /// Latency samples kept per row (8 bytes each, so at most 128 MiB), shared among its threads.
 /// A thread that has its share keeps committing and counting, untimed.

@@ -25,8 +25,8 @@ use super::svg::{self, Chart};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
+use tilldb::TornPageGuard;
 use tilldb::io::Measurement;
-use tilldb::page::TornPageGuard;
 use tilldb::{Durability, FlushMethod};
 
 /// What one commit of a run is.
@@ -209,7 +209,7 @@ fn print_text(run: &LogRun) {
                 format!(
                     "{} B payload, {} B in the log",
                     run.record_bytes,
-                    tilldb::wal::record::record_len(run.record_bytes)
+                    tilldb::internals::wal::record::record_len(run.record_bytes)
                 ),
             ));
         }

@@ -76,7 +76,7 @@ pub struct RecoveryArgs {
     /// Torn-page guards of the hot-row load, one run each: auto, atomic, full-page-images,
     /// doublewrite, none.
     #[arg(long, value_delimiter = ',', default_value = "auto")]
-    pub(super) torn_page_guard: Vec<tilldb::page::TornPageGuard>,
+    pub(super) torn_page_guard: Vec<tilldb::TornPageGuard>,
     /// Internal: run as a child in --dir: `log` writes --log-mib (one size), `hot` runs the
     /// hot-row load under one --torn-page-guard until killed.
     #[arg(long, hide = true, value_enum)]
@@ -253,8 +253,8 @@ fn child(dir: &Path, mib: u64, args: &RecoveryArgs) -> Result<(), Box<dyn std::e
     let value = vec![0x5A; args.value_bytes];
     let mut rng = XorShift::new(mib);
     let mut commits = 0u64;
-    let start = db.stats().0.log_bytes;
-    while db.stats().0.log_bytes - start < target {
+    let start = db.stats().log.log_bytes;
+    while db.stats().log.log_bytes - start < target {
         let mut txn = db.begin()?;
         for _ in 0..args.puts_per_txn {
             txn.put(key(rng.below(KEY_SPACE)).as_bytes(), &value)?;

@@ -34,7 +34,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tilldb::page::TornPageGuard;
+use tilldb::TornPageGuard;
 use tilldb::{Db, Options};
 
 use super::recovery::RecoveryArgs;
@@ -337,12 +337,12 @@ fn child(
     }
     let mut out = std::io::stdout().lock();
     loop {
-        let log_bytes = db.stats().0.log_bytes;
+        let log_bytes = db.stats().log.log_bytes;
         writeln!(
             out,
             "{} {log_bytes} {}",
             commits.load(Ordering::Relaxed),
-            db.backpressure_waits()
+            db.stats().backpressure_waits
         )?;
         out.flush()?;
         std::thread::sleep(REPORT_EVERY);

@@ -21,9 +21,9 @@ use indicatif::ProgressBar;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tilldb::header::{self, HEADER_FILE_NAME, Header};
+use tilldb::TornPageGuard;
+use tilldb::internals::header::{self, HEADER_FILE_NAME, Header};
 use tilldb::io::DeviceFacts;
-use tilldb::page::TornPageGuard;
 use tilldb::{Db, Durability, FlushMethod, Options};
 
 /// Keys are `key` plus 12 digits, so at most 10^12 of them.

@@ -13,8 +13,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tilldb::Db;
-use tilldb::page::PoolStats;
-use tilldb::wal::WalStats;
+use tilldb::PoolStats;
+use tilldb::WalStats;
 
 /// Latency samples kept per phase (8 bytes each, so at most 128 MiB), shared among its
 /// threads. A thread that has its share keeps running and counting, untimed.
@@ -85,21 +85,10 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn since(before: (WalStats, PoolStats), after: (WalStats, PoolStats)) -> Counts {
-        let (wb, pb) = before;
-        let (wa, pa) = after;
+    fn since(before: tilldb::Stats, after: tilldb::Stats) -> Counts {
         Counts {
-            wal: wa.since(wb),
-            pool: PoolStats {
-                hits: pa.hits - pb.hits,
-                misses: pa.misses - pb.misses,
-                evictions: pa.evictions - pb.evictions,
-                eviction_writes: pa.eviction_writes - pb.eviction_writes,
-                pages_written: pa.pages_written - pb.pages_written,
-                changed_during_write_back: pa.changed_during_write_back
-                    - pb.changed_during_write_back,
-                dirty: pa.dirty,
-            },
+            wal: after.log.since(before.log),
+            pool: after.pool.since(before.pool),
         }
     }
 }

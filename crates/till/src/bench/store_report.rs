@@ -29,7 +29,7 @@ use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tilldb::page::{PoolStats, TornPageGuard};
+use tilldb::internals::page::{PoolStats, TornPageGuard};
 use tilldb::{Durability, FlushMethod};
 
 /// Where the flush method in force came from.

@@ -37,8 +37,8 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tilldb::TornPageGuard;
 use tilldb::io::Measurement;
-use tilldb::page::TornPageGuard;
 use tilldb::{Db, Durability, FlushMethod, Options};
 
 /// Puts per load transaction.

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tilldb::header::{HEADER_FILE_NAME, Header, SLOT_BYTES, SlotState, choose_slot};
-use tilldb::wal::WalOptions;
+use tilldb::WalOptions;
+use tilldb::internals::header::{HEADER_FILE_NAME, Header, SLOT_BYTES, SlotState, choose_slot};
 use tilldb::{FlushMethod, Options};
 
 /// What a run of `till` printed and how it ended.
@@ -50,7 +50,7 @@ pub fn options() -> Options {
         page_bytes: Some(4096),
         // These tests read the doublewrite file too (the default, auto, would choose
         // full-page images here).
-        torn_page_guard: tilldb::page::TornPageGuard::Doublewrite,
+        torn_page_guard: tilldb::TornPageGuard::Doublewrite,
         wal: WalOptions {
             segment_bytes: 128 << 10,
             ..WalOptions::default()

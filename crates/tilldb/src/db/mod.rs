@@ -86,6 +86,20 @@ const CHECKPOINT_BATCH_PAGES: usize = 256;
 /// Entries a scan reads from the tree per hold of the tree lock.
 const SCAN_BATCH: usize = 256;
 
+/// What a database did since it opened ([`Db::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// The log: records appended, writes, flushes, bytes.
+    pub log: crate::wal::WalStats,
+    /// The buffer pool: hits, misses, evictions, pages written, dirty frames now.
+    pub pool: crate::page::PoolStats,
+    /// Commits whose return waited for a checkpoint that fell behind the load
+    /// (backpressure: the log since the running checkpoint began passed twice
+    /// `Options::checkpoint_log_bytes`). Zero while the disk keeps up.
+    pub backpressure_waits: u64,
+}
+
 /// An open database. Cheap to share: clone it, or wrap it in an `Arc`.
 #[derive(Clone)]
 pub struct Db {
@@ -156,6 +170,7 @@ impl Db {
         options: Options,
     ) -> Result<Db> {
         let started = std::time::Instant::now();
+        let _span = tracing::info_span!("tilldb.open", dir = %dir.display()).entered();
         options.validate()?;
         // Before anything else touches the directory: one process at a time.
         let lock = claim::claim(&*storage, dir)?;
@@ -301,18 +316,75 @@ impl Db {
         self.checkpoint()
     }
 
-    /// Commits whose return waited for a checkpoint that fell behind the load
-    /// (backpressure: the log since the running checkpoint began passed twice
-    /// `Options::checkpoint_log_bytes`). Zero while the disk keeps up.
+    /// What the database did since it opened: the log's and the buffer pool's counters, and
+    /// the commits that waited for a checkpoint.
     #[must_use]
-    pub fn backpressure_waits(&self) -> u64 {
-        self.inner.backpressure_waits.load(Ordering::Relaxed)
+    pub fn stats(&self) -> Stats {
+        Stats {
+            log: self.inner.wal.stats(),
+            pool: self.inner.pool.stats(),
+            backpressure_waits: self.inner.backpressure_waits.load(Ordering::Relaxed),
+        }
     }
 
-    /// Statistics: the log's and the buffer pool's counters.
-    #[must_use]
-    pub fn stats(&self) -> (crate::wal::WalStats, crate::page::PoolStats) {
-        (self.inner.wal.stats(), self.inner.pool.stats())
+    /// Checks the database's in-memory invariants and panics, saying which, when one is
+    /// broken: commits become visible in lsn order and never past the log; read snapshots
+    /// are at or below the visible lsn; the overlay of hidden versions is in lsn order per
+    /// key and agrees with its index; the image horizon and the last checkpoint lie within
+    /// the log; and, while no checkpoint runs, the header's redo point is at or below where
+    /// the last checkpoint began and every dirty page's redo point is at or above it (redo
+    /// from the header reaches every change that is on no disk). Safe beside running
+    /// commits; O(overlay + buffer pool), for tests: the crash explorers call it after every
+    /// step.
+    pub fn check_invariants(&self) {
+        let inner = &self.inner;
+        // Each mark is read before the log end it is compared with: the end only grows.
+        let (visible, snapshot_max) = {
+            let reads = inner.reads.lock();
+            reads.visibility.check_invariants();
+            for (&snapshot, &count) in &reads.snapshots {
+                assert!(count > 0, "snapshot {snapshot} registered with no reader");
+            }
+            let end = inner.wal.end_lsn().0;
+            reads.overlay.check_invariants(end);
+            (
+                reads.visibility.visible_lsn(),
+                reads.snapshots.keys().next_back().copied(),
+            )
+        };
+        assert!(
+            snapshot_max.is_none_or(|s| s <= visible),
+            "a snapshot {snapshot_max:?} past the visible lsn {visible}"
+        );
+        let horizon = inner.image_horizon.load(Ordering::Acquire);
+        let end = inner.wal.end_lsn().0;
+        assert!(
+            visible <= end,
+            "visible lsn {visible} past the log end {end}"
+        );
+        assert!(
+            horizon <= end,
+            "image horizon {horizon} past the log end {end}"
+        );
+        // A failure mid-checkpoint (the header written, its log not yet released) leaves the
+        // marks as they were when it stopped the database; nothing is acknowledged after it.
+        if let Some(_no_checkpoint) = inner.checkpointing.try_lock()
+            && !inner.poisoned.is_set()
+        {
+            let started = inner.checkpoint_end.load(Ordering::Acquire);
+            let redo = inner.header.lock().newest().1.checkpoint_lsn.0;
+            assert!(
+                redo <= started && started <= inner.wal.end_lsn().0,
+                "checkpoint marks out of order: redo {redo}, began {started}"
+            );
+            if let Some(oldest) = inner.pool.min_rec_lsn() {
+                assert!(
+                    oldest >= redo,
+                    "a dirty page's redo point {oldest} before the header's {redo}: redo \
+                     would miss its changes"
+                );
+            }
+        }
     }
 
     /// Checks the default table's tree (order, links, page kinds) and returns its statistics.
@@ -483,6 +555,20 @@ impl Db {
                     }
                 }
             }
+            // Batches join in strict key order (each window starts past the last one).
+            let first = match direction {
+                Direction::Forward => merged.keys().next(),
+                Direction::Backward => merged.keys().next_back(),
+            };
+            if let (Some((last, _)), Some(first)) = (out.last(), first) {
+                assert!(
+                    match direction {
+                        Direction::Forward => first > last,
+                        Direction::Backward => first < last,
+                    },
+                    "scan out of key order: {first:?} after {last:?}"
+                );
+            }
             match direction {
                 Direction::Forward => out.extend(merged),
                 Direction::Backward => out.extend(merged.into_iter().rev()),
@@ -507,11 +593,13 @@ impl Db {
     /// 3. redo must start at the oldest redo point still dirty, or at `end`: write that and
     ///    the allocator state to the other header slot, and release log segments before it.
     ///
-    /// A page changed again during step 2 stays dirty with its old redo point, which only
-    /// moves the checkpoint earlier: never past a change that is on no disk.
+    /// A page changed again during step 2 stays dirty, its redo point moved up to the log end
+    /// at its copy (the copy holds every change before that; `flush_dirty_where`), so the
+    /// passes converge under hot pages and redo starts at `end` (issue 21).
     fn fuzzy_checkpoint(&self) -> Result<()> {
         let inner = &self.inner;
         let _one_at_a_time = inner.checkpointing.lock();
+        let started = std::time::Instant::now();
         let (end, alloc) = {
             let alloc = inner.writer.lock();
             let end = inner.wal.end_lsn();
@@ -544,6 +632,12 @@ impl Db {
             // Full-page images need a redo point exactly at the horizon (see the module
             // doc): a page still dirty from before it was not imaged since. Leave the
             // previous header in force and try again after the next stretch of log.
+            tracing::debug!(
+                target: "tilldb",
+                redo_lsn = redo,
+                horizon_lsn = end.0,
+                "checkpoint deferred: a page dirty from before the image horizon"
+            );
             inner.checkpoint_end.store(end.0, Ordering::Release);
             return Ok(());
         }
@@ -569,10 +663,19 @@ impl Db {
         }
         header_file.write(&header)?;
         drop(header_file);
+        // The header is durable: from here on, redo starts at `redo`, and the next checkpoint
+        // is due a distance after `end`.
+        inner.checkpoint_end.store(end.0, Ordering::Release);
         // Only now, with the header that no longer needs them durable: the segments before
         // the new redo point may be reused (`tests/log_gaps.rs` crashes at every step here).
         inner.wal.release_before(Lsn(redo))?;
-        inner.checkpoint_end.store(end.0, Ordering::Release);
+        tracing::debug!(
+            target: "tilldb",
+            redo_lsn = redo,
+            write_back_passes = passes,
+            elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "checkpoint"
+        );
         inner
             .checkpoint_ms
             .store(millis(inner.opened.elapsed()), Ordering::Release);
@@ -610,7 +713,15 @@ impl Db {
             // rather than the log, and the time to recover, growing without bound. Its own
             // commit is durable already; only its return waits.
             drop(inner.checkpointing.lock());
-            inner.backpressure_waits.fetch_add(1, Ordering::Relaxed);
+            let waits = inner.backpressure_waits.fetch_add(1, Ordering::Relaxed);
+            if waits == 0 {
+                tracing::warn!(
+                    target: "tilldb",
+                    log_since_checkpoint_bytes = since,
+                    "commits wait for a checkpoint that fell behind (backpressure): the disk \
+                     is too slow for the load; Stats::backpressure_waits counts them"
+                );
+            }
         }
         Ok(())
     }
@@ -634,10 +745,16 @@ impl Poison {
     pub(crate) fn set(&self, error: &Error) {
         let mut cause = self.cause.lock();
         if cause.is_none() {
-            *cause = Some(match error {
+            let text = match error {
                 Error::PoisonedBy { cause } => cause.clone(),
                 other => other.to_string(),
-            });
+            };
+            tracing::error!(
+                target: "tilldb",
+                cause = %text,
+                "database stopped after a failed write or flush (fail-stop); reopen to recover"
+            );
+            *cause = Some(text);
         }
         self.set.store(true, Ordering::Release);
     }

@@ -441,6 +441,16 @@ fn assemble(
 ) -> Result<Db> {
     let checkpoint = header.newest().1.checkpoint_lsn;
     let visible = wal.end_lsn().0;
+    tracing::info!(
+        target: "tilldb",
+        created = recovery.created,
+        torn_pages_restored = recovery.torn_pages_restored,
+        log_bytes_replayed = recovery.log_bytes,
+        records_replayed = recovery.records,
+        pages_rebuilt = recovery.pages_rebuilt,
+        elapsed_ms = u64::try_from(recovery.elapsed.as_millis()).unwrap_or(u64::MAX),
+        "database opened"
+    );
     let pool = Arc::new(pool);
     let writeback = if options.background_threads {
         writeback::WriteBack::start(Arc::clone(&pool), Arc::clone(&poisoned))

@@ -41,8 +41,9 @@ pub trait Backend: Send + Sync {
     fn log_end(&self) -> u64;
 }
 
-/// Counters since the pool was made, and how many frames are dirty now.
+/// The buffer pool's counters since the database opened, and how many frames are dirty now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolStats {
     pub hits: u64,
     pub misses: u64,
@@ -56,6 +57,23 @@ pub struct PoolStats {
     pub changed_during_write_back: u64,
     /// Frames dirty when the stats were taken (a gauge, not a counter).
     pub dirty: u64,
+}
+
+impl PoolStats {
+    /// What was counted between `before` and `self` (`dirty` is `self`'s: a gauge).
+    #[must_use]
+    pub fn since(self, before: PoolStats) -> PoolStats {
+        PoolStats {
+            hits: self.hits - before.hits,
+            misses: self.misses - before.misses,
+            evictions: self.evictions - before.evictions,
+            eviction_writes: self.eviction_writes - before.eviction_writes,
+            pages_written: self.pages_written - before.pages_written,
+            changed_during_write_back: self.changed_during_write_back
+                - before.changed_during_write_back,
+            dirty: self.dirty,
+        }
+    }
 }
 
 #[derive(Debug, Default)]

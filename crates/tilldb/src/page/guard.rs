@@ -85,7 +85,7 @@ const _: () = assert!(BATCH_HEADER_BYTES.is_multiple_of(crate::io::AlignedBuf::A
 pub const PAGES_MAX_DEFAULT: usize = 64;
 
 /// How pages are protected from torn writes. Chosen at create time and stored in the header
-/// (as [`TornPageGuard::code`]). `Atomic` comes next (issue 5).
+/// (as [`TornPageGuard::code`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TornPageGuard {
     /// No protection: pages are written in place and flushed.

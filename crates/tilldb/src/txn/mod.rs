@@ -1,5 +1,6 @@
-//! Transactions: what readers see (`overlay.rs`, `visibility.rs`), and later write sets,
-//! commit ordering and the redo records of a commit.
+//! What readers see: the versions a commit hid from older snapshots (`overlay.rs`) and the
+//! order in which commits become visible (`visibility.rs`). Write sets and a commit's redo
+//! record live with the database (`db/txn.rs`, `db/record.rs`).
 
 pub mod overlay;
 pub mod visibility;

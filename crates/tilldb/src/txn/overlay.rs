@@ -139,6 +139,45 @@ impl Overlay {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// Panics unless every key's versions are non-empty and in strictly increasing lsn order,
+    /// none past `end` + 1 (a commit being appended records its values under a provisional
+    /// lsn one past the log end it read), and the by-lsn index lists exactly those versions.
+    /// O(entries).
+    pub fn check_invariants(&self, end: u64) {
+        let mut versions_total = 0;
+        for (key, versions) in &self.entries {
+            assert!(!versions.is_empty(), "overlay: {key:?} with no version");
+            for pair in versions.windows(2) {
+                assert!(
+                    pair[0].lsn < pair[1].lsn,
+                    "overlay: {key:?} versions out of lsn order: {} then {}",
+                    pair[0].lsn,
+                    pair[1].lsn
+                );
+            }
+            for b in versions {
+                assert!(
+                    b.lsn <= end + 1,
+                    "overlay: version {} past the log end {end} + 1",
+                    b.lsn
+                );
+                assert!(
+                    self.by_lsn
+                        .get(&b.lsn)
+                        .is_some_and(|keys| keys.contains(key)),
+                    "overlay: version {} of {key:?} missing from the index",
+                    b.lsn
+                );
+            }
+            versions_total += versions.len();
+        }
+        let indexed: usize = self.by_lsn.values().map(Vec::len).sum();
+        assert_eq!(
+            indexed, versions_total,
+            "overlay: the index and the versions disagree"
+        );
+    }
 }
 
 #[cfg(test)]

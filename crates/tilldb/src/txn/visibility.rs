@@ -75,6 +75,19 @@ impl Visibility {
     pub fn pending(&self) -> usize {
         self.pending.len()
     }
+
+    /// Panics unless the pending commits are in strictly increasing lsn order, all after the
+    /// visible lsn. O(pending).
+    pub fn check_invariants(&self) {
+        let mut last = self.visible;
+        for &(lsn, _) in &self.pending {
+            assert!(
+                lsn > last,
+                "visibility: pending commit {lsn} at or before {last}"
+            );
+            last = lsn;
+        }
+    }
 }
 
 #[cfg(test)]

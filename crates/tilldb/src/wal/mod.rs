@@ -100,7 +100,7 @@ pub struct WalOptions {
     /// How often the background thread writes and flushes `Buffered` and `Lazy` records.
     /// Default: 100 ms. This bounds what a power cut (or, for `Lazy`, a kill) can take.
     pub flush_interval: Duration,
-    /// Before a flush, wait (at most a quarter of a recent flush, and 2 ms) for the
+    /// Before a flush, wait (at most half a recent flush, and 10 ms) for the
     /// committers the previous flush released to append again, so that closed-loop committers
     /// share one flush instead of taking turns. Default: on. It never delays a lone
     /// committer; see `docs/benchmarks.md` for the measured effect.
@@ -109,7 +109,7 @@ pub struct WalOptions {
     /// so no later write ever touches a block that holds acknowledged records (a write made
     /// during a flush leaves its block open until the next flush). Default: on. Off, the next
     /// group rewrites that block with the same leading bytes, which is safe only on devices
-    /// that write a sector atomically (see "Rewriting the tail block" above); it keeps the log
+    /// that write a sector atomically (see "The tail block" above); it keeps the log
     /// up to 32x smaller for one-commit groups.
     pub pad_groups: bool,
     /// Run the interval flusher and the segment preparer threads. Default: on. Off, every log

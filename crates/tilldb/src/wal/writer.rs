@@ -29,8 +29,9 @@ pub struct Wal {
     background: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// Counters since open.
+/// The log's counters since open.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WalStats {
     /// Records appended.
     pub appends: u64,
@@ -193,6 +194,11 @@ impl State {
     fn poison(&mut self, error: Error) -> Error {
         self.poisoned = true;
         if self.poison_cause.is_none() {
+            tracing::error!(
+                target: "tilldb",
+                cause = %error,
+                "log stopped after a failed write or flush (fail-stop); reopen to recover"
+            );
             self.poison_cause = Some(error.to_string());
         }
         for w in self.waiters.drain(..) {
@@ -713,6 +719,12 @@ impl Shared {
             &[],
         );
         let base = next.header.base_lsn;
+        tracing::debug!(
+            target: "tilldb",
+            generation = next.header.generation,
+            base_lsn = base,
+            "log segment switch"
+        );
         let buf = st.buffer();
         st.chunks.push(Chunk {
             file_offset: u64::from(self.block_bytes),

@@ -171,10 +171,11 @@ pub fn skip_missing(test: &str, reason: &str) {
 /// Segments recovery would read now in the database directory `dir` on `disk`: from the
 /// header's redo point to the log's end (the log to replay, in segments).
 pub fn redo_segments(disk: &tilldb::io::SimDisk, dir: &Path) -> usize {
-    let (_, header) = tilldb::header::HeaderFile::open(disk, dir, tilldb::FlushMethod::Fdatasync)
-        .expect("header")
-        .expect("a header");
-    tilldb::wal::inspect_log(disk, &dir.join("wal"), Some(header.checkpoint_lsn), |_| {})
+    let (_, header) =
+        tilldb::internals::header::HeaderFile::open(disk, dir, tilldb::FlushMethod::Fdatasync)
+            .expect("header")
+            .expect("a header");
+    tilldb::internals::wal::inspect_log(disk, &dir.join("wal"), Some(header.checkpoint_lsn), |_| {})
         .expect("inspect")
         .recovery
         .segments

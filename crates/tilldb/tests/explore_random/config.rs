@@ -7,8 +7,8 @@
 
 use std::fmt;
 use std::time::Duration;
+use tilldb::TornPageGuard;
 use tilldb::io::{Fault, FaultKind, IoKind, SimConfig};
-use tilldb::page::TornPageGuard;
 use tilldb::{Durability, FlushMethod, Options};
 
 /// A small seeded generator (splitmix64): the tests need no crate for it.
@@ -182,7 +182,7 @@ impl Config {
             flush_method: Some(self.flush_method),
             torn_page_guard: self.guard,
             checkpoint_log_bytes: self.segment_bytes * self.checkpoint_segments,
-            wal: tilldb::wal::WalOptions {
+            wal: tilldb::WalOptions {
                 segment_bytes: self.segment_bytes,
                 log_block_bytes: if self.four_k {
                     None

@@ -19,8 +19,8 @@ use super::config::{COUNT_KEY, Commit, Config};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Bound;
+use tilldb::TornPageGuard;
 use tilldb::io::{CrashMode, SimDisk};
-use tilldb::page::TornPageGuard;
 use tilldb::{Db, Direction};
 
 /// The shared counter's table and key: how many commits the database holds, all threads'.

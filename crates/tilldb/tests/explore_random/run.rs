@@ -171,7 +171,7 @@ pub fn cycle(
     );
     let seed = config::mix(config.seed, 5, cycle);
     frozen.push(shared.freeze(disk, seed, label));
-    let changed_during_write_back = db.stats().1.changed_during_write_back;
+    let changed_during_write_back = db.stats().pool.changed_during_write_back;
     // The engine's own shutdown runs on the old disk, after the copy: it changes no crash
     // point.
     drop(db);
@@ -236,6 +236,8 @@ fn worker(config: &Config, cycle: u64, db: &Db, lane: &mut Lane, shared: &Shared
             }
         };
         lane.outcomes.push(result.is_ok());
+        // Beside the other threads' commits, after every step.
+        db.check_invariants();
         match result {
             Ok(()) => {
                 let count = index + 1;

@@ -92,7 +92,7 @@ pub fn run_seed(seed: u64) -> Counts {
     let _context = Context(config.to_string());
     let mut counts = Counts {
         seeds: 1,
-        none_seeds: u64::from(config.guard == tilldb::page::TornPageGuard::None),
+        none_seeds: u64::from(config.guard == tilldb::TornPageGuard::None),
         ..Counts::default()
     };
     let mut disk = SimDisk::new(config.sim());
@@ -193,6 +193,7 @@ fn check_point(
                 continue;
             }
         };
+        db.check_invariants();
         let checked = oracle::check(config, &db, point, mode, cycle);
         counts.pages_rebuilt += db.recovery().pages_rebuilt;
         match checked {

@@ -28,8 +28,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
+use tilldb::TornPageGuard;
 use tilldb::io::{CrashMode, CrashPoint, IoKind, SimConfig, SimDisk};
-use tilldb::page::TornPageGuard;
 use tilldb::{Db, Direction, Durability, FlushMethod, Options};
 use workload::{Model, Step, Workload, durability_of};
 
@@ -67,7 +67,7 @@ impl Scenario {
             // Checkpoints only where the workload asks, and none by time.
             checkpoint_log_bytes: 1 << 40,
             checkpoint_interval: std::time::Duration::from_secs(1 << 30),
-            wal: tilldb::wal::WalOptions {
+            wal: tilldb::WalOptions {
                 // At least 8 log blocks, the minimum.
                 segment_bytes: if self.four_k {
                     self.workload.segment_bytes.max(64 << 10)
@@ -140,11 +140,13 @@ pub fn record(scenario: &Scenario) -> Recording {
                 txn.commit_with(durability)
                     .unwrap_or_else(|e| panic!("{}: commit {c}: {e}", scenario.name()));
                 returned.push((disk.crash_points_recorded(), durability));
+                db.check_invariants();
             }
             Step::Checkpoint => {
                 db.checkpoint()
                     .unwrap_or_else(|e| panic!("{}: checkpoint: {e}", scenario.name()));
                 checkpoints.push((disk.crash_points_recorded(), begun.len()));
+                db.check_invariants();
             }
         }
     }
@@ -431,6 +433,7 @@ fn recover(
         Ok(db) => db,
         Err(e) => return Err(caught(scenario, &format!("recovery: {e}"))),
     };
+    db.check_invariants();
     let space = match db.check_space() {
         Ok(space) => space,
         Err(e) => return Err(caught(scenario, &format!("check: {e}"))),
