@@ -9,6 +9,7 @@ mod check;
 mod crashtest;
 mod dump_log;
 mod inspect;
+mod platform;
 mod probe;
 mod stats;
 

@@ -161,6 +161,7 @@ fn device_json(f: &DeviceFacts, atomic_verified: Option<bool>) -> Value {
         "rotational": f.rotational,
         "write_cache": f.write_cache.map(write_cache_name),
         "fua": f.fua,
+        "notes": f.notes,
     })
 }
 
@@ -280,6 +281,9 @@ fn print_facts(f: &DeviceFacts, atomic_verified: Option<bool>) {
     ];
     for (name, value) in rows {
         println!("  {name:<18} {value}");
+    }
+    for note in &f.notes {
+        println!("  {:<18} {note}", "note");
     }
 }
 

@@ -96,13 +96,18 @@ impl Error {
         }
     }
 
-    /// Builds an [`Error::Io`] from a rustix errno.
-    pub(crate) fn io(op: IoOp, path: impl Into<PathBuf>, errno: rustix::io::Errno) -> Self {
+    /// Builds an [`Error::Io`] from an OS error (a rustix `Errno` on Linux).
+    pub(crate) fn io(op: IoOp, path: impl Into<PathBuf>, errno: impl Into<std::io::Error>) -> Self {
         Error::Io {
             op,
             path: path.into(),
             source: errno.into(),
         }
+    }
+
+    /// Builds an [`Error::Io`] from a native error code (`crate::io::errno`).
+    pub(crate) fn os(op: IoOp, path: impl Into<PathBuf>, code: i32) -> Self {
+        Error::io(op, path, std::io::Error::from_raw_os_error(code))
     }
 
     /// The raw OS error number of an [`Error::Io`], if there is one.

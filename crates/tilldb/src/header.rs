@@ -346,7 +346,7 @@ impl HeaderFile {
         let path = dir.join(HEADER_FILE_NAME);
         let temp = dir.join(HEADER_TEMP_FILE_NAME);
         if storage.exists(&path)? {
-            return Err(Error::io(IoOp::Create, path, rustix::io::Errno::EXIST));
+            return Err(Error::os(IoOp::Create, path, crate::io::errno::EEXIST));
         }
         if storage.exists(&temp)? {
             // Left by a create that crashed before its rename: never a database.

@@ -34,8 +34,8 @@
 //! [`internals`] holds the engine's layers for the `till` tool and tilldb's own tests; it is
 //! not part of the API and changes without notice.
 
-#[cfg(not(target_os = "linux"))]
-compile_error!("tilldb supports Linux only so far; a port adds one io/flush_<os>.rs file");
+#[cfg(not(any(target_os = "linux", windows)))]
+compile_error!("tilldb supports Linux and Windows so far; a port adds one module under io/os/");
 
 mod btree;
 mod checksum;

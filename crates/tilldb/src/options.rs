@@ -5,17 +5,20 @@ use std::str::FromStr;
 
 /// How a file's writes reach stable storage.
 ///
-/// Each method is one way of opening the file plus one way of flushing it; see `io::flush`.
-/// On the same disk they differ in cost by 2-7x, so `till probe` measures them all.
+/// Each method is one way of opening the file plus one way of flushing it (`io/os/`: one
+/// module per platform). On the same disk they differ in cost by 2-7x, so `till probe`
+/// measures them all.
 ///
-/// | method        | open flags          | `flush()` does                     |
-/// |---------------|---------------------|------------------------------------|
-/// | `Fsync`       | -                   | `fsync`                            |
-/// | `Fdatasync`   | -                   | `fdatasync`                        |
-/// | `Dsync`       | `O_DSYNC`           | nothing (each write is durable), `fdatasync` after `set_len` |
-/// | `Direct`      | `O_DIRECT`          | `fdatasync`                        |
-/// | `DirectDsync` | `O_DIRECT\|O_DSYNC` | nothing, `fdatasync` after `set_len` |
-/// | `NoSync`      | -                   | nothing: **not durable**           |
+/// | method        | Linux: open flags   | Linux: `flush()` does              | Windows (name also accepted) |
+/// |---------------|---------------------|------------------------------------|------------------------------|
+/// | `Fsync`       | -                   | `fsync`                            | `WriteFile`, then `FlushFileBuffers` (`flush-file-buffers`) |
+/// | `Fdatasync`   | -                   | `fdatasync`                        | the same as `Fsync`: Windows has no data-only flush every version offers |
+/// | `Dsync`       | `O_DSYNC`           | nothing (each write is durable), `fdatasync` after `set_len` | `FILE_FLAG_WRITE_THROUGH`, no flush call (`write-through`) |
+/// | `Direct`      | `O_DIRECT`          | `fdatasync`                        | `FILE_FLAG_NO_BUFFERING`, then `FlushFileBuffers` (`no-buffering`) |
+/// | `DirectDsync` | `O_DIRECT\|O_DSYNC` | nothing, `fdatasync` after `set_len` | both flags, no flush call (`write-through-no-buffering`) |
+/// | `NoSync`      | -                   | nothing: **not durable**           | the same |
+///
+/// A method a platform lacks is refused when a file is opened with it, naming the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FlushMethod {
     /// Buffered writes, then `fsync` (data and all metadata).
@@ -97,10 +100,19 @@ impl FromStr for FlushMethod {
         ]
         .into_iter()
         .find(|m| m.name() == s)
+        .or(match s {
+            // Windows' own names for the same methods.
+            "flush-file-buffers" => Some(FlushMethod::Fsync),
+            "write-through" => Some(FlushMethod::Dsync),
+            "no-buffering" => Some(FlushMethod::Direct),
+            "write-through-no-buffering" => Some(FlushMethod::DirectDsync),
+            _ => None,
+        })
         .ok_or_else(|| {
             format!(
                 "unknown flush method {s:?}; expected one of fsync, fdatasync, dsync, direct, \
-                 direct-dsync, nosync"
+                 direct-dsync, nosync (on Windows also flush-file-buffers, write-through, \
+                 no-buffering, write-through-no-buffering)"
             )
         })
     }
@@ -109,6 +121,19 @@ impl FromStr for FlushMethod {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_names_parse_to_their_methods() {
+        for (name, method) in [
+            ("flush-file-buffers", FlushMethod::Fsync),
+            ("write-through", FlushMethod::Dsync),
+            ("no-buffering", FlushMethod::Direct),
+            ("write-through-no-buffering", FlushMethod::DirectDsync),
+        ] {
+            assert_eq!(name.parse::<FlushMethod>(), Ok(method), "{name}");
+        }
+        assert!("write-thru".parse::<FlushMethod>().is_err());
+    }
 
     #[test]
     fn flush_method_names_round_trip() {

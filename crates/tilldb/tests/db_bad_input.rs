@@ -410,6 +410,7 @@ fn keys_values_and_table_names_over_the_limits_fail_alone_and_write_nothing() {
 }
 
 #[test]
+#[cfg(unix)] // permissions and symlinks as POSIX has them
 fn a_read_only_database_directory_gives_a_clear_error_naming_the_lock_file() {
     let root = tempfile::tempdir().expect("tempdir");
     let Some(ro) = ReadOnlyDir::new(root.path()) else {
@@ -434,11 +435,13 @@ fn a_read_only_database_directory_gives_a_clear_error_naming_the_lock_file() {
 
 /// A database directory that can be made read-only: a tmpfs remounted read-only as root
 /// (root ignores permission bits), or a directory without write permission otherwise.
+#[cfg(unix)]
 struct ReadOnlyDir {
     dir: PathBuf,
     mount: Option<PathBuf>,
 }
 
+#[cfg(unix)]
 impl ReadOnlyDir {
     fn new(root: &Path) -> Option<ReadOnlyDir> {
         let test = "a_read_only_database_directory_gives_a_clear_error_naming_the_lock_file";
@@ -476,6 +479,7 @@ impl ReadOnlyDir {
     }
 }
 
+#[cfg(unix)]
 impl Drop for ReadOnlyDir {
     fn drop(&mut self) {
         if let Some(mount) = &self.mount {

@@ -5,6 +5,9 @@
 //! alignment from the device, default to sizes that work, and refuse impossible options with a
 //! clear error before any I/O. Needs root and loop devices; skips (loudly) without them.
 
+// Linux only: real mounts, loop devices and O_DIRECT refusals (Windows has its own tests).
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use common::{LoopMount, skip, skip_missing};

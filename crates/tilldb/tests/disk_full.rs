@@ -48,6 +48,9 @@
 //! Needs root (mount, losetup); without it each test prints a SKIPPED line and records it in
 //! `target/tmp/skipped.txt`.
 
+// Linux only: real mounts, loop devices and O_DIRECT refusals (Windows has its own tests).
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use common::{LoopMount, run, skip_missing};

@@ -66,10 +66,23 @@ impl Setting {
         })
     }
 
-    /// "Linux 6.18.0, 2 CPUs, 23 GiB memory".
+    /// "Linux 6.18.0, 2 CPUs, 23 GiB memory"; under Wine it says so, and that the numbers
+    /// are not Windows numbers.
     pub fn machine_line(&self) -> String {
+        let os = match std::env::consts::OS {
+            "linux" => "Linux",
+            "windows" => "Windows",
+            other => other,
+        };
+        let wine = self
+            .facts
+            .notes
+            .iter()
+            .find(|n| n.starts_with(tilldb::io::WINE_NOTE))
+            .map(|n| format!(" (NOT WINDOWS NUMBERS: {n})"))
+            .unwrap_or_default();
         format!(
-            "Linux {}, {} CPUs, {} GiB memory",
+            "{os} {}, {} CPUs, {} GiB memory{wine}",
             show(self.kernel.as_deref()),
             show(self.cpus),
             show(self.memory_bytes.map(|b| b >> 30))

@@ -138,7 +138,7 @@ pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
         bar.inc(1);
         bar.set_message(format!("recovering {mib} MiB"));
         if args.cold {
-            drop_caches()?;
+            crate::platform::drop_caches()?;
         }
         let start = Instant::now();
         let db = Db::open(&dir, Options::default())
@@ -270,14 +270,6 @@ fn child(dir: &Path, mib: u64, args: &RecoveryArgs) -> Result<(), Box<dyn std::e
     // No close, no drop: the log is durable up to the marker; the data file holds whatever the
     // background writer wrote. Exactly what a kill -9 right now would leave.
     std::process::exit(0);
-}
-
-/// Writes dirty OS pages and drops the page cache (root only).
-fn drop_caches() -> Result<(), String> {
-    rustix::fs::sync();
-    std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
-        format!("--cold: cannot drop the page cache via /proc/sys/vm/drop_caches (root?): {e}")
-    })
 }
 
 fn json_of(args: &RecoveryArgs, dir: &Path, setting: &Setting, rows: &[Row]) -> Value {

@@ -18,7 +18,6 @@ use super::store_load::{self, Counts, Phase, key};
 use super::store_report::{self, Load, MethodSource, ReadRow, StoreRun, WriteRow};
 use clap::Args;
 use indicatif::ProgressBar;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tilldb::TornPageGuard;
@@ -411,8 +410,7 @@ fn usage_of(path: &Path, depth: usize) -> Result<(u64, u64), String> {
     let meta = std::fs::symlink_metadata(path)
         .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
     if !meta.is_dir() {
-        // st_blocks is in 512-byte units whatever the file system's block size.
-        return Ok((meta.blocks() * 512, meta.len()));
+        return Ok((crate::platform::allocated_bytes(&meta), meta.len()));
     }
     let mut total = (0, 0);
     if depth < DEPTH_MAX {

@@ -58,7 +58,7 @@ pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn HeldLoc
     if storage.exists(dir)? {
         let names = match storage.list_dir(dir) {
             Ok(names) => names,
-            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            Err(e) if e.raw_os_error() == Some(crate::io::errno::ENOTDIR) => {
                 return Err(Error::NotADatabase {
                     dir: dir.to_path_buf(),
                     reason: "it is a file, not a directory".to_owned(),

@@ -70,7 +70,13 @@ pub(super) fn create(
     let method = if let Some(m) = options.flush_method {
         m
     } else {
-        let block = IoGeometry::default_log_block_bytes(&facts);
+        // Measured at the log block size the log will write: a method that cannot write it
+        // (direct I/O under a 512 B block on a 4 KiB device) is skipped, not chosen and then
+        // refused (found under Wine, where direct-dsync measured fastest).
+        let block = options
+            .wal
+            .log_block_bytes
+            .unwrap_or_else(|| IoGeometry::default_log_block_bytes(&facts));
         choose_flush_method(&**storage, dir, &facts, block, Duration::from_millis(60))?.0
     };
     IoGeometry::resolve(&facts, method, options.wal.log_block_bytes, page_bytes)?;

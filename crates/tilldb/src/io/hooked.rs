@@ -339,10 +339,10 @@ mod tests {
                 .expect("no panic under the lock")
                 .push(format!("before {}", name(call)));
             if self.refuse_removes && matches!(call, Call::Remove { .. }) {
-                return Err(crate::Error::io(
+                return Err(crate::Error::os(
                     crate::IoOp::Remove,
                     call.path(),
-                    rustix::io::Errno::PERM,
+                    crate::io::errno::EPERM,
                 ));
             }
             Ok(())

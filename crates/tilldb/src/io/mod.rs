@@ -5,8 +5,8 @@
 //! set its length, allocate it with zeros, flush it by its [`FlushMethod`]). Three
 //! implementations exist:
 //!
-//! - [`FileStorage`]: real files through the OS (`file.rs`, with one function per flush method
-//!   in `flush.rs`).
+//! - [`FileStorage`]: real files through the OS (`file.rs`; what differs per operating system
+//!   is in `os/linux/` and `os/windows/`, one open and one flush per flush method).
 //! - [`SimDisk`]: an in-memory, deterministic, fault-injecting disk for tests (`sim/`). It keeps
 //!   flushed and unflushed data apart, so a simulated crash can lose exactly what a real one
 //!   could.
@@ -33,17 +33,17 @@
 
 mod aligned;
 mod file;
-mod flush;
 mod geometry;
 mod hooked;
 mod lock;
 mod measure;
+mod os;
 mod overlay;
 mod probe;
 mod sim;
 
 pub use aligned::{AlignedBuf, AlignedVec};
-pub use file::FileStorage;
+pub use file::{DIRECT_ALIGN_FALLBACK, FileStorage};
 pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
 pub use hooked::{Call, HookedStorage, Hooks};
 pub(crate) use lock::NoLock;
@@ -52,8 +52,11 @@ pub use measure::{
     MEASURE_FILE_PREFIX, MeasureFile, MeasureSpec, Measurement, Recommendation,
     choose_flush_method, measure, recommend,
 };
+#[doc(hidden)]
+pub use os::errno;
+pub use os::{WINE_NOTE, atomic_write_supported};
 pub use overlay::OverlayStorage;
-pub use probe::{DeviceFacts, WriteCache, atomic_write_supported};
+pub use probe::{DeviceFacts, WriteCache};
 pub use sim::{CrashMode, CrashPoint, Fault, FaultKind, IoKind, SimConfig, SimDisk};
 
 use crate::{FlushMethod, Result};
@@ -145,10 +148,10 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// nothing. Durable like [`StorageFile::write_at`].
     fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let _ = (buf, offset);
-        Err(crate::Error::io(
+        Err(crate::Error::os(
             crate::IoOp::Write,
             self.path(),
-            rustix::io::Errno::OPNOTSUPP,
+            errno::EOPNOTSUPP,
         ))
     }
 

@@ -20,8 +20,8 @@
 use super::{DeviceFacts, HeldLock, LockMode, Storage, StorageFile};
 use crate::FlushMethod;
 use crate::error::{Error, IoOp, Result};
+use crate::io::errno;
 use parking_lot::Mutex;
-use rustix::io::Errno;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -244,7 +244,7 @@ impl OverlayStorage {
     }
 
     fn missing(op: IoOp, path: &Path) -> Error {
-        Error::io(op, path, Errno::NOENT)
+        Error::os(op, path, errno::ENOENT)
     }
 }
 
@@ -252,7 +252,7 @@ impl Storage for OverlayStorage {
     fn create(&self, path: &Path, method: FlushMethod) -> Result<Box<dyn StorageFile>> {
         let mut names = self.names.lock();
         if self.lookup(&mut names, path)?.is_some() {
-            return Err(Error::io(IoOp::Create, path, Errno::EXIST));
+            return Err(Error::os(IoOp::Create, path, errno::EEXIST));
         }
         let layer = Arc::new(Mutex::new(Layer::empty()));
         names

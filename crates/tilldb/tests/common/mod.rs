@@ -180,3 +180,18 @@ pub fn redo_segments(disk: &tilldb::io::SimDisk, dir: &Path) -> usize {
         .recovery
         .segments
 }
+
+/// `TILLDB_TEST_SAMPLE=N` (default 1): the long sweeps (the exhaustive explorer, the
+/// corruption sweep) run one case in N, and their headline counts, which a sample cannot
+/// reach, are not asserted. `scripts/test` sets it for the Windows run under Wine, where each
+/// case costs several times what it does natively; the full counts are asserted on Linux.
+pub fn sample() -> usize {
+    match std::env::var("TILLDB_TEST_SAMPLE") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&n| n >= 1)
+            .unwrap_or_else(|| panic!("TILLDB_TEST_SAMPLE must be a number from 1, not {v:?}")),
+        Err(_) => 1,
+    }
+}

@@ -156,7 +156,6 @@ pub fn dir_allocated_bytes(dir: &Path) -> u64 {
 }
 
 fn dir_bytes_at(dir: &Path, depth: u32) -> u64 {
-    use std::os::unix::fs::MetadataExt;
     if depth > DIR_DEPTH_MAX {
         return 0;
     }
@@ -169,7 +168,7 @@ fn dir_bytes_at(dir: &Path, depth: u32) -> u64 {
         if meta.is_dir() {
             total += dir_bytes_at(&entry.path(), depth + 1);
         } else {
-            total += meta.blocks() * SECTOR_BYTES;
+            total += crate::platform::allocated_bytes(&meta);
         }
     }
     total

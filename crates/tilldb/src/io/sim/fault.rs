@@ -242,9 +242,9 @@ pub(super) fn os_error(op: IoOp, path: &Path, errno: i32) -> Error {
 pub(super) fn fault_error(fault: FaultKind, op: IoOp, path: &Path) -> Error {
     match fault {
         FaultKind::Eio | FaultKind::FlushLosesData | FaultKind::LostWrite => {
-            os_error(op, path, libc::EIO)
+            os_error(op, path, crate::io::errno::EIO)
         }
-        FaultKind::Enospc | FaultKind::ShortWrite => os_error(op, path, libc::ENOSPC),
+        FaultKind::Enospc | FaultKind::ShortWrite => os_error(op, path, crate::io::errno::ENOSPC),
         FaultKind::Crash => sim_error(op, path, SimFailure::Dead),
     }
 }
@@ -287,7 +287,7 @@ impl std::error::Error for SimIoError {
 }
 
 pub(super) fn sim_error(op: IoOp, path: &Path, failure: SimFailure) -> Error {
-    let eio = std::io::Error::from_raw_os_error(libc::EIO);
+    let eio = std::io::Error::from_raw_os_error(crate::io::errno::EIO);
     Error::Io {
         op,
         path: path.to_path_buf(),
@@ -343,8 +343,8 @@ mod tests {
         let eio = inner
             .and_then(|e| e.downcast_ref::<std::io::Error>())
             .expect("EIO source");
-        assert_eq!(eio.raw_os_error(), Some(libc::EIO));
+        assert_eq!(eio.raw_os_error(), Some(crate::io::errno::EIO));
         let enospc = fault_error(FaultKind::ShortWrite, IoOp::Write, Path::new("x"));
-        assert_eq!(enospc.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(enospc.raw_os_error(), Some(crate::io::errno::ENOSPC));
     }
 }

@@ -81,7 +81,7 @@ impl SimFile {
     fn check_end(&self, op: IoOp, end: Option<u64>) -> Result<u64> {
         match end {
             Some(end) if end <= FILE_BYTES_MAX => Ok(end),
-            _ => Err(os_error(op, &self.path, libc::EFBIG)),
+            _ => Err(os_error(op, &self.path, crate::io::errno::EFBIG)),
         }
     }
 
@@ -267,10 +267,10 @@ impl StorageFile for SimFile {
             })
         };
         if self.direct_align.is_none() || !covered {
-            return Err(crate::Error::io(
+            return Err(crate::Error::os(
                 IoOp::Write,
                 &self.path,
-                rustix::io::Errno::OPNOTSUPP,
+                crate::io::errno::EOPNOTSUPP,
             ));
         }
         self.write(buf, offset, true)

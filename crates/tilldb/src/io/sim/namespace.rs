@@ -124,10 +124,10 @@ impl Namespace {
     /// `Err(errno)` unless `path` can be created as a new file.
     pub(super) fn check_create(&self, path: &Path) -> Result<(), i32> {
         if self.live.contains_key(path) || self.is_dir(path) {
-            return Err(libc::EEXIST);
+            return Err(crate::io::errno::EEXIST);
         }
         if !self.is_dir(&parent_dir(path)) {
-            return Err(libc::ENOENT);
+            return Err(crate::io::errno::ENOENT);
         }
         Ok(())
     }
@@ -136,8 +136,8 @@ impl Namespace {
     pub(super) fn lookup(&self, path: &Path) -> Result<FileId, i32> {
         match self.live.get(path) {
             Some(id) => Ok(*id),
-            None if self.is_dir(path) => Err(libc::EISDIR),
-            None => Err(libc::ENOENT),
+            None if self.is_dir(path) => Err(crate::io::errno::EISDIR),
+            None => Err(crate::io::errno::ENOENT),
         }
     }
 
@@ -152,10 +152,10 @@ impl Namespace {
     pub(super) fn rename(&mut self, source: &Path, target: &Path) -> Result<(), i32> {
         let id = self.lookup(source)?;
         if self.is_dir(target) {
-            return Err(libc::EISDIR);
+            return Err(crate::io::errno::EISDIR);
         }
         if !self.is_dir(&parent_dir(target)) {
-            return Err(libc::ENOENT);
+            return Err(crate::io::errno::ENOENT);
         }
         if source != target {
             self.queue(MetaOp::Rename {
@@ -190,7 +190,7 @@ impl Namespace {
 
     pub(super) fn create_dir_all(&mut self, path: &Path) -> Result<(), i32> {
         if self.live.contains_key(path) {
-            return Err(libc::EEXIST);
+            return Err(crate::io::errno::EEXIST);
         }
         let ancestors: Vec<&Path> = path
             .ancestors()
@@ -201,7 +201,7 @@ impl Namespace {
             .skip(1)
             .any(|dir| self.live.contains_key(*dir))
         {
-            return Err(libc::ENOTDIR);
+            return Err(crate::io::errno::ENOTDIR);
         }
         self.dirs
             .extend(ancestors.iter().map(|dir| dir.to_path_buf()));
@@ -213,9 +213,9 @@ impl Namespace {
     pub(super) fn list_dir(&self, dir: &Path) -> Result<Vec<String>, i32> {
         if !self.is_dir(dir) {
             return Err(if self.live.contains_key(dir) {
-                libc::ENOTDIR
+                crate::io::errno::ENOTDIR
             } else {
-                libc::ENOENT
+                crate::io::errno::ENOENT
             });
         }
         let files = self.live.keys().map(PathBuf::as_path);
@@ -238,7 +238,7 @@ impl Namespace {
     /// file and no name with any later op made durable, so the two commute.
     pub(super) fn flush_dir(&mut self, dir: &Path) -> Result<(), i32> {
         if !self.is_dir(dir) {
-            return Err(libc::ENOENT);
+            return Err(crate::io::errno::ENOENT);
         }
         // Scan backwards so each selected op pulls in the earlier ops it depends on.
         let mut needed_ids = BTreeSet::new();
@@ -400,14 +400,26 @@ mod tests {
     fn errnos_match_the_file_system() {
         let mut names = namespace_with_dirs();
         names.create(&p("/d/a"), FileId(1));
-        assert_eq!(names.check_create(&p("/d/a")), Err(libc::EEXIST));
-        assert_eq!(names.check_create(&p("/d")), Err(libc::EEXIST));
-        assert_eq!(names.check_create(&p("/x/a")), Err(libc::ENOENT));
-        assert_eq!(names.lookup(&p("/d")), Err(libc::EISDIR));
-        assert_eq!(names.remove(&p("/d/b")), Err(libc::ENOENT));
-        assert_eq!(names.rename(&p("/d/a"), &p("/e")), Err(libc::EISDIR));
-        assert_eq!(names.create_dir_all(&p("/d/a/sub")), Err(libc::ENOTDIR));
-        assert_eq!(names.list_dir(&p("/d/a")), Err(libc::ENOTDIR));
+        assert_eq!(
+            names.check_create(&p("/d/a")),
+            Err(crate::io::errno::EEXIST)
+        );
+        assert_eq!(names.check_create(&p("/d")), Err(crate::io::errno::EEXIST));
+        assert_eq!(
+            names.check_create(&p("/x/a")),
+            Err(crate::io::errno::ENOENT)
+        );
+        assert_eq!(names.lookup(&p("/d")), Err(crate::io::errno::EISDIR));
+        assert_eq!(names.remove(&p("/d/b")), Err(crate::io::errno::ENOENT));
+        assert_eq!(
+            names.rename(&p("/d/a"), &p("/e")),
+            Err(crate::io::errno::EISDIR)
+        );
+        assert_eq!(
+            names.create_dir_all(&p("/d/a/sub")),
+            Err(crate::io::errno::ENOTDIR)
+        );
+        assert_eq!(names.list_dir(&p("/d/a")), Err(crate::io::errno::ENOTDIR));
         assert_eq!(
             names.list_dir(&p("/")),
             Ok(vec!["d".to_owned(), "e".to_owned()])

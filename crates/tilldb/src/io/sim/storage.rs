@@ -123,7 +123,7 @@ impl Storage for SimDisk {
         let mut state = self.state.lock();
         state.admit_plain(IoKind::FlushDir, &[path], self.process_epoch())?;
         if !state.names.is_dir(path) {
-            return Err(os_error(IoOp::FlushDir, path, libc::ENOENT));
+            return Err(os_error(IoOp::FlushDir, path, crate::io::errno::ENOENT));
         }
         if !state.lying_flushes {
             state
@@ -143,7 +143,7 @@ impl Storage for SimDisk {
         let state = self.state.lock();
         state.check_alive(IoOp::Stat, dir, self.process_epoch())?;
         if !state.names.is_dir(dir) {
-            return Err(os_error(IoOp::Stat, dir, libc::ENOENT));
+            return Err(os_error(IoOp::Stat, dir, crate::io::errno::ENOENT));
         }
         let config = &state.config;
         let (atomic_min, atomic_max) = config.atomic_write_unit.unwrap_or((0, 0));
@@ -165,6 +165,7 @@ impl Storage for SimDisk {
             rotational: Some(false),
             write_cache: Some(WriteCache::WriteBack),
             fua: Some(false),
+            notes: Vec::new(),
         })
     }
 

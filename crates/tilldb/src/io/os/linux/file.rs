@@ -1,0 +1,257 @@
+//! Files on Linux: one open flag set and one flush per [`FlushMethod`] (`flush.rs`),
+//! positional I/O with `pread`/`pwrite`, `RWF_ATOMIC` writes, `fsync` of a directory.
+
+use super::flush;
+use crate::FlushMethod;
+use crate::error::{Error, IoOp, Result};
+use crate::io::file::Access;
+use crate::io::{DIRECT_ALIGN_FALLBACK, StorageFile, assert_direct_aligned};
+use rustix::fd::OwnedFd;
+use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
+use rustix::io::Errno;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Every method is available on Linux.
+pub(crate) fn supports(_method: FlushMethod) -> bool {
+    true
+}
+
+/// Opens `path` for `method` with `access`.
+pub(crate) fn open(
+    path: &Path,
+    method: FlushMethod,
+    access: Access,
+    op: IoOp,
+) -> Result<Box<dyn StorageFile>> {
+    let flags = match access {
+        Access::Read => OFlags::RDONLY,
+        Access::ReadWrite => OFlags::RDWR,
+        Access::CreateNew => OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
+    };
+    Ok(Box::new(open_os(path, method, flags, op)?))
+}
+
+/// `rename(2)`; its durability comes from the directory flush that follows.
+pub(crate) fn rename(source: &Path, target: &Path) -> std::io::Result<()> {
+    std::fs::rename(source, target)
+}
+
+/// `fsync` of the directory: creates, renames and removes in it become durable.
+pub(crate) fn flush_dir(path: &Path) -> Result<()> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io(IoOp::FlushDir, path, e))?;
+    rustix::fs::fsync(&fd).map_err(|e| Error::io(IoOp::FlushDir, path, e))
+}
+
+fn open_os(path: &Path, method: FlushMethod, extra: OFlags, op: IoOp) -> Result<OsFile> {
+    // `extra` holds the access mode (`RDONLY` is 0) and any `CREATE`/`EXCL`.
+    let flags = OFlags::CLOEXEC | flush::open_flags(method) | extra;
+    let fd = match rustix::fs::open(path, flags, Mode::from_bits_truncate(0o644)) {
+        Ok(fd) => fd,
+        Err(Errno::INVAL) if method.is_direct() => {
+            return Err(Error::InvalidOptions(format!(
+                "{}: the file system refuses O_DIRECT, so flush method {method} cannot be \
+                 used here; choose fdatasync or dsync",
+                path.display()
+            )));
+        }
+        Err(e) => return Err(Error::io(op, path, e)),
+    };
+    let direct_align = if method.is_direct() {
+        Some(direct_align_of(&fd, path)?)
+    } else {
+        None
+    };
+    Ok(OsFile {
+        fd,
+        path: path.to_path_buf(),
+        method,
+        direct_align,
+        metadata_dirty: AtomicBool::new(false),
+    })
+}
+
+/// The direct-I/O alignment the kernel reports for an open file, or the fallback.
+fn direct_align_of(fd: &OwnedFd, path: &Path) -> Result<u32> {
+    let stx = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::DIOALIGN)
+        .map_err(|e| Error::io(IoOp::Stat, path, e))?;
+    let reported = stx.stx_mask & StatxFlags::DIOALIGN.bits() != 0;
+    let align = if reported {
+        stx.stx_dio_offset_align.max(stx.stx_dio_mem_align)
+    } else {
+        0
+    };
+    let align = if align == 0 {
+        DIRECT_ALIGN_FALLBACK
+    } else {
+        align
+    };
+    assert!(
+        align.is_power_of_two(),
+        "kernel reported DIO alignment {align} for {}",
+        path.display()
+    );
+    assert!(align as usize <= crate::io::AlignedBuf::ALIGN.max(65536));
+    Ok(align)
+}
+
+/// One open OS file.
+#[derive(Debug)]
+struct OsFile {
+    fd: OwnedFd,
+    path: PathBuf,
+    method: FlushMethod,
+    direct_align: Option<u32>,
+    /// Set by `set_len`, cleared by `flush`: write-through files then need an `fdatasync`.
+    metadata_dirty: AtomicBool,
+}
+
+impl OsFile {
+    fn check_aligned(&self, ptr: *const u8, len: usize, offset: u64) {
+        if let Some(align) = self.direct_align {
+            assert_direct_aligned(&self.path, ptr, len, offset, align);
+        }
+    }
+}
+
+impl StorageFile for OsFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn flush_method(&self) -> FlushMethod {
+        self.method
+    }
+
+    fn direct_align(&self) -> Option<u32> {
+        self.direct_align
+    }
+
+    fn len(&self) -> Result<u64> {
+        let stat = rustix::fs::fstat(&self.fd).map_err(|e| Error::io(IoOp::Stat, &self.path, e))?;
+        Ok(u64::try_from(stat.st_size).expect("file sizes are non-negative"))
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.check_aligned(buf.as_ptr(), buf.len(), offset);
+        let mut done = 0;
+        while done < buf.len() {
+            match rustix::io::pread(&self.fd, &mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(Error::io(IoOp::Read, &self.path, e)),
+            }
+            // A direct read that came back short is at end of file; asking again for the
+            // unaligned rest would be refused.
+            if self.direct_align.is_some() && done < buf.len() {
+                break;
+            }
+        }
+        assert!(done <= buf.len());
+        Ok(done)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.check_aligned(buf.as_ptr(), buf.len(), offset);
+        let mut done = 0;
+        while done < buf.len() {
+            match rustix::io::pwrite(&self.fd, &buf[done..], offset + done as u64) {
+                Ok(0) => return Err(Error::io(IoOp::Write, &self.path, Errno::NOSPC)),
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(Error::io(IoOp::Write, &self.path, e)),
+            }
+        }
+        assert_eq!(done, buf.len());
+        Ok(())
+    }
+
+    fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.direct_align.is_none() {
+            // RWF_ATOMIC is for direct I/O only; a buffered write would not be atomic anyway.
+            return Err(Error::io(IoOp::Write, &self.path, Errno::OPNOTSUPP));
+        }
+        self.check_aligned(buf.as_ptr(), buf.len(), offset);
+        let flags = rustix::io::ReadWriteFlags::from_bits_retain(super::facts::RWF_ATOMIC);
+        loop {
+            match rustix::io::pwritev2(&self.fd, &[std::io::IoSlice::new(buf)], offset, flags) {
+                Ok(n) => {
+                    // All or nothing: a short atomic write would be a kernel bug.
+                    assert_eq!(n, buf.len(), "short RWF_ATOMIC write");
+                    return Ok(());
+                }
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(Error::io(IoOp::Write, &self.path, e)),
+            }
+        }
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.metadata_dirty.store(true, Ordering::Release);
+        rustix::fs::ftruncate(&self.fd, len).map_err(|e| Error::io(IoOp::SetLen, &self.path, e))
+    }
+
+    fn flush(&self) -> Result<()> {
+        let dirty = self.metadata_dirty.swap(false, Ordering::AcqRel);
+        let result = flush::flush(&self.fd, self.method, dirty);
+        if result.is_err() {
+            // Never clear the flag on failure: the caller must not believe metadata is durable.
+            self.metadata_dirty.store(true, Ordering::Release);
+        }
+        result.map_err(|e| Error::io(IoOp::Flush, &self.path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The status flags the kernel holds for a file opened with `method` (`F_GETFL`).
+    fn kernel_flags(method: FlushMethod) -> OFlags {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        let file =
+            open_os(&path, method, OFlags::RDWR | OFlags::CREATE, IoOp::Create).expect("create");
+        rustix::fs::fcntl_getfl(&file.fd).expect("F_GETFL")
+    }
+
+    /// The bit `O_SYNC` has beyond `O_DSYNC` (`__O_SYNC`): set means metadata is synced on every
+    /// write, the trap behind rustix's `OFlags::DSYNC`.
+    const SYNC_ONLY_BIT: OFlags = OFlags::from_bits_retain((libc::O_SYNC & !libc::O_DSYNC) as u32);
+
+    #[test]
+    fn open_flags_seen_by_kernel_per_method() {
+        for method in FlushMethod::DURABLE
+            .into_iter()
+            .chain([FlushMethod::NoSync])
+        {
+            let flags = kernel_flags(method);
+            assert_eq!(
+                flags.contains(flush::O_DSYNC),
+                method.is_write_through(),
+                "{method}: {flags:?}"
+            );
+            assert_eq!(
+                flags.contains(flush::O_DIRECT),
+                method.is_direct(),
+                "{method}: {flags:?}"
+            );
+            assert!(
+                !flags.contains(SYNC_ONLY_BIT),
+                "{method} opened with O_SYNC: {flags:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rustix_dsync_is_o_sync_trap_still_holds() {
+        // If this starts failing, rustix fixed its DSYNC and the raw-bit workaround can go.
+        assert!(OFlags::DSYNC.contains(SYNC_ONLY_BIT));
+    }
+}

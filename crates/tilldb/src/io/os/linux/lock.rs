@@ -1,0 +1,172 @@
+//! File locks on Linux: `flock(2)` (see `io/lock.rs` for what a database lock is).
+//!
+//! A database directory holds `tilldb.lock`, an empty file whose only use is its lock. `Db`
+//! takes it exclusively for its whole life; the read-only tools (`till stats`, `dump-log`) take
+//! it shared while they read. On Linux the lock is `flock(2)`:
+//!
+//! - it belongs to the open file description, so a second open in the same process conflicts
+//!   exactly as another process does (POSIX `fcntl` locks would not: they are per process);
+//! - it is on the inode, so a symlink, a relative path or a bind mount reach the same lock;
+//! - the kernel drops it when the last descriptor closes, and a dead process closes all of
+//!   them: a kill -9 never leaves a stale lock, and there is no pid file to clean up.
+//!
+//! Who holds a lock is read from `/proc/locks` (`FLOCK ADVISORY WRITE <pid> MAJ:MIN:INODE`),
+//! matched by device and inode; where that is unavailable the holder is unknown.
+
+use crate::error::{Error, IoOp, Result};
+use crate::io::{HeldLock, LockMode};
+use rustix::fd::OwnedFd;
+use rustix::fs::{FlockOperation, Mode, OFlags};
+use rustix::io::Errno;
+use std::path::Path;
+
+/// An OS file lock: the open descriptor carries it; closing the descriptor releases it.
+#[derive(Debug)]
+struct OsLock {
+    _fd: OwnedFd,
+    mode: LockMode,
+}
+
+impl HeldLock for OsLock {
+    fn mode(&self) -> Option<LockMode> {
+        Some(self.mode)
+    }
+}
+
+/// Takes `flock` on `path` at once, creating the file when missing (see `Storage::lock`).
+pub(crate) fn lock_file(path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>> {
+    let open = |flags: OFlags| {
+        rustix::fs::open(
+            path,
+            flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_bits_truncate(0o644),
+        )
+    };
+    let fd = match open(OFlags::RDWR | OFlags::CREATE) {
+        Ok(fd) => fd,
+        // A reader without write access (read-only media, another user's directory) locks an
+        // existing file through a read-only descriptor: flock needs no write access.
+        Err(Errno::ROFS | Errno::ACCESS | Errno::PERM) if mode == LockMode::Shared => {
+            match open(OFlags::RDONLY) {
+                Ok(fd) => fd,
+                // Missing and impossible to create: no writer can have locked it here.
+                Err(Errno::NOENT) => return Ok(Box::new(crate::io::NoLock)),
+                Err(e) => return Err(Error::io(IoOp::Lock, path, e)),
+            }
+        }
+        Err(e) => return Err(Error::io(IoOp::Lock, path, e)),
+    };
+    let operation = match mode {
+        LockMode::Exclusive => FlockOperation::NonBlockingLockExclusive,
+        LockMode::Shared => FlockOperation::NonBlockingLockShared,
+    };
+    // A refusal is retried for a few milliseconds: a process that forks (to spawn a child)
+    // while a database is open lends the child its descriptors, and with them the lock, until
+    // the child's exec closes them (`O_CLOEXEC`). A database closed a moment ago can still be
+    // locked that way; a real holder still holds after the retries. Found by a test that
+    // reopened right after a close while other tests spawned `till`.
+    for attempt in 1..=LOCK_ATTEMPTS {
+        match rustix::fs::flock(&fd, operation) {
+            Ok(()) => return Ok(Box::new(OsLock { _fd: fd, mode })),
+            Err(Errno::WOULDBLOCK) if attempt < LOCK_ATTEMPTS => {
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(Errno::WOULDBLOCK) => {
+                return Err(Error::Locked {
+                    dir: crate::io::parent_dir(path),
+                    pid: holder_pid(&fd),
+                });
+            }
+            Err(e) => return Err(Error::io(IoOp::Lock, path, e)),
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// Tries at taking a lock held elsewhere before it is reported `Locked` (see `lock_file`).
+const LOCK_ATTEMPTS: u32 = 10;
+/// Pause between them: 10 x 5 ms, so a refusal still comes within 50 ms.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The pid of a process holding a flock on the file `fd` is open on, from `/proc/locks`.
+fn holder_pid(fd: &OwnedFd) -> Option<u32> {
+    let stat = rustix::fs::fstat(fd).ok()?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    holder_in_proc_locks(
+        &locks,
+        rustix::fs::major(stat.st_dev),
+        rustix::fs::minor(stat.st_dev),
+        stat.st_ino,
+    )
+}
+
+/// Finds a flock on inode `ino` of device `major:minor` in the text of `/proc/locks`.
+///
+/// Worked example: `1: FLOCK  ADVISORY  WRITE 2366 fe:00:5308717 0 EOF` is a flock held by
+/// pid 2366 on inode 5308717 of device 0xfe:0x00 (major and minor in hex, inode in decimal).
+/// Lines of another kind (POSIX, OFD: their pid may be -1) or another file are skipped.
+fn holder_in_proc_locks(text: &str, major: u32, minor: u32, ino: u64) -> Option<u32> {
+    text.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1:" FLOCK ADVISORY WRITE pid dev:ino ...; blocked waiters have "->" after the id.
+        let fields = fields.strip_prefix(&[fields.first().copied()?])?;
+        let fields = fields.strip_prefix(&["->"]).unwrap_or(fields);
+        if fields.len() < 5 || fields[0] != "FLOCK" {
+            return None;
+        }
+        let mut place = fields[4].split(':');
+        let found_major = u32::from_str_radix(place.next()?, 16).ok()?;
+        let found_minor = u32::from_str_radix(place.next()?, 16).ok()?;
+        let found_ino: u64 = place.next()?.parse().ok()?;
+        let matches = (found_major, found_minor, found_ino) == (major, minor, ino);
+        matches.then(|| fields[3].parse().ok()).flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+1: POSIX  ADVISORY  WRITE -1 fe:00:777 0 EOF
+2: FLOCK  ADVISORY  WRITE 2366 fe:00:5308717 0 EOF
+2: -> FLOCK  ADVISORY  WRITE 999 fe:00:5308717 0 EOF
+3: FLOCK  ADVISORY  READ 41 103:01:12 0 EOF
+";
+
+    #[test]
+    fn proc_locks_lines_name_the_holder_of_the_matching_inode() {
+        assert_eq!(holder_in_proc_locks(SAMPLE, 0xfe, 0, 5_308_717), Some(2366));
+        assert_eq!(holder_in_proc_locks(SAMPLE, 0x103, 1, 12), Some(41));
+        // A POSIX lock's pid may be -1: never a holder here.
+        assert_eq!(holder_in_proc_locks(SAMPLE, 0xfe, 0, 777), None);
+        assert_eq!(holder_in_proc_locks(SAMPLE, 0xfe, 1, 5_308_717), None);
+        assert_eq!(holder_in_proc_locks("garbage\n\n1:\n", 0xfe, 0, 1), None);
+    }
+
+    #[test]
+    fn a_second_exclusive_lock_in_this_process_is_refused_with_our_pid() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tilldb.lock");
+        let held = lock_file(&path, LockMode::Exclusive).expect("first lock");
+        assert_eq!(held.mode(), Some(LockMode::Exclusive));
+        for mode in [LockMode::Exclusive, LockMode::Shared] {
+            match lock_file(&path, mode) {
+                Err(Error::Locked { dir: d, pid }) => {
+                    assert_eq!(d, dir.path());
+                    assert_eq!(pid, Some(std::process::id()), "/proc/locks names us");
+                }
+                other => panic!("{mode:?} while held exclusively: {other:?}"),
+            }
+        }
+        drop(held);
+        let shared = lock_file(&path, LockMode::Shared).expect("shared after release");
+        let again = lock_file(&path, LockMode::Shared).expect("shared locks coexist");
+        assert!(matches!(
+            lock_file(&path, LockMode::Exclusive),
+            Err(Error::Locked { .. })
+        ));
+        drop((shared, again));
+        drop(lock_file(&path, LockMode::Exclusive).expect("free again"));
+    }
+}

@@ -1,0 +1,21 @@
+//! The operating system under [`super::FileStorage`]: one module per platform, chosen here and
+//! nowhere else. Each provides the same items:
+//!
+//! - `open(path, method, access, op)`: a [`super::StorageFile`] opened as its flush method
+//!   needs, with positional reads and writes and the method's flush;
+//! - `supports(method)`: whether the platform has the method (others are refused at open);
+//! - `rename`, `flush_dir`: a rename and making a directory's changes durable;
+//! - `lock_file`: the database lock;
+//! - `impl DeviceFacts { for_dir, for_dir_read_only, for_file }` and `atomic_write_supported`;
+//! - `errno`: the native error codes the simulated disk and the portable code report
+//!   (`EIO`, `ENOSPC`, ... as this platform spells them).
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::*;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use windows::*;

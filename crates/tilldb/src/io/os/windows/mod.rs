@@ -1,0 +1,20 @@
+//! Windows: `CreateFileW` flags and `FlushFileBuffers` per flush method, `MoveFileExW` with
+//! `MOVEFILE_WRITE_THROUGH`, `LockFileEx` (through std's `File::try_lock`), and device facts
+//! from `GetFileInformationByHandleEx` and `IOCTL_STORAGE_QUERY_PROPERTY`.
+//!
+//! | flush method | opened with | `flush()` |
+//! |---|---|---|
+//! | `fsync`, `fdatasync` | no flag: `WriteFile` lands in the OS cache | `FlushFileBuffers` (Windows has no data-only flush every version offers, so both are the same) |
+//! | `dsync` | `FILE_FLAG_WRITE_THROUGH`: each write returns once on the device (with FUA or a cache flush, as the driver does it) | nothing, or `FlushFileBuffers` after a length change |
+//! | `direct` | `FILE_FLAG_NO_BUFFERING`: sector-aligned buffers, no OS cache | `FlushFileBuffers` (the device cache still holds the data) |
+//! | `direct-dsync` | both flags | as `dsync` |
+//! | `nosync` | no flag | nothing (benchmarks only) |
+
+pub mod errno;
+mod facts;
+mod file;
+mod lock;
+
+pub use facts::{WINE_NOTE, atomic_write_supported};
+pub(crate) use file::{flush_dir, open, rename, supports};
+pub(crate) use lock::lock_file;
