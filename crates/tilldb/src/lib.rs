@@ -34,8 +34,10 @@
 //! [`internals`] holds the engine's layers for the `till` tool and tilldb's own tests; it is
 //! not part of the API and changes without notice.
 
-#[cfg(not(any(target_os = "linux", windows)))]
-compile_error!("tilldb supports Linux and Windows so far; a port adds one module under io/os/");
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+compile_error!(
+    "tilldb supports Linux, Windows and macOS so far; a port adds one module under io/os/"
+);
 
 mod btree;
 mod checksum;

@@ -13,7 +13,7 @@
 //! time, see `slow_storage.rs`) applies to both. The output is `till bench log`'s, with
 //! `workload: "store-inserts"` (see `log_report.rs`), so the two compare column for column.
 
-use super::log::Row;
+use super::log_report::Row;
 use super::log_report::{self, LogRun, Workload};
 use super::machine::Setting;
 use super::raw;

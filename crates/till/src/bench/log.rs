@@ -12,9 +12,9 @@
 //! divided by the raw rate shows how well group commit shares flushes: above 1 means more
 //! commits than the device could flush one by one.
 
-use super::latency::{merge_sorted, per_sec, percentile_us};
+use super::latency::merge_sorted;
 use super::log_load::commit_from_threads;
-use super::log_report::{self, LogRun, Workload};
+use super::log_report::{self, LogRun, Row, Workload};
 use super::machine::Setting;
 use super::raw;
 use clap::Args;
@@ -84,81 +84,6 @@ pub struct LogArgs {
     /// Also draw commits/s against threads into this file (SVG, or PNG when it ends in .png).
     #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
     plot: Option<PathBuf>,
-}
-
-/// One thread count's results.
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub threads: usize,
-    /// Commits acknowledged during the row.
-    pub commits: u64,
-    pub elapsed: Duration,
-    /// Flushes the log did. For write-through methods, whose writes are the flushes, its
-    /// write stages.
-    pub flushes: u64,
-    /// Bytes the log grew by during the row (records and pads; a block written again counts
-    /// once).
-    pub log_bytes: u64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub max_us: f64,
-}
-
-impl Row {
-    /// A row of `commits` over `elapsed`, from the log's counters over it (`wal`: deltas)
-    /// and every commit's latency, sorted. A write-through method's flushes are its writes.
-    pub fn new(
-        threads: usize,
-        commits: u64,
-        elapsed: Duration,
-        wal: &tilldb::WalStats,
-        method: FlushMethod,
-        sorted_latencies_ns: &[u64],
-    ) -> Row {
-        debug_assert!(sorted_latencies_ns.is_sorted());
-        Row {
-            threads,
-            commits,
-            elapsed,
-            flushes: if method.is_write_through() {
-                wal.writes
-            } else {
-                wal.flushes
-            },
-            log_bytes: wal.log_bytes,
-            p50_us: percentile_us(sorted_latencies_ns, 50.0),
-            p99_us: percentile_us(sorted_latencies_ns, 99.0),
-            max_us: percentile_us(sorted_latencies_ns, 100.0),
-        }
-    }
-
-    pub fn commits_per_sec(&self) -> f64 {
-        per_sec(self.commits, self.elapsed)
-    }
-
-    /// Log bytes written per commit.
-    pub fn log_bytes_per_commit(&self) -> f64 {
-        if self.commits == 0 {
-            0.0
-        } else {
-            #[expect(clippy::cast_precision_loss, reason = "a ratio")]
-            let ratio = self.log_bytes as f64 / self.commits as f64;
-            ratio
-        }
-    }
-
-    pub fn flushes_per_sec(&self) -> f64 {
-        per_sec(self.flushes, self.elapsed)
-    }
-
-    /// `None` when the log did not flush during the row.
-    #[expect(
-        clippy::cast_precision_loss,
-        reason = "a ratio reported with a few digits"
-    )]
-    pub fn commits_per_flush(&self) -> Option<f64> {
-        (self.flushes > 0).then(|| self.commits as f64 / self.flushes as f64)
-    }
 }
 
 pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {

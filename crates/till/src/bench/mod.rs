@@ -25,6 +25,7 @@
 mod bars;
 mod commit;
 mod counting_storage;
+mod disk_usage;
 mod latency;
 mod log;
 mod log_load;

@@ -34,7 +34,7 @@
 use super::bars::{self, Bar, BarChart};
 use super::commit::bench_options;
 use super::latency::round1;
-use super::log::Row;
+use super::log_report::Row;
 use super::log_report::row_json;
 use super::machine::Setting;
 use super::raw;

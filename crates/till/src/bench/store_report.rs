@@ -150,7 +150,7 @@ pub struct StoreRun {
     pub rows: Vec<WriteRow>,
     pub reads: ReadRow,
     pub close: Duration,
-    pub disk: super::store::DiskUsage,
+    pub disk: super::disk_usage::DiskUsage,
     /// The raw flushed-write rate of the database's flush method at its log block, measured
     /// in the database's directory after the load, and that block.
     pub raw: tilldb::io::Measurement,

@@ -12,7 +12,7 @@
 //! - the leaf chain: `next` and `prev` link the leaves in key order, 0 at both ends.
 
 use super::node::{NodeKind, NodeRef, SLOT_BYTES, ValueRef};
-use super::tree::DEPTH_MAX;
+use super::walk::DEPTH_MAX;
 use super::{Limits, Pages, corrupt, overflow};
 use crate::Result;
 use crate::page::PageId;

@@ -15,7 +15,7 @@
 //! after a seek, or that goes backwards in key order, is [`crate::Error::Corruption`].
 
 use super::node::{LeafValue, NodeKind, NodeRef};
-use super::tree::{Tree, resolve, with_node};
+use super::walk::{self, resolve, with_node};
 use super::{Pages, corrupt};
 use crate::Result;
 use crate::page::{PageId, PageKind};
@@ -38,7 +38,7 @@ const EMPTY_LEAVES_MAX: u64 = 1 << 20;
 /// An ordered scan over a key range; see the module docs.
 pub struct Cursor<'p, P: Pages> {
     pages: &'p P,
-    tree: Tree,
+    root: PageId,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     direction: Direction,
@@ -59,14 +59,14 @@ pub struct Cursor<'p, P: Pages> {
 impl<'p, P: Pages> Cursor<'p, P> {
     pub(super) fn new(
         pages: &'p P,
-        tree: Tree,
+        root: PageId,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
         direction: Direction,
     ) -> Self {
         Cursor {
             pages,
-            tree,
+            root,
             lower,
             upper,
             direction,
@@ -122,8 +122,8 @@ impl<'p, P: Pages> Cursor<'p, P> {
             },
         };
         let (_, leaf) = match start {
-            Some(key) => self.tree.descend(self.pages, &key)?,
-            None => self.tree.descend_by(self.pages, last_child)?,
+            Some(key) => walk::descend(self.pages, self.root, &key)?,
+            None => walk::descend_by(self.pages, self.root, last_child)?,
         };
         self.seeked = true;
         self.load(leaf, false)
@@ -264,7 +264,7 @@ impl<P: Pages> Iterator for Cursor<'_, P> {
 impl<P: Pages> fmt::Debug for Cursor<'_, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cursor")
-            .field("tree", &self.tree)
+            .field("root", &self.root)
             .field("direction", &self.direction)
             .field("leaf", &self.leaf)
             .field("link", &self.link)
@@ -277,7 +277,7 @@ impl<P: Pages> fmt::Debug for Cursor<'_, P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::btree::MemPages;
+    use crate::btree::{MemPages, Tree};
 
     fn tree_of(count: u32) -> (MemPages, Tree) {
         let pages = MemPages::new(4096);

@@ -17,7 +17,7 @@
 //! when its sibling is more than three quarters full.
 
 use super::node::{self, NodeKind};
-use super::tree::{DEPTH_MAX, Path, check_links_back, with_node};
+use super::walk::{DEPTH_MAX, Path, check_links_back, with_node};
 use super::{Limits, PageOp, Pages, corrupt, node_mut};
 use crate::Result;
 use crate::page::PageId;

@@ -49,6 +49,7 @@ pub mod overflow;
 pub mod redo;
 mod split;
 mod tree;
+mod walk;
 
 pub use check::TreeStats;
 pub use cursor::{Cursor, Direction};

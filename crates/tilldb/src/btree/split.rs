@@ -22,7 +22,7 @@
 //! left half's last key, so branches hold short keys.
 
 use super::node::{self, LeafValue, NodeKind};
-use super::tree::{Path, check_links_back, with_node};
+use super::walk::{Path, check_links_back, with_node};
 use super::{Limits, PageOp, Pages, corrupt, node_mut};
 use crate::Result;
 use crate::page::PageId;

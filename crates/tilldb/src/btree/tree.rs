@@ -6,59 +6,17 @@
 //! merges it into a sibling when both fit in one page (`merge.rs`).
 
 use super::cursor::{Cursor, Direction};
-use super::node::{self, LeafValue, NodeKind, NodeRef, ValueRef};
-use super::{Limits, PageOp, Pages, TreeStats, check, corrupt, merge, overflow, split};
+use super::node::{self, LeafValue, NodeKind, ValueRef};
+use super::walk::{self, Path, resolve, with_node};
+use super::{Limits, PageOp, Pages, TreeStats, check, merge, overflow, split};
 use crate::Result;
 use crate::page::{PageId, PageKind};
 use std::ops::Bound;
-
-/// Deepest tree the code will descend; deeper means a cycle of branch pages. A tree of 4 KiB
-/// pages holding four cells each reaches 2^64 keys before 33 levels.
-pub(super) const DEPTH_MAX: usize = 64;
 
 /// A B+tree, named by its root page, which never changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Tree {
     root: PageId,
-}
-
-/// The branches passed on the way to a leaf: each branch page and the child index taken.
-pub(super) type Path = Vec<(PageId, usize)>;
-
-/// Reads page `id` as a node and runs `f` on it; the guard is dropped before returning.
-pub(super) fn with_node<P: Pages, T>(
-    pages: &P,
-    id: PageId,
-    f: impl FnOnce(&NodeRef<'_>) -> T,
-) -> Result<T> {
-    let page = pages.read(id)?;
-    assert_eq!(page.id(), id, "the pages returned another page");
-    let node = NodeRef::parse(&page).map_err(|what| corrupt(pages, id, what))?;
-    Ok(f(&node))
-}
-
-/// Checks, before a split or merge changes it, that `leaf`'s previous leaf is `prev`.
-pub(super) fn check_links_back<P: Pages>(pages: &P, leaf: PageId, prev: PageId) -> Result<()> {
-    let links_back = with_node(pages, leaf, |node| {
-        node.kind() == NodeKind::Leaf && node.prev() == prev
-    })?;
-    if links_back {
-        Ok(())
-    } else {
-        Err(corrupt(
-            pages,
-            leaf,
-            "leaf chain: a next leaf does not link back",
-        ))
-    }
-}
-
-/// The value of a leaf entry, read from its overflow pages if it has any.
-pub(super) fn resolve<P: Pages>(pages: &P, value: &LeafValue) -> Result<Vec<u8>> {
-    match value {
-        LeafValue::Inline(bytes) => Ok(bytes.clone()),
-        LeafValue::Overflow { len, first } => overflow::read(pages, *first, *len),
-    }
 }
 
 impl Tree {
@@ -83,41 +41,7 @@ impl Tree {
 
     /// Descends to the leaf whose key range holds `key`, returning the path and the leaf.
     pub(super) fn descend<P: Pages>(self, pages: &P, key: &[u8]) -> Result<(Path, PageId)> {
-        self.descend_by(pages, |node| node.child_index(key))
-    }
-
-    /// Descends choosing the child with `pick` at each branch.
-    pub(super) fn descend_by<P: Pages>(
-        self,
-        pages: &P,
-        mut pick: impl FnMut(&NodeRef<'_>) -> usize,
-    ) -> Result<(Path, PageId)> {
-        let mut path = Path::new();
-        let mut id = self.root;
-        loop {
-            let step = with_node(pages, id, |node| match node.kind() {
-                NodeKind::Leaf => None,
-                NodeKind::Branch => {
-                    let index = pick(node);
-                    Some((index, node.child(index)))
-                }
-            })?;
-            let Some((index, child)) = step else {
-                return Ok((path, id));
-            };
-            if child.0 == 0 {
-                return Err(corrupt(pages, id, "branch has a child of page 0"));
-            }
-            if path.len() == DEPTH_MAX {
-                return Err(corrupt(
-                    pages,
-                    id,
-                    "tree is deeper than any real tree (a cycle)",
-                ));
-            }
-            path.push((id, index));
-            id = child;
-        }
+        walk::descend(pages, self.root, key)
     }
 
     /// The value of `key`, if present.
@@ -215,7 +139,7 @@ impl Tree {
     ) -> Cursor<'p, P> {
         Cursor::new(
             pages,
-            self,
+            self.root,
             lower.map(<[u8]>::to_vec),
             upper.map(<[u8]>::to_vec),
             direction,
@@ -232,7 +156,7 @@ impl Tree {
         let upper = prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded);
         Cursor::new(
             pages,
-            self,
+            self.root,
             Bound::Included(prefix.to_vec()),
             upper,
             direction,

@@ -10,10 +10,6 @@ use crate::FlushMethod;
 use crate::error::{Error, IoOp, Result};
 use std::path::Path;
 
-/// Direct-I/O alignment assumed when the system does not report one (`STATX_DIOALIGN` is
-/// Linux 6.1+). 4096 works on every device seen; 512 would fail on 4K-native disks.
-pub const DIRECT_ALIGN_FALLBACK: u32 = 4096;
-
 /// How a file is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {

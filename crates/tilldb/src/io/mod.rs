@@ -43,7 +43,7 @@ mod probe;
 mod sim;
 
 pub use aligned::{AlignedBuf, AlignedVec};
-pub use file::{DIRECT_ALIGN_FALLBACK, FileStorage};
+pub use file::FileStorage;
 pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
 pub use hooked::{Call, HookedStorage, Hooks};
 pub(crate) use lock::NoLock;
@@ -56,7 +56,7 @@ pub use measure::{
 pub use os::errno;
 pub use os::{WINE_NOTE, atomic_write_supported};
 pub use overlay::OverlayStorage;
-pub use probe::{DeviceFacts, WriteCache};
+pub use probe::{DIRECT_ALIGN_FALLBACK, DeviceFacts, WriteCache};
 pub use sim::{CrashMode, CrashPoint, Fault, FaultKind, IoKind, SimConfig, SimDisk};
 
 use crate::{FlushMethod, Result};

@@ -9,7 +9,7 @@ use crate::bench::latency::{micros, per_sec, round1};
 use crate::bench::machine::Setting;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 use tilldb::FlushMethod;
 use tilldb::io::Measurement;
@@ -123,27 +123,12 @@ impl PeersRun {
     }
 }
 
-/// Writes the plot (if asked for), then prints JSON or the human report.
-pub fn emit(
-    run: &PeersRun,
-    as_json: bool,
-    plot_path: Option<&Path>,
-) -> Result<(), Box<dyn std::error::Error>> {
-    crate::bench::emit(
-        as_json,
-        plot_path,
-        || super::plot::render(run),
-        || json(run),
-        || print_text(run),
-    )
-}
-
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
 /// The JSON document (see `peers.rs`).
-fn json(run: &PeersRun) -> Value {
+pub fn json(run: &PeersRun) -> Value {
     let results: Vec<Value> = run
         .rows
         .iter()
@@ -221,7 +206,7 @@ fn print_header(run: &PeersRun) {
 }
 
 /// The human report.
-fn print_text(run: &PeersRun) {
+pub fn print_text(run: &PeersRun) {
     println!("tilldb and its peers: one-insert durable transactions from many threads");
     print_header(run);
     let per_flush = run

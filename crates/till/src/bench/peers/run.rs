@@ -95,7 +95,14 @@ pub fn run(args: &PeersArgs) -> Result<(), Box<dyn std::error::Error>> {
         rows,
     };
     drop(scratch);
-    report::emit(&run, args.json, args.plot.as_deref())
+    // The plot and the report both read the run; neither calls the other.
+    crate::bench::emit(
+        args.json,
+        args.plot.as_deref(),
+        || super::plot::render(&run),
+        || report::json(&run),
+        || report::print_text(&run),
+    )
 }
 
 /// Checks the flags before anything touches the disk; returns the engines to run.

@@ -15,6 +15,11 @@ mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::*;
 
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+pub use macos::*;
+
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]

@@ -1,9 +1,5 @@
 //! Flush methods on Linux: how a file is opened and how it is flushed, one function each.
-//!
-//! A port adds one file beside this one (`flush_macos.rs` with `F_FULLFSYNC`,
-//! `flush_windows.rs` with `FILE_FLAG_WRITE_THROUGH`, `FILE_FLAG_NO_BUFFERING` and
-//! `FlushFileBuffers`) exporting the same two functions, and selects it in `io/mod.rs`.
-//! No untested code for other platforms ships here.
+//! Other platforms have their own module beside `linux/` (`io/os/`).
 //!
 //! Trap (verified on 6.18): rustix's `OFlags::DSYNC` is `O_SYNC`, which also syncs metadata such
 //! as timestamps on every write. A true `O_DSYNC` is built from libc's raw bit and checked with

@@ -1,0 +1,165 @@
+//! Files on macOS: positional I/O with `pread`/`pwrite`, `F_NOCACHE` for the direct method,
+//! `fcntl(F_FULLFSYNC)` for every durable flush (the table is in `mod.rs`), `F_FULLFSYNC` of
+//! a directory.
+
+use crate::FlushMethod;
+use crate::error::{Error, IoOp, Result};
+use crate::io::file::Access;
+use crate::io::{DIRECT_ALIGN_FALLBACK, StorageFile, assert_direct_aligned};
+use rustix::fd::OwnedFd;
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use std::path::{Path, PathBuf};
+
+/// Write-through methods are refused: `O_DSYNC` on macOS does not flush the drive cache.
+pub(crate) fn supports(method: FlushMethod) -> bool {
+    !method.is_write_through()
+}
+
+/// `fcntl(F_FULLFSYNC)`: data and metadata on the device, its cache flushed.
+fn full_fsync(fd: &impl rustix::fd::AsRawFd) -> std::io::Result<()> {
+    // SAFETY: a plain fcntl on an open descriptor, no pointers.
+    let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_FULLFSYNC) };
+    if rc == -1 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Opens `path` for `method` with `access`.
+pub(crate) fn open(
+    path: &Path,
+    method: FlushMethod,
+    access: Access,
+    op: IoOp,
+) -> Result<Box<dyn StorageFile>> {
+    let flags = match access {
+        Access::Read => OFlags::RDONLY,
+        Access::ReadWrite => OFlags::RDWR,
+        Access::CreateNew => OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
+    };
+    Ok(Box::new(open_os(path, method, flags, op)?))
+}
+
+/// `rename(2)`; its durability comes from the directory flush that follows.
+pub(crate) fn rename(source: &Path, target: &Path) -> std::io::Result<()> {
+    std::fs::rename(source, target)
+}
+
+/// `F_FULLFSYNC` of the directory: creates, renames and removes in it become durable.
+pub(crate) fn flush_dir(path: &Path) -> Result<()> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io(IoOp::FlushDir, path, e))?;
+    full_fsync(&fd).map_err(|e| Error::io(IoOp::FlushDir, path, e))
+}
+
+fn open_os(path: &Path, method: FlushMethod, extra: OFlags, op: IoOp) -> Result<OsFile> {
+    // `extra` holds the access mode (`RDONLY` is 0) and any `CREATE`/`EXCL`.
+    let fd = rustix::fs::open(
+        path,
+        OFlags::CLOEXEC | extra,
+        Mode::from_bits_truncate(0o644),
+    )
+    .map_err(|e| Error::io(op, path, e))?;
+    if method.is_direct() {
+        // SAFETY: a plain fcntl on the descriptor just opened, no pointers.
+        let rc = unsafe { libc::fcntl(rustix::fd::AsRawFd::as_raw_fd(&fd), libc::F_NOCACHE, 1) };
+        if rc == -1 {
+            return Err(Error::io(op, path, std::io::Error::last_os_error()));
+        }
+    }
+    Ok(OsFile {
+        fd,
+        path: path.to_path_buf(),
+        method,
+        // Aligned like O_DIRECT elsewhere, so the same buffers serve every platform.
+        direct_align: method.is_direct().then_some(DIRECT_ALIGN_FALLBACK),
+    })
+}
+
+/// One open OS file.
+#[derive(Debug)]
+struct OsFile {
+    fd: OwnedFd,
+    path: PathBuf,
+    method: FlushMethod,
+    direct_align: Option<u32>,
+}
+
+impl OsFile {
+    fn check_aligned(&self, ptr: *const u8, len: usize, offset: u64) {
+        if let Some(align) = self.direct_align {
+            assert_direct_aligned(&self.path, ptr, len, offset, align);
+        }
+    }
+}
+
+impl StorageFile for OsFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn flush_method(&self) -> FlushMethod {
+        self.method
+    }
+
+    fn direct_align(&self) -> Option<u32> {
+        self.direct_align
+    }
+
+    fn len(&self) -> Result<u64> {
+        let stat = rustix::fs::fstat(&self.fd).map_err(|e| Error::io(IoOp::Stat, &self.path, e))?;
+        Ok(u64::try_from(stat.st_size).expect("file sizes are non-negative"))
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.check_aligned(buf.as_ptr(), buf.len(), offset);
+        let mut done = 0;
+        while done < buf.len() {
+            match rustix::io::pread(&self.fd, &mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(Error::io(IoOp::Read, &self.path, e)),
+            }
+            // A direct read that came back short is at end of file; asking again for the
+            // unaligned rest would be refused.
+            if self.direct_align.is_some() && done < buf.len() {
+                break;
+            }
+        }
+        assert!(done <= buf.len());
+        Ok(done)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.check_aligned(buf.as_ptr(), buf.len(), offset);
+        let mut done = 0;
+        while done < buf.len() {
+            match rustix::io::pwrite(&self.fd, &buf[done..], offset + done as u64) {
+                Ok(0) => return Err(Error::io(IoOp::Write, &self.path, Errno::NOSPC)),
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(Error::io(IoOp::Write, &self.path, e)),
+            }
+        }
+        assert_eq!(done, buf.len());
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        rustix::fs::ftruncate(&self.fd, len).map_err(|e| Error::io(IoOp::SetLen, &self.path, e))
+    }
+
+    fn flush(&self) -> Result<()> {
+        match self.method {
+            FlushMethod::NoSync => Ok(()),
+            _ => full_fsync(&self.fd).map_err(|e| Error::io(IoOp::Flush, &self.path, e)),
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! macOS: `fsync(2)` leaves data in the drive's volatile cache, so every durable flush here is
+//! `fcntl(F_FULLFSYNC)`; `F_NOCACHE` stands in for `O_DIRECT`; `flock(2)` for the database
+//! lock. Checked with clippy for aarch64-apple-darwin in `scripts/test`; it cannot run here.
+//!
+//! | flush method | opened with | `flush()` |
+//! |---|---|---|
+//! | `fsync`, `fdatasync` | - | `F_FULLFSYNC` (macOS has no data-only full flush) |
+//! | `direct` | `F_NOCACHE` | `F_FULLFSYNC` |
+//! | `dsync`, `direct-dsync` | refused at open: `O_DSYNC` writes are not flushed from the drive cache on macOS, so they are not durable |
+//! | `nosync` | - | nothing (benchmarks only) |
+//!
+//! `F_BARRIERFSYNC` (ordering without a full flush) is not offered yet.
+
+pub mod errno;
+mod facts;
+mod file;
+mod lock;
+
+pub use facts::atomic_write_supported;
+pub(crate) use file::{flush_dir, open, rename, supports};
+pub(crate) use lock::lock_file;
+
+/// How a note about Wine begins (never on macOS).
+pub const WINE_NOTE: &str = "running under Wine";
