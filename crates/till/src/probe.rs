@@ -305,7 +305,7 @@ fn print_results(per_spec: Duration, results: &[Measurement]) {
     ]);
     for m in results {
         let (method, size, file) = (
-            m.spec.method.to_string(),
+            shown_method(m.spec.method),
             m.spec.write_bytes.to_string(),
             m.spec.file.to_string(),
         );
@@ -335,7 +335,11 @@ fn print_results(per_spec: Duration, results: &[Measurement]) {
 
 fn print_recommendation(facts: &DeviceFacts, rec: &Recommendation, page_bytes: u32) {
     println!("\nRecommendation");
-    println!("  flush method       {}", show(rec.flush_method));
+    println!(
+        "  flush method       {}",
+        rec.flush_method
+            .map_or_else(|| "unknown".to_owned(), shown_method)
+    );
     println!("  log block          {} B", rec.log_block_bytes);
     let atomic = show(rec.atomic_page_writes.map(|a| if a { "yes" } else { "no" }));
     println!("  {:<18} {atomic}", format!("atomic {page_bytes} B"));
@@ -357,4 +361,12 @@ fn print_recommendation(facts: &DeviceFacts, rec: &Recommendation, page_bytes: u
 
 fn bytes(v: Option<u32>) -> String {
     v.map_or_else(|| "unknown".to_owned(), |n| format!("{n} B"))
+}
+
+/// A method as this platform knows it: "dsync (write-through)" on Windows, "fsync" on Linux.
+fn shown_method(method: tilldb::FlushMethod) -> String {
+    match tilldb::io::native_method_name(method) {
+        Some(native) => format!("{method} ({native})"),
+        None => method.to_string(),
+    }
 }

@@ -54,7 +54,7 @@ pub use measure::{
 };
 #[doc(hidden)]
 pub use os::errno;
-pub use os::{WINE_NOTE, atomic_write_supported};
+pub use os::{WINE_NOTE, atomic_write_supported, native_method_name};
 pub use overlay::OverlayStorage;
 pub use probe::{DIRECT_ALIGN_FALLBACK, DeviceFacts, WriteCache};
 pub use sim::{CrashMode, CrashPoint, Fault, FaultKind, IoKind, SimConfig, SimDisk};

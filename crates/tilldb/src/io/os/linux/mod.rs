@@ -13,3 +13,9 @@ pub use facts::atomic_write_supported;
 pub const WINE_NOTE: &str = "running under Wine";
 pub(crate) use file::{flush_dir, open, rename, supports};
 pub(crate) use lock::lock_file;
+
+/// This platform's own name for `method`, where it has one other than tilldb's (none here).
+#[must_use]
+pub fn native_method_name(_method: crate::FlushMethod) -> Option<&'static str> {
+    None
+}

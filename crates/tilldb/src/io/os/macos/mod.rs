@@ -22,3 +22,13 @@ pub(crate) use lock::lock_file;
 
 /// How a note about Wine begins (never on macOS).
 pub const WINE_NOTE: &str = "running under Wine";
+
+/// This platform's own name for `method`, where it has one other than tilldb's.
+#[must_use]
+pub fn native_method_name(method: crate::FlushMethod) -> Option<&'static str> {
+    match method {
+        crate::FlushMethod::Fsync | crate::FlushMethod::Fdatasync => Some("F_FULLFSYNC"),
+        crate::FlushMethod::Direct => Some("F_NOCACHE + F_FULLFSYNC"),
+        _ => None,
+    }
+}

@@ -18,3 +18,35 @@ mod lock;
 pub use facts::{WINE_NOTE, atomic_write_supported};
 pub(crate) use file::{flush_dir, open, rename, supports};
 pub(crate) use lock::lock_file;
+
+/// Windows' own name for `method` (also accepted by `FlushMethod::from_str`).
+#[must_use]
+pub fn native_method_name(method: crate::FlushMethod) -> Option<&'static str> {
+    match method {
+        crate::FlushMethod::Fsync | crate::FlushMethod::Fdatasync => Some("flush-file-buffers"),
+        crate::FlushMethod::Dsync => Some("write-through"),
+        crate::FlushMethod::Direct => Some("no-buffering"),
+        crate::FlushMethod::DirectDsync => Some("write-through-no-buffering"),
+        crate::FlushMethod::NoSync => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::FlushMethod;
+
+    #[test]
+    fn every_windows_name_parses_back_to_its_method() {
+        for method in FlushMethod::DURABLE {
+            let name = super::native_method_name(method).expect("every durable method");
+            let parsed: FlushMethod = name.parse().expect("accepted");
+            // fdatasync is fsync here: its name parses to fsync.
+            let same = if method == FlushMethod::Fdatasync {
+                FlushMethod::Fsync
+            } else {
+                method
+            };
+            assert_eq!(parsed, same, "{name}");
+        }
+    }
+}
