@@ -24,15 +24,18 @@
 //! `page_lsn` (asserted in the buffer pool).
 
 mod buffer_pool;
+mod doublewrite;
 mod guard;
 mod ledger;
 mod store;
 
 pub use buffer_pool::{Backend, BufferPool, PageRead, PageWrite, PoolStats};
+pub use doublewrite::{
+    BATCH_HEADER_BYTES, Batch, BatchImage, BatchState, DOUBLEWRITE_FILE_NAME, Doublewrite,
+    ENTRIES_MAX, PAGES_MAX_DEFAULT, RestoreAction, RestoreReport, restore_torn_pages,
+};
 pub use guard::{
-    ATOMIC_CHECK_FILE, BATCH_HEADER_BYTES, Batch, BatchImage, BatchState, DOUBLEWRITE_FILE_NAME,
-    Doublewrite, ENTRIES_MAX, PAGES_MAX_DEFAULT, PageGuard, RestoreAction, RestoreReport,
-    TornPageGuard, check_atomic_pages, choose_guard, data_file_method, restore_torn_pages,
+    ATOMIC_CHECK_FILE, PageGuard, TornPageGuard, check_atomic_pages, choose_guard, data_file_method,
 };
 pub use ledger::LEDGER_FILE_NAME;
 pub use store::{
