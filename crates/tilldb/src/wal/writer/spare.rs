@@ -1,0 +1,113 @@
+//! Segment switching and the spare segment: the next segment is prepared (created or
+//! recycled, zero-filled, its header durable) before the active one fills, by the preparer
+//! thread or, when it is behind, by the appender that needs it.
+
+use super::{
+    Arc, Chunk, Error, IoOp, MutexGuard, RECORD_HEADER_BYTES, RecordKind, Result, SegmentHeader,
+    Shared, State, prepare_segment, record, segment,
+};
+
+impl Shared {
+    /// Closes the active segment with a `SegmentEnd` record and makes the spare active.
+    /// Returns false (changing nothing) when no spare is ready.
+    pub(super) fn switch_segment(&self, st: &mut State) -> bool {
+        let Some(next) = st.spare.take() else {
+            return false;
+        };
+        let lsn = st.progress.appended;
+        let old = &st.active().segment;
+        assert_eq!(
+            next.header.base_lsn,
+            old.end_lsn(),
+            "spare does not continue the active segment"
+        );
+        assert!(
+            lsn + RECORD_HEADER_BYTES as u64 <= old.end_lsn(),
+            "no room left for SegmentEnd"
+        );
+        let generation = old.header.generation;
+        let chunk = st.chunks.last_mut().expect("active chunk");
+        record::encode(
+            chunk.buf.extend_zeroed(RECORD_HEADER_BYTES),
+            generation,
+            lsn,
+            RecordKind::SegmentEnd,
+            &[],
+        );
+        let base = next.header.base_lsn;
+        tracing::debug!(
+            target: "tilldb",
+            generation = next.header.generation,
+            base_lsn = base,
+            "log segment switch"
+        );
+        let buf = st.buffer();
+        st.chunks.push(Chunk {
+            file_offset: u64::from(self.block_bytes),
+            start_lsn: base,
+            buf,
+            segment: next,
+        });
+        // The lsns between the SegmentEnd record and the next base do not exist; the written
+        // and durable marks jump over them with the appended one.
+        st.progress.appended = base;
+        self.preparer_wake.notify_all();
+        true
+    }
+
+    /// Makes sure a spare segment is ready (preparing it here if no one else is).
+    pub(super) fn prepare_spare(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.spare.is_some() {
+            return Ok(());
+        }
+        if st.preparing {
+            self.spare_ready.wait(&mut st);
+            return Ok(());
+        }
+        st.preparing = true;
+        let active = &st.active().segment;
+        let header = SegmentHeader {
+            log_block_bytes: self.block_bytes,
+            segment_bytes: self.options.segment_bytes,
+            generation: st.next_generation,
+            base_lsn: active.end_lsn(),
+        };
+        st.next_generation += 1;
+        let free = st.free.pop();
+        let result = MutexGuard::unlocked(&mut st, || {
+            prepare_segment(&*self.storage, &self.dir, self.method, header, free)
+        });
+        st.preparing = false;
+        // A failed directory flush is fail-stop, like any failed flush: the directory's
+        // pending creates, renames and removes (other segments' among them) may be lost, and
+        // a retry that succeeds proves nothing. Other failures concern only the spare's own
+        // file, which is removed below and never reused: a full disk while creating or
+        // zero-filling, or a failed flush of its zeros or header (retried with a new file).
+        let result = match result {
+            Err(
+                e @ Error::Io {
+                    op: IoOp::FlushDir, ..
+                },
+            ) => Err(st.poison(e)),
+            other => other,
+        };
+        if result.is_err() {
+            // The file a failed preparation made (or renamed to the new generation's name) is
+            // no part of the log: remove it, rather than leave one more each time the preparer
+            // retries (every flush interval, on a full disk). Not reused: after a failed flush
+            // its length can promise zeros that never reached the disk (the random tier met
+            // that, seed 1741). A free segment that was never renamed stays free.
+            let made = self.dir.join(segment::segment_name(header.generation));
+            if self.storage.exists(&made).unwrap_or(false) {
+                let _ = self.storage.remove(&made);
+            } else if let Some(old) = free {
+                st.free.push(old);
+            }
+        }
+        let result = result.map(|segment| st.spare = Some(Arc::new(segment)));
+        self.spare_ready.notify_all();
+        self.preparer_wake.notify_all();
+        result
+    }
+}

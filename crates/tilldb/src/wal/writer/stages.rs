@@ -1,0 +1,251 @@
+//! The write and flush stages of group commit: a committer waits for its lsn to be written
+//! or durable, leading the stage that is free (`group_commit.rs` decides who leads and whom
+//! to wake); the leader writes the records appended so far, or flushes what was written,
+//! with the state lock released, and pads the last block before a flush covers it.
+
+use super::{
+    Arc, Chunk, Duration, Error, GATHER_IDLE_MIN, GATHER_MAX, Instant, MutexGuard, Need, Ordering,
+    RECORD_HEADER_BYTES, Result, Role, Shared, State, WaitSlot, Waiter, record, wake_unlocked,
+};
+
+impl Shared {
+    /// Waits until `lsn` reaches `need`, leading the write or flush stage when it is free.
+    pub(super) fn wait_for(&self, lsn: u64, need: Need) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            if st.poisoned {
+                return Err(Error::poisoned_by(st.poison_cause.as_deref()));
+            }
+            match st.progress.role(lsn, need) {
+                Role::Done => return Ok(()),
+                Role::Write | Role::Flush
+                    if need == Need::Durable
+                        && !st.progress.flushing
+                        && !st.progress.writing
+                        && st.returning > 0 =>
+                {
+                    // About to lead the next flush: first let the committers the last flush
+                    // released join it, then write what they appended (see `gather`).
+                    self.gather(&mut st);
+                    if st.progress.appended > st.progress.closed && !st.progress.writing {
+                        self.write_stage(&mut st)?;
+                    }
+                }
+                Role::Write => self.write_stage(&mut st)?,
+                Role::Flush => self.flush_stage(&mut st)?,
+                Role::Wait => {
+                    let slot = WaitSlot::for_current_thread();
+                    st.waiters.push(Waiter {
+                        lsn,
+                        need,
+                        slot: Arc::clone(&slot),
+                    });
+                    MutexGuard::unlocked(&mut st, || slot.park());
+                }
+            }
+        }
+    }
+
+    /// Takes every pending chunk and writes it, leaving a new active chunk that starts with a
+    /// copy of the partly filled tail block (rewritten, same bytes first, by the next write).
+    ///
+    /// With padding on, the write closes its last block with a pad unless a flush is running
+    /// (then the block stays open, and the flush that follows this one starts with a closing
+    /// write: `group_commit.rs`). A write-through method pads every write: its writes are
+    /// its flushes.
+    pub(super) fn write_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        assert!(!st.progress.writing);
+        st.progress.writing = true;
+        let close = !st.progress.flushing || self.method.is_write_through();
+        if self.options.pad_groups && close {
+            self.pad_active_block(st);
+        }
+        let target = st.progress.appended;
+        let block = self.block_bytes as usize;
+        let mut buf = st.buffer();
+        let last = st.active();
+        let tail = last.buf.len() % block;
+        let kept = last.buf.len() - tail;
+        buf.extend_from_slice(&last.buf[kept..]);
+        let open_from = last.start_lsn + kept as u64;
+        let next = Chunk {
+            segment: Arc::clone(&last.segment),
+            file_offset: last.file_offset + kept as u64,
+            start_lsn: open_from,
+            buf,
+        };
+        let mut taken = std::mem::replace(&mut st.chunks, vec![next]);
+        let result = MutexGuard::unlocked(st, || {
+            let mut bytes = 0u64;
+            for c in &mut taken {
+                if c.buf.is_empty() {
+                    continue;
+                }
+                assert_eq!(
+                    c.segment.offset_of(c.start_lsn),
+                    c.file_offset,
+                    "chunk lsn vs offset"
+                );
+                let padded = c.buf.padded_to(block);
+                assert!(
+                    c.file_offset + padded.len() as u64 <= c.segment.header.segment_bytes,
+                    "write past segment end"
+                );
+                c.segment.file.write_at(padded, c.file_offset)?;
+                bytes += padded.len() as u64;
+            }
+            Ok::<u64, Error>(bytes)
+        });
+        st.progress.writing = false;
+        let bytes = match result {
+            Ok(bytes) => bytes,
+            Err(e) => return Err(st.poison(e)),
+        };
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+        self.log_bytes
+            .fetch_add(target - st.progress.written, Ordering::Relaxed);
+        for c in taken {
+            if st.dirty.last().is_none_or(|d| !Arc::ptr_eq(d, &c.segment)) {
+                st.dirty.push(Arc::clone(&c.segment));
+            }
+            st.close_segment_if_done(&c.segment);
+            st.recycle_buffer(c.buf);
+        }
+        assert!(target >= st.progress.written, "written lsn went backwards");
+        st.progress.written = target;
+        // Without padding every write may be rewritten (the documented cost of `pad_groups`
+        // off); with it, everything before the open block is closed.
+        let closed = if self.options.pad_groups {
+            open_from
+        } else {
+            target
+        };
+        assert!(
+            closed >= st.progress.closed && closed <= target,
+            "closed lsn {closed} outside [{}, {target}]",
+            st.progress.closed
+        );
+        st.progress.closed = closed;
+        if self.method.is_write_through() {
+            assert_eq!(closed, target, "a write-through write left its block open");
+            st.progress.durable = target;
+        }
+        wake_unlocked(st);
+        Ok(())
+    }
+
+    /// Closes the active chunk's partly filled block with a `Pad` record (at least a header
+    /// and its 8-byte durable mark, so a smaller gap pads into the next block as well). The
+    /// mark is the lsn the log is durable to now: recovery uses it to tell a record damaged
+    /// after it was durable from a torn tail (`record.rs`).
+    pub(super) fn pad_active_block(&self, st: &mut State) {
+        let block = self.block_bytes as usize;
+        let used = st.active().buf.len() % block;
+        if used == 0 {
+            return;
+        }
+        let mut pad = block - used;
+        if pad < record::PAD_MIN_BYTES {
+            pad += block;
+        }
+        let lsn = st.progress.appended;
+        let segment = &st.active().segment;
+        let generation = segment.header.generation;
+        assert!(
+            lsn + (pad + RECORD_HEADER_BYTES) as u64 <= segment.end_lsn(),
+            "no room to pad: the tail reserve was not kept"
+        );
+        let durable = st.progress.durable;
+        assert!(durable <= lsn, "durable past the appended log");
+        let chunk = st.chunks.last_mut().expect("active chunk");
+        let target = chunk.buf.extend_zeroed(pad);
+        record::encode_pad(target, generation, lsn, pad, durable);
+        st.progress.appended = lsn + pad as u64;
+        assert!(
+            st.active().buf.len().is_multiple_of(block),
+            "pad did not reach a block boundary"
+        );
+    }
+
+    /// Flushes every segment written since the last flush began.
+    pub(super) fn flush_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        assert!(!st.progress.flushing);
+        st.progress.flushing = true;
+        // Not `written`: the open block will be written again, so nothing in it may be
+        // acknowledged yet.
+        let target = if crate::mutants::active("flush-covers-open-block") {
+            st.progress.written
+        } else {
+            st.progress.closed
+        };
+        let segments = std::mem::take(&mut st.dirty);
+        let started = Instant::now();
+        let result = MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()));
+        let result = if result.is_err() && crate::mutants::active("retry-failed-fsync") {
+            MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()))
+        } else {
+            result
+        };
+        let flush_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        st.progress.flushing = false;
+        if let Err(e) = result {
+            return Err(st.poison(e));
+        }
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        assert!(target >= st.progress.durable, "durable lsn went backwards");
+        st.progress.durable = target;
+        st.flush_ns_ewma = if st.flush_ns_ewma == 0 {
+            flush_ns
+        } else {
+            (st.flush_ns_ewma * 7 + flush_ns) / 8
+        };
+        if self.options.adaptive_gather {
+            st.returning = st
+                .waiters
+                .iter()
+                .filter(|w| w.need == Need::Durable && w.lsn <= target)
+                .count();
+        }
+        wake_unlocked(st);
+        Ok(())
+    }
+
+    /// Before a flush that nothing else is flushing, waits for the committers the previous
+    /// flush released to append again, while they keep arriving, for at most half a flush.
+    ///
+    /// Why: when flush k completes, the committers it released append their next records
+    /// microseconds later. A leader that starts flush k+1 at once leaves them all for flush
+    /// k+2, and in a closed loop the committers split into two groups that take turns: every
+    /// commit waits two flushes and each flush carries half the threads (measured: 32 of 64
+    /// threads per flush with an 8 ms flush). Waiting for the returners while they arrive,
+    /// bounded by a fraction of the flush time, merges the groups. It costs nothing when no one returns
+    /// (one committer, or an open workload), since `returning` is then zero.
+    ///
+    /// Requires: the write stage is free (the caller is about to lead it).
+    pub(super) fn gather(&self, st: &mut MutexGuard<'_, State>) {
+        assert!(!st.progress.writing);
+        let flush = Duration::from_nanos(st.flush_ns_ewma);
+        if flush.is_zero() {
+            return;
+        }
+        // Keep waiting while returners keep arriving: stop after an idle gap of 1/16 of a
+        // flush (at least GATHER_IDLE_MIN), and never wait longer than half a flush in all.
+        let idle = (flush / 16).max(GATHER_IDLE_MIN);
+        let give_up = Instant::now() + (flush / 2).min(GATHER_MAX);
+        // Claim the write stage, so the returners queue behind this leader instead of
+        // writing and flushing a group of one.
+        st.progress.writing = true;
+        let mut waiting_for = st.returning;
+        while st.returning > 0 {
+            let deadline = (Instant::now() + idle).min(give_up);
+            let timed_out = self.gather_done.wait_until(st, deadline).timed_out();
+            let arrived = st.returning < waiting_for;
+            waiting_for = st.returning;
+            if timed_out && (!arrived || Instant::now() >= give_up) {
+                st.returning = 0;
+            }
+        }
+        st.progress.writing = false;
+    }
+}
