@@ -36,9 +36,12 @@
 //! transactions, `pages.rs` their views of the pages, `record.rs` the commit record format,
 //! `space.rs` free-space accounting, `writeback.rs` the background writer.
 
+mod checkpoint;
 mod claim;
+mod invariants;
 mod open;
 mod pages;
+mod reads;
 pub mod record;
 mod space;
 mod txn;
@@ -304,13 +307,6 @@ impl Db {
         result
     }
 
-    /// Writes every change so far to the data file and moves the log's start past them. A
-    /// failure stops the database (fail-stop: every later call fails until reopen).
-    pub fn checkpoint(&self) -> Result<()> {
-        self.check_poison()?;
-        self.fuzzy_checkpoint().map_err(|e| self.poison(e))
-    }
-
     /// Checkpoints and closes the log. Dropping the last handle does the same, ignoring errors.
     pub fn close(self) -> Result<()> {
         self.checkpoint()
@@ -324,66 +320,6 @@ impl Db {
             log: self.inner.wal.stats(),
             pool: self.inner.pool.stats(),
             backpressure_waits: self.inner.backpressure_waits.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Checks the database's in-memory invariants and panics, saying which, when one is
-    /// broken: commits become visible in lsn order and never past the log; read snapshots
-    /// are at or below the visible lsn; the overlay of hidden versions is in lsn order per
-    /// key and agrees with its index; the image horizon and the last checkpoint lie within
-    /// the log; and, while no checkpoint runs, the header's redo point is at or below where
-    /// the last checkpoint began and every dirty page's redo point is at or above it (redo
-    /// from the header reaches every change that is on no disk). Safe beside running
-    /// commits; O(overlay + buffer pool), for tests: the crash explorers call it after every
-    /// step.
-    pub fn check_invariants(&self) {
-        let inner = &self.inner;
-        // Each mark is read before the log end it is compared with: the end only grows.
-        let (visible, snapshot_max) = {
-            let reads = inner.reads.lock();
-            reads.visibility.check_invariants();
-            for (&snapshot, &count) in &reads.snapshots {
-                assert!(count > 0, "snapshot {snapshot} registered with no reader");
-            }
-            let end = inner.wal.end_lsn().0;
-            reads.overlay.check_invariants(end);
-            (
-                reads.visibility.visible_lsn(),
-                reads.snapshots.keys().next_back().copied(),
-            )
-        };
-        assert!(
-            snapshot_max.is_none_or(|s| s <= visible),
-            "a snapshot {snapshot_max:?} past the visible lsn {visible}"
-        );
-        let horizon = inner.image_horizon.load(Ordering::Acquire);
-        let end = inner.wal.end_lsn().0;
-        assert!(
-            visible <= end,
-            "visible lsn {visible} past the log end {end}"
-        );
-        assert!(
-            horizon <= end,
-            "image horizon {horizon} past the log end {end}"
-        );
-        // A failure mid-checkpoint (the header written, its log not yet released) leaves the
-        // marks as they were when it stopped the database; nothing is acknowledged after it.
-        if let Some(_no_checkpoint) = inner.checkpointing.try_lock()
-            && !inner.poisoned.is_set()
-        {
-            let started = inner.checkpoint_end.load(Ordering::Acquire);
-            let redo = inner.header.lock().newest().1.checkpoint_lsn.0;
-            assert!(
-                redo <= started && started <= inner.wal.end_lsn().0,
-                "checkpoint marks out of order: redo {redo}, began {started}"
-            );
-            if let Some(oldest) = inner.pool.min_rec_lsn() {
-                assert!(
-                    oldest >= redo,
-                    "a dirty page's redo point {oldest} before the header's {redo}: redo \
-                     would miss its changes"
-                );
-            }
         }
     }
 
@@ -449,282 +385,6 @@ impl Db {
             path: &self.inner.data_path,
         }
     }
-
-    /// Moves the visible lsn over commits acknowledged since, and prunes the overlay.
-    fn visible_lsn(&self) -> u64 {
-        // One read of both marks: two reads could see durable pass the written mark read first.
-        let (written, durable) = self.inner.wal.written_and_durable();
-        let (written, durable) = (written.0, durable.0);
-        let mut reads = self.inner.reads.lock();
-        let visible = reads.visibility.advance(written, durable);
-        let horizon = reads
-            .snapshots
-            .keys()
-            .next()
-            .map_or(visible, |&s| s.min(visible));
-        reads.overlay.prune(horizon);
-        visible
-    }
-
-    fn snapshot_register(&self) -> u64 {
-        let snapshot = self.visible_lsn();
-        *self
-            .inner
-            .reads
-            .lock()
-            .snapshots
-            .entry(snapshot)
-            .or_default() += 1;
-        snapshot
-    }
-
-    fn snapshot_release(&self, snapshot: u64) {
-        let mut reads = self.inner.reads.lock();
-        let count = reads
-            .snapshots
-            .get_mut(&snapshot)
-            .expect("registered snapshot");
-        *count -= 1;
-        if *count == 0 {
-            reads.snapshots.remove(&snapshot);
-        }
-    }
-
-    /// `key` as a reader at `snapshot` sees it. The tree is read first and the overlay after:
-    /// a commit records the overlay entry before it changes the page, so a change seen in the
-    /// tree always has its entry by the time the overlay is asked.
-    fn read_at(&self, root: PageId, key: &[u8], snapshot: u64) -> Result<Option<Vec<u8>>> {
-        let tree_value = {
-            let _shared = self.inner.tree_lock.read();
-            Tree::open(root).get(&self.read_pages(), key)?
-        };
-        Ok(
-            match self.inner.reads.lock().overlay.seen(root.0, key, snapshot) {
-                Seen::Tree => tree_value,
-                Seen::Value(v) => v,
-            },
-        )
-    }
-
-    fn scan_at(
-        &self,
-        root: PageId,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        direction: Direction,
-        snapshot: u64,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let (mut lower, mut upper) = (lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec));
-        let mut out = Vec::new();
-        loop {
-            // One batch from the tree, under the shared lock.
-            let batch: Vec<(Vec<u8>, Vec<u8>)> = {
-                let _shared = self.inner.tree_lock.read();
-                let pages = self.read_pages();
-                let cursor =
-                    Tree::open(root).scan(&pages, as_ref(&lower), as_ref(&upper), direction);
-                cursor.take(SCAN_BATCH).collect::<Result<_>>()?
-            };
-            let done = batch.len() < SCAN_BATCH;
-            // The window this batch covers, then the overlay's view of it.
-            let (window_lower, window_upper) = match (direction, batch.last(), done) {
-                (_, _, true) | (_, None, _) => (lower.clone(), upper.clone()),
-                (Direction::Forward, Some((k, _)), false) => {
-                    (lower.clone(), Bound::Included(k.clone()))
-                }
-                (Direction::Backward, Some((k, _)), false) => {
-                    (Bound::Included(k.clone()), upper.clone())
-                }
-            };
-            let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = batch.into_iter().collect();
-            {
-                let reads = self.inner.reads.lock();
-                for key in
-                    reads
-                        .overlay
-                        .keys_in(root.0, as_ref(&window_lower), as_ref(&window_upper))
-                {
-                    match reads.overlay.seen(root.0, key, snapshot) {
-                        Seen::Tree => {}
-                        Seen::Value(None) => {
-                            merged.remove(key);
-                        }
-                        Seen::Value(Some(v)) => {
-                            merged.insert(key.to_vec(), v);
-                        }
-                    }
-                }
-            }
-            // Batches join in strict key order (each window starts past the last one).
-            let first = match direction {
-                Direction::Forward => merged.keys().next(),
-                Direction::Backward => merged.keys().next_back(),
-            };
-            if let (Some((last, _)), Some(first)) = (out.last(), first) {
-                assert!(
-                    match direction {
-                        Direction::Forward => first > last,
-                        Direction::Backward => first < last,
-                    },
-                    "scan out of key order: {first:?} after {last:?}"
-                );
-            }
-            match direction {
-                Direction::Forward => out.extend(merged),
-                Direction::Backward => out.extend(merged.into_iter().rev()),
-            }
-            if done {
-                return Ok(out);
-            }
-            match direction {
-                Direction::Forward => lower = excluded_after(&window_upper),
-                Direction::Backward => upper = excluded_after(&window_lower),
-            }
-        }
-    }
-
-    /// A fuzzy checkpoint. Commits go on while it writes pages back; they are held only while
-    /// it reads a consistent point:
-    ///
-    /// 1. under the writer lock (no commit half applied, every changed page stamped): the log
-    ///    end `end` and the allocator state;
-    /// 2. write back every page whose first unwritten change was logged before `end` (the WAL
-    ///    rule forces the log first);
-    /// 3. redo must start at the oldest redo point still dirty, or at `end`: write that and
-    ///    the allocator state to the other header slot, and release log segments before it.
-    ///
-    /// A page changed again during step 2 stays dirty, its redo point moved up to the log end
-    /// at its copy (the copy holds every change before that; `flush_dirty_where`), so the
-    /// passes converge under hot pages and redo starts at `end` (issue 21).
-    fn fuzzy_checkpoint(&self) -> Result<()> {
-        let inner = &self.inner;
-        let _one_at_a_time = inner.checkpointing.lock();
-        let started = std::time::Instant::now();
-        let (end, alloc) = {
-            let alloc = inner.writer.lock();
-            let end = inner.wal.end_lsn();
-            // Every commit from here on images the pages older than this checkpoint.
-            inner.image_horizon.store(end.0, Ordering::Release);
-            (end, *alloc)
-        };
-        // Every page dirtied before `end`, however many: a page changed again while it is
-        // written back gets a redo point after `end` (`flush_dirty_where`), so each pass
-        // leaves fewer, and the passes end (bounded by the frames, asserted).
-        let mut passes = 0;
-        while !crate::mutants::active("header-before-pages")
-            && inner
-                .pool
-                .flush_dirty_before(end.0, CHECKPOINT_BATCH_PAGES)?
-                > 0
-        {
-            passes += 1;
-            assert!(
-                passes <= inner.pool.capacity() / CHECKPOINT_BATCH_PAGES + 2,
-                "a checkpoint's write-back does not converge"
-            );
-        }
-        let redo = if crate::mutants::active("header-before-pages") {
-            end.0
-        } else {
-            inner.pool.min_rec_lsn().map_or(end.0, |r| r.min(end.0))
-        };
-        if redo < end.0 && self.image_below().is_some() {
-            // Full-page images need a redo point exactly at the horizon (see the module
-            // doc): a page still dirty from before it was not imaged since. Leave the
-            // previous header in force and try again after the next stretch of log.
-            tracing::debug!(
-                target: "tilldb",
-                redo_lsn = redo,
-                horizon_lsn = end.0,
-                "checkpoint deferred: a page dirty from before the image horizon"
-            );
-            inner.checkpoint_end.store(end.0, Ordering::Release);
-            return Ok(());
-        }
-        // Before the header moves redo past the records that built the versions written:
-        // from then on only the ledger tells a lost write of one (`page/ledger.rs`).
-        if !crate::mutants::active("no-ledger-save") {
-            inner.pool.save_ledger()?;
-        }
-        let mut header_file = inner.header.lock();
-        let (_, newest) = header_file.newest();
-        assert!(
-            redo >= newest.checkpoint_lsn.0,
-            "checkpoint going backwards: {redo}"
-        );
-        let header = Header {
-            checkpoint_lsn: Lsn(redo),
-            free_head: alloc.free_head,
-            page_count: alloc.page_count,
-            ..newest
-        };
-        if crate::mutants::active("release-before-header") {
-            inner.wal.release_before(Lsn(redo))?;
-        }
-        header_file.write(&header)?;
-        drop(header_file);
-        // The header is durable: from here on, redo starts at `redo`, and the next checkpoint
-        // is due a distance after `end`.
-        inner.checkpoint_end.store(end.0, Ordering::Release);
-        // Only now, with the header that no longer needs them durable: the segments before
-        // the new redo point may be reused (`tests/log_gaps.rs` crashes at every step here).
-        inner.wal.release_before(Lsn(redo))?;
-        tracing::debug!(
-            target: "tilldb",
-            redo_lsn = redo,
-            write_back_passes = passes,
-            elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            "checkpoint"
-        );
-        inner
-            .checkpoint_ms
-            .store(millis(inner.opened.elapsed()), Ordering::Release);
-        Ok(())
-    }
-
-    /// The image horizon commits use: `Some` only under full-page images.
-    fn image_below(&self) -> Option<u64> {
-        (self.inner.options.torn_page_guard == crate::page::TornPageGuard::FullPageImages)
-            .then(|| self.inner.image_horizon.load(Ordering::Acquire))
-    }
-
-    /// Runs a checkpoint when enough log was written since the last one, or any log and
-    /// `checkpoint_interval` went by, unless one is running. Requires: the caller holds no
-    /// writer lock.
-    fn maybe_checkpoint(&self) -> Result<()> {
-        let inner = &self.inner;
-        // Saturating: another thread's checkpoint may store a newer end between the two
-        // loads (the random tier met the overflow, seed 2132).
-        let since = inner
-            .wal
-            .end_lsn()
-            .0
-            .saturating_sub(inner.checkpoint_end.load(Ordering::Acquire));
-        let due = since >= inner.options.checkpoint_log_bytes
-            || (since > 0
-                && millis(inner.opened.elapsed())
-                    >= inner.checkpoint_ms.load(Ordering::Acquire)
-                        + millis(inner.options.checkpoint_interval));
-        if due && !inner.checkpointing.is_locked() {
-            self.fuzzy_checkpoint()?;
-        } else if since >= BACKPRESSURE_CHECKPOINTS * inner.options.checkpoint_log_bytes {
-            // The running checkpoint is not keeping up with the load (the disk is too slow
-            // for it): this committer waits for it before returning, so commits slow down
-            // rather than the log, and the time to recover, growing without bound. Its own
-            // commit is durable already; only its return waits.
-            drop(inner.checkpointing.lock());
-            let waits = inner.backpressure_waits.fetch_add(1, Ordering::Relaxed);
-            if waits == 0 {
-                tracing::warn!(
-                    target: "tilldb",
-                    log_since_checkpoint_bytes = since,
-                    "commits wait for a checkpoint that fell behind (backpressure): the disk \
-                     is too slow for the load; Stats::backpressure_waits counts them"
-                );
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The database's fail-stop switch: set by the first failed write or flush (by a commit, a
@@ -771,38 +431,6 @@ impl Poison {
     }
 }
 
-/// Whole milliseconds of `d`, saturating (u64 ms is 584 million years).
-fn millis(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Join the writer first: nothing may write these files once the handle is gone.
-        self.writeback.lock().stop();
-        if !self.poisoned.is_set() {
-            // Best effort: a clean shutdown shortens the next recovery.
-            let end = self.wal.end_lsn();
-            // The ledger before the header, as in a checkpoint (`page/ledger.rs`).
-            if self.wal.sync().is_ok()
-                && self.pool.flush_all().is_ok()
-                && self.pool.save_ledger().is_ok()
-            {
-                let alloc = *self.writer.lock();
-                let mut header_file = self.header.lock();
-                let (_, newest) = header_file.newest();
-                let header = Header {
-                    checkpoint_lsn: end,
-                    free_head: alloc.free_head,
-                    page_count: alloc.page_count,
-                    ..newest
-                };
-                let _ = header_file.write(&header);
-            }
-        }
-    }
-}
-
 /// The root page a catalog entry names.
 fn catalog_root_of(value: &[u8], data_path: &Path) -> Result<PageId> {
     let bytes: [u8; 8] = value.try_into().map_err(|_| Error::Corruption {
@@ -811,20 +439,4 @@ fn catalog_root_of(value: &[u8], data_path: &Path) -> Result<PageId> {
         what: "table catalog entry is not a page id",
     })?;
     Ok(PageId(u64::from_le_bytes(bytes)))
-}
-
-fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.as_slice()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
-/// The bound that continues a scan past a window's inclusive edge.
-fn excluded_after(edge: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
-    match edge {
-        Bound::Included(k) => Bound::Excluded(k.clone()),
-        other => other.clone(),
-    }
 }

@@ -1,0 +1,190 @@
+//! Checkpoints: fuzzy ones by log volume and time, backpressure when one falls behind, and
+//! the close-time checkpoint of the last handle's drop.
+
+use super::{
+    BACKPRESSURE_CHECKPOINTS, CHECKPOINT_BATCH_PAGES, Db, Header, Inner, Lsn, Ordering, Result,
+};
+
+impl Db {
+    /// Writes every change so far to the data file and moves the log's start past them. A
+    /// failure stops the database (fail-stop: every later call fails until reopen).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.check_poison()?;
+        self.fuzzy_checkpoint().map_err(|e| self.poison(e))
+    }
+
+    /// A fuzzy checkpoint. Commits go on while it writes pages back; they are held only while
+    /// it reads a consistent point:
+    ///
+    /// 1. under the writer lock (no commit half applied, every changed page stamped): the log
+    ///    end `end` and the allocator state;
+    /// 2. write back every page whose first unwritten change was logged before `end` (the WAL
+    ///    rule forces the log first);
+    /// 3. redo must start at the oldest redo point still dirty, or at `end`: write that and
+    ///    the allocator state to the other header slot, and release log segments before it.
+    ///
+    /// A page changed again during step 2 stays dirty, its redo point moved up to the log end
+    /// at its copy (the copy holds every change before that; `flush_dirty_where`), so the
+    /// passes converge under hot pages and redo starts at `end` (issue 21).
+    pub(super) fn fuzzy_checkpoint(&self) -> Result<()> {
+        let inner = &self.inner;
+        let _one_at_a_time = inner.checkpointing.lock();
+        let started = std::time::Instant::now();
+        let (end, alloc) = {
+            let alloc = inner.writer.lock();
+            let end = inner.wal.end_lsn();
+            // Every commit from here on images the pages older than this checkpoint.
+            inner.image_horizon.store(end.0, Ordering::Release);
+            (end, *alloc)
+        };
+        // Every page dirtied before `end`, however many: a page changed again while it is
+        // written back gets a redo point after `end` (`flush_dirty_where`), so each pass
+        // leaves fewer, and the passes end (bounded by the frames, asserted).
+        let mut passes = 0;
+        while !crate::mutants::active("header-before-pages")
+            && inner
+                .pool
+                .flush_dirty_before(end.0, CHECKPOINT_BATCH_PAGES)?
+                > 0
+        {
+            passes += 1;
+            assert!(
+                passes <= inner.pool.capacity() / CHECKPOINT_BATCH_PAGES + 2,
+                "a checkpoint's write-back does not converge"
+            );
+        }
+        let redo = if crate::mutants::active("header-before-pages") {
+            end.0
+        } else {
+            inner.pool.min_rec_lsn().map_or(end.0, |r| r.min(end.0))
+        };
+        if redo < end.0 && self.image_below().is_some() {
+            // Full-page images need a redo point exactly at the horizon (see `db/mod.rs`, the
+            // doc): a page still dirty from before it was not imaged since. Leave the
+            // previous header in force and try again after the next stretch of log.
+            tracing::debug!(
+                target: "tilldb",
+                redo_lsn = redo,
+                horizon_lsn = end.0,
+                "checkpoint deferred: a page dirty from before the image horizon"
+            );
+            inner.checkpoint_end.store(end.0, Ordering::Release);
+            return Ok(());
+        }
+        // Before the header moves redo past the records that built the versions written:
+        // from then on only the ledger tells a lost write of one (`page/ledger.rs`).
+        if !crate::mutants::active("no-ledger-save") {
+            inner.pool.save_ledger()?;
+        }
+        let mut header_file = inner.header.lock();
+        let (_, newest) = header_file.newest();
+        assert!(
+            redo >= newest.checkpoint_lsn.0,
+            "checkpoint going backwards: {redo}"
+        );
+        let header = Header {
+            checkpoint_lsn: Lsn(redo),
+            free_head: alloc.free_head,
+            page_count: alloc.page_count,
+            ..newest
+        };
+        if crate::mutants::active("release-before-header") {
+            inner.wal.release_before(Lsn(redo))?;
+        }
+        header_file.write(&header)?;
+        drop(header_file);
+        // The header is durable: from here on, redo starts at `redo`, and the next checkpoint
+        // is due a distance after `end`.
+        inner.checkpoint_end.store(end.0, Ordering::Release);
+        // Only now, with the header that no longer needs them durable: the segments before
+        // the new redo point may be reused (`tests/log_gaps.rs` crashes at every step here).
+        inner.wal.release_before(Lsn(redo))?;
+        tracing::debug!(
+            target: "tilldb",
+            redo_lsn = redo,
+            write_back_passes = passes,
+            elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "checkpoint"
+        );
+        inner
+            .checkpoint_ms
+            .store(millis(inner.opened.elapsed()), Ordering::Release);
+        Ok(())
+    }
+
+    /// The image horizon commits use: `Some` only under full-page images.
+    pub(super) fn image_below(&self) -> Option<u64> {
+        (self.inner.options.torn_page_guard == crate::page::TornPageGuard::FullPageImages)
+            .then(|| self.inner.image_horizon.load(Ordering::Acquire))
+    }
+
+    /// Runs a checkpoint when enough log was written since the last one, or any log and
+    /// `checkpoint_interval` went by, unless one is running. Requires: the caller holds no
+    /// writer lock.
+    pub(super) fn maybe_checkpoint(&self) -> Result<()> {
+        let inner = &self.inner;
+        // Saturating: another thread's checkpoint may store a newer end between the two
+        // loads (the random tier met the overflow, seed 2132).
+        let since = inner
+            .wal
+            .end_lsn()
+            .0
+            .saturating_sub(inner.checkpoint_end.load(Ordering::Acquire));
+        let due = since >= inner.options.checkpoint_log_bytes
+            || (since > 0
+                && millis(inner.opened.elapsed())
+                    >= inner.checkpoint_ms.load(Ordering::Acquire)
+                        + millis(inner.options.checkpoint_interval));
+        if due && !inner.checkpointing.is_locked() {
+            self.fuzzy_checkpoint()?;
+        } else if since >= BACKPRESSURE_CHECKPOINTS * inner.options.checkpoint_log_bytes {
+            // The running checkpoint is not keeping up with the load (the disk is too slow
+            // for it): this committer waits for it before returning, so commits slow down
+            // rather than the log, and the time to recover, growing without bound. Its own
+            // commit is durable already; only its return waits.
+            drop(inner.checkpointing.lock());
+            let waits = inner.backpressure_waits.fetch_add(1, Ordering::Relaxed);
+            if waits == 0 {
+                tracing::warn!(
+                    target: "tilldb",
+                    log_since_checkpoint_bytes = since,
+                    "commits wait for a checkpoint that fell behind (backpressure): the disk \
+                     is too slow for the load; Stats::backpressure_waits counts them"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Join the writer first: nothing may write these files once the handle is gone.
+        self.writeback.lock().stop();
+        if !self.poisoned.is_set() {
+            // Best effort: a clean shutdown shortens the next recovery.
+            let end = self.wal.end_lsn();
+            // The ledger before the header, as in a checkpoint (`page/ledger.rs`).
+            if self.wal.sync().is_ok()
+                && self.pool.flush_all().is_ok()
+                && self.pool.save_ledger().is_ok()
+            {
+                let alloc = *self.writer.lock();
+                let mut header_file = self.header.lock();
+                let (_, newest) = header_file.newest();
+                let header = Header {
+                    checkpoint_lsn: end,
+                    free_head: alloc.free_head,
+                    page_count: alloc.page_count,
+                    ..newest
+                };
+                let _ = header_file.write(&header);
+            }
+        }
+    }
+}
+
+/// Whole milliseconds of `d`, saturating (u64 ms is 584 million years).
+pub(super) fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,66 @@
+//! `Db::check_invariants`: the database's in-memory invariants, checked by the explorers after
+//! every step.
+
+use super::{Db, Ordering};
+
+impl Db {
+    /// Checks the database's in-memory invariants and panics, saying which, when one is
+    /// broken: commits become visible in lsn order and never past the log; read snapshots
+    /// are at or below the visible lsn; the overlay of hidden versions is in lsn order per
+    /// key and agrees with its index; the image horizon and the last checkpoint lie within
+    /// the log; and, while no checkpoint runs, the header's redo point is at or below where
+    /// the last checkpoint began and every dirty page's redo point is at or above it (redo
+    /// from the header reaches every change that is on no disk). Safe beside running
+    /// commits; O(overlay + buffer pool), for tests: the crash explorers call it after every
+    /// step.
+    pub fn check_invariants(&self) {
+        let inner = &self.inner;
+        // Each mark is read before the log end it is compared with: the end only grows.
+        let (visible, snapshot_max) = {
+            let reads = inner.reads.lock();
+            reads.visibility.check_invariants();
+            for (&snapshot, &count) in &reads.snapshots {
+                assert!(count > 0, "snapshot {snapshot} registered with no reader");
+            }
+            let end = inner.wal.end_lsn().0;
+            reads.overlay.check_invariants(end);
+            (
+                reads.visibility.visible_lsn(),
+                reads.snapshots.keys().next_back().copied(),
+            )
+        };
+        assert!(
+            snapshot_max.is_none_or(|s| s <= visible),
+            "a snapshot {snapshot_max:?} past the visible lsn {visible}"
+        );
+        let horizon = inner.image_horizon.load(Ordering::Acquire);
+        let end = inner.wal.end_lsn().0;
+        assert!(
+            visible <= end,
+            "visible lsn {visible} past the log end {end}"
+        );
+        assert!(
+            horizon <= end,
+            "image horizon {horizon} past the log end {end}"
+        );
+        // A failure mid-checkpoint (the header written, its log not yet released) leaves the
+        // marks as they were when it stopped the database; nothing is acknowledged after it.
+        if let Some(_no_checkpoint) = inner.checkpointing.try_lock()
+            && !inner.poisoned.is_set()
+        {
+            let started = inner.checkpoint_end.load(Ordering::Acquire);
+            let redo = inner.header.lock().newest().1.checkpoint_lsn.0;
+            assert!(
+                redo <= started && started <= inner.wal.end_lsn().0,
+                "checkpoint marks out of order: redo {redo}, began {started}"
+            );
+            if let Some(oldest) = inner.pool.min_rec_lsn() {
+                assert!(
+                    oldest >= redo,
+                    "a dirty page's redo point {oldest} before the header's {redo}: redo \
+                     would miss its changes"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Reads: what a snapshot sees. The visible lsn moves over acknowledged commits; a reader
+//! registers its snapshot; a point read or a scan reads the tree and then the overlay of
+//! values that commits not yet visible to it replaced (`txn/overlay.rs`).
+
+use super::{BTreeMap, Bound, Db, Direction, PageId, Result, SCAN_BATCH, Seen, Tree};
+
+impl Db {
+    /// Moves the visible lsn over commits acknowledged since, and prunes the overlay.
+    pub(super) fn visible_lsn(&self) -> u64 {
+        // One read of both marks: two reads could see durable pass the written mark read first.
+        let (written, durable) = self.inner.wal.written_and_durable();
+        let (written, durable) = (written.0, durable.0);
+        let mut reads = self.inner.reads.lock();
+        let visible = reads.visibility.advance(written, durable);
+        let horizon = reads
+            .snapshots
+            .keys()
+            .next()
+            .map_or(visible, |&s| s.min(visible));
+        reads.overlay.prune(horizon);
+        visible
+    }
+
+    pub(super) fn snapshot_register(&self) -> u64 {
+        let snapshot = self.visible_lsn();
+        *self
+            .inner
+            .reads
+            .lock()
+            .snapshots
+            .entry(snapshot)
+            .or_default() += 1;
+        snapshot
+    }
+
+    pub(super) fn snapshot_release(&self, snapshot: u64) {
+        let mut reads = self.inner.reads.lock();
+        let count = reads
+            .snapshots
+            .get_mut(&snapshot)
+            .expect("registered snapshot");
+        *count -= 1;
+        if *count == 0 {
+            reads.snapshots.remove(&snapshot);
+        }
+    }
+
+    /// `key` as a reader at `snapshot` sees it. The tree is read first and the overlay after:
+    /// a commit records the overlay entry before it changes the page, so a change seen in the
+    /// tree always has its entry by the time the overlay is asked.
+    pub(super) fn read_at(
+        &self,
+        root: PageId,
+        key: &[u8],
+        snapshot: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        let tree_value = {
+            let _shared = self.inner.tree_lock.read();
+            Tree::open(root).get(&self.read_pages(), key)?
+        };
+        Ok(
+            match self.inner.reads.lock().overlay.seen(root.0, key, snapshot) {
+                Seen::Tree => tree_value,
+                Seen::Value(v) => v,
+            },
+        )
+    }
+
+    pub(super) fn scan_at(
+        &self,
+        root: PageId,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+        snapshot: u64,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let (mut lower, mut upper) = (lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec));
+        let mut out = Vec::new();
+        loop {
+            // One batch from the tree, under the shared lock.
+            let batch: Vec<(Vec<u8>, Vec<u8>)> = {
+                let _shared = self.inner.tree_lock.read();
+                let pages = self.read_pages();
+                let cursor =
+                    Tree::open(root).scan(&pages, as_ref(&lower), as_ref(&upper), direction);
+                cursor.take(SCAN_BATCH).collect::<Result<_>>()?
+            };
+            let done = batch.len() < SCAN_BATCH;
+            // The window this batch covers, then the overlay's view of it.
+            let (window_lower, window_upper) = match (direction, batch.last(), done) {
+                (_, _, true) | (_, None, _) => (lower.clone(), upper.clone()),
+                (Direction::Forward, Some((k, _)), false) => {
+                    (lower.clone(), Bound::Included(k.clone()))
+                }
+                (Direction::Backward, Some((k, _)), false) => {
+                    (Bound::Included(k.clone()), upper.clone())
+                }
+            };
+            let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = batch.into_iter().collect();
+            {
+                let reads = self.inner.reads.lock();
+                for key in
+                    reads
+                        .overlay
+                        .keys_in(root.0, as_ref(&window_lower), as_ref(&window_upper))
+                {
+                    match reads.overlay.seen(root.0, key, snapshot) {
+                        Seen::Tree => {}
+                        Seen::Value(None) => {
+                            merged.remove(key);
+                        }
+                        Seen::Value(Some(v)) => {
+                            merged.insert(key.to_vec(), v);
+                        }
+                    }
+                }
+            }
+            // Batches join in strict key order (each window starts past the last one).
+            let first = match direction {
+                Direction::Forward => merged.keys().next(),
+                Direction::Backward => merged.keys().next_back(),
+            };
+            if let (Some((last, _)), Some(first)) = (out.last(), first) {
+                assert!(
+                    match direction {
+                        Direction::Forward => first > last,
+                        Direction::Backward => first < last,
+                    },
+                    "scan out of key order: {first:?} after {last:?}"
+                );
+            }
+            match direction {
+                Direction::Forward => out.extend(merged),
+                Direction::Backward => out.extend(merged.into_iter().rev()),
+            }
+            if done {
+                return Ok(out);
+            }
+            match direction {
+                Direction::Forward => lower = excluded_after(&window_upper),
+                Direction::Backward => upper = excluded_after(&window_lower),
+            }
+        }
+    }
+}
+
+pub(super) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// The bound that continues a scan past a window's inclusive edge.
+pub(super) fn excluded_after(edge: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match edge {
+        Bound::Included(k) => Bound::Excluded(k.clone()),
+        other => other.clone(),
+    }
+}
