@@ -60,8 +60,8 @@ impl Db {
         };
         if redo < end.0 && self.image_below().is_some() {
             // Full-page images need a redo point exactly at the horizon (see `db/mod.rs`,
-            // "Full-page images"): a page still dirty from before it was not imaged since. Leave the
-            // previous header in force and try again after the next stretch of log.
+            // "Full-page images"): a page still dirty from before it was not imaged since.
+            // Leave the previous header in force and try again after the next stretch of log.
             tracing::debug!(
                 target: "tilldb",
                 redo_lsn = redo,
