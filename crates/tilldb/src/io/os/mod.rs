@@ -10,6 +10,9 @@
 //! - `errno`: the native error codes the simulated disk and the portable code report
 //!   (`EIO`, `ENOSPC`, ... as this platform spells them).
 
+#[cfg(unix)]
+mod unix;
+
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]

@@ -1,4 +1,4 @@
-//! File locks on Linux: `flock(2)` (see `io/lock.rs` for what a database lock is).
+//! File locks on Linux: `flock(2)` (`os/unix/lock.rs`); the holder's pid from `/proc/locks`.
 //!
 //! A database directory holds `tilldb.lock`, an empty file whose only use is its lock. `Db`
 //! takes it exclusively for its whole life; the read-only tools (`till stats`, `dump-log`) take
@@ -13,80 +13,15 @@
 //! Who holds a lock is read from `/proc/locks` (`FLOCK ADVISORY WRITE <pid> MAJ:MIN:INODE`),
 //! matched by device and inode; where that is unavailable the holder is unknown.
 
-use crate::error::{Error, IoOp, Result};
+use crate::error::Result;
 use crate::io::{HeldLock, LockMode};
 use rustix::fd::OwnedFd;
-use rustix::fs::{FlockOperation, Mode, OFlags};
-use rustix::io::Errno;
 use std::path::Path;
 
-/// An OS file lock: the open descriptor carries it; closing the descriptor releases it.
-#[derive(Debug)]
-struct OsLock {
-    _fd: OwnedFd,
-    mode: LockMode,
-}
-
-impl HeldLock for OsLock {
-    fn mode(&self) -> Option<LockMode> {
-        Some(self.mode)
-    }
-}
-
-/// Takes `flock` on `path` at once, creating the file when missing (see `Storage::lock`).
+/// Locks `path` in `mode` (`os/unix/lock.rs`), naming a holder from `/proc/locks`.
 pub(crate) fn lock_file(path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>> {
-    let open = |flags: OFlags| {
-        rustix::fs::open(
-            path,
-            flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::from_bits_truncate(0o644),
-        )
-    };
-    let fd = match open(OFlags::RDWR | OFlags::CREATE) {
-        Ok(fd) => fd,
-        // A reader without write access (read-only media, another user's directory) locks an
-        // existing file through a read-only descriptor: flock needs no write access.
-        Err(Errno::ROFS | Errno::ACCESS | Errno::PERM) if mode == LockMode::Shared => {
-            match open(OFlags::RDONLY) {
-                Ok(fd) => fd,
-                // Missing and impossible to create: no writer can have locked it here.
-                Err(Errno::NOENT) => return Ok(Box::new(crate::io::NoLock)),
-                Err(e) => return Err(Error::io(IoOp::Lock, path, e)),
-            }
-        }
-        Err(e) => return Err(Error::io(IoOp::Lock, path, e)),
-    };
-    let operation = match mode {
-        LockMode::Exclusive => FlockOperation::NonBlockingLockExclusive,
-        LockMode::Shared => FlockOperation::NonBlockingLockShared,
-    };
-    // A refusal is retried for a few milliseconds: a process that forks (to spawn a child)
-    // while a database is open lends the child its descriptors, and with them the lock, until
-    // the child's exec closes them (`O_CLOEXEC`). A database closed a moment ago can still be
-    // locked that way; a real holder still holds after the retries. Found by a test that
-    // reopened right after a close while other tests spawned `till`.
-    for attempt in 1..=LOCK_ATTEMPTS {
-        match rustix::fs::flock(&fd, operation) {
-            Ok(()) => return Ok(Box::new(OsLock { _fd: fd, mode })),
-            Err(Errno::WOULDBLOCK) if attempt < LOCK_ATTEMPTS => {
-                std::thread::sleep(LOCK_RETRY);
-            }
-            Err(Errno::WOULDBLOCK) => {
-                return Err(Error::Locked {
-                    dir: crate::io::parent_dir(path),
-                    pid: holder_pid(&fd),
-                });
-            }
-            Err(e) => return Err(Error::io(IoOp::Lock, path, e)),
-        }
-    }
-    unreachable!("the last attempt returns")
+    super::super::unix::lock::lock_file(path, mode, holder_pid)
 }
-
-/// Tries at taking a lock held elsewhere before it is reported `Locked` (see `lock_file`).
-const LOCK_ATTEMPTS: u32 = 10;
-/// Pause between them: 10 x 5 ms, so a refusal still comes within 50 ms.
-const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The pid of a process holding a flock on the file `fd` is open on, from `/proc/locks`.
 fn holder_pid(fd: &OwnedFd) -> Option<u32> {
@@ -126,6 +61,7 @@ fn holder_in_proc_locks(text: &str, major: u32, minor: u32, ino: u64) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     const SAMPLE: &str = "\
 1: POSIX  ADVISORY  WRITE -1 fe:00:777 0 EOF

@@ -1,7 +1,7 @@
 //! Linux: `open(2)` flags and `fsync`/`fdatasync` per flush method, `flock(2)`, `statx` and
 //! sysfs for device facts, `RWF_ATOMIC` for atomic page writes.
 
-pub mod errno;
+pub use super::unix::errno;
 mod facts;
 mod file;
 mod flush;

@@ -2,13 +2,13 @@
 //! `fcntl(F_FULLFSYNC)` for every durable flush (the table is in `mod.rs`), `F_FULLFSYNC` of
 //! a directory.
 
+use super::super::unix;
 use crate::FlushMethod;
 use crate::error::{Error, IoOp, Result};
 use crate::io::file::Access;
 use crate::io::{DIRECT_ALIGN_FALLBACK, StorageFile, assert_direct_aligned};
 use rustix::fd::OwnedFd;
 use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
 use std::path::{Path, PathBuf};
 
 /// Write-through methods are refused: `O_DSYNC` on macOS does not flush the drive cache.
@@ -119,37 +119,18 @@ impl StorageFile for OsFile {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.check_aligned(buf.as_ptr(), buf.len(), offset);
-        let mut done = 0;
-        while done < buf.len() {
-            match rustix::io::pread(&self.fd, &mut buf[done..], offset + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(Errno::INTR) => {}
-                Err(e) => return Err(Error::io(IoOp::Read, &self.path, e)),
-            }
-            // A direct read that came back short is at end of file; asking again for the
-            // unaligned rest would be refused.
-            if self.direct_align.is_some() && done < buf.len() {
-                break;
-            }
-        }
-        assert!(done <= buf.len());
-        Ok(done)
+        unix::io::read_full(
+            &self.fd,
+            &self.path,
+            buf,
+            offset,
+            self.direct_align.is_some(),
+        )
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.check_aligned(buf.as_ptr(), buf.len(), offset);
-        let mut done = 0;
-        while done < buf.len() {
-            match rustix::io::pwrite(&self.fd, &buf[done..], offset + done as u64) {
-                Ok(0) => return Err(Error::io(IoOp::Write, &self.path, Errno::NOSPC)),
-                Ok(n) => done += n,
-                Err(Errno::INTR) => {}
-                Err(e) => return Err(Error::io(IoOp::Write, &self.path, e)),
-            }
-        }
-        assert_eq!(done, buf.len());
-        Ok(())
+        unix::io::write_full(&self.fd, &self.path, buf, offset)
     }
 
     fn set_len(&self, len: u64) -> Result<()> {

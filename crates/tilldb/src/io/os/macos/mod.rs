@@ -11,14 +11,20 @@
 //!
 //! `F_BARRIERFSYNC` (ordering without a full flush) is not offered yet.
 
-pub mod errno;
+pub use super::unix::errno;
 mod facts;
 mod file;
-mod lock;
 
 pub use facts::atomic_write_supported;
 pub(crate) use file::{flush_dir, open, rename, supports};
-pub(crate) use lock::lock_file;
+
+/// `flock` (`os/unix/lock.rs`); the holder's pid is not read (macOS has no `/proc/locks`).
+pub(crate) fn lock_file(
+    path: &std::path::Path,
+    mode: crate::io::LockMode,
+) -> crate::Result<Box<dyn crate::io::HeldLock>> {
+    super::unix::lock::lock_file(path, mode, |_| None)
+}
 
 /// How a note about Wine begins (never on macOS).
 pub const WINE_NOTE: &str = "running under Wine";

@@ -1,4 +1,5 @@
-//! Error codes as macOS spells them (`errno`), for errors tilldb makes itself.
+//! Error codes as Linux and macOS spell them (`errno`), for errors tilldb makes itself: the
+//! simulated disk's faults, a read-only storage's refusals.
 
 pub const EIO: i32 = libc::EIO;
 pub const ENOSPC: i32 = libc::ENOSPC;
