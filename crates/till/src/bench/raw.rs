@@ -93,8 +93,7 @@ pub fn start_run(
     seconds: f64,
     bar: &ProgressBar,
 ) -> Result<RunStart, Box<dyn std::error::Error>> {
-    let scratch = ScratchDir::create(parent, prefix)
-        .map_err(|e| format!("cannot create a run directory in {}: {e}", parent.display()))?;
+    let scratch = ScratchDir::for_run(parent, prefix)?;
     let facts = storage.device_facts(scratch.path())?;
     let block_bytes = IoGeometry::resolve(&facts, method, block_bytes, page_bytes)?.log_block_bytes;
     bar.set_message(format!("raw flushed writes of {block_bytes} B"));

@@ -121,12 +121,7 @@ pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
         return child(&args.dir, mib, args);
     }
     validate(args)?;
-    let scratch = ScratchDir::create(&args.dir, "recovery").map_err(|e| {
-        format!(
-            "cannot create a run directory in {}: {e}",
-            args.dir.display()
-        )
-    })?;
+    let scratch = ScratchDir::for_run(&args.dir, "recovery")?;
     let setting = Setting::read(scratch.path())?;
     let bar = super::progress_bar(args.log_mib.len() as u64 * 2);
     let exe = std::env::current_exe()?;

@@ -137,12 +137,7 @@ pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
         return child(&args.dir, guard, args);
     }
     validate(args)?;
-    let scratch = ScratchDir::create(&args.dir, "recovery").map_err(|e| {
-        format!(
-            "cannot create a run directory in {}: {e}",
-            args.dir.display()
-        )
-    })?;
+    let scratch = ScratchDir::for_run(&args.dir, "recovery")?;
     let setting = Setting::read(scratch.path())?;
     let rows_wanted = (args.torn_page_guard.len() * args.hot_seconds.len()) as u64;
     let bar = super::progress_bar(rows_wanted);

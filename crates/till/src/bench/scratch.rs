@@ -18,6 +18,12 @@ pub struct ScratchDir {
 
 impl ScratchDir {
     /// Creates `parent` if missing, then a new subdirectory `PREFIX-PID-N` in it.
+    /// [`ScratchDir::create`] for a benchmark run, its error saying where.
+    pub fn for_run(parent: &Path, prefix: &str) -> Result<ScratchDir, String> {
+        ScratchDir::create(parent, prefix)
+            .map_err(|e| format!("cannot create a run directory in {}: {e}", parent.display()))
+    }
+
     pub fn create(parent: &Path, prefix: &str) -> io::Result<ScratchDir> {
         let existed = parent.try_exists()?;
         std::fs::create_dir_all(parent)?;

@@ -189,12 +189,7 @@ pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
         args.flush_methods.clone()
     };
     let storage = raw::storage(args.sync_latency_us);
-    let scratch = ScratchDir::create(&args.dir, "seed").map_err(|e| {
-        format!(
-            "cannot create a run directory in {}: {e}",
-            args.dir.display()
-        )
-    })?;
+    let scratch = ScratchDir::for_run(&args.dir, "seed")?;
     let facts = storage.device_facts(scratch.path())?;
     let blocks: Vec<Option<u32>> = if args.block_bytes.is_empty() {
         vec![None]

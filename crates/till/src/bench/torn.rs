@@ -133,12 +133,7 @@ impl GuardRow {
 
 pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
     validate(args)?;
-    let scratch = ScratchDir::create(&args.dir, "torn").map_err(|e| {
-        format!(
-            "cannot create a run directory in {}: {e}",
-            args.dir.display()
-        )
-    })?;
+    let scratch = ScratchDir::for_run(&args.dir, "torn")?;
     let setting = Setting::read(scratch.path())?;
     let cache_bytes = args.cache_mib << 20;
     let steps = 1 + args.guards.len() as u64 * (1 + u64::from(args.rounds));
