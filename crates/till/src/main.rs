@@ -2,11 +2,13 @@
 //! `till bench`: what the log and the store make of it under load; `till crashtest`: kill a
 //! committing process and check nothing acknowledged is lost; `till check`: recover a database
 //! and check its log, pages, trees and free space; `till dump-log` and `till stats`: show a
-//! database's log and facts without changing anything.
+//! database's log and facts without changing anything. `till diskcheck`: prove with a power
+//! cut and a second machine whether the disk keeps what each flush method acknowledged.
 
 mod bench;
 mod check;
 mod crashtest;
+mod diskcheck;
 mod dump_log;
 mod inspect;
 mod platform;
@@ -42,6 +44,12 @@ enum Command {
     /// Kill a committing process at random moments and check that nothing acknowledged is
     /// lost and nothing is half applied.
     Crashtest(crashtest::CrashtestArgs),
+    /// Does "committed" survive a real power cut? A listener on a second machine records what
+    /// the writer was told is durable; verify compares after the reboot.
+    Diskcheck {
+        #[command(subcommand)]
+        command: diskcheck::DiskcheckCommand,
+    },
     /// Benchmarks: how fast each layer commits, measured against the disk.
     Bench {
         #[command(subcommand)]
@@ -57,6 +65,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::DumpLog(args) => dump_log::run(&args),
         Command::Stats(args) => stats::run(&args),
+        Command::Diskcheck { command } => diskcheck::run(&command),
         Command::Bench { command } => bench::run(&command),
     };
     match result {

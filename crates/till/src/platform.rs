@@ -25,3 +25,19 @@ pub fn drop_caches() -> Result<(), String> {
         )
     })
 }
+
+/// This machine's name, for reports: `COMPUTERNAME` on Windows, the kernel's host name
+/// elsewhere, `unknown` when neither can be read.
+pub fn host_name() -> String {
+    let name = if cfg!(windows) {
+        std::env::var("COMPUTERNAME").ok()
+    } else {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+    };
+    name.map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
