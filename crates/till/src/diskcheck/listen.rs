@@ -3,11 +3,12 @@
 //! format are in `wire.rs`), and hands a run's records to `verify`.
 
 use super::wire::{self, StreamMeta};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 use tilldb::FlushMethod;
 use tilldb::io::{FileStorage, Storage, StorageFile};
 
@@ -82,6 +83,9 @@ impl Drop for Listener {
     }
 }
 
+/// The longest request line accepted (a `STREAM` line with its description is far shorter).
+const MAX_LINE: u64 = 64 * 1024;
+
 /// One connection: a writer's stream, or a `FETCH`/`RUNS` from verify.
 fn serve(conn: TcpStream, dir: &Path) -> Result<(), String> {
     conn.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -89,60 +93,69 @@ fn serve(conn: TcpStream, dir: &Path) -> Result<(), String> {
     let mut input = BufReader::new(conn);
     let mut line = String::new();
     let mut stream: Option<OpenRecord> = None;
-    let mut pending = String::new();
     loop {
-        line.clear();
-        if input.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
-            break;
+        match input.by_ref().take(MAX_LINE).read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) if line.ends_with('\n') => {}
+            Ok(_) if line.len() as u64 >= MAX_LINE => {
+                return Err(format!("a request longer than {MAX_LINE} bytes"));
+            }
+            // The connection ended in the middle of a line.
+            Ok(_) => break,
+            // Quiet for a batch window (a partial line stays in `line`): record what waits.
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if let Some(record) = stream.as_mut() {
+                    record.confirm(&mut out)?;
+                }
+                continue;
+            }
+            Err(e) => return Err(e.to_string()),
         }
         let request = line.trim_end_matches(['\n', '\r']);
         let (verb, rest) = request.split_once(' ').unwrap_or((request, ""));
         let reply = match (verb, stream.as_mut()) {
             ("ACK", Some(record)) => {
-                let seq: u64 = rest
-                    .parse()
-                    .map_err(|_| format!("bad acknowledgement {rest:?}"))?;
-                if seq != record.next {
-                    let why = format!(
-                        "acknowledgement {seq} out of order: {} was next",
-                        record.next
-                    );
+                record.receive(rest).inspect_err(|why| {
                     let _ = writeln!(out, "ERR {why}");
-                    return Err(why);
-                }
-                wire::record_line(&mut pending, seq, wire::unix_ms());
-                record.next += 1;
-                // Confirm once nothing more is waiting: one flush for the whole batch.
-                if input.buffer().contains(&b'\n') {
-                    continue;
-                }
-                record.append(&pending)?;
-                pending.clear();
-                format!("OK {seq}\n").into_bytes()
+                })?;
+                None
             }
-            ("STREAM", None) => match OpenRecord::create(dir, rest) {
+            ("STREAM", None) => Some(match OpenRecord::create(dir, rest) {
                 Ok(record) => {
                     println!(
                         "run {} stream {}: recording",
                         record.meta.run, record.meta.stream
                     );
                     stream = Some(record);
+                    // From now on a quiet connection still gets its batch recorded.
+                    input
+                        .get_ref()
+                        .set_read_timeout(Some(wire::BATCH_WINDOW))
+                        .map_err(|e| e.to_string())?;
                     b"OK\n".to_vec()
                 }
                 Err(why) => format!("ERR {why}\n").into_bytes(),
-            },
-            ("FETCH", None) => fetch(dir, rest),
-            ("RUNS", None) => format!("RUNS {}\n", runs(dir).join(" ")).into_bytes(),
-            _ => format!("ERR unexpected request {request:?}\n").into_bytes(),
+            }),
+            ("FETCH", None) => Some(fetch(dir, rest)),
+            ("RUNS", None) => Some(format!("RUNS {}\n", runs(dir).join(" ")).into_bytes()),
+            _ => Some(format!("ERR unexpected request {request:?}\n").into_bytes()),
         };
-        out.write_all(&reply)
-            .map_err(|e| format!("cannot answer: {e}"))?;
+        line.clear();
+        if let Some(reply) = reply {
+            out.write_all(&reply)
+                .map_err(|e| format!("cannot answer: {e}"))?;
+        }
+        if let Some(record) = stream.as_mut().filter(|r| r.due()) {
+            record.confirm(&mut out)?;
+        }
     }
-    if let Some(record) = stream {
+    if let Some(mut record) = stream {
+        let confirmed = record.confirm(&mut out);
         println!(
             "run {} stream {}: {} acknowledgements recorded; connection closed",
-            record.meta.run, record.meta.stream, record.next
+            record.meta.run, record.meta.stream, record.recorded
         );
+        confirmed?;
     }
     Ok(())
 }
@@ -152,7 +165,12 @@ struct OpenRecord {
     meta: StreamMeta,
     file: Box<dyn StorageFile>,
     len: u64,
+    /// Acknowledgements `0..recorded` are durable in the file.
+    recorded: u64,
+    /// Acknowledgements `recorded..next` wait for the next batch.
     next: u64,
+    /// When the oldest waiting acknowledgement arrived.
+    waiting_since: Option<Instant>,
 }
 
 impl OpenRecord {
@@ -186,8 +204,45 @@ impl OpenRecord {
             meta,
             file,
             len: header.len() as u64,
+            recorded: 0,
             next: 0,
+            waiting_since: None,
         })
+    }
+
+    /// Takes `ACK <seq>`'s argument: the next acknowledgement, or an error.
+    fn receive(&mut self, arg: &str) -> Result<(), String> {
+        let seq: u64 = arg
+            .parse()
+            .map_err(|_| format!("bad acknowledgement {arg:?}"))?;
+        if seq != self.next {
+            return Err(format!(
+                "acknowledgement {seq} out of order: {} was next",
+                self.next
+            ));
+        }
+        self.next += 1;
+        self.waiting_since.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+
+    /// True once acknowledgements have waited a batch window.
+    fn due(&self) -> bool {
+        self.waiting_since
+            .is_some_and(|t| t.elapsed() >= wire::BATCH_WINDOW)
+    }
+
+    /// Records the waiting acknowledgements as one batch, durably, then confirms them.
+    fn confirm(&mut self, out: &mut TcpStream) -> Result<(), String> {
+        if self.next == self.recorded {
+            return Ok(());
+        }
+        let mut line = String::new();
+        wire::record_line(&mut line, self.recorded, self.next - 1, wire::unix_ms());
+        self.append(&line)?;
+        self.recorded = self.next;
+        self.waiting_since = None;
+        writeln!(out, "OK {}", self.next - 1).map_err(|e| format!("cannot answer: {e}"))
     }
 
     /// Appends `lines` and makes them durable.

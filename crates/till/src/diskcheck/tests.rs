@@ -56,7 +56,7 @@ fn run_and_cut(case: &Case) -> Vec<StreamReport> {
 /// Acknowledgements in the listener's record file `path` so far.
 fn recorded(path: &Path) -> u64 {
     std::fs::read(path).map_or(0, |bytes| {
-        (bytes.iter().filter(|&&b| b == b'\n').count() as u64).saturating_sub(1)
+        super::wire::parse_record(&bytes, "record").map_or(0, |r| r.acknowledged)
     })
 }
 
@@ -275,11 +275,15 @@ fn buffered_commits_lost_in_the_last_flush_interval_are_allowed_and_older_ones_a
     // The same losses, recorded two minutes before the last acknowledgement: each one had
     // the flush interval to reach the disk, so each one is a broken promise.
     let old = cut.verify(|record: &mut Record| {
-        let last = *record.times_ms.last().expect("acknowledged");
-        let n = record.times_ms.len();
-        for t in &mut record.times_ms[..n - 1] {
-            *t = last - 120_000;
+        let last_batch = record.batches.pop().expect("acknowledged");
+        let last_first = record.acknowledged - 1;
+        for batch in &mut record.batches {
+            batch.1 = last_batch.1 - 120_000;
         }
+        if last_batch.0 < last_first {
+            record.batches.push((last_batch.0, last_batch.1 - 120_000));
+        }
+        record.batches.push((last_first, last_batch.1));
     });
     assert!(old[0].lost > 0, "{old:?}");
     assert!(
@@ -291,4 +295,56 @@ fn buffered_commits_lost_in_the_last_flush_interval_are_allowed_and_older_ones_a
         recent[0].lost_within_window,
         "{old:?}"
     );
+}
+
+#[test]
+fn the_listener_confirms_a_quiet_batch_and_ends_a_stream_at_an_out_of_order_ack() {
+    use std::io::{BufRead, BufReader, Write};
+    let records = tempfile::tempdir().expect("tempdir");
+    let listener = Listener::start("127.0.0.1:0", records.path()).expect("listener starts");
+    let meta = super::wire::StreamMeta {
+        run: super::wire::run_name(42),
+        stream: "raw-fsync".into(),
+        mode: Mode::Raw,
+        method: "fsync".into(),
+        durability: None,
+        flush_interval_ms: None,
+        block_bytes: 4096,
+        slots: 16,
+        path: "raw-fsync.dat".into(),
+        host: "test".into(),
+        dir: "/dc".into(),
+        started_unix_ms: 0,
+    };
+    let conn = std::net::TcpStream::connect(listener.addr()).expect("connect");
+    let mut replies = BufReader::new(conn.try_clone().expect("clone"));
+    let mut line = String::new();
+    let mut send_and_read = |request: &str| {
+        (&conn).write_all(request.as_bytes()).expect("send");
+        line.clear();
+        replies.read_line(&mut line).expect("reply");
+        line.clone()
+    };
+    let hello = format!(
+        "STREAM {} raw-fsync {}\n",
+        meta.run,
+        serde_json::to_string(&meta).expect("json")
+    );
+    assert_eq!(send_and_read(&hello), "OK\n");
+    // Nothing follows the two: the batch window passes and they are recorded and confirmed.
+    assert_eq!(send_and_read("ACK 0\nACK 1\n"), "OK 1\n");
+    assert_eq!(
+        send_and_read("ACK 5\n"),
+        "ERR acknowledgement 5 out of order: 2 was next\n"
+    );
+    assert_eq!(send_and_read(""), "", "the listener ended the stream");
+    let fetched = verify::fetch(&listener.addr().to_string(), &meta.run).expect("fetched");
+    assert_eq!(fetched.len(), 1);
+    assert_eq!((fetched[0].acknowledged, &fetched[0].meta), (2, &meta));
+    // The same stream again is refused: a run's record is never restarted or mixed.
+    let again = std::net::TcpStream::connect(listener.addr()).expect("connect");
+    (&again).write_all(hello.as_bytes()).expect("send");
+    let mut reply = String::new();
+    BufReader::new(again).read_line(&mut reply).expect("reply");
+    assert!(reply.starts_with("ERR stream raw-fsync of run"), "{reply}");
 }

@@ -130,12 +130,12 @@ pub fn verify(
     })?;
     let last_recorded_ms = records
         .iter()
-        .filter_map(|r| r.times_ms.last().copied())
+        .filter_map(Record::last_time)
         .max()
         .unwrap_or(0);
     let mut reports = Vec::new();
     for meta in &run_file.streams {
-        let (times, mut notes) = match records.iter().find(|r| r.meta.stream == meta.stream) {
+        let record = match records.iter().find(|r| r.meta.stream == meta.stream) {
             Some(record) if record.meta != *meta => {
                 return Err(format!(
                     "the listener's record of stream {} differs from {}: the directory and \
@@ -144,22 +144,21 @@ pub fn verify(
                     dir.join(run::RUN_FILE).display()
                 ));
             }
-            Some(record) => (record.times_ms.as_slice(), Vec::new()),
-            None => (
-                &[][..],
-                vec![
-                    "the listener holds no record of this stream: nothing was acknowledged".into(),
-                ],
-            ),
+            Some(record) => Some(record),
+            None => None,
         };
         let mut report = StreamReport {
             stream: meta.stream.clone(),
             method: meta.method.clone(),
             durability: meta.durability.clone(),
-            acknowledged: times.len() as u64,
+            acknowledged: record.map_or(0, |r| r.acknowledged),
             ..StreamReport::default()
         };
-        report.notes.append(&mut notes);
+        if record.is_none() {
+            report.notes.push(
+                "the listener holds no record of this stream: nothing was acknowledged".into(),
+            );
+        }
         let path = dir.join(&meta.path);
         match meta.mode {
             Mode::Raw => verify_raw(
@@ -176,16 +175,10 @@ pub fn verify(
                     Some(_) => meta.flush_interval_ms.unwrap_or(0) + GRACE_MS,
                 };
                 let allowed_after = last_recorded_ms.saturating_sub(window_ms);
-                let allowed = |seq: usize| window_ms > 0 && times[seq] >= allowed_after;
-                verify_db(
-                    storage,
-                    &path,
-                    run,
-                    times.len(),
-                    &allowed,
-                    db_options,
-                    &mut report,
-                );
+                let allowed = |seq: u64| {
+                    window_ms > 0 && record.is_some_and(|r| r.time_of(seq) >= allowed_after)
+                };
+                verify_db(storage, &path, run, &allowed, db_options, &mut report);
             }
         }
         reports.push(report);
@@ -276,8 +269,7 @@ fn verify_db(
     storage: &Arc<dyn Storage>,
     path: &Path,
     run: u64,
-    acknowledged: usize,
-    allowed: &dyn Fn(usize) -> bool,
+    allowed: &dyn Fn(u64) -> bool,
     db_options: &Options,
     report: &mut StreamReport,
 ) {
@@ -293,22 +285,21 @@ fn verify_db(
         }
     };
     report.checked = report.acknowledged;
-    for seq in 0..acknowledged {
-        let seq64 = seq as u64;
-        match db.get(&run::db_key(run, seq64)) {
-            Ok(Some(value)) if value == run::db_value(run, seq64) => report.present += 1,
+    for seq in 0..report.acknowledged {
+        match db.get(&run::db_key(run, seq)) {
+            Ok(Some(value)) if value == run::db_value(run, seq) => report.present += 1,
             Ok(Some(_)) => {
                 report.corrupt += 1;
-                report.missing(seq64);
+                report.missing(seq);
             }
             Ok(None) if allowed(seq) => report.lost_within_window += 1,
             Ok(None) => {
                 report.lost += 1;
-                report.missing(seq64);
+                report.missing(seq);
             }
             Err(e) => {
                 report.corrupt += 1;
-                report.missing(seq64);
+                report.missing(seq);
                 if report.notes.len() < 3 {
                     report.notes.push(format!("write {seq}: {e}"));
                 }

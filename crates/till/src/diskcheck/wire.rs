@@ -22,22 +22,28 @@
 //! ## The listener's record: `<dir>/<run>/<stream>.acks`
 //!
 //! ```text
-//! line 1      tilldb-diskcheck-acks 1 <meta JSON>
-//! line 2...   <seq> <unix ms when recorded>        seq 0, 1, 2, ... by one
+//! line 1      tilldb-diskcheck-acks 2 <meta JSON>
+//! line 2...   <first seq> <last seq> <unix ms when recorded>    one line per batch; the
+//!                                                               first batch starts at 0, each
+//!                                                               next one where the last ended
 //! ```
 //!
-//! Lines are appended and flushed (`fdatasync`, `FlushFileBuffers` on Windows) before the
-//! `OK` that covers them. A last line without its `\n` is a write the listener's own crash
-//! cut short, never confirmed: it is ignored. Anything else out of shape is an error naming the
-//! file and the byte offset.
+//! The listener gathers the acknowledgements that arrive within [`BATCH_WINDOW`] into one
+//! line, appends it and flushes it (`fdatasync`, `FlushFileBuffers` on Windows) before the `OK`
+//! that covers them: a record grows by at most about a hundred lines a second per stream,
+//! however fast the disk under test, so a run left writing for hours stays small. A last line
+//! without its `\n` is a write the listener's own crash cut short, never confirmed: it is
+//! ignored. Anything else out of shape is an error naming the file and the byte offset.
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
 /// The first word of a record file, and its version.
-pub const RECORD_MAGIC: &str = "tilldb-diskcheck-acks 1 ";
+pub const RECORD_MAGIC: &str = "tilldb-diskcheck-acks 2 ";
 /// Most acknowledgements a writer sends before the listener has confirmed them.
 pub const MAX_UNRECORDED: u64 = 4096;
+/// How long the listener gathers acknowledgements before it records them as one batch.
+pub const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(10);
 /// The listener's port unless `--port` says otherwise.
 pub const DEFAULT_PORT: u16 = 7400;
 
@@ -114,17 +120,38 @@ pub fn record_header(meta: &StreamMeta) -> String {
     line
 }
 
-/// One acknowledgement line.
-pub fn record_line(out: &mut String, seq: u64, unix_ms: u64) {
-    writeln!(out, "{seq} {unix_ms}").expect("writing to a String");
+/// One batch line: acknowledgements `first..=last`, recorded at `unix_ms`.
+pub fn record_line(out: &mut String, first: u64, last: u64, unix_ms: u64) {
+    assert!(first <= last, "a batch holds at least one acknowledgement");
+    writeln!(out, "{first} {last} {unix_ms}").expect("writing to a String");
 }
 
-/// A record read back: its stream and when each acknowledgement was recorded.
+/// A record read back: its stream, how many acknowledgements, and when each batch was
+/// recorded.
 #[derive(Debug, Clone)]
 pub struct Record {
     pub meta: StreamMeta,
-    /// `times_ms[seq]`: when the listener recorded acknowledgement `seq`.
-    pub times_ms: Vec<u64>,
+    /// Acknowledgements recorded: seqs `0..acknowledged`.
+    pub acknowledged: u64,
+    /// `(first seq, unix ms)` of each batch, in order.
+    pub batches: Vec<(u64, u64)>,
+}
+
+impl Record {
+    /// When the listener recorded acknowledgement `seq` (below `acknowledged`).
+    pub fn time_of(&self, seq: u64) -> u64 {
+        assert!(
+            seq < self.acknowledged,
+            "acknowledgement {seq} was never recorded"
+        );
+        let batch = self.batches.partition_point(|&(first, _)| first <= seq) - 1;
+        self.batches[batch].1
+    }
+
+    /// When the last acknowledgement was recorded, if any was.
+    pub fn last_time(&self) -> Option<u64> {
+        self.batches.last().map(|&(_, ms)| ms)
+    }
 }
 
 /// Parses a record file's bytes; `file` names it in errors.
@@ -139,7 +166,7 @@ pub fn parse_record(bytes: &[u8], file: &str) -> Result<Record, String> {
     let json = header.strip_prefix(RECORD_MAGIC).ok_or_else(|| {
         bad(
             0,
-            "first line does not start with `tilldb-diskcheck-acks 1`",
+            "first line does not start with `tilldb-diskcheck-acks 2`",
         )
     })?;
     let meta: StreamMeta = serde_json::from_str(json).map_err(|e| {
@@ -148,7 +175,11 @@ pub fn parse_record(bytes: &[u8], file: &str) -> Result<Record, String> {
             &e.to_string(),
         )
     })?;
-    let mut times_ms = Vec::new();
+    let mut record = Record {
+        meta,
+        acknowledged: 0,
+        batches: Vec::new(),
+    };
     let mut at = header_end + 1;
     while at < bytes.len() {
         let Some(len) = bytes[at..].iter().position(|&b| b == b'\n') else {
@@ -156,23 +187,28 @@ pub fn parse_record(bytes: &[u8], file: &str) -> Result<Record, String> {
             break;
         };
         let line = std::str::from_utf8(&bytes[at..at + len]).map_err(|_| bad(at, "not UTF-8"))?;
-        let (seq, ms) = line
-            .split_once(' ')
-            .and_then(|(s, m)| Some((s.parse::<u64>().ok()?, m.parse::<u64>().ok()?)))
-            .ok_or_else(|| bad(at, &format!("expected `<seq> <unix ms>`, found {line:?}")))?;
-        if seq != times_ms.len() as u64 {
+        let numbers: Vec<u64> = line.split(' ').filter_map(|n| n.parse().ok()).collect();
+        let [first, last, ms] = numbers[..] else {
+            return Err(bad(
+                at,
+                &format!("expected `<first seq> <last seq> <unix ms>`, found {line:?}"),
+            ));
+        };
+        if first != record.acknowledged || last < first {
             return Err(bad(
                 at,
                 &format!(
-                    "acknowledgement {seq} where {} was next: the record is not in order",
-                    times_ms.len()
+                    "acknowledgements {first}..={last} where {} was next: the record is not in \
+                     order",
+                    record.acknowledged
                 ),
             ));
         }
-        times_ms.push(ms);
+        record.batches.push((first, ms));
+        record.acknowledged = last + 1;
         at += len + 1;
     }
-    Ok(Record { meta, times_ms })
+    Ok(record)
 }
 
 /// Milliseconds since the Unix epoch.
@@ -206,25 +242,28 @@ mod tests {
     #[test]
     fn a_record_reads_back_and_a_cut_last_line_is_not_counted() {
         let mut text = record_header(&meta());
-        for seq in 0..3 {
-            record_line(&mut text, seq, 100 + seq);
-        }
-        text.push_str("3 10");
+        record_line(&mut text, 0, 0, 100);
+        record_line(&mut text, 1, 5, 110);
+        record_line(&mut text, 6, 6, 120);
+        text.push_str("7 9 13");
         let record = parse_record(text.as_bytes(), "r.acks").expect("parses");
         assert_eq!(record.meta, meta());
-        assert_eq!(record.times_ms, vec![100, 101, 102]);
+        assert_eq!(record.acknowledged, 7);
+        let times: Vec<u64> = (0..7).map(|seq| record.time_of(seq)).collect();
+        assert_eq!(times, [100, 110, 110, 110, 110, 110, 120]);
+        assert_eq!(record.last_time(), Some(120));
     }
 
     #[test]
     fn a_gap_in_the_record_is_an_error_naming_file_and_offset() {
         let mut text = record_header(&meta());
-        record_line(&mut text, 0, 5);
+        record_line(&mut text, 0, 3, 5);
         let offset = text.len();
-        record_line(&mut text, 2, 6);
+        record_line(&mut text, 5, 6, 6);
         let err = parse_record(text.as_bytes(), "r.acks").expect_err("a gap");
         assert!(
             err.starts_with(&format!(
-                "r.acks: at byte {offset}: acknowledgement 2 where 1"
+                "r.acks: at byte {offset}: acknowledgements 5..=6 where 4 was next"
             )),
             "{err}"
         );
