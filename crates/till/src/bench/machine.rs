@@ -155,9 +155,11 @@ mod tests {
             memory_bytes: None,
             facts: DeviceFacts::default(),
         };
+        // The operating system's name is this build's (the Windows build runs under Wine).
+        let os = if cfg!(windows) { "Windows" } else { "Linux" };
         assert_eq!(
             setting.machine_line(),
-            "Linux unknown, 2 CPUs, unknown GiB memory"
+            format!("{os} unknown, 2 CPUs, unknown GiB memory")
         );
         assert!(setting.disk_line().starts_with("unknown on unknown"));
         assert_eq!(setting.disk_json()["fs_type"], Value::Null);
