@@ -75,6 +75,23 @@ pub enum Error {
     /// Lost a write-write race; retry the transaction.
     #[error("transaction conflict; retry")]
     Conflict,
+    /// The change feed consumer `name` of the database in `dir` fell further behind than
+    /// `Options::feed_retention_bytes` allows and was dropped: the log it needed is being
+    /// reused. Re-register it (and resynchronise whatever it feeds) to go on.
+    #[error("change feed consumer {name:?} of {} was dropped: {reason}", dir.display())]
+    FeedConsumerDropped {
+        dir: PathBuf,
+        name: String,
+        reason: String,
+    },
+    /// The change feed of the database in `dir` cannot be read at `lsn`: the text says why
+    /// (the feed was off when that commit was made, or the log no longer holds it).
+    #[error("change feed of {} at lsn {lsn}: {reason}", dir.display())]
+    FeedUnavailable {
+        dir: PathBuf,
+        lsn: u64,
+        reason: String,
+    },
 }
 
 impl Error {

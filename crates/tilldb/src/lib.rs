@@ -43,6 +43,7 @@ mod btree;
 mod checksum;
 mod db;
 mod error;
+pub mod feed;
 mod header;
 pub mod io;
 #[doc(hidden)]

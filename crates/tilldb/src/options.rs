@@ -251,6 +251,17 @@ pub struct Options {
     /// numbers I/O steps this way); `Buffered` and `Lazy` commits then reach the disk only
     /// when a later `Sync` commit, checkpoint or close writes the log.
     pub background_threads: bool,
+    /// Log every commit's writes (table, key, value or delete) beside its page changes, so a
+    /// change feed can read committed transactions from the one log (`tilldb::feed`; `till
+    /// ship`). Costs log bytes (about the size of the writes again), never an extra flush.
+    /// While on, the log is kept from the oldest position a feed consumer still needs,
+    /// up to `feed_retention_bytes`. Default: off.
+    pub change_feed: bool,
+    /// With `change_feed`: the most log kept for feed consumers beyond what recovery needs. A
+    /// consumer that falls further behind is dropped (its `read` fails with
+    /// [`crate::Error::FeedConsumerDropped`], `till stats` lists it) rather than let the log
+    /// fill the disk. Default: 4 GiB.
+    pub feed_retention_bytes: u64,
 }
 
 impl Default for Options {
@@ -270,6 +281,8 @@ impl Default for Options {
                 ..crate::wal::WalOptions::default()
             },
             background_threads: true,
+            change_feed: false,
+            feed_retention_bytes: 4 << 30,
         }
     }
 }
@@ -291,6 +304,8 @@ impl Options {
                 ..crate::wal::WalOptions::for_tests()
             },
             background_threads: true,
+            change_feed: false,
+            feed_retention_bytes: 64 << 20,
         }
     }
 

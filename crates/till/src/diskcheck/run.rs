@@ -179,7 +179,7 @@ pub fn prepare(
         listener: plan.listener.clone(),
         streams,
     };
-    write_durably(
+    tilldb::io::write_file_durably(
         &**storage,
         &run_path,
         &serde_json::to_vec_pretty(&run_file).expect("serializes"),
@@ -211,20 +211,6 @@ fn preallocate(
         .and_then(|()| file.flush())
         .and_then(|()| storage.flush_dir(&tilldb::io::parent_dir(path)))
         .map_err(|e| format!("cannot preallocate {}: {e}", path.display()))
-}
-
-/// Writes `bytes` as `path` through a temporary name, flushed, renamed, directory flushed.
-fn write_durably(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> tilldb::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    if storage.exists(&tmp)? {
-        storage.remove(&tmp)?;
-    }
-    let file = storage.create(&tmp, FlushMethod::Fdatasync)?;
-    file.write_at(bytes, 0)?;
-    file.flush()?;
-    drop(file);
-    storage.rename(&tmp, path)?;
-    storage.flush_dir(&tilldb::io::parent_dir(path))
 }
 
 /// Reads `diskcheck.json` of `dir`.

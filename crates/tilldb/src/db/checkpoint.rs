@@ -88,8 +88,12 @@ impl Db {
             page_count: alloc.page_count,
             ..newest
         };
+        let keep = match &inner.feed {
+            Some(feed) => Lsn(redo).min(feed.keep_from(end, Lsn(redo))?),
+            None => Lsn(redo),
+        };
         if crate::mutants::active("release-before-header") {
-            inner.wal.release_before(Lsn(redo))?;
+            inner.wal.release_before(keep)?;
         }
         header_file.write(&header)?;
         drop(header_file);
@@ -97,8 +101,9 @@ impl Db {
         // is due a distance after `end`.
         inner.checkpoint_end.store(end.0, Ordering::Release);
         // Only now, with the header that no longer needs them durable: the segments before
-        // the new redo point may be reused (`tests/log_gaps.rs` crashes at every step here).
-        inner.wal.release_before(Lsn(redo))?;
+        // the new redo point may be reused (`tests/log_gaps.rs` crashes at every step here),
+        // unless a feed consumer still needs them.
+        inner.wal.release_before(keep)?;
         tracing::debug!(
             target: "tilldb",
             redo_lsn = redo,
@@ -161,6 +166,9 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Join the writer first: nothing may write these files once the handle is gone.
         self.writeback.lock().stop();
+        if let Some(feed) = &self.feed {
+            feed.stop_publisher();
+        }
         if !self.poisoned.is_set() {
             // Best effort: a clean shutdown shortens the next recovery.
             let end = self.wal.end_lsn();
@@ -179,6 +187,9 @@ impl Drop for Inner {
                     ..newest
                 };
                 let _ = header_file.write(&header);
+                if let Some(feed) = &self.feed {
+                    let _ = feed.publish(self.wal.durable_lsn());
+                }
             }
         }
     }

@@ -46,6 +46,7 @@ pub fn is_database_file_name(name: &str) -> bool {
         LEDGER_FILE_NAME,
         LOCK_FILE_NAME,
         WAL_DIR_NAME,
+        crate::feed::FEED_DIR_NAME,
     ]
     .contains(&name)
         || name.starts_with(SCRATCH_FILE_PREFIX)

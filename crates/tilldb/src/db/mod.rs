@@ -38,6 +38,7 @@
 
 mod checkpoint;
 mod claim;
+mod feed;
 mod invariants;
 mod open;
 mod pages;
@@ -47,6 +48,7 @@ mod space;
 mod txn;
 mod writeback;
 
+pub(crate) use claim::WAL_DIR_NAME;
 pub use claim::{LOCK_FILE_NAME, is_database_file_name};
 pub use open::RecoveryReport;
 pub use space::SpaceCheck;
@@ -144,6 +146,8 @@ struct Inner {
     recovery: RecoveryReport,
     /// Commits whose return waited for a checkpoint that fell behind (backpressure).
     backpressure_waits: AtomicU64,
+    /// The change feed's writing side, when the feed is (or was ever) on.
+    feed: Option<Arc<feed::FeedWriter>>,
     /// The database lock (`claim.rs`). Last, so it is released after every other field has
     /// closed its files: the log and the pool (whose last `Arc<Wal>` joins the log's threads).
     _lock: Box<dyn crate::io::HeldLock>,

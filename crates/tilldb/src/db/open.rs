@@ -123,7 +123,7 @@ pub(super) fn create(
         assert_eq!(Tree::create(&pages)?.root(), DEFAULT_ROOT);
         let (ops, alloc, touched) = pages.finish();
         let before = wal.end_lsn();
-        let lsn = wal.commit(&record::encode(alloc, &ops), Durability::Sync)?;
+        let lsn = wal.commit(&record::encode_plain(alloc, &ops), Durability::Sync)?;
         pool.stamp(&touched, lsn.0, before.0);
         pool.flush_all()?;
         pool.save_ledger()?;
@@ -147,7 +147,7 @@ pub(super) fn create(
         ..RecoveryReport::default()
     };
     assemble(
-        dir,
+        (storage, dir),
         options,
         wal,
         (pool, poisoned),
@@ -288,16 +288,8 @@ pub(super) fn open_existing(
         background_threads: options.background_threads,
         ..options.wal.clone()
     };
-    let (wal, _recovery) = Wal::open_from(
-        Arc::clone(storage),
-        &dir.join(super::claim::WAL_DIR_NAME),
-        wal_options,
-        Some(header.checkpoint_lsn),
-    )?;
+    let wal = open_log(storage, dir, wal_options, header.checkpoint_lsn)?;
     let wal = Arc::new(wal);
-    // Segments wholly before the checkpoint are not needed: free them for recycling now, or
-    // every open would add a segment.
-    wal.release_before(header.checkpoint_lsn)?;
     let options = Options {
         page_bytes: Some(header.page_bytes),
         flush_method: Some(method),
@@ -337,7 +329,7 @@ pub(super) fn open_existing(
     report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
     report.elapsed = started.elapsed();
     assemble(
-        dir,
+        (storage, dir),
         options,
         wal,
         (pool, poisoned),
@@ -437,7 +429,7 @@ fn pool_over(
 }
 
 fn assemble(
-    dir: &Path,
+    (storage, dir): (&Arc<dyn Storage>, &Path),
     options: Options,
     wal: Arc<Wal>,
     (pool, poisoned): (BufferPool, Arc<super::Poison>),
@@ -447,6 +439,35 @@ fn assemble(
 ) -> Result<Db> {
     let checkpoint = header.newest().1.checkpoint_lsn;
     let visible = wal.end_lsn().0;
+    // The feed, when it is on or was ever on (its consumers still hold the log).
+    let feed_on = options.change_feed || storage.exists(&dir.join(crate::feed::FEED_DIR_NAME))?;
+    let feed = if feed_on {
+        Some(Arc::new(super::feed::FeedWriter::open(
+            storage,
+            dir,
+            &options,
+            wal.end_lsn(),
+            wal.durable_lsn(),
+        )?))
+    } else {
+        None
+    };
+    // Segments wholly before the checkpoint (and what feed consumers still need) are not
+    // needed: free them for recycling now, or every open would add a segment.
+    let keep = match &feed {
+        Some(feed) => checkpoint.min(feed.keep_from(wal.end_lsn(), checkpoint)?),
+        None => checkpoint,
+    };
+    wal.release_before(keep)?;
+    if let Some(feed) = &feed
+        && options.background_threads
+    {
+        feed.start_publisher(&wal).map_err(|source| Error::Io {
+            op: crate::IoOp::Create,
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
     tracing::info!(
         target: "tilldb",
         created = recovery.created,
@@ -492,9 +513,38 @@ fn assemble(
             checkpoint_ms: AtomicU64::new(0),
             recovery,
             backpressure_waits: AtomicU64::new(0),
+            feed,
             _lock: lock,
         }),
     })
+}
+
+/// Opens the log of an existing database from its checkpoint, or from earlier where feed
+/// consumers still need it (the log's open frees what lies before where it is told to
+/// begin). If the log no longer holds what they need, they find out when they read; the
+/// database opens all the same.
+fn open_log(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    wal_options: crate::wal::WalOptions,
+    checkpoint: crate::wal::Lsn,
+) -> Result<Wal> {
+    let wal_dir = dir.join(super::claim::WAL_DIR_NAME);
+    let begin =
+        super::feed::retain_hint(&**storage, dir)?.map_or(checkpoint, |r| r.min(checkpoint));
+    let opened = Wal::open_from(
+        Arc::clone(storage),
+        &wal_dir,
+        wal_options.clone(),
+        Some(begin),
+    );
+    let (wal, _recovery) = match opened {
+        Err(Error::LogMissing { .. }) if begin < checkpoint => {
+            Wal::open_from(Arc::clone(storage), &wal_dir, wal_options, Some(checkpoint))?
+        }
+        other => other?,
+    };
+    Ok(wal)
 }
 
 /// An error's text for another error to quote: an `InvalidOptions` without its own prefix, so

@@ -155,6 +155,13 @@ impl<'db> Txn<'db> {
             .wal
             .wait(lsn, durability)
             .map_err(|e| db.poison(e))?;
+        // Without background threads nothing else publishes what the feed may read.
+        if let Some(feed) = &db.inner.feed
+            && !db.inner.options.background_threads
+        {
+            feed.publish(db.inner.wal.durable_lsn())
+                .map_err(|e| db.poison(e))?;
+        }
         db.visible_lsn();
         // Outside the writer lock: the next writer goes on while pages are written back.
         if let Err(e) = db.maybe_checkpoint() {
@@ -245,7 +252,8 @@ impl<'db> Txn<'db> {
         // appended, which can wait for a log segment to be prepared.
         drop(exclusive);
         let (ops, alloc, touched) = pages.finish();
-        let lsn = inner.wal.append(&record::encode(alloc, &ops))?;
+        let changes = inner.options.change_feed.then(|| self.writes.iter());
+        let lsn = inner.wal.append(&record::encode(alloc, &ops, changes))?;
         assert!(
             lsn.0 >= provisional,
             "commit lsn {lsn} below its provisional lsn {provisional}"
@@ -270,6 +278,10 @@ impl<'db> Txn<'db> {
         for ((table, key), value) in &self.writes {
             let value_bytes = value.as_ref().map_or(0, Vec::len);
             logged += (table.len() + key.len() + value_bytes) as u64;
+            if inner.options.change_feed {
+                // The changes section holds them again.
+                logged += (1 + 2 + 4 + 4 + table.len() + key.len() + value_bytes) as u64;
+            }
             if value.is_some() && !limits.is_inline(key.len(), value_bytes) {
                 overflow_pages += value_bytes.div_ceil(limits.overflow_data_bytes) as u64;
             }

@@ -230,6 +230,21 @@ pub fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
+/// Replaces `path` with `bytes` so that a crash leaves the old file or the new one, never a
+/// mix: written to `<path>.tmp`, flushed, renamed over `path`, the directory flushed.
+pub fn write_file_durably(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    if storage.exists(&tmp)? {
+        storage.remove(&tmp)?;
+    }
+    let file = storage.create(&tmp, FlushMethod::Fdatasync)?;
+    file.write_at(bytes, 0)?;
+    file.flush()?;
+    drop(file);
+    storage.rename(&tmp, path)?;
+    storage.flush_dir(&parent_dir(path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,7 @@
 //!
 //! Every segment keeps room at its end for the largest pad plus its `SegmentEnd` record.
 
+pub(crate) mod follow;
 mod group_commit;
 mod reader;
 pub mod record;

@@ -1,0 +1,377 @@
+//! The change feed: committed transactions, in commit order, read from the one log.
+//!
+//! With [`crate::Options::change_feed`] on, every commit record also carries the writes as
+//! the application made them (`db/record.rs`), so the log that makes commits durable is also
+//! the feed: no second log, no extra flush. A [`Feed`] reads it from a position, in this
+//! process or any other (`till ship` runs beside the application that writes), and returns
+//! only commits the writer made durable: after any crash, everything a feed returned is in
+//! the database.
+//!
+//! ## Files: `<database>/feed/`
+//!
+//! ```text
+//! durable            the lsn the log is durable to, published by the writing process after
+//!                    its flushes (written, never flushed itself: after a crash it may be
+//!                    behind, never ahead)
+//! start              the first lsn whose commits carry their writes (where a new consumer
+//!                    starts); made durable when the feed is first turned on
+//! <name>.consumer    a named consumer's acknowledged position, made durable on acknowledge
+//! <name>.dropped     the reason a consumer was dropped (it fell too far behind); present
+//!                    until the consumer is removed
+//! ```
+//!
+//! `durable`, `start` and each `.consumer` file are 16 bytes: the lsn (u64 LE), the CRC32C of
+//! those 8 bytes (u32 LE), 4 zero bytes. Anything else is an error naming the file and offset.
+//!
+//! ## Retention
+//!
+//! The writing process keeps the log from the oldest position a consumer that is not dropped
+//! has acknowledged (with no consumer yet: from `start`), as well as what recovery needs. A
+//! consumer more than `Options::feed_retention_bytes` behind the log's end at a checkpoint is
+//! dropped (its `.dropped` file names the lsns), and with no consumer at all `start` moves up
+//! instead; either way the log never grows past the limit for a feed.
+
+use crate::checksum::crc32c;
+use crate::error::{Error, Result};
+use crate::io::{FileStorage, Storage, parent_dir};
+use crate::wal::Lsn;
+use crate::wal::follow::LogFollower;
+use crate::{FlushMethod, db};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use crate::db::record::Change;
+
+/// The feed's directory inside a database directory.
+pub(crate) const FEED_DIR_NAME: &str = "feed";
+pub(crate) const DURABLE_FILE: &str = "durable";
+pub(crate) const START_FILE: &str = "start";
+const CONSUMER_SUFFIX: &str = ".consumer";
+const DROPPED_SUFFIX: &str = ".dropped";
+const LSN_FILE_BYTES: usize = 16;
+/// Payload bytes a feed reads from the log at a time.
+const READ_BYTES: usize = 4 << 20;
+
+/// One committed transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedTxn {
+    /// The log position just after this commit: pass it to [`Feed::acknowledge`] or to
+    /// [`Feed::open`] to go on after it. Increases from one transaction to the next.
+    pub lsn: Lsn,
+    /// Its writes: tables in name order, keys in order within each table; a key appears once.
+    pub changes: Vec<Change>,
+}
+
+/// A named consumer, as [`consumers`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerState {
+    pub name: String,
+    /// Its acknowledged position.
+    pub position: Lsn,
+    /// Why it was dropped, if it was.
+    pub dropped: Option<String>,
+}
+
+/// A reader of the change feed of one database.
+#[derive(Debug)]
+pub struct Feed {
+    storage: Arc<dyn Storage>,
+    /// The database directory.
+    dir: PathBuf,
+    follower: LogFollower,
+    consumer: Option<String>,
+    /// Read from the log, not yet returned.
+    pending: std::collections::VecDeque<FeedTxn>,
+    /// The position after the last transaction returned.
+    returned: Lsn,
+}
+
+impl Feed {
+    /// Reads the feed of the database in `dir` (on the real file system, read-only) from
+    /// `from`: the database's feed start ([`start`]) or the `lsn` of a transaction already
+    /// read.
+    pub fn open(dir: impl AsRef<Path>, from: Lsn) -> Result<Feed> {
+        Feed::open_with_storage(Arc::new(FileStorage::new()), dir.as_ref(), from, None)
+    }
+
+    /// The named consumer `name` of the database in `dir`: resumes from its acknowledged
+    /// position, or registers it at the feed's start. Its acknowledgements hold the log for
+    /// it (see the module doc, "Retention"); a consumer that fell too far behind fails with
+    /// [`Error::FeedConsumerDropped`] until [`remove_consumer`] clears it.
+    pub fn open_consumer(dir: impl AsRef<Path>, name: &str) -> Result<Feed> {
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new());
+        let dir = dir.as_ref();
+        check_name(dir, name)?;
+        let feed_dir = dir.join(FEED_DIR_NAME);
+        check_not_dropped(&*storage, dir, name)?;
+        let path = feed_dir.join(format!("{name}{CONSUMER_SUFFIX}"));
+        let position = if let Some(lsn) = read_lsn_file(&*storage, &path)? {
+            lsn
+        } else {
+            let from = start_with_storage(&*storage, dir)?;
+            write_lsn_file_durably(&*storage, &path, from)?;
+            from
+        };
+        Feed::open_with_storage(storage, dir, position, Some(name.to_owned()))
+    }
+
+    /// [`Feed::open`] on any storage (the simulated disk in tests); `consumer` names the
+    /// consumer whose position it is.
+    pub fn open_with_storage(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        from: Lsn,
+        consumer: Option<String>,
+    ) -> Result<Feed> {
+        if read_lsn_file(&*storage, &dir.join(FEED_DIR_NAME).join(START_FILE))?.is_none() {
+            return Err(not_on(dir, from));
+        }
+        let follower = LogFollower::new(Arc::clone(&storage), &dir.join(db::WAL_DIR_NAME), from);
+        Ok(Feed {
+            storage,
+            dir: dir.to_path_buf(),
+            follower,
+            consumer,
+            pending: std::collections::VecDeque::new(),
+            returned: from,
+        })
+    }
+
+    /// The position after the last transaction returned (where the feed was opened, before
+    /// the first).
+    #[must_use]
+    pub fn position(&self) -> Lsn {
+        self.returned
+    }
+
+    /// The next committed transaction: at once if one is durable, else after waiting up to
+    /// `wait` for one; `None` once caught up and nothing came.
+    pub fn next(&mut self, wait: Duration) -> Result<Option<FeedTxn>> {
+        let deadline = Instant::now() + wait;
+        let mut nap = Duration::from_millis(1);
+        loop {
+            if let Some(txn) = self.pending.pop_front() {
+                assert!(txn.lsn > self.returned, "the feed went backwards");
+                self.returned = txn.lsn;
+                return Ok(Some(txn));
+            }
+            self.fill()?;
+            if !self.pending.is_empty() {
+                continue;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(nap.min(deadline - now));
+            nap = (nap * 2).min(Duration::from_millis(10));
+        }
+    }
+
+    /// Reads what the writer published as durable since the last read.
+    fn fill(&mut self) -> Result<()> {
+        if let Some(name) = &self.consumer {
+            check_not_dropped(&*self.storage, &self.dir, name)?;
+        }
+        let durable_path = self.dir.join(FEED_DIR_NAME).join(DURABLE_FILE);
+        let Some(durable) = read_lsn_file(&*self.storage, &durable_path)? else {
+            return Ok(());
+        };
+        let records = self.follower.read(durable, READ_BYTES)?;
+        for rec in records {
+            let commit =
+                crate::db::record::decode(&rec.payload).map_err(|what| Error::FeedUnavailable {
+                    dir: self.dir.clone(),
+                    lsn: rec.lsn.0,
+                    reason: format!("the commit record does not decode: {what}"),
+                })?;
+            let changes = commit.changes.ok_or_else(|| Error::FeedUnavailable {
+                dir: self.dir.clone(),
+                lsn: rec.lsn.0,
+                reason: "this commit was made with Options::change_feed off, so the log does \
+                         not hold its writes"
+                    .to_owned(),
+            })?;
+            self.pending.push_back(FeedTxn {
+                lsn: rec.end_lsn,
+                changes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records, durably, that this named consumer has processed every transaction up to
+    /// `lsn` (a [`FeedTxn::lsn`]): the writer may reuse the log before it, and a reopened
+    /// consumer resumes after it.
+    pub fn acknowledge(&mut self, lsn: Lsn) -> Result<()> {
+        let name = self.consumer.clone().ok_or_else(|| {
+            Error::InvalidOptions("acknowledge needs a named consumer (Feed::open_consumer)".into())
+        })?;
+        check_not_dropped(&*self.storage, &self.dir, &name)?;
+        let path = self
+            .dir
+            .join(FEED_DIR_NAME)
+            .join(format!("{name}{CONSUMER_SUFFIX}"));
+        write_lsn_file_durably(&*self.storage, &path, lsn)
+    }
+}
+
+/// The feed's start of the database in `dir`: where a new consumer begins.
+pub fn start(dir: impl AsRef<Path>) -> Result<Lsn> {
+    start_with_storage(&FileStorage::read_only(), dir.as_ref())
+}
+
+/// [`start`] on any storage.
+pub fn start_with_storage(storage: &dyn Storage, dir: &Path) -> Result<Lsn> {
+    read_lsn_file(storage, &dir.join(FEED_DIR_NAME).join(START_FILE))?
+        .ok_or_else(|| not_on(dir, Lsn(0)))
+}
+
+fn not_on(dir: &Path, lsn: Lsn) -> Error {
+    Error::FeedUnavailable {
+        dir: dir.to_path_buf(),
+        lsn: lsn.0,
+        reason: "the database has never been opened with Options::change_feed on".to_owned(),
+    }
+}
+
+/// The named consumers of the database in `dir`.
+pub fn consumers(dir: impl AsRef<Path>) -> Result<Vec<ConsumerState>> {
+    consumers_with(&FileStorage::read_only(), dir.as_ref())
+}
+
+pub(crate) fn consumers_with(storage: &dyn Storage, dir: &Path) -> Result<Vec<ConsumerState>> {
+    let feed_dir = dir.join(FEED_DIR_NAME);
+    if !storage.exists(&feed_dir)? {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for file in storage.list_dir(&feed_dir)? {
+        let Some(name) = file.strip_suffix(CONSUMER_SUFFIX) else {
+            continue;
+        };
+        let Some(position) = read_lsn_file(storage, &feed_dir.join(&file))? else {
+            continue;
+        };
+        out.push(ConsumerState {
+            name: name.to_owned(),
+            position,
+            dropped: read_dropped(storage, dir, name)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Removes the named consumer (and its dropped mark): the log is no longer kept for it.
+pub fn remove_consumer(dir: impl AsRef<Path>, name: &str) -> Result<()> {
+    let storage = FileStorage::new();
+    let dir = dir.as_ref();
+    check_name(dir, name)?;
+    let feed_dir = dir.join(FEED_DIR_NAME);
+    for suffix in [CONSUMER_SUFFIX, DROPPED_SUFFIX] {
+        let path = feed_dir.join(format!("{name}{suffix}"));
+        if storage.exists(&path)? {
+            storage.remove(&path)?;
+        }
+    }
+    storage.flush_dir(&feed_dir)
+}
+
+/// Marks consumer `name` dropped, durably, saying why (the writing process, at a checkpoint).
+pub(crate) fn mark_dropped(storage: &dyn Storage, dir: &Path, name: &str, why: &str) -> Result<()> {
+    let path = dir
+        .join(FEED_DIR_NAME)
+        .join(format!("{name}{DROPPED_SUFFIX}"));
+    write_durably(storage, &path, why.as_bytes())
+}
+
+fn read_dropped(storage: &dyn Storage, dir: &Path, name: &str) -> Result<Option<String>> {
+    let path = dir
+        .join(FEED_DIR_NAME)
+        .join(format!("{name}{DROPPED_SUFFIX}"));
+    if !storage.exists(&path)? {
+        return Ok(None);
+    }
+    let file = storage.open(&path, FlushMethod::Fdatasync)?;
+    let mut bytes = vec![0; usize::try_from(file.len()?).unwrap_or(0).min(4096)];
+    let n = file.read_at(&mut bytes, 0)?;
+    bytes.truncate(n);
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+fn check_not_dropped(storage: &dyn Storage, dir: &Path, name: &str) -> Result<()> {
+    match read_dropped(storage, dir, name)? {
+        Some(reason) => Err(Error::FeedConsumerDropped {
+            dir: dir.to_path_buf(),
+            name: name.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn check_name(dir: &Path, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidOptions(format!(
+            "{}: consumer name {name:?}: use 1 to 64 letters, digits, '-' or '_'",
+            dir.display()
+        )))
+    }
+}
+
+/// The 16 bytes of an lsn file.
+pub(crate) fn encode_lsn(lsn: Lsn) -> [u8; LSN_FILE_BYTES] {
+    let mut bytes = [0; LSN_FILE_BYTES];
+    bytes[..8].copy_from_slice(&lsn.0.to_le_bytes());
+    let crc = crc32c(&bytes[..8]);
+    bytes[8..12].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Reads an lsn file: `None` when it does not exist.
+pub(crate) fn read_lsn_file(storage: &dyn Storage, path: &Path) -> Result<Option<Lsn>> {
+    if !storage.exists(path)? {
+        return Ok(None);
+    }
+    let file = storage.open(path, FlushMethod::Fdatasync)?;
+    let mut bytes = [0; LSN_FILE_BYTES];
+    let n = file.read_at(&mut bytes, 0)?;
+    let corrupt = |offset: u64, what: &'static str| Error::Corruption {
+        file: path.to_path_buf(),
+        offset,
+        what,
+    };
+    if n < LSN_FILE_BYTES {
+        return Err(corrupt(
+            n as u64,
+            "feed position file shorter than 16 bytes",
+        ));
+    }
+    let lsn = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+    let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if crc != crc32c(&bytes[..8]) {
+        return Err(corrupt(8, "feed position file checksum does not match"));
+    }
+    if bytes[12..] != [0; 4] {
+        return Err(corrupt(12, "feed position file has nonzero reserved bytes"));
+    }
+    Ok(Some(Lsn(lsn)))
+}
+
+/// Writes an lsn file through a temporary name, flushed, renamed, directory flushed.
+pub(crate) fn write_lsn_file_durably(storage: &dyn Storage, path: &Path, lsn: Lsn) -> Result<()> {
+    write_durably(storage, path, &encode_lsn(lsn))
+}
+
+fn write_durably(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> Result<()> {
+    storage.create_dir_all(&parent_dir(path))?;
+    crate::io::write_file_durably(storage, path, bytes)
+}

@@ -1,0 +1,184 @@
+//! Following the log as another reader: the change feed reads records from a position up to
+//! a limit the writer published as durable (`feed.rs`), in this process or another, reading
+//! only the bytes it has not read yet, segment after segment.
+//!
+//! | at the position                                   | decision                              |
+//! |---------------------------------------------------|---------------------------------------|
+//! | a valid `Data` record ending at or before `limit` | return it; go on after it             |
+//! | a valid `Pad`                                     | skip it                               |
+//! | a valid `SegmentEnd`                              | go on at the next segment's base      |
+//! | no valid record, but a newer segment begins here  | go on in it (a reopened log starts a new segment where the old one's records ended) |
+//! | anything else, below `limit`                      | `Error::Corruption` naming file and offset: what the writer published as durable does not validate (its segment was reused under a consumer it dropped, or the log is damaged) |
+//! | no segment holds the position                     | `Error::FeedUnavailable`: the log no longer holds it |
+//!
+//! The segment holding the position is the one whose valid header (naming the file's
+//! generation) covers it; a segment recycled while it is read gets a new generation, and its
+//! old records stop validating (their checksums are seeded with the generation), so a reused
+//! segment is never mistaken for the old one.
+
+use super::Lsn;
+use super::reader::WalRecord;
+use super::record::{self, RecordKind};
+use super::segment::{HeaderState, SegmentHeader, parse_segment_name};
+use crate::FlushMethod;
+use crate::error::{Error, Result};
+use crate::io::{Storage, StorageFile};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Bytes read from a segment's start to decode its header (the largest log block).
+const HEADER_READ_BYTES: usize = 4096;
+
+/// A reader that follows the log from a position.
+#[derive(Debug)]
+pub struct LogFollower {
+    storage: Arc<dyn Storage>,
+    /// The log directory.
+    dir: PathBuf,
+    /// The lsn of the next record to read.
+    position: u64,
+    current: Option<Current>,
+}
+
+#[derive(Debug)]
+struct Current {
+    header: SegmentHeader,
+    path: PathBuf,
+    file: Box<dyn StorageFile>,
+}
+
+impl Current {
+    fn covers(&self, lsn: u64) -> bool {
+        (self.header.base_lsn..self.header.base_lsn + self.header.capacity()).contains(&lsn)
+    }
+}
+
+impl LogFollower {
+    /// A follower of the log in `dir` from `position` (a record boundary).
+    #[must_use]
+    pub fn new(storage: Arc<dyn Storage>, dir: &Path, position: Lsn) -> Self {
+        LogFollower {
+            storage,
+            dir: dir.to_path_buf(),
+            position: position.0,
+            current: None,
+        }
+    }
+
+    /// The `Data` records from the position up to `limit` (a record boundary at or below
+    /// what the writer made durable), stopping once about `max_bytes` of payload were read.
+    pub fn read(&mut self, limit: Lsn, max_bytes: usize) -> Result<Vec<WalRecord>> {
+        let mut out = Vec::new();
+        let mut payload_bytes = 0;
+        while self.position < limit.0 && payload_bytes < max_bytes {
+            let position = self.position;
+            let current = self.segment()?;
+            let header = current.header;
+            let end = limit.0.min(header.base_lsn + header.capacity());
+            let block = u64::from(header.log_block_bytes);
+            let from = block + (position - header.base_lsn);
+            let len = usize::try_from(end - position).expect("a segment fits in memory");
+            let mut bytes = vec![0; len];
+            let n = current.file.read_at(&mut bytes, from)?;
+            bytes.truncate(n);
+            let path = current.path.clone();
+            let mut at = 0;
+            let mut next_segment = false;
+            while self.position < end && payload_bytes < max_bytes {
+                let Ok(rec) = record::decode(&bytes[at..], header.generation, self.position) else {
+                    // A reopened log goes on in a new segment whose base is where the old
+                    // one's records ended (no `SegmentEnd` in the old one).
+                    let old_generation = header.generation;
+                    self.current = None;
+                    if self.segment()?.header.generation > old_generation {
+                        next_segment = true;
+                        break;
+                    }
+                    return Err(Error::Corruption {
+                        file: path,
+                        offset: from + at as u64,
+                        what: "a log record below the lsn its writer published as durable does \
+                               not validate: its segment was reused (a dropped feed consumer) \
+                               or the log is damaged",
+                    });
+                };
+                match rec.kind {
+                    RecordKind::Data => {
+                        payload_bytes += rec.payload.len();
+                        out.push(WalRecord {
+                            lsn: Lsn(rec.lsn),
+                            end_lsn: Lsn(rec.lsn + rec.len as u64),
+                            payload: rec.payload.to_vec(),
+                        });
+                    }
+                    RecordKind::Pad => {}
+                    RecordKind::SegmentEnd => next_segment = true,
+                }
+                self.position += rec.len as u64;
+                at += rec.len;
+                if next_segment {
+                    self.position = header.base_lsn + header.capacity();
+                    self.current = None;
+                    break;
+                }
+                assert!(
+                    self.position <= end,
+                    "a record crosses the published durable lsn {}",
+                    limit.0
+                );
+            }
+            if !next_segment && self.position == header.base_lsn + header.capacity() {
+                self.current = None;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The segment holding the position, opened.
+    fn segment(&mut self) -> Result<&Current> {
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.covers(self.position))
+        {
+            return Ok(self.current.as_ref().expect("checked"));
+        }
+        self.current = None;
+        let mut best: Option<Current> = None;
+        for name in self.storage.list_dir(&self.dir)? {
+            let Some(generation) = parse_segment_name(&name) else {
+                continue;
+            };
+            if best
+                .as_ref()
+                .is_some_and(|b| b.header.generation > generation)
+            {
+                continue;
+            }
+            let path = self.dir.join(&name);
+            let file = self.storage.open(&path, FlushMethod::Fdatasync)?;
+            let mut bytes = vec![0; HEADER_READ_BYTES];
+            let n = file.read_at(&mut bytes, 0)?;
+            bytes.truncate(n);
+            let candidate = match SegmentHeader::decode(&bytes, &path) {
+                Ok(HeaderState::Valid(header)) if header.generation == generation => {
+                    Current { header, path, file }
+                }
+                // Free or being prepared: not where the log is.
+                _ => continue,
+            };
+            if candidate.covers(self.position) {
+                best = Some(candidate);
+            }
+        }
+        let dir = self.dir.parent().unwrap_or(&self.dir).to_path_buf();
+        let found = best.ok_or_else(|| Error::FeedUnavailable {
+            dir,
+            lsn: self.position,
+            reason: "the log no longer holds this position (its segment was reused): the \
+                     feed fell behind what the log keeps"
+                .to_owned(),
+        })?;
+        Ok(self.current.insert(found))
+    }
+}
