@@ -8,11 +8,13 @@
 mod bench;
 mod check;
 mod crashtest;
+mod demo;
 mod diskcheck;
 mod dump_log;
 mod inspect;
 mod platform;
 mod probe;
+mod ship;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -44,6 +46,11 @@ enum Command {
     /// Kill a committing process at random moments and check that nothing acknowledged is
     /// lost and nothing is half applied.
     Crashtest(crashtest::CrashtestArgs),
+    /// Ship a database's committed transactions to PostgreSQL, exactly once (needs
+    /// `Options::change_feed`).
+    Ship(ship::ShipArgs),
+    /// A point-of-sale load on a database with the change feed on (for `till ship`).
+    Demo(demo::DemoArgs),
     /// Does "committed" survive a real power cut? A listener on a second machine records what
     /// the writer was told is durable; verify compares after the reboot.
     Diskcheck {
@@ -66,6 +73,8 @@ fn main() -> ExitCode {
         Command::DumpLog(args) => dump_log::run(&args),
         Command::Stats(args) => stats::run(&args),
         Command::Diskcheck { command } => diskcheck::run(&command),
+        Command::Ship(args) => ship::run(&args),
+        Command::Demo(args) => demo::run(&args),
         Command::Bench { command } => bench::run(&command),
     };
     match result {
