@@ -292,3 +292,47 @@ fn everything_the_feed_returned_survives_a_power_cut() {
         db.close().expect("close");
     }
 }
+
+#[test]
+fn a_feed_read_while_many_threads_commit_sees_every_commit_and_no_invalid_record() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(tmp.path(), options()).expect("open");
+    let start = feed::start(tmp.path()).expect("start");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let read = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut feed = Feed::open(tmp.path(), start).expect("feed");
+            let mut read = 0u64;
+            loop {
+                let finished = done.load(std::sync::atomic::Ordering::SeqCst);
+                match feed.next(Duration::from_millis(5)).expect("the feed reads") {
+                    Some(_) => read += 1,
+                    None if finished => return read,
+                    None => {}
+                }
+            }
+        });
+        let writers: Vec<_> = (0..32u32)
+            .map(|t| {
+                let db = &db;
+                scope.spawn(move || {
+                    for i in 0..200u32 {
+                        let mut txn = db.begin().expect("begin");
+                        txn.put(format!("t{t:02}-{i:04}").as_bytes(), &[7; 120])
+                            .expect("put");
+                        txn.commit().expect("commit");
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().expect("writer");
+        }
+        // Let the publisher catch up with the last flush.
+        std::thread::sleep(Duration::from_millis(50));
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        reader.join().expect("reader")
+    });
+    assert_eq!(read, 32 * 200);
+    db.close().expect("close");
+}

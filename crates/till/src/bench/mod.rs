@@ -26,6 +26,7 @@ mod bars;
 mod commit;
 mod counting_storage;
 mod disk_usage;
+mod feed;
 mod latency;
 mod log;
 mod log_load;
@@ -65,6 +66,9 @@ pub enum BenchCommand {
     /// The seed test across log block sizes (512, 4096, 16384 B by default) with every flush
     /// method: what a smaller or larger write unit costs on this device.
     BlockSize(seed::BlockSizeArgs),
+    /// What the change feed costs: commits/s and flushes per commit with the feed off, on,
+    /// and on with a consumer reading, at 1 and 64 threads.
+    Feed(feed::FeedArgs),
     /// The write-ahead log alone: commits/s, flushes and latency against thread count.
     Log(log::LogArgs),
     /// The whole store on a database kept in a directory: open or recovery, load, one-put
@@ -81,6 +85,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::BlockSize(args) => seed::run_block_sizes(args),
         BenchCommand::Commit(args) => commit::run(args),
         BenchCommand::Log(args) => log::run(args),
+        BenchCommand::Feed(args) => feed::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Torn(args) => torn::run(args),
         BenchCommand::Store(args) => store::run(args),

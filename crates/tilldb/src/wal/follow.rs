@@ -1,10 +1,12 @@
 //! Following the log as another reader: the change feed reads records from a position up to
-//! a limit the writer published as durable (`feed.rs`), in this process or another, reading
+//! a limit the writer published as durable (the log's durable lsn: the end of the last
+//! flushed block, which a record may cross) (`feed.rs`), in this process or another, reading
 //! only the bytes it has not read yet, segment after segment.
 //!
 //! | at the position                                   | decision                              |
 //! |---------------------------------------------------|---------------------------------------|
 //! | a valid `Data` record ending at or before `limit` | return it; go on after it             |
+//! | a record that runs past `limit`                   | stop there: not durable yet (the writer's durable mark is a block boundary, which a record may cross) |
 //! | a valid `Pad`                                     | skip it                               |
 //! | a valid `SegmentEnd`                              | go on at the next segment's base      |
 //! | no valid record, but a newer segment begins here  | go on in it (a reopened log starts a new segment where the old one's records ended) |
@@ -25,6 +27,13 @@ use crate::error::{Error, Result};
 use crate::io::{Storage, StorageFile};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// True when the record starting at `rest[0]` would run past the end of `rest`: its header
+/// is cut, or its length field reaches beyond.
+fn straddles(rest: &[u8]) -> bool {
+    rest.len() < record::HEADER_BYTES
+        || u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes")) as usize > rest.len()
+}
 
 /// Bytes read from a segment's start to decode its header (the largest log block).
 const HEADER_READ_BYTES: usize = 4096;
@@ -85,7 +94,13 @@ impl LogFollower {
             let mut at = 0;
             let mut next_segment = false;
             while self.position < end && payload_bytes < max_bytes {
-                let Ok(rec) = record::decode(&bytes[at..], header.generation, self.position) else {
+                let decoded = record::decode(&bytes[at..], header.generation, self.position);
+                if decoded.is_err() && n == len && straddles(&bytes[at..]) {
+                    // The writer's durable mark is a block boundary, not a record's end: a
+                    // record that goes on past it is not durable yet. Read it next time.
+                    return Ok(out);
+                }
+                let Ok(rec) = decoded else {
                     // A reopened log goes on in a new segment whose base is where the old
                     // one's records ended (no `SegmentEnd` in the old one).
                     let old_generation = header.generation;
