@@ -50,6 +50,8 @@ pub(crate) const START_FILE: &str = "start";
 const CONSUMER_SUFFIX: &str = ".consumer";
 const DROPPED_SUFFIX: &str = ".dropped";
 const LSN_FILE_BYTES: usize = 16;
+/// How often a named consumer looks for its dropped mark while it reads.
+const DROPPED_CHECK_EVERY: Duration = Duration::from_millis(100);
 /// Payload bytes a feed reads from the log at a time.
 const READ_BYTES: usize = 4 << 20;
 
@@ -85,6 +87,10 @@ pub struct Feed {
     pending: std::collections::VecDeque<FeedTxn>,
     /// The position after the last transaction returned.
     returned: Lsn,
+    /// `feed/durable`, open.
+    durable_file: Option<Box<dyn crate::io::StorageFile>>,
+    /// When the consumer's dropped mark was last looked for.
+    dropped_checked: Option<Instant>,
 }
 
 impl Feed {
@@ -135,6 +141,8 @@ impl Feed {
             consumer,
             pending: std::collections::VecDeque::new(),
             returned: from,
+            durable_file: None,
+            dropped_checked: None,
         })
     }
 
@@ -171,11 +179,15 @@ impl Feed {
 
     /// Reads what the writer published as durable since the last read.
     fn fill(&mut self) -> Result<()> {
-        if let Some(name) = &self.consumer {
+        if let Some(name) = &self.consumer
+            && self
+                .dropped_checked
+                .is_none_or(|t| t.elapsed() >= DROPPED_CHECK_EVERY)
+        {
             check_not_dropped(&*self.storage, &self.dir, name)?;
+            self.dropped_checked = Some(Instant::now());
         }
-        let durable_path = self.dir.join(FEED_DIR_NAME).join(DURABLE_FILE);
-        let Some(durable) = read_lsn_file(&*self.storage, &durable_path)? else {
+        let Some(durable) = self.published_durable()? else {
             return Ok(());
         };
         let records = self.follower.read(durable, READ_BYTES)?;
@@ -199,6 +211,33 @@ impl Feed {
             });
         }
         Ok(())
+    }
+
+    /// The durable lsn the writer published, read through a handle kept open.
+    fn published_durable(&mut self) -> Result<Option<Lsn>> {
+        let path = self.dir.join(FEED_DIR_NAME).join(DURABLE_FILE);
+        if self.durable_file.is_none() {
+            if !self.storage.exists(&path)? {
+                return Ok(None);
+            }
+            self.durable_file = Some(self.storage.open(&path, FlushMethod::Fdatasync)?);
+        }
+        let file = self.durable_file.as_ref().expect("opened above");
+        // The writer rewrites these 16 bytes in place while this reads them: a read that
+        // caught half a write fails its checksum, and the next one does not.
+        let mut tries = 0;
+        loop {
+            let mut bytes = [0; LSN_FILE_BYTES];
+            let n = file.read_at(&mut bytes, 0)?;
+            match decode_lsn(&bytes[..n], &path) {
+                Ok(lsn) => return Ok(Some(lsn)),
+                Err(e) if tries >= 3 => return Err(e),
+                Err(_) => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
     }
 
     /// Records, durably, that this named consumer has processed every transaction up to
@@ -344,14 +383,19 @@ pub(crate) fn read_lsn_file(storage: &dyn Storage, path: &Path) -> Result<Option
     let file = storage.open(path, FlushMethod::Fdatasync)?;
     let mut bytes = [0; LSN_FILE_BYTES];
     let n = file.read_at(&mut bytes, 0)?;
+    decode_lsn(&bytes[..n], path).map(Some)
+}
+
+/// Decodes the bytes of the lsn file `path`.
+fn decode_lsn(bytes: &[u8], path: &Path) -> Result<Lsn> {
     let corrupt = |offset: u64, what: &'static str| Error::Corruption {
         file: path.to_path_buf(),
         offset,
         what,
     };
-    if n < LSN_FILE_BYTES {
+    if bytes.len() < LSN_FILE_BYTES {
         return Err(corrupt(
-            n as u64,
+            bytes.len() as u64,
             "feed position file shorter than 16 bytes",
         ));
     }
@@ -360,10 +404,10 @@ pub(crate) fn read_lsn_file(storage: &dyn Storage, path: &Path) -> Result<Option
     if crc != crc32c(&bytes[..8]) {
         return Err(corrupt(8, "feed position file checksum does not match"));
     }
-    if bytes[12..] != [0; 4] {
+    if bytes[12..16] != [0; 4] {
         return Err(corrupt(12, "feed position file has nonzero reserved bytes"));
     }
-    Ok(Some(Lsn(lsn)))
+    Ok(Lsn(lsn))
 }
 
 /// Writes an lsn file through a temporary name, flushed, renamed, directory flushed.
