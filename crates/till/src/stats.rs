@@ -133,13 +133,14 @@ pub fn run(args: &StatsArgs) -> CliResult<()> {
         checkpoint_age_seconds,
         space,
     };
+    let feed = feed_json(&args.dir)?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&stats.json(&args.dir, &chosen))?
-        );
+        let mut out = stats.json(&args.dir, &chosen);
+        out["feed"] = feed;
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         stats.print(&args.dir, &chosen);
+        print_feed(&feed);
     }
     // Facts are printed either way; damage recovery would refuse also fails the command.
     if let Err(e) = &stats.log.inspection {
@@ -489,6 +490,67 @@ fn batch_text(batch: &BatchState) -> String {
         BatchState::Torn => "last batch torn (its in-place writes never began)".into(),
         BatchState::Valid(b) => {
             format!("last batch #{} with {} images", b.sequence, b.images.len())
+        }
+    }
+}
+
+/// The change feed's facts: its start, the durable lsn its writer last published, and each
+/// named consumer (position, how far behind, dropped and why); `null` when the feed was
+/// never on.
+fn feed_json(dir: &Path) -> CliResult<Value> {
+    let start = match tilldb::feed::start(dir) {
+        Ok(start) => start,
+        Err(tilldb::Error::FeedUnavailable { .. }) => return Ok(Value::Null),
+        Err(e) => return Err(e.into()),
+    };
+    let durable = std::fs::read(dir.join("feed").join("durable"))
+        .ok()
+        .and_then(|b| Some(u64::from_le_bytes(b.get(..8)?.try_into().ok()?)));
+    let consumers: Vec<Value> = tilldb::feed::consumers(dir)?
+        .into_iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "position": c.position.0,
+                "behind_bytes": durable.map(|d| d.saturating_sub(c.position.0)),
+                "dropped": c.dropped,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "start": start.0,
+        "published_durable": durable,
+        "consumers": consumers,
+    }))
+}
+
+fn print_feed(feed: &Value) {
+    if feed.is_null() {
+        return;
+    }
+    println!(
+        "change feed: from lsn {}, published durable to lsn {}",
+        feed["start"], feed["published_durable"]
+    );
+    let consumers = feed["consumers"].as_array().map_or(&[][..], Vec::as_slice);
+    if consumers.is_empty() {
+        println!(
+            "  no consumer registered (the log is kept from the start, up to feed_retention_bytes)"
+        );
+    }
+    for c in consumers {
+        match c["dropped"].as_str() {
+            Some(why) => println!(
+                "  consumer {}: DROPPED at lsn {}: {why}",
+                c["name"].as_str().unwrap_or("?"),
+                c["position"]
+            ),
+            None => println!(
+                "  consumer {}: at lsn {}, {} bytes behind",
+                c["name"].as_str().unwrap_or("?"),
+                c["position"],
+                c["behind_bytes"]
+            ),
         }
     }
 }

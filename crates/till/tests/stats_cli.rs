@@ -201,3 +201,50 @@ fn stats_refuses_a_directory_without_a_database() {
     assert!(!run.ok);
     assert!(run.stderr.contains("no tilldb database"), "{}", run.text());
 }
+
+#[test]
+fn stats_lists_the_change_feed_and_its_consumers() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let feed_options = tilldb::Options {
+        change_feed: true,
+        ..options()
+    };
+    let db = Db::open(&dir, feed_options).expect("open");
+    let mut consumer = tilldb::feed::Feed::open_consumer(&dir, "head-office").expect("register");
+    for i in 0..5u32 {
+        let mut txn = db.begin().expect("begin");
+        txn.put(format!("k{i}").as_bytes(), b"v").expect("put");
+        txn.commit().expect("commit");
+    }
+    let first = consumer
+        .next(std::time::Duration::from_secs(5))
+        .expect("feed")
+        .expect("a transaction");
+    consumer.acknowledge(first.lsn).expect("acknowledge");
+    db.close().expect("close");
+    let run = till(&["stats", "--json", dir.to_str().expect("utf-8")]);
+    assert!(run.ok, "{}", run.text());
+    let feed = &run.json()["feed"];
+    assert_eq!(feed["consumers"][0]["name"], "head-office", "{feed:#}");
+    assert_eq!(feed["consumers"][0]["position"], first.lsn.0, "{feed:#}");
+    assert!(
+        feed["consumers"][0]["behind_bytes"].as_u64() > Some(0),
+        "{feed:#}"
+    );
+    assert_eq!(feed["consumers"][0]["dropped"], Value::Null, "{feed:#}");
+    let text = till(&["stats", dir.to_str().expect("utf-8")]);
+    assert!(
+        text.stdout.contains("consumer head-office: at lsn"),
+        "{}",
+        text.text()
+    );
+    // A database that never had the feed says nothing of one.
+    let plain = tmp.path().join("plain");
+    Db::open(&plain, options())
+        .expect("open")
+        .close()
+        .expect("close");
+    let run = till(&["stats", "--json", plain.to_str().expect("utf-8")]);
+    assert_eq!(run.json()["feed"], Value::Null);
+}
