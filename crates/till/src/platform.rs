@@ -41,3 +41,25 @@ pub fn host_name() -> String {
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "unknown".to_string())
 }
+
+/// The most memory this process has held resident since it started or since
+/// [`reset_peak_resident`] (`VmHWM` of `/proc/self/status`); `None` where it cannot be read
+/// (not Linux).
+pub fn peak_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Restarts [`peak_resident_bytes`] from what is resident now (Linux: `5` to
+/// `/proc/self/clear_refs`); false where it cannot.
+pub fn reset_peak_resident() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}

@@ -86,7 +86,8 @@ pub struct ReadmeDoctests;
 
 pub use btree::{Direction, TreeStats};
 pub use db::{
-    Db, LOCK_FILE_NAME, ReadTxn, RecoveryReport, SpaceCheck, Stats, Txn, is_database_file_name,
+    Db, LOCK_FILE_NAME, Range, ReadTxn, RecoveryReport, SpaceCheck, Stats, Txn,
+    is_database_file_name,
 };
 pub use error::{Error, IoOp, Result};
 pub use options::{Durability, FlushMethod, Options};

@@ -37,6 +37,7 @@ mod png;
 mod raw;
 mod recovery;
 mod recovery_hot;
+mod scan;
 mod scratch;
 mod seed;
 mod slow_storage;
@@ -69,6 +70,9 @@ pub enum BenchCommand {
     /// What the change feed costs: commits/s and flushes per commit with the feed off, on,
     /// and on with a consumer reading, at 1 and 64 threads.
     Feed(feed::FeedArgs),
+    /// What a scan of a large table holds in memory: peak resident memory during a lazy
+    /// scan (and, with --vec, the `Vec` scan) of a 1 GiB table.
+    Scan(scan::ScanArgs),
     /// The write-ahead log alone: commits/s, flushes and latency against thread count.
     Log(log::LogArgs),
     /// The whole store on a database kept in a directory: open or recovery, load, one-put
@@ -86,6 +90,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Commit(args) => commit::run(args),
         BenchCommand::Log(args) => log::run(args),
         BenchCommand::Feed(args) => feed::run(args),
+        BenchCommand::Scan(args) => scan::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Torn(args) => torn::run(args),
         BenchCommand::Store(args) => store::run(args),

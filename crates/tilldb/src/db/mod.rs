@@ -42,6 +42,7 @@ mod feed;
 mod invariants;
 mod open;
 mod pages;
+mod range;
 mod reads;
 pub mod record;
 mod space;
@@ -51,6 +52,7 @@ mod writeback;
 pub(crate) use claim::WAL_DIR_NAME;
 pub use claim::{LOCK_FILE_NAME, is_database_file_name};
 pub use open::RecoveryReport;
+pub use range::Range;
 pub use space::SpaceCheck;
 pub use txn::{ReadTxn, Txn};
 

@@ -74,72 +74,130 @@ impl Db {
         direction: Direction,
         snapshot: u64,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let (mut lower, mut upper) = (lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec));
-        let mut out = Vec::new();
-        loop {
-            // One batch from the tree, under the shared lock.
-            let batch: Vec<(Vec<u8>, Vec<u8>)> = {
-                let _shared = self.inner.tree_lock.read();
-                let pages = self.read_pages();
-                let cursor =
-                    Tree::open(root).scan(&pages, as_ref(&lower), as_ref(&upper), direction);
-                cursor.take(SCAN_BATCH).collect::<Result<_>>()?
-            };
-            let done = batch.len() < SCAN_BATCH;
-            // The window this batch covers, then the overlay's view of it.
-            let (window_lower, window_upper) = match (direction, batch.last(), done) {
-                (_, _, true) | (_, None, _) => (lower.clone(), upper.clone()),
-                (Direction::Forward, Some((k, _)), false) => {
-                    (lower.clone(), Bound::Included(k.clone()))
-                }
-                (Direction::Backward, Some((k, _)), false) => {
-                    (Bound::Included(k.clone()), upper.clone())
-                }
-            };
-            let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = batch.into_iter().collect();
+        let mut window = ScanWindow::new(lower, upper, direction);
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        while let Some(batch) = self.scan_step(root, &mut window, snapshot)? {
+            out.extend(batch);
+        }
+        Ok(out)
+    }
+
+    /// The next batch of a scan at `snapshot` (at most `SCAN_BATCH` entries from the tree,
+    /// merged with the overlay's view of the same key window), in order, moving `window` past
+    /// it; `None` once the window is used up. Batches join in strict key order.
+    pub(super) fn scan_step(
+        &self,
+        root: PageId,
+        window: &mut ScanWindow,
+        snapshot: u64,
+    ) -> Result<Option<Vec<Entry>>> {
+        if window.done {
+            return Ok(None);
+        }
+        self.check_poison()?;
+        let direction = window.direction;
+        // One batch from the tree, under the shared lock.
+        let batch: Vec<(Vec<u8>, Vec<u8>)> = {
+            let _shared = self.inner.tree_lock.read();
+            let pages = self.read_pages();
+            let cursor = Tree::open(root).scan(
+                &pages,
+                as_ref(&window.lower),
+                as_ref(&window.upper),
+                direction,
+            );
+            cursor.take(SCAN_BATCH).collect::<Result<_>>()?
+        };
+        let done = batch.len() < SCAN_BATCH;
+        // The window this batch covers, then the overlay's view of it.
+        let (window_lower, window_upper) = match (direction, batch.last(), done) {
+            (_, _, true) | (_, None, _) => (window.lower.clone(), window.upper.clone()),
+            (Direction::Forward, Some((k, _)), false) => {
+                (window.lower.clone(), Bound::Included(k.clone()))
+            }
+            (Direction::Backward, Some((k, _)), false) => {
+                (Bound::Included(k.clone()), window.upper.clone())
+            }
+        };
+        let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = batch.into_iter().collect();
+        {
+            let reads = self.inner.reads.lock();
+            for key in reads
+                .overlay
+                .keys_in(root.0, as_ref(&window_lower), as_ref(&window_upper))
             {
-                let reads = self.inner.reads.lock();
-                for key in
-                    reads
-                        .overlay
-                        .keys_in(root.0, as_ref(&window_lower), as_ref(&window_upper))
-                {
-                    match reads.overlay.seen(root.0, key, snapshot) {
-                        Seen::Tree => {}
-                        Seen::Value(None) => {
-                            merged.remove(key);
-                        }
-                        Seen::Value(Some(v)) => {
-                            merged.insert(key.to_vec(), v);
-                        }
+                match reads.overlay.seen(root.0, key, snapshot) {
+                    Seen::Tree => {}
+                    Seen::Value(None) => {
+                        merged.remove(key);
+                    }
+                    Seen::Value(Some(v)) => {
+                        merged.insert(key.to_vec(), v);
                     }
                 }
             }
-            // Batches join in strict key order (each window starts past the last one).
-            let first = match direction {
-                Direction::Forward => merged.keys().next(),
-                Direction::Backward => merged.keys().next_back(),
-            };
-            if let (Some((last, _)), Some(first)) = (out.last(), first) {
-                assert!(
-                    match direction {
-                        Direction::Forward => first > last,
-                        Direction::Backward => first < last,
-                    },
-                    "scan out of key order: {first:?} after {last:?}"
-                );
-            }
+        }
+        let ordered: Vec<(Vec<u8>, Vec<u8>)> = match direction {
+            Direction::Forward => merged.into_iter().collect(),
+            Direction::Backward => merged.into_iter().rev().collect(),
+        };
+        // Batches join in strict key order (each window starts past the last one).
+        if let (Some(last), Some((first, _))) = (&window.last_key, ordered.first()) {
+            assert!(
+                match direction {
+                    Direction::Forward => first > last,
+                    Direction::Backward => first < last,
+                },
+                "scan out of key order: {first:?} after {last:?}"
+            );
+        }
+        if let Some((k, _)) = ordered.last() {
+            window.last_key = Some(k.clone());
+        }
+        if done {
+            window.done = true;
+        } else {
             match direction {
-                Direction::Forward => out.extend(merged),
-                Direction::Backward => out.extend(merged.into_iter().rev()),
+                Direction::Forward => window.lower = excluded_after(&window_upper),
+                Direction::Backward => window.upper = excluded_after(&window_lower),
             }
-            if done {
-                return Ok(out);
-            }
-            match direction {
-                Direction::Forward => lower = excluded_after(&window_upper),
-                Direction::Backward => upper = excluded_after(&window_lower),
-            }
+        }
+        Ok(Some(ordered))
+    }
+}
+
+/// A key and its value.
+pub(super) type Entry = (Vec<u8>, Vec<u8>);
+
+/// Where a scan stands: the key window still to read, its direction, the last key returned.
+#[derive(Debug, Clone)]
+pub(super) struct ScanWindow {
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    direction: Direction,
+    last_key: Option<Vec<u8>>,
+    done: bool,
+}
+
+impl ScanWindow {
+    pub(super) fn new(lower: Bound<&[u8]>, upper: Bound<&[u8]>, direction: Direction) -> Self {
+        ScanWindow {
+            lower: lower.map(<[u8]>::to_vec),
+            upper: upper.map(<[u8]>::to_vec),
+            direction,
+            last_key: None,
+            done: false,
+        }
+    }
+
+    /// A window that yields nothing (a table that does not exist).
+    pub(super) fn empty(direction: Direction) -> Self {
+        ScanWindow {
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+            direction,
+            last_key: None,
+            done: true,
         }
     }
 }

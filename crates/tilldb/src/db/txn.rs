@@ -355,6 +355,14 @@ impl<'db> ReadTxn<'db> {
         ReadTxn { db, snapshot }
     }
 
+    pub(super) fn db(&self) -> &'db Db {
+        self.db
+    }
+
+    pub(super) fn snapshot(&self) -> u64 {
+        self.snapshot
+    }
+
     /// The value of `key` in the default table, in this snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_in("", key)

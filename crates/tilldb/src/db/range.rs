@@ -1,0 +1,237 @@
+//! Lazy range iterators: a scan that reads the tree a batch at a time (`SCAN_BATCH` entries,
+//! merged with the overlay, `reads.rs`) as it is consumed, so a scan of a table of any size
+//! holds one batch, not the range. Each iterator reads one snapshot: the acknowledged state
+//! when it was made, whatever commits while it is read.
+
+use super::reads::ScanWindow;
+use super::{Bound, Db, Direction, PageId, Result};
+use std::collections::VecDeque;
+use std::fmt;
+
+/// The entries of a key range, in order, read lazily from one snapshot. Made by
+/// [`Db::range`], [`Db::prefix`] and their `_in` and [`crate::ReadTxn`] forms.
+///
+/// It holds one batch of entries (256) at a time. While it lives, the values that later
+/// commits replace in its range stay in memory for it (a long-lived iterator under heavy
+/// writes keeps more); drop it when done. An error (a failed read, a stopped database) is
+/// returned once, and the iterator ends.
+pub struct Range<'db> {
+    db: &'db Db,
+    root: PageId,
+    window: ScanWindow,
+    snapshot: u64,
+    /// A snapshot registered for this iterator alone, released when it is dropped (one of a
+    /// `ReadTxn` belongs to the transaction).
+    owns_snapshot: bool,
+    batch: VecDeque<(Vec<u8>, Vec<u8>)>,
+}
+
+impl fmt::Debug for Range<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Range(at {}, {} buffered, {:?})",
+            self.snapshot,
+            self.batch.len(),
+            self.window
+        )
+    }
+}
+
+impl<'db> Range<'db> {
+    /// An iterator over `table` at `snapshot`; a table that does not exist yields nothing.
+    pub(super) fn new(
+        db: &'db Db,
+        table: &str,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        direction: Direction,
+        (snapshot, owns_snapshot): (u64, bool),
+    ) -> Result<Range<'db>> {
+        let made = db.table_root(table, snapshot).map(|root| {
+            let window = match root {
+                Some(_) => ScanWindow::new(lower, upper, direction),
+                None => ScanWindow::empty(direction),
+            };
+            Range {
+                db,
+                root: root.unwrap_or(super::DEFAULT_ROOT),
+                window,
+                snapshot,
+                owns_snapshot,
+                batch: VecDeque::new(),
+            }
+        });
+        if made.is_err() && owns_snapshot {
+            db.snapshot_release(snapshot);
+        }
+        made
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(entry) = self.batch.pop_front() {
+                return Some(Ok(entry));
+            }
+            match self
+                .db
+                .scan_step(self.root, &mut self.window, self.snapshot)
+            {
+                Ok(Some(batch)) => self.batch = batch.into(),
+                Ok(None) => return None,
+                Err(e) => {
+                    self.window = ScanWindow::empty(Direction::Forward);
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Range<'_> {
+    fn drop(&mut self) {
+        if self.owns_snapshot {
+            self.db.snapshot_release(self.snapshot);
+        }
+    }
+}
+
+/// The bounds of the keys starting with `prefix`: from it, to the next key that does not
+/// start with it (none when the prefix is all `0xFF` bytes, or empty).
+#[must_use]
+pub(super) fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return (Bound::Included(prefix.to_vec()), Bound::Excluded(end));
+        }
+    }
+    (Bound::Included(prefix.to_vec()), Bound::Unbounded)
+}
+
+impl Db {
+    /// The acknowledged entries of the default table between `lower` and `upper`, in
+    /// `direction`, read lazily from the state now (see [`Range`]).
+    pub fn range(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<Range<'_>> {
+        self.range_in("", lower, upper, direction)
+    }
+
+    /// [`Db::range`] over `table`.
+    pub fn range_in(
+        &self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<Range<'_>> {
+        self.check_poison()?;
+        let snapshot = self.snapshot_register();
+        Range::new(self, table, (lower, upper), direction, (snapshot, true))
+    }
+
+    /// The acknowledged entries of the default table whose keys start with `prefix`, lazily.
+    pub fn prefix(&self, prefix: &[u8], direction: Direction) -> Result<Range<'_>> {
+        self.prefix_in("", prefix, direction)
+    }
+
+    /// [`Db::prefix`] over `table`.
+    pub fn prefix_in(&self, table: &str, prefix: &[u8], direction: Direction) -> Result<Range<'_>> {
+        let (lower, upper) = prefix_bounds(prefix);
+        self.range_in(
+            table,
+            super::reads::as_ref(&lower),
+            super::reads::as_ref(&upper),
+            direction,
+        )
+    }
+}
+
+impl<'db> super::ReadTxn<'db> {
+    /// The entries of the default table between the bounds, in this snapshot, lazily.
+    pub fn range(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<Range<'db>> {
+        self.range_in("", lower, upper, direction)
+    }
+
+    /// [`super::ReadTxn::range`] over `table`.
+    pub fn range_in(
+        &self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<Range<'db>> {
+        Range::new(
+            self.db(),
+            table,
+            (lower, upper),
+            direction,
+            (self.snapshot(), false),
+        )
+    }
+
+    /// The entries of the default table whose keys start with `prefix`, in this snapshot.
+    pub fn prefix(&self, prefix: &[u8], direction: Direction) -> Result<Range<'db>> {
+        self.prefix_in("", prefix, direction)
+    }
+
+    /// [`super::ReadTxn::prefix`] over `table`.
+    pub fn prefix_in(
+        &self,
+        table: &str,
+        prefix: &[u8],
+        direction: Direction,
+    ) -> Result<Range<'db>> {
+        let (lower, upper) = prefix_bounds(prefix);
+        self.range_in(
+            table,
+            super::reads::as_ref(&lower),
+            super::reads::as_ref(&upper),
+            direction,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_bounds_end_at_the_next_prefix() {
+        assert_eq!(
+            prefix_bounds(b"ab"),
+            (
+                Bound::Included(b"ab".to_vec()),
+                Bound::Excluded(b"ac".to_vec())
+            )
+        );
+        assert_eq!(
+            prefix_bounds(b"a\xff"),
+            (
+                Bound::Included(b"a\xff".to_vec()),
+                Bound::Excluded(b"b".to_vec())
+            )
+        );
+        assert_eq!(
+            prefix_bounds(b"\xff\xff"),
+            (Bound::Included(b"\xff\xff".to_vec()), Bound::Unbounded)
+        );
+        assert_eq!(
+            prefix_bounds(b""),
+            (Bound::Included(Vec::new()), Bound::Unbounded)
+        );
+    }
+}

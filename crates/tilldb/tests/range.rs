@@ -1,0 +1,143 @@
+//! Lazy range iterators (issue 20, item 1): the same entries as the `Vec` scans for every
+//! bound, direction, prefix and table; one snapshot across batches while writers commit;
+//! an iterator that outlives many commits still sees the state it was made in.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use tilldb::{Db, Direction, Options};
+
+/// A lower and an upper bound.
+type KeyRange<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
+fn key(i: u32) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+/// 2,000 keys in the default table (more than several batches of 256) and 300 in "t".
+fn populated() -> (tempfile::TempDir, Db, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(tmp.path(), Options::for_tests()).expect("open");
+    let mut model = BTreeMap::new();
+    for chunk in 0..20u32 {
+        let mut txn = db.begin().expect("begin");
+        for i in chunk * 100..(chunk + 1) * 100 {
+            let value = format!("v{i}").into_bytes();
+            txn.put(&key(i), &value).expect("put");
+            model.insert(key(i), value);
+            if i < 300 {
+                txn.put_in("t", &key(i), b"t").expect("put");
+            }
+        }
+        txn.commit().expect("commit");
+    }
+    (tmp, db, model)
+}
+
+fn collect(range: tilldb::Range<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    range.collect::<Result<_, _>>().expect("the range reads")
+}
+
+#[test]
+fn ranges_return_what_the_vec_scans_return_for_every_bound_and_direction() {
+    let (_tmp, db, model) = populated();
+    let bounds: Vec<KeyRange<'_>> = vec![
+        (Bound::Unbounded, Bound::Unbounded),
+        (Bound::Included(b"k00100"), Bound::Excluded(b"k01900")),
+        (Bound::Excluded(b"k00100"), Bound::Included(b"k01900")),
+        (Bound::Included(b"k00500"), Bound::Unbounded),
+        (Bound::Unbounded, Bound::Excluded(b"k00257")),
+        (Bound::Included(b"z"), Bound::Unbounded),
+    ];
+    for (lower, upper) in bounds {
+        for direction in [Direction::Forward, Direction::Backward] {
+            let lazy = collect(db.range(lower, upper, direction).expect("range"));
+            let eager = db.scan(lower, upper, direction).expect("scan");
+            assert_eq!(lazy, eager, "{lower:?}..{upper:?} {direction:?}");
+            let mut expected: Vec<_> = model
+                .range::<[u8], _>((lower, upper))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if direction == Direction::Backward {
+                expected.reverse();
+            }
+            assert_eq!(
+                lazy, expected,
+                "{lower:?}..{upper:?} {direction:?} against the model"
+            );
+        }
+    }
+    let by_prefix = collect(db.prefix(b"k001", Direction::Forward).expect("prefix"));
+    assert_eq!(by_prefix.len(), 100);
+    assert!(by_prefix.iter().all(|(k, _)| k.starts_with(b"k001")));
+    let backward = collect(db.prefix(b"k001", Direction::Backward).expect("prefix"));
+    assert_eq!(backward.first().map(|(k, _)| k.clone()), Some(key(199)));
+    assert_eq!(
+        collect(db.prefix_in("t", b"k", Direction::Forward).expect("t")).len(),
+        300
+    );
+    assert!(
+        collect(
+            db.range_in(
+                "missing",
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Forward
+            )
+            .expect("no table")
+        )
+        .is_empty()
+    );
+    db.close().expect("close");
+}
+
+#[test]
+fn a_range_reads_one_snapshot_across_batches_while_writers_commit() {
+    let (_tmp, db, model) = populated();
+    let mut range = db
+        .range(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .expect("range");
+    // Read part of the first batch, then change everything around the iterator.
+    let mut seen: Vec<(Vec<u8>, Vec<u8>)> =
+        range.by_ref().take(10).map(|e| e.expect("read")).collect();
+    for round in 0..5u32 {
+        let mut txn = db.begin().expect("begin");
+        for i in (round..2000).step_by(7) {
+            if i % 3 == 0 {
+                txn.delete(&key(i)).expect("delete");
+            } else {
+                txn.put(&key(i), b"changed").expect("put");
+            }
+        }
+        txn.put(format!("k{:05}a", round * 400).as_bytes(), b"new")
+            .expect("insert");
+        txn.commit().expect("commit");
+    }
+    seen.extend(range.map(|e| e.expect("read")));
+    let expected: Vec<_> = model.into_iter().collect();
+    assert_eq!(seen.len(), expected.len());
+    assert!(seen == expected, "the range saw a commit made after it");
+    // A read transaction's ranges share its snapshot.
+    let reader = db.begin_read().expect("read txn");
+    let before = collect(
+        reader
+            .range(Bound::Unbounded, Bound::Unbounded, Direction::Backward)
+            .expect("range"),
+    );
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k99999", b"late").expect("put");
+    txn.commit().expect("commit");
+    let after = collect(
+        reader
+            .range(Bound::Unbounded, Bound::Unbounded, Direction::Backward)
+            .expect("range"),
+    );
+    assert_eq!(before, after);
+    assert!(!after.iter().any(|(k, _)| k == b"k99999"));
+    drop(reader);
+    assert!(
+        collect(db.prefix(b"k9", Direction::Forward).expect("prefix"))
+            .iter()
+            .any(|(k, _)| k == b"k99999")
+    );
+    db.close().expect("close");
+}
