@@ -336,3 +336,33 @@ fn a_feed_read_while_many_threads_commit_sees_every_commit_and_no_invalid_record
     assert_eq!(read, 32 * 200);
     db.close().expect("close");
 }
+
+#[test]
+fn a_range_delete_reaches_the_feed_as_one_transaction_of_deletes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(tmp.path(), options()).expect("open");
+    for i in 0..3 {
+        commit(&db, &writes(i * 2), Durability::Sync);
+    }
+    let mut txn = db.begin().expect("begin");
+    let deleted = txn
+        .delete_range_in(
+            "orders",
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+        )
+        .expect("delete range");
+    assert_eq!(deleted, 3);
+    txn.commit().expect("commit");
+    let mut feed = Feed::open(tmp.path(), feed::start(tmp.path()).expect("start")).expect("feed");
+    let got = drain(&mut feed);
+    assert_eq!(got.len(), 4);
+    let last = &got[3].changes;
+    assert_eq!(last.len(), 3);
+    assert!(
+        last.iter()
+            .all(|c| c.table == "orders" && c.value.is_none()),
+        "{last:?}"
+    );
+    db.close().expect("close");
+}

@@ -141,3 +141,67 @@ fn a_range_reads_one_snapshot_across_batches_while_writers_commit() {
     );
     db.close().expect("close");
 }
+
+#[test]
+fn delete_range_removes_exactly_the_range_atomically_and_tables_count_their_entries() {
+    let (_tmp, db, mut model) = populated();
+    let reader = db.begin_read().expect("an older snapshot");
+    // A transaction's own puts inside the range go too; those outside stay.
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k00150x", b"own, inside").expect("put");
+    txn.put(b"k01950x", b"own, outside").expect("put");
+    let deleted = txn
+        .delete_range(Bound::Included(b"k00100"), Bound::Excluded(b"k00200"))
+        .expect("delete range");
+    assert_eq!(deleted, 101, "100 committed keys and one own put");
+    txn.rollback();
+    assert_eq!(
+        db.get(&key(150)).expect("get"),
+        Some(b"v150".to_vec()),
+        "rolled back"
+    );
+
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k01950x", b"own, outside").expect("put");
+    let deleted = txn
+        .delete_range(Bound::Included(b"k00100"), Bound::Excluded(b"k00200"))
+        .expect("delete range");
+    assert_eq!(deleted, 100);
+    txn.commit().expect("commit");
+    model.retain(|k, _| {
+        !(k.as_slice() >= b"k00100".as_slice() && k.as_slice() < b"k00200".as_slice())
+    });
+    model.insert(b"k01950x".to_vec(), b"own, outside".to_vec());
+    let now = collect(
+        db.range(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+            .expect("range"),
+    );
+    assert!(
+        now == model.clone().into_iter().collect::<Vec<_>>(),
+        "the range is gone, nothing else"
+    );
+    // The older snapshot still sees every key.
+    assert_eq!(
+        collect(reader.prefix(b"k001", Direction::Forward).expect("prefix")).len(),
+        100
+    );
+    drop(reader);
+    // An empty range deletes nothing; a table that does not exist neither.
+    let mut txn = db.begin().expect("begin");
+    assert_eq!(
+        txn.delete_range(Bound::Included(b"z"), Bound::Unbounded)
+            .expect("empty"),
+        0
+    );
+    assert_eq!(
+        txn.delete_range_in("missing", Bound::Unbounded, Bound::Unbounded)
+            .expect("missing"),
+        0
+    );
+    txn.rollback();
+    assert_eq!(
+        db.table_entries().expect("counts"),
+        vec![(String::new(), model.len() as u64), ("t".to_string(), 300)]
+    );
+    db.close().expect("close");
+}

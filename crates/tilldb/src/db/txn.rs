@@ -65,6 +65,34 @@ impl<'db> Txn<'db> {
         Ok(())
     }
 
+    /// Removes every key of the default table between the bounds, as this transaction sees
+    /// them (its own puts included); returns how many. See [`Txn::delete_range_in`].
+    pub fn delete_range(&mut self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<u64> {
+        self.delete_range_in("", lower, upper)
+    }
+
+    /// Removes every key of `table` between the bounds, as this transaction sees them (its
+    /// own puts included), atomically with the rest of the transaction; returns how many.
+    /// Each key is one delete of the commit (and of the change feed), so a range too large
+    /// for one commit fails at commit with [`Error::TooLarge`]: delete it in several
+    /// transactions, a bounded range each.
+    pub fn delete_range_in(
+        &mut self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Result<u64> {
+        let doomed: Vec<Vec<u8>> = self
+            .scan_in(table, lower, upper, Direction::Forward)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        for key in &doomed {
+            self.delete_in(table, key)?;
+        }
+        Ok(doomed.len() as u64)
+    }
+
     /// The value of `key` in the default table, this transaction's own writes included.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_in("", key)
