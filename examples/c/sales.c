@@ -1,0 +1,107 @@
+/* A till's sales through tilldb's C ABI: one transaction of 100 sales, a read, a lazy scan
+ * that sums them, a rollback that leaves nothing behind, and an error with its message.
+ *
+ * Build (scripts/test does this, through crates/tilldb-c/tests/c_example.rs):
+ *   cargo build -p tilldb-c
+ *   cc -I crates/tilldb-c/include examples/c/sales.c target/debug/libtilldb_c.a \
+ *      -lpthread -ldl -lm -o sales
+ *   ./sales ./sales-db
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tilldb.h"
+
+#define CHECK(call)                                                              \
+  do {                                                                           \
+    tilldb_status status_ = (call);                                              \
+    if (status_ != TILLDB_OK) {                                                  \
+      fprintf(stderr, "%s failed (%d): %s\n", #call, status_, tilldb_last_error()); \
+      return 1;                                                                  \
+    }                                                                            \
+  } while (0)
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  tilldb_db *db = NULL;
+  CHECK(tilldb_open(argv[1], 0, &db));
+
+  tilldb_txn *txn = NULL;
+  CHECK(tilldb_begin(db, &txn));
+  long expected = 0;
+  for (int i = 1; i <= 100; i++) {
+    char key[16], value[16];
+    int key_len = snprintf(key, sizeof key, "sale-%04d", i);
+    int value_len = snprintf(value, sizeof value, "%d", i * 25);
+    expected += i * 25;
+    CHECK(tilldb_put(txn, "sales", (const uint8_t *)key, (size_t)key_len,
+                     (const uint8_t *)value, (size_t)value_len));
+  }
+  CHECK(tilldb_commit(txn, TILLDB_SYNC));
+
+  uint8_t *value = NULL;
+  size_t value_len = 0;
+  CHECK(tilldb_get(db, "sales", (const uint8_t *)"sale-0042", 9, &value, &value_len));
+  if (value_len != 4 || memcmp(value, "1050", 4) != 0) {
+    fprintf(stderr, "sale-0042 holds the wrong value\n");
+    return 1;
+  }
+  tilldb_free(value, value_len);
+  if (tilldb_get(db, "sales", (const uint8_t *)"sale-9999", 9, &value, &value_len) !=
+      TILLDB_NOT_FOUND) {
+    fprintf(stderr, "a missing sale was found\n");
+    return 1;
+  }
+
+  /* A rolled-back transaction leaves nothing. */
+  CHECK(tilldb_begin(db, &txn));
+  CHECK(tilldb_put(txn, "sales", (const uint8_t *)"sale-0000", 9, (const uint8_t *)"1", 1));
+  CHECK(tilldb_rollback(txn));
+
+  /* The lazy scan, backward: the sum and the order. */
+  tilldb_iter *it = NULL;
+  CHECK(tilldb_scan(db, "sales", NULL, 0, NULL, 0, 1, &it));
+  long sum = 0;
+  int count = 0;
+  const uint8_t *k, *v;
+  size_t kl, vl;
+  tilldb_status status;
+  while ((status = tilldb_iter_next(it, &k, &kl, &v, &vl)) == TILLDB_OK) {
+    char number[32] = {0};
+    memcpy(number, v, vl < sizeof number - 1 ? vl : sizeof number - 1);
+    sum += atol(number);
+    if (count == 0 && (kl != 9 || memcmp(k, "sale-0100", 9) != 0)) {
+      fprintf(stderr, "a backward scan did not start at the last sale\n");
+      return 1;
+    }
+    count++;
+  }
+  if (status != TILLDB_NOT_FOUND) {
+    fprintf(stderr, "the scan failed: %s\n", tilldb_last_error());
+    return 1;
+  }
+  /* Closing with an iterator open is refused, with a message. */
+  if (tilldb_close(db) != TILLDB_ERR_INVALID || strstr(tilldb_last_error(), "still open") == NULL) {
+    fprintf(stderr, "close with an open iterator was not refused\n");
+    return 1;
+  }
+  tilldb_iter_free(it);
+  if (count != 100 || sum != expected) {
+    fprintf(stderr, "scan saw %d sales summing to %ld, expected 100 and %ld\n", count, sum, expected);
+    return 1;
+  }
+  CHECK(tilldb_close(db));
+
+  /* An error names what is wrong. */
+  tilldb_db *other = NULL;
+  if (tilldb_open("/proc/version", 0, &other) == TILLDB_OK) {
+    fprintf(stderr, "a file opened as a database\n");
+    return 1;
+  }
+  printf("ok: 100 sales, total %ld; error text: %s\n", sum, tilldb_last_error());
+  return 0;
+}
