@@ -5,6 +5,7 @@
 //! database's log and facts without changing anything. `till diskcheck`: prove with a power
 //! cut and a second machine whether the disk keeps what each flush method acknowledged.
 
+mod backup;
 mod bench;
 mod check;
 mod crashtest;
@@ -46,6 +47,8 @@ enum Command {
     /// Kill a committing process at random moments and check that nothing acknowledged is
     /// lost and nothing is half applied.
     Crashtest(crashtest::CrashtestArgs),
+    /// Copy a database consistently, then check the copy (restoring is opening the copy).
+    Backup(backup::BackupArgs),
     /// Ship a database's committed transactions to PostgreSQL, exactly once (needs
     /// `Options::change_feed`).
     Ship(ship::ShipArgs),
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => stats::run(&args),
         Command::Diskcheck { command } => diskcheck::run(&command),
         Command::Ship(args) => ship::run(&args),
+        Command::Backup(args) => backup::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Bench { command } => bench::run(&command),
     };

@@ -86,7 +86,7 @@ pub struct ReadmeDoctests;
 
 pub use btree::{Direction, TreeStats};
 pub use db::{
-    Db, LOCK_FILE_NAME, Range, ReadTxn, RecoveryReport, SpaceCheck, Stats, Txn,
+    BackupReport, Db, LOCK_FILE_NAME, Range, ReadTxn, RecoveryReport, SpaceCheck, Stats, Txn,
     is_database_file_name,
 };
 pub use error::{Error, IoOp, Result};

@@ -82,10 +82,23 @@ pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn HeldLoc
     Ok(lock)
 }
 
-/// `Err(NotADatabase)` for a directory without a header that holds names tilldb never makes.
+/// The marker a backup makes first in its target and removes once the copy's header is
+/// durable (`backup.rs`): a directory holding it without a header is a copy cut short.
+pub(crate) const BACKUP_INCOMPLETE_FILE_NAME: &str = ".tilldb-backup-incomplete";
+
+/// `Err(NotADatabase)` for a directory without a header that holds names tilldb never makes,
+/// or the remains of a backup cut short.
 fn refuse_foreign(dir: &Path, names: &[String]) -> Result<()> {
     if names.iter().any(|n| n == HEADER_FILE_NAME) {
         return Ok(());
+    }
+    if names.iter().any(|n| n == BACKUP_INCOMPLETE_FILE_NAME) {
+        return Err(Error::NotADatabase {
+            dir: dir.to_path_buf(),
+            reason: format!(
+                "it holds a backup that was cut short ({BACKUP_INCOMPLETE_FILE_NAME}, no                  {HEADER_FILE_NAME}): the copy never completed; remove the directory and back                  up again"
+            ),
+        });
     }
     let foreign: Vec<&String> = names.iter().filter(|n| !is_database_file_name(n)).collect();
     if foreign.is_empty() {

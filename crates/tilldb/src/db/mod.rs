@@ -36,6 +36,7 @@
 //! transactions, `pages.rs` their views of the pages, `record.rs` the commit record format,
 //! `space.rs` free-space accounting, `writeback.rs` the background writer.
 
+mod backup;
 mod checkpoint;
 mod claim;
 mod feed;
@@ -49,6 +50,7 @@ mod space;
 mod txn;
 mod writeback;
 
+pub use backup::BackupReport;
 pub(crate) use claim::WAL_DIR_NAME;
 pub use claim::{LOCK_FILE_NAME, is_database_file_name};
 pub use open::RecoveryReport;
@@ -121,6 +123,8 @@ impl std::fmt::Debug for Db {
 
 struct Inner {
     dir: PathBuf,
+    /// The storage every file of the database is on.
+    storage: Arc<dyn Storage>,
     options: Options,
     wal: Arc<Wal>,
     pool: Arc<BufferPool>,

@@ -492,6 +492,7 @@ fn assemble(
     Ok(Db {
         inner: Arc::new(Inner {
             dir: dir.to_path_buf(),
+            storage: Arc::clone(storage),
             data_path: dir.join(DATA_FILE_NAME),
             options,
             wal,

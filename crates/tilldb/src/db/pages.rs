@@ -283,6 +283,11 @@ impl Backend for DataFiles {
             .save_ledger()
             .inspect_err(|e| self.poison.set(e))
     }
+
+    fn with_files_quiet(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let _files = self.files.lock();
+        f()
+    }
 }
 
 impl DataFiles {

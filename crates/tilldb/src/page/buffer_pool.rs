@@ -39,6 +39,12 @@ pub trait Backend: Send + Sync {
     fn save_ledger(&self) -> Result<()>;
     /// The log's end now: every record appended later starts at or after it.
     fn log_end(&self) -> u64;
+
+    /// Runs `f` while no page is written or read and no ledger saved (a backup copying the
+    /// data files at one moment). Default: just runs it.
+    fn with_files_quiet(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        f()
+    }
 }
 
 /// The buffer pool's counters since the database opened, and how many frames are dirty now.
@@ -199,6 +205,12 @@ impl Drop for PageWrite<'_> {
 impl BufferPool {
     /// A pool of `cache_bytes / page_bytes` frames (at least 8).
     #[must_use]
+    /// Runs `f` while the data files are neither written nor read (see
+    /// [`Backend::with_files_quiet`]): pages stay as they are on disk for its duration.
+    pub fn with_writes_stopped(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.backend.with_files_quiet(f)
+    }
+
     pub fn new(page_bytes: u32, cache_bytes: u64, backend: Box<dyn Backend>) -> Self {
         let count = usize::try_from(cache_bytes / u64::from(page_bytes))
             .unwrap_or(usize::MAX)

@@ -69,6 +69,7 @@ pub use reader::{
 };
 pub use record::RecordKind;
 pub use segment::SegmentHeader;
+pub(crate) use segment::{HeaderState, parse_segment_name};
 pub use writer::{Wal, WalStats};
 
 use crate::FlushMethod;

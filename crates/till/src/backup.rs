@@ -1,0 +1,57 @@
+//! `till backup SRC DST`: a consistent copy of the database in SRC, checked. SRC must not be
+//! open in another process (a live database is copied by the process that has it open, with
+//! `Db::backup_to`, while its commits go on); the copy is opened, its trees and free space
+//! checked, and what it holds printed.
+
+use clap::Args;
+use std::path::PathBuf;
+use tilldb::{Db, Error, Options};
+
+#[derive(Args, Debug)]
+pub struct BackupArgs {
+    /// The database to copy.
+    src: PathBuf,
+    /// Where the copy goes: a directory that does not exist or is empty.
+    dst: PathBuf,
+}
+
+pub fn run(args: &BackupArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if !args
+        .src
+        .join(tilldb::internals::header::HEADER_FILE_NAME)
+        .exists()
+    {
+        return Err(format!("{} holds no tilldb database", args.src.display()).into());
+    }
+    let db = match Db::open(&args.src, Options::default()) {
+        Ok(db) => db,
+        Err(e @ Error::Locked { .. }) => {
+            return Err(format!(
+                "{e}; a live database is backed up by the process that has it open \
+                 (Db::backup_to), while its commits go on"
+            )
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let report = db.backup_to(&args.dst)?;
+    db.close()?;
+    let copy = Db::open(&args.dst, Options::default())?;
+    let trees = copy.check_tables()?;
+    let space = copy.check_space()?;
+    if !space.is_clean() {
+        return Err(format!("the copy in {} does not check clean", args.dst.display()).into());
+    }
+    copy.close()?;
+    println!(
+        "copied {} to {}: {} MiB, {} log segment(s), every commit up to lsn {}; the copy \
+         opens and checks clean ({} tables)",
+        args.src.display(),
+        args.dst.display(),
+        report.bytes >> 20,
+        report.segments,
+        report.lsn.0,
+        trees.len()
+    );
+    Ok(())
+}

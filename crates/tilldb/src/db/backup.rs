@@ -1,0 +1,191 @@
+//! Online backup: a consistent copy of a live database while commits go on.
+//!
+//! ```text
+//!  1. hold the checkpoint lock for the whole copy: the header (redo point R) stays, and no
+//!     log segment from R on is released or reused
+//!  2. with page writes stopped (the data files' lock: write-back, eviction writes, ledger
+//!     saves and cache-miss reads wait; commits that need neither go on), copy the data file,
+//!     the page ledger and the doublewrite file: pages as they stand at one moment T, each
+//!     no newer than the durable log at T (the write-ahead rule)
+//!  3. make the log durable to E (>= the durable log at T) and copy every log segment that
+//!     holds lsns in R..E: its bytes up to E (closed blocks, never rewritten), zeros after
+//!  4. write the header (redo point R) last, through a temporary name
+//! ```
+//!
+//! Opening the copy recovers it: redo from R to E over pages no newer than E, so it holds
+//! exactly the commits durable at E, whole. The target gets `.tilldb-backup-incomplete`
+//! first and loses it after the header: a copy cut short (the process killed, a disk full)
+//! has the marker and no header, and `Db::open` refuses it (`claim.rs`), never taking it for
+//! a database or creating one there.
+
+use super::{Db, claim};
+use crate::FlushMethod;
+use crate::error::{Error, Result};
+use crate::header::{HEADER_FILE_NAME, HeaderFile};
+use crate::io::{AlignedBuf, Storage};
+use crate::page::{DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, LEDGER_FILE_NAME};
+use crate::wal::{Lsn, SegmentHeader};
+use std::path::Path;
+
+/// What a backup copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct BackupReport {
+    /// The copy holds every commit durable up to this lsn, and none after.
+    pub lsn: Lsn,
+    /// Bytes copied (data files and log segments, the zeros of a segment's tail not counted).
+    pub bytes: u64,
+    /// Log segments copied.
+    pub segments: usize,
+}
+
+/// Bytes copied at a time.
+const CHUNK_BYTES: usize = 1 << 20;
+
+impl Db {
+    /// Copies this database, consistently, into `target` (a directory that does not exist
+    /// or is empty) while commits go on; the copy holds every commit durable when the copy
+    /// of the log began. Restoring is opening the copy. While the data files are copied,
+    /// page writes and reads that miss the cache wait. A copy cut short has no header: `Db::open`
+    /// refuses it, naming the missing header, and removing the directory starts afresh.
+    pub fn backup_to(&self, target: impl AsRef<Path>) -> Result<BackupReport> {
+        self.check_poison()?;
+        let target = target.as_ref();
+        let inner = &self.inner;
+        let storage = inner.storage.clone();
+        refuse_non_empty(&*storage, target)?;
+        storage.create_dir_all(target)?;
+        storage.flush_dir(&crate::io::parent_dir(target))?;
+        // First, durably: this directory is a copy in progress (never opened as a database).
+        let marker = target.join(claim::BACKUP_INCOMPLETE_FILE_NAME);
+        drop(storage.create(&marker, FlushMethod::Fdatasync)?);
+        storage.flush_dir(target)?;
+        storage.create_dir_all(&target.join(claim::WAL_DIR_NAME))?;
+        storage.flush_dir(target)?;
+        // 1. No checkpoint while copying: the header and the log from its redo point stay.
+        let _checkpoint = inner.checkpointing.lock();
+        let header = inner.header.lock().newest().1;
+        let mut report = BackupReport::default();
+        // 2. The data files, at one moment.
+        inner.pool.with_writes_stopped(&mut || {
+            for name in [DATA_FILE_NAME, LEDGER_FILE_NAME, DOUBLEWRITE_FILE_NAME] {
+                let source = inner.dir.join(name);
+                if storage.exists(&source)? {
+                    report.bytes += copy_file(&*storage, &source, &target.join(name), None)?;
+                }
+            }
+            Ok(())
+        })?;
+        // 3. The log from the redo point to what is durable now.
+        inner.wal.sync()?;
+        let end = inner.wal.durable_lsn();
+        let wal_dir = inner.dir.join(claim::WAL_DIR_NAME);
+        for name in storage.list_dir(&wal_dir)? {
+            let source = wal_dir.join(&name);
+            let Some(segment) = read_segment_header(&*storage, &source)? else {
+                continue;
+            };
+            let seg_end = segment.base_lsn + segment.capacity();
+            // A segment beginning exactly at the end is copied too (its header only): the
+            // one before may close with `SegmentEnd`, which recovery follows into it.
+            if seg_end <= header.checkpoint_lsn.0 || segment.base_lsn > end.0 {
+                continue;
+            }
+            let keep = u64::from(segment.log_block_bytes) + (end.0.min(seg_end) - segment.base_lsn);
+            report.bytes += copy_file(
+                &*storage,
+                &source,
+                &target.join(claim::WAL_DIR_NAME).join(&name),
+                Some((keep, segment.segment_bytes)),
+            )?;
+            report.segments += 1;
+        }
+        storage.flush_dir(&target.join(claim::WAL_DIR_NAME))?;
+        // 4. The header last: until it is there, the copy is no database.
+        HeaderFile::create(&*storage, target, header.flush_method, &header)?;
+        storage.remove(&marker)?;
+        storage.flush_dir(target)?;
+        report.lsn = end;
+        tracing::info!(
+            target: "tilldb",
+            to = %target.display(),
+            lsn = end.0,
+            bytes = report.bytes,
+            "backup"
+        );
+        Ok(report)
+    }
+}
+
+/// Refuses a target that exists with anything in it.
+fn refuse_non_empty(storage: &dyn Storage, target: &Path) -> Result<()> {
+    if storage.exists(target)? {
+        let names = storage.list_dir(target)?;
+        if !names.is_empty() {
+            return Err(Error::InvalidOptions(format!(
+                "backup target {} is not empty ({} entries, {}{}); give a new directory",
+                target.display(),
+                names.len(),
+                names.first().map_or("", String::as_str),
+                if names.iter().any(|n| n == HEADER_FILE_NAME) {
+                    ": it holds a database"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The header of a log segment file, if it has a valid one naming its own generation.
+fn read_segment_header(storage: &dyn Storage, path: &Path) -> Result<Option<SegmentHeader>> {
+    let Some(generation) = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(crate::wal::parse_segment_name)
+    else {
+        return Ok(None);
+    };
+    let file = storage.open(path, FlushMethod::Fdatasync)?;
+    let mut bytes = vec![0; 4096];
+    let n = file.read_at(&mut bytes, 0)?;
+    bytes.truncate(n);
+    Ok(match SegmentHeader::decode(&bytes, path) {
+        Ok(crate::wal::HeaderState::Valid(h)) if h.generation == generation => Some(h),
+        _ => None,
+    })
+}
+
+/// Copies `source` to a new file `target` and makes it durable: whole, or its first `keep`
+/// bytes then zeros up to `len`. Returns the bytes copied.
+fn copy_file(
+    storage: &dyn Storage,
+    source: &Path,
+    target: &Path,
+    part: Option<(u64, u64)>,
+) -> Result<u64> {
+    let from = storage.open(source, FlushMethod::Fdatasync)?;
+    let to = storage.create(target, FlushMethod::Fdatasync)?;
+    let (keep, len) = part.unwrap_or((from.len()?, 0));
+    let mut buf = AlignedBuf::zeroed(CHUNK_BYTES);
+    let mut done = 0u64;
+    while done < keep {
+        let want = usize::try_from((keep - done).min(CHUNK_BYTES as u64)).expect("a chunk");
+        let n = from.read_at(&mut buf[..want], done)?;
+        if n == 0 {
+            return Err(Error::Corruption {
+                file: source.to_path_buf(),
+                offset: done,
+                what: "the file ended while it was copied for a backup",
+            });
+        }
+        to.write_at(&buf[..n], done)?;
+        done += n as u64;
+    }
+    if len > keep {
+        to.allocate_zeroed(keep, len - keep)?;
+    }
+    to.flush()?;
+    Ok(done)
+}
