@@ -204,13 +204,13 @@ impl Drop for PageWrite<'_> {
 
 impl BufferPool {
     /// A pool of `cache_bytes / page_bytes` frames (at least 8).
-    #[must_use]
     /// Runs `f` while the data files are neither written nor read (see
     /// [`Backend::with_files_quiet`]): pages stay as they are on disk for its duration.
     pub fn with_writes_stopped(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         self.backend.with_files_quiet(f)
     }
 
+    #[must_use]
     pub fn new(page_bytes: u32, cache_bytes: u64, backend: Box<dyn Backend>) -> Self {
         let count = usize::try_from(cache_bytes / u64::from(page_bytes))
             .unwrap_or(usize::MAX)
