@@ -133,8 +133,9 @@ fn a_backup_cut_short_is_refused_as_an_interrupted_backup() {
         txn.put(&i.to_le_bytes(), &[7; 200]).expect("put");
         txn.commit().expect("commit");
     }
-    // The disk fills in the middle of the copy of the log.
-    sim.inject(Fault::once(IoKind::Write, 2, FaultKind::Enospc).on_path("/copy/wal"));
+    // The disk fills in the middle of the copy.
+    // (Paths by a name both separators share: Windows joins with `\`.)
+    sim.inject(Fault::once(IoKind::Write, 2, FaultKind::Enospc).on_path("copy"));
     let err = db.backup_to("/copy").expect_err("the copy fails");
     assert!(err.to_string().contains("copy"), "{err}");
     // The source goes on.
