@@ -71,7 +71,9 @@ impl Postgres {
             );
             return None;
         }
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+        // In the system's temporary directory: the `postgres` user must reach it, and a
+        // checkout under a private home directory (mode 700) would be out of its reach.
+        let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
         if is_root() {
             let chown = Command::new("chown")
