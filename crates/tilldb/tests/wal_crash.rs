@@ -91,8 +91,8 @@ fn run_seed(seed: u64) {
     disk.clear_faults();
     disk.crash(mode);
 
-    let (wal, recovery) =
-        Wal::open(Arc::new(disk.clone()), Path::new(DIR), options.clone()).expect("reopen");
+    let (wal, recovery) = Wal::open(Arc::new(disk.clone()), Path::new(DIR), options.clone())
+        .unwrap_or_else(|e| panic!("seed {seed} {mode:?}, fault on {kind:?}: reopen: {e}"));
     let recovered: Vec<Vec<u8>> = wal
         .read_from(recovery.start_lsn)
         .expect("read")
