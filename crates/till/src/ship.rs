@@ -228,11 +228,10 @@ fn ship(args: &ShipArgs, till_id: &str, totals: &mut Shipped) -> Result<(), Fail
 
 /// How far the till's durable log is ahead of `shipped`, in bytes (0 when unknown).
 fn durable_lag(dir: &std::path::Path, shipped: Lsn) -> u64 {
-    let path = dir.join("feed").join("durable");
-    std::fs::read(path)
+    tilldb::feed::published_durable(dir)
         .ok()
-        .and_then(|b| Some(u64::from_le_bytes(b.get(..8)?.try_into().ok()?)))
-        .map_or(0, |durable| durable.saturating_sub(shipped.0))
+        .flatten()
+        .map_or(0, |durable| durable.0.saturating_sub(shipped.0))
 }
 
 /// The till's watermark: the lsn after the last transaction PostgreSQL holds, if any.

@@ -503,9 +503,7 @@ fn feed_json(dir: &Path) -> CliResult<Value> {
         Err(tilldb::Error::FeedUnavailable { .. }) => return Ok(Value::Null),
         Err(e) => return Err(e.into()),
     };
-    let durable = std::fs::read(dir.join("feed").join("durable"))
-        .ok()
-        .and_then(|b| Some(u64::from_le_bytes(b.get(..8)?.try_into().ok()?)));
+    let durable = tilldb::feed::published_durable(dir)?.map(|lsn| lsn.0);
     let consumers: Vec<Value> = tilldb::feed::consumers(dir)?
         .into_iter()
         .map(|c| {

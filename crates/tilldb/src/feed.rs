@@ -275,6 +275,15 @@ fn not_on(dir: &Path, lsn: Lsn) -> Error {
     }
 }
 
+/// The durable lsn the writer of the database in `dir` last published (`feed/durable`);
+/// `None` when the feed was never on.
+pub fn published_durable(dir: impl AsRef<Path>) -> Result<Option<Lsn>> {
+    read_lsn_file(
+        &FileStorage::read_only(),
+        &dir.as_ref().join(FEED_DIR_NAME).join(DURABLE_FILE),
+    )
+}
+
 /// The named consumers of the database in `dir`.
 pub fn consumers(dir: impl AsRef<Path>) -> Result<Vec<ConsumerState>> {
     consumers_with(&FileStorage::read_only(), dir.as_ref())

@@ -232,10 +232,7 @@ fn run_row(
         }
         phase
     })?;
-    let end = std::fs::read(dir.join("feed").join("durable"))
-        .ok()
-        .and_then(|b| Some(u64::from_le_bytes(b.get(..8)?.try_into().ok()?)))
-        .unwrap_or(0);
+    let end = tilldb::feed::published_durable(dir)?.map_or(0, |lsn| lsn.0);
     db.close()?;
     let commits: u64 = phase.workers.iter().map(|w| w.ops).sum();
     Ok(Row {

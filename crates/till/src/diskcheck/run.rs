@@ -514,6 +514,20 @@ fn open_streams(
     Ok(workers)
 }
 
+/// Where each stream stands, from its (written, recorded) counters.
+fn snapshot(run_file: &RunFile, counts: &[(AtomicU64, AtomicU64)]) -> Vec<Progress> {
+    run_file
+        .streams
+        .iter()
+        .zip(counts)
+        .map(|(meta, (written, recorded))| Progress {
+            stream: meta.stream.clone(),
+            written: written.load(Ordering::SeqCst),
+            recorded: recorded.load(Ordering::SeqCst),
+        })
+        .collect()
+}
+
 /// Writes every stream of `run_file` until `stop`, calling `report` about once a second.
 pub fn write_streams(
     storage: &Arc<dyn Storage>,
@@ -560,18 +574,6 @@ pub fn write_streams(
                 })
             })
             .collect();
-        let snapshot = || -> Vec<Progress> {
-            run_file
-                .streams
-                .iter()
-                .zip(&counts)
-                .map(|(meta, (written, recorded))| Progress {
-                    stream: meta.stream.clone(),
-                    written: written.load(Ordering::SeqCst),
-                    recorded: recorded.load(Ordering::SeqCst),
-                })
-                .collect()
-        };
         let mut next_report = Duration::from_secs(1);
         while !handles
             .iter()
@@ -583,7 +585,7 @@ pub fn write_streams(
                 halt.store(true, Ordering::SeqCst);
             }
             if elapsed >= next_report {
-                report(elapsed, &snapshot());
+                report(elapsed, &snapshot(run_file, &counts));
                 next_report += Duration::from_secs(1);
             }
         }
@@ -593,15 +595,6 @@ pub fn write_streams(
             }
         }
     });
-    let progress = run_file
-        .streams
-        .iter()
-        .zip(&counts)
-        .map(|(meta, (written, recorded))| Progress {
-            stream: meta.stream.clone(),
-            written: written.load(Ordering::SeqCst),
-            recorded: recorded.load(Ordering::SeqCst),
-        })
-        .collect();
+    let progress = snapshot(run_file, &counts);
     Ok(Outcome { progress, errors })
 }
