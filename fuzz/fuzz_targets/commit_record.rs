@@ -6,7 +6,9 @@
 //! Checks: neither decoder panics or allocates more than the input holds; a commit record
 //! that decodes encodes back to the same bytes when its ops do (an `Image` op may encode its
 //! zero run differently, so for those only decode(encode(decode(x))) == decode(x)); every op
-//! alone round-trips the same way and reports its encoded length.
+//! alone round-trips the same way and reports its encoded length. A record with the changes
+//! section (flag bit 0, `Options::change_feed`) is re-encoded with that section copied after
+//! the re-encoded ops, and its changes must decode the same.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -26,16 +28,24 @@ fuzz_target!(|data: &[u8]| {
     let count = u32::from_le_bytes(data[24..28].try_into().expect("4 bytes")) as usize;
     assert_eq!(commit.ops.len(), count);
     let mut again = data[..COMMIT_HEADER_BYTES].to_vec();
+    let mut ops_end = COMMIT_HEADER_BYTES;
     for op in &commit.ops {
         assert_ne!(op.page().0, 0, "an op of page 0 decoded");
         op.encode(&mut again);
+        let (_, used) = redo::decode(&data[ops_end..]).expect("an op the record decoded");
+        ops_end += used;
     }
+    // The changes section (present with flag bit 0) is not the page ops' to encode: the
+    // record carries it after them, unchanged.
+    assert_eq!(commit.changes.is_some(), data[1] & 1 == 1);
+    again.extend_from_slice(&data[ops_end..]);
     let back = Db::decode_commit_record(&again).expect("a re-encoded commit record decodes");
     assert_eq!(
         back.ops, commit.ops,
         "decode(encode(decode(x))) differs from decode(x)"
     );
     assert_eq!(back.alloc, commit.alloc);
+    assert_eq!(back.changes, commit.changes);
     if !commit
         .ops
         .iter()
