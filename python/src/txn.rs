@@ -1,0 +1,205 @@
+//! `tilldb.Txn`: a read-write transaction. Its writes stay private until `commit`; a context
+//! manager commits (`"sync"`) when its block ends normally and rolls back when it raises.
+//!
+//! ```text
+//!   Db.begin() ──> open ──commit(durability)──> ended   (whatever commit returns)
+//!                    │ ───rollback()──────────> ended
+//!                    └───garbage-collected────> ended   (rolled back)
+//! ```
+//!
+//! Any call on an ended transaction raises `ClosedError`.
+
+use crate::args::{bytes_arg, durability_arg, table_arg};
+use crate::db::Shared;
+use crate::errors::{ended_txn, engine_error};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyType};
+use std::sync::Arc;
+use tilldb::Durability;
+
+/// The engine's transaction, `None` once ended (`commit_with` takes it by value).
+type MaybeTxn<'db> = Option<tilldb::Txn<'db>>;
+
+self_cell::self_cell!(
+    /// A clone of the database, owned, and the engine transaction that borrows it.
+    struct OwnedTxn {
+        owner: tilldb::Db,
+        #[covariant]
+        dependent: MaybeTxn,
+    }
+    impl {Debug}
+);
+
+/// A read-write transaction; one at a time per database (a second `begin` waits for it).
+#[pyclass(module = "tilldb")]
+#[derive(Debug)]
+pub struct Txn {
+    /// `None` once ended. Invariant: when `Some`, its engine transaction is `Some` too.
+    inner: Option<OwnedTxn>,
+    shared: Arc<Shared>,
+    /// This transaction's id in `shared`'s count.
+    id: u64,
+}
+
+impl Txn {
+    /// Begins a transaction of the database `shared`, waiting (detached) for the writer lock.
+    pub fn begin(py: Python<'_>, shared: &Arc<Shared>) -> PyResult<Txn> {
+        let db = shared.db_for_begin()?;
+        let owned = py
+            .detach(|| OwnedTxn::try_new(db, |db| db.begin().map(Some)))
+            .map_err(|e| engine_error(py, &e))?;
+        let id = match shared.txn_begun() {
+            Ok(id) => id,
+            Err(e) => {
+                // Closed while this waited: roll back.
+                py.detach(|| drop(owned));
+                return Err(e);
+            }
+        };
+        Ok(Txn {
+            inner: Some(owned),
+            shared: Arc::clone(shared),
+            id,
+        })
+    }
+
+    /// Ends the transaction: commits at `durability`, or rolls back when `None`. It has ended
+    /// whatever the result.
+    fn end(&mut self, py: Python<'_>, durability: Option<Durability>) -> PyResult<()> {
+        let mut owned = self.inner.take().ok_or_else(ended_txn)?;
+        let result = py.detach(move || {
+            let result = owned.with_dependent_mut(|_, txn| {
+                let txn = txn
+                    .take()
+                    .expect("an open Txn holds its engine transaction");
+                if let Some(durability) = durability {
+                    txn.commit_with(durability)
+                } else {
+                    txn.rollback();
+                    Ok(())
+                }
+            });
+            // The database clone may be the last (the `Db` closed or dropped): its drop closes
+            // files, so it too happens detached.
+            drop(owned);
+            result
+        });
+        self.shared.txn_ended(self.id);
+        result.map_err(|e| engine_error(py, &e))
+    }
+}
+
+#[pymethods]
+impl Txn {
+    /// Sets `key` to `value` in `table` (None: the default table; created at commit).
+    #[pyo3(signature = (key, value, table = None))]
+    fn put(
+        &mut self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        table: Option<&str>,
+    ) -> PyResult<()> {
+        let key = bytes_arg(key, "key")?;
+        let value = bytes_arg(value, "value")?;
+        let table = table_arg(table);
+        let owned = self.inner.as_mut().ok_or_else(ended_txn)?;
+        owned
+            .with_dependent_mut(|_, txn| live(txn).put_in(table, &key, &value))
+            .map_err(|e| engine_error(py, &e))
+    }
+
+    /// The value of `key` in `table`, this transaction's own writes included, or None.
+    #[pyo3(signature = (key, table = None))]
+    fn get<'py>(
+        &mut self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        table: Option<&str>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let key = bytes_arg(key, "key")?;
+        let table = table_arg(table);
+        let owned = self.inner.as_mut().ok_or_else(ended_txn)?;
+        let value = py
+            .detach(|| owned.with_dependent_mut(|_, txn| live(txn).get_in(table, &key)))
+            .map_err(|e| engine_error(py, &e))?;
+        Ok(value.map(|v| PyBytes::new(py, &v)))
+    }
+
+    /// Removes `key` from `table` (nothing happens if it is absent).
+    #[pyo3(signature = (key, table = None))]
+    fn delete(
+        &mut self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        table: Option<&str>,
+    ) -> PyResult<()> {
+        let key = bytes_arg(key, "key")?;
+        let table = table_arg(table);
+        let owned = self.inner.as_mut().ok_or_else(ended_txn)?;
+        owned
+            .with_dependent_mut(|_, txn| live(txn).delete_in(table, &key))
+            .map_err(|e| engine_error(py, &e))
+    }
+
+    /// Commits, returning once the commit is as durable as `durability` asks: `"sync"`
+    /// (flushed to stable storage), `"buffered"` (written to the OS) or `"lazy"` (in tilldb's
+    /// log buffer); see docs/durability.md. A bad name is a `ValueError` and leaves the
+    /// transaction open; otherwise it has ended, whatever the result.
+    #[pyo3(signature = (durability = "sync"))]
+    fn commit(&mut self, py: Python<'_>, durability: &str) -> PyResult<()> {
+        let durability = durability_arg(durability)?;
+        self.end(py, Some(durability))
+    }
+
+    /// Drops the transaction's writes.
+    fn rollback(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.end(py, None)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Commits (`"sync"`) when the block ended normally, rolls back when it raised (the
+    /// exception goes on); nothing if the block already ended the transaction.
+    #[pyo3(signature = (exc_type, _exc, _traceback))]
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyType>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if self.inner.is_some() {
+            let durability = exc_type.is_none().then_some(Durability::Sync);
+            self.end(py, durability)?;
+        }
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.inner.is_some() {
+            "open"
+        } else {
+            "ended"
+        };
+        format!("<tilldb.Txn {state}>")
+    }
+}
+
+impl Drop for Txn {
+    /// A transaction garbage-collected while open rolls back.
+    fn drop(&mut self) {
+        if let Some(owned) = self.inner.take() {
+            drop(owned);
+            self.shared.txn_ended(self.id);
+        }
+    }
+}
+
+/// The engine transaction of an open `Txn`.
+fn live<'a, 'db>(txn: &'a mut MaybeTxn<'db>) -> &'a mut tilldb::Txn<'db> {
+    txn.as_mut()
+        .expect("an open Txn holds its engine transaction")
+}

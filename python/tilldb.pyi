@@ -1,0 +1,177 @@
+"""tilldb: an embedded, crash-safe, transactional key-value store.
+
+Type stub of the native module (python/src/*.rs). Keys and values are bytes: ``bytes``
+(used as they are), ``bytearray`` or ``memoryview`` (copied); ``str`` is refused with
+``TypeError`` (encode it first). ``table=None`` is the default table.
+"""
+
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import Iterator, List, Literal, Optional, Tuple, Type, Union, final
+
+__all__: List[str] = [
+    "Db",
+    "open",
+    "ClosedError",
+    "ConflictError",
+    "CorruptionError",
+    "Error",
+    "InUseError",
+    "InvalidOptionsError",
+    "IoError",
+    "LockedError",
+    "NotADatabaseError",
+    "PoisonedError",
+    "TooLargeError",
+    "Scan",
+    "Txn",
+    "__version__",
+]
+
+__version__: str
+
+_Bytes = Union[bytes, bytearray, memoryview]
+_Durability = Literal["sync", "buffered", "lazy"]
+_FlushMethod = Literal[
+    "fsync",
+    "fdatasync",
+    "dsync",
+    "direct",
+    "direct-dsync",
+    "nosync",
+    "flush-file-buffers",
+    "write-through",
+    "no-buffering",
+    "write-through-no-buffering",
+]
+
+def open(
+    path: Union[str, "os.PathLike[str]"],
+    *,
+    cache_bytes: Optional[int] = None,
+    page_bytes: Optional[int] = None,
+    flush_method: Optional[_FlushMethod] = None,
+    change_feed: bool = False,
+) -> Db:
+    """Opens (creating when missing) the database in directory ``path``.
+
+    ``cache_bytes``: the buffer pool (default 64 MiB, at least 8 pages). ``page_bytes``: a
+    power of two from 4096 to 65536, fixed at create (default 16384). ``flush_method``: fixed
+    at create; None probes the device and stores the fastest durable one. ``change_feed``: log
+    each commit's writes for ``till ship``. An unknown option is a ``TypeError``; a bad flush
+    method name a ``ValueError``; options the engine refuses ``InvalidOptionsError``; a
+    database open in another process ``LockedError``.
+    """
+
+@final
+class Db:
+    """An open database; a context manager that closes it."""
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def path(self) -> Path:
+        """The directory, as given to ``open``."""
+    def begin(self) -> Txn:
+        """Begins a read-write transaction, waiting while another thread's is open.
+
+        ``InUseError`` if this thread's own transaction is still open (it would wait forever).
+        """
+    def get(self, key: _Bytes, table: Optional[str] = None) -> Optional[bytes]:
+        """The latest acknowledged value of ``key``, or None."""
+    def scan(
+        self,
+        start: Optional[_Bytes] = None,
+        end: Optional[_Bytes] = None,
+        table: Optional[str] = None,
+        reverse: bool = False,
+    ) -> Scan:
+        """A lazy iterator of ``(key, value)`` from ``start`` (inclusive) to ``end``
+        (exclusive), in key order or backward; it reads one snapshot, the database now."""
+    def close(self) -> None:
+        """Checkpoints and closes. ``InUseError`` while transactions or iterators are open;
+        a no-op once closed."""
+    def __enter__(self) -> Db: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class Txn:
+    """A read-write transaction (one at a time per database). As a context manager it commits
+    ("sync") when the block ends normally and rolls back when it raises. Any call after
+    commit or rollback raises ``ClosedError``."""
+
+    def put(self, key: _Bytes, value: _Bytes, table: Optional[str] = None) -> None: ...
+    def get(self, key: _Bytes, table: Optional[str] = None) -> Optional[bytes]:
+        """The value of ``key``, this transaction's own writes included, or None."""
+    def delete(self, key: _Bytes, table: Optional[str] = None) -> None: ...
+    def commit(self, durability: _Durability = "sync") -> None:
+        """Commits; returns once the commit is as durable as asked: "sync" flushed to stable
+        storage, "buffered" written to the OS (survives a kill, not a power cut), "lazy" in
+        tilldb's log buffer (written and flushed within 100 ms). A bad name is a
+        ``ValueError`` and leaves the transaction open; otherwise it has ended, whatever the
+        result."""
+    def rollback(self) -> None: ...
+    def __enter__(self) -> Txn: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class Scan(Iterator[Tuple[bytes, bytes]]):
+    """The lazy iterator ``Db.scan`` returns. It holds one batch of entries and one snapshot;
+    exhausted, closed or garbage-collected, it releases them."""
+
+    def __iter__(self) -> Scan: ...
+    def __next__(self) -> Tuple[bytes, bytes]: ...
+    def close(self) -> None:
+        """Ends the iterator early (``Db.close()`` refuses while it is open)."""
+
+class Error(Exception):
+    """Base class of every error tilldb raises; the message is the engine's."""
+
+class IoError(Error):
+    """A system call failed; the message names the file and the operation."""
+
+    errno: Optional[int]
+
+class CorruptionError(Error):
+    """Bytes on disk violate the format."""
+
+    file: str
+    offset: int
+
+class LockedError(Error):
+    """The database is open elsewhere; the message names the holder."""
+
+    pid: Optional[int]
+
+class PoisonedError(Error):
+    """The database stopped after a failed write or flush; close it and open it again."""
+
+class ConflictError(Error):
+    """The transaction lost a write-write race; retry it."""
+
+class TooLargeError(Error):
+    """A key, value or transaction is larger than tilldb stores."""
+
+class InvalidOptionsError(Error):
+    """The options cannot work (alone or with the existing database)."""
+
+class NotADatabaseError(Error):
+    """The directory holds another program's files, or is a file."""
+
+class ClosedError(Error):
+    """The database was closed, or the transaction already ended."""
+
+class InUseError(Error):
+    """close() with transactions or iterators open, or a second begin() on the thread whose
+    transaction is open."""
