@@ -337,6 +337,8 @@ impl Pages for StorePages {
 pub struct Space {
     pub tables: Vec<(String, tilldb::internals::btree::TreeStats)>,
     pub catalog_pages: u64,
+    /// Pages of dropped tables not yet reclaimed (counted in `tree_pages`).
+    pub dropped_pages: u64,
     pub tree_pages: u64,
     pub page_count: u64,
     pub free_pages: u64,
@@ -350,6 +352,7 @@ macro_rules! space_from {
         let check = $check;
         Space {
             catalog_pages: check.catalog_pages,
+            dropped_pages: check.dropped_pages,
             tree_pages: check.tree_pages(),
             page_count: check.page_count,
             free_pages: check.free_pages,

@@ -36,7 +36,8 @@
 //!                                            page_count_at_end | null, free_head_at_end | null,
 //!                                            end (as in dump-log) | null, error | null
 //! pages                      object          page_count (header), in_trees | null,
-//!                                            catalog_pages | null, free_list | null,
+//!                                            catalog_pages | null, dropped_pages | null
+//!                                            (dropped tables awaiting reclaim), free_list | null,
 //!                                            leaked [u64] | null,
 //!                                            doubly_used [{page, owners: [string, string]}] | null
 //! tables                     [table] | null  name ("" is the default table), keys, depth,
@@ -334,11 +335,12 @@ impl Stats {
             }
         };
         println!(
-            "pages {} allocated: {} in trees (catalog {}), {} on the free list, {} leaked, {} \
-             doubly used",
+            "pages {} allocated: {} in trees (catalog {}, dropped tables awaiting reclaim {}), {} \
+             on the free list, {} leaked, {} doubly used",
             space.page_count,
             space.tree_pages,
             space.catalog_pages,
+            space.dropped_pages,
             space.free_pages,
             space.leaked.len(),
             space.doubly_used.len()
@@ -427,6 +429,7 @@ impl Stats {
                 "page_count": h.page_count,
                 "in_trees": space.map(|s| s.tree_pages),
                 "catalog_pages": space.map(|s| s.catalog_pages),
+                "dropped_pages": space.map(|s| s.dropped_pages),
                 "free_list": space.map(|s| s.free_pages),
                 "leaked": space.map(|s| s.leaked.iter().map(|p| p.0).collect::<Vec<_>>()),
                 "doubly_used": space.map(|s| s.doubly_used.iter().map(|(p, a, b)| json!({

@@ -128,7 +128,9 @@ fn status_of(error: &Error) -> tilldb_status {
         Error::Io { .. } => TILLDB_ERR_IO,
         Error::Corruption { .. } | Error::LogMissing { .. } => TILLDB_ERR_CORRUPTION,
         Error::Locked { .. } => TILLDB_ERR_LOCKED,
-        Error::InvalidOptions(_) | Error::NotADatabase { .. } => TILLDB_ERR_INVALID,
+        Error::InvalidOptions(_) | Error::InvalidArgument(_) | Error::NotADatabase { .. } => {
+            TILLDB_ERR_INVALID
+        }
         Error::TooLarge { .. } => TILLDB_ERR_TOO_LARGE,
         e if e.is_poisoned() => TILLDB_ERR_POISONED,
         _ => TILLDB_ERR_OTHER,

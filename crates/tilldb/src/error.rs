@@ -40,6 +40,10 @@ pub enum Error {
     /// The options cannot work, on their own or on this device. The text says what would.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
+    /// A call's argument cannot be acted on (say, dropping the default table). The text says
+    /// why and what to do instead. Nothing was changed.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     /// A record, key or value is larger than tilldb can store.
     #[error("{what} of {bytes} bytes is larger than the maximum of {max} bytes")]
     TooLarge {

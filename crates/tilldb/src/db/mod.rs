@@ -7,7 +7,9 @@
 //! Page 1 is the root of the
 //! table catalog (name -> root page id, 8 bytes LE) and page 2 the root of the default table
 //! (name `""`). A named table is created by the first commit that writes to it; readers find
-//! it through the catalog at their snapshot, so it appears to them when that commit does.
+//! it through the catalog at their snapshot, so it appears to them when that commit does. A
+//! dropped table's entry moves to a graveyard key (0xFF + root) until its pages are reclaimed
+//! (`drop.rs`).
 //!
 //! Write path: `begin()` takes the writer lock; `commit` records the values readers must
 //! still see in the overlay, applies the write set to the tree (pages become unlogged),
@@ -39,6 +41,7 @@
 mod backup;
 mod checkpoint;
 mod claim;
+mod drop;
 mod feed;
 mod invariants;
 mod open;
@@ -152,6 +155,9 @@ struct Inner {
     recovery: RecoveryReport,
     /// Commits whose return waited for a checkpoint that fell behind (backpressure).
     backpressure_waits: AtomicU64,
+    /// Dropped tables whose pages are not reclaimed yet (`drop.rs`). Changed under the
+    /// writer lock.
+    graveyard: Mutex<drop::Graveyard>,
     /// The change feed's writing side, when the feed is (or was ever) on.
     feed: Option<Arc<feed::FeedWriter>>,
     /// The database lock (`claim.rs`). Last, so it is released after every other field has
@@ -164,6 +170,16 @@ struct Reads {
     overlay: Overlay,
     /// Snapshots of open read transactions, with counts.
     snapshots: BTreeMap<u64, usize>,
+}
+
+impl Reads {
+    /// The oldest of the open snapshots and `visible` (the snapshot a new reader takes).
+    fn horizon(&self, visible: u64) -> u64 {
+        self.snapshots
+            .keys()
+            .next()
+            .map_or(visible, |&s| s.min(visible))
+    }
 }
 
 impl Db {
@@ -208,7 +224,9 @@ impl Db {
                         }
                     })?
                 };
-                open::open_existing(&storage, dir, options, existing, (started, lock))
+                let db = open::open_existing(&storage, dir, options, existing, (started, lock))?;
+                db.reclaim_after_open()?;
+                Ok(db)
             }
             // `HeaderFile::create` writes and flushes a slot before the file gets its name.
             None => Err(Error::Corruption {
@@ -265,7 +283,7 @@ impl Db {
         let result = self.scan_at(
             CATALOG_ROOT,
             Bound::Unbounded,
-            Bound::Unbounded,
+            drop::names_upper(),
             Direction::Forward,
             snapshot,
         );
@@ -285,7 +303,7 @@ impl Db {
         let catalog = self.scan_at(
             CATALOG_ROOT,
             Bound::Unbounded,
-            Bound::Unbounded,
+            drop::names_upper(),
             Direction::Forward,
             read.snapshot(),
         )?;
@@ -381,15 +399,19 @@ impl Db {
 
     /// Checks the catalog and every table's tree (key order, separators, leaf links, page
     /// kinds, overflow chains); returns each table's statistics, the default table as `""`.
+    /// Trees of dropped tables not yet reclaimed are checked too, not returned.
     pub fn check_tables(&self) -> Result<Vec<(String, crate::btree::TreeStats)>> {
         let _shared = self.inner.tree_lock.read();
         let pages = self.read_pages();
         Tree::open(CATALOG_ROOT).check(&pages)?;
+        for root in drop::graveyard_roots(&pages)? {
+            Tree::open(root).check(&pages)?;
+        }
         let entries: Vec<(Vec<u8>, Vec<u8>)> = Tree::open(CATALOG_ROOT)
             .scan(
                 &pages,
                 Bound::Unbounded,
-                Bound::Unbounded,
+                drop::names_upper(),
                 Direction::Forward,
             )
             .collect::<Result<_>>()?;

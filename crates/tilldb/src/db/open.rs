@@ -514,6 +514,7 @@ fn assemble(
             checkpoint_ms: AtomicU64::new(0),
             recovery,
             backpressure_waits: AtomicU64::new(0),
+            graveyard: Mutex::new(super::drop::Graveyard::new()),
             feed,
             _lock: lock,
         }),

@@ -12,13 +12,16 @@ impl Db {
         let (written, durable) = (written.0, durable.0);
         let mut reads = self.inner.reads.lock();
         let visible = reads.visibility.advance(written, durable);
-        let horizon = reads
-            .snapshots
-            .keys()
-            .next()
-            .map_or(visible, |&s| s.min(visible));
+        let horizon = reads.horizon(visible);
         reads.overlay.prune(horizon);
         visible
+    }
+
+    /// The oldest snapshot a reader holds or may take from now on: every reader sees each
+    /// commit that ends at or before it.
+    pub(super) fn horizon(&self) -> u64 {
+        let visible = self.visible_lsn();
+        self.inner.reads.lock().horizon(visible)
     }
 
     pub(super) fn snapshot_register(&self) -> u64 {

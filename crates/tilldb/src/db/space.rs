@@ -40,11 +40,16 @@ impl Db {
         };
         let catalog = own_tree(pages, CATALOG_ROOT, "the catalog", &mut owners, &mut space)?;
         space.catalog_pages = catalog.pages();
+        for root in super::drop::graveyard_roots(pages)? {
+            let owner = format!("the dropped table at page {root} (awaiting reclaim)");
+            let stats = own_tree(pages, root, &owner, &mut owners, &mut space)?;
+            space.dropped_pages += stats.pages();
+        }
         let mut tables = vec![(String::new(), DEFAULT_ROOT)];
         for entry in Tree::open(CATALOG_ROOT).scan(
             pages,
             Bound::Unbounded,
-            Bound::Unbounded,
+            super::drop::names_upper(),
             Direction::Forward,
         ) {
             let (name, value) = entry?;
@@ -115,6 +120,9 @@ pub struct SpaceCheck {
     pub tables: Vec<(String, crate::btree::TreeStats)>,
     /// Pages of the catalog's tree.
     pub catalog_pages: u64,
+    /// Pages of dropped tables whose reclaim has not finished (`Txn::drop_table`): freed by
+    /// the database once no reader sees them, or at its next open.
+    pub dropped_pages: u64,
     /// Pages the allocator has handed out, page 0 (never used) included.
     pub page_count: u64,
     /// Pages on the free list.
@@ -130,7 +138,9 @@ impl SpaceCheck {
     /// Pages in trees, the catalog's included.
     #[must_use]
     pub fn tree_pages(&self) -> u64 {
-        self.catalog_pages + self.tables.iter().map(|(_, t)| t.pages()).sum::<u64>()
+        self.catalog_pages
+            + self.dropped_pages
+            + self.tables.iter().map(|(_, t)| t.pages()).sum::<u64>()
     }
 
     /// True when every page is accounted for exactly once.

@@ -12,7 +12,7 @@ use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
 use parking_lot::MutexGuard;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Bound;
 
@@ -23,11 +23,19 @@ pub struct Txn<'db> {
     alloc: MutexGuard<'db, Alloc>,
     /// (table, key) -> new value (`None`: delete).
     writes: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
+    /// Tables this transaction drops. Drops apply before the writes, so a table dropped and
+    /// then written to is a new table holding only those writes.
+    dropped: BTreeSet<String>,
 }
 
 impl fmt::Debug for Txn<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Txn({} writes)", self.writes.len())
+        write!(
+            f,
+            "Txn({} writes, {} drops)",
+            self.writes.len(),
+            self.dropped.len()
+        )
     }
 }
 
@@ -37,6 +45,7 @@ impl<'db> Txn<'db> {
             db,
             alloc,
             writes: BTreeMap::new(),
+            dropped: BTreeSet::new(),
         }
     }
 
@@ -93,6 +102,47 @@ impl<'db> Txn<'db> {
         Ok(doomed.len() as u64)
     }
 
+    /// Drops `table` with every entry in it, atomically with the rest of the transaction;
+    /// returns whether it existed as this transaction saw it. This transaction's earlier
+    /// writes to it are dropped too; later ones make a new table. Readers whose snapshot began
+    /// before the commit still see the table whole; its pages are given back to the free
+    /// list once none is left (see `db/drop.rs`), in commits of their own.
+    ///
+    /// The default table (`""`) cannot be dropped (delete its keys with
+    /// [`Txn::delete_range`]), and neither can a table while [`Options::change_feed`] is on
+    /// (the feed has no way to say so yet: delete the table's keys with
+    /// [`Txn::delete_range_in`], which the feed carries): both are
+    /// [`Error::InvalidArgument`].
+    ///
+    /// [`Options::change_feed`]: crate::Options::change_feed
+    pub fn drop_table(&mut self, table: &str) -> Result<bool> {
+        if table.is_empty() {
+            return Err(Error::InvalidArgument(
+                "the default table cannot be dropped; delete its keys with delete_range".into(),
+            ));
+        }
+        if self.db.inner.options.change_feed {
+            return Err(Error::InvalidArgument(format!(
+                "cannot drop table {table:?} while the change feed is on (the feed has no \
+                 drop yet); delete its keys with delete_range_in"
+            )));
+        }
+        self.check_sizes(table, b"", None)?;
+        let had_writes = self.writes.keys().any(|(t, _)| t == table);
+        let existed = {
+            let _shared = self.db.inner.tree_lock.read();
+            self.visible_root_of(table)?.is_some()
+        } || self
+            .writes
+            .iter()
+            .any(|((t, _), v)| t == table && v.is_some());
+        if had_writes {
+            self.writes.retain(|(t, _), _| t != table);
+        }
+        self.dropped.insert(table.to_owned());
+        Ok(existed)
+    }
+
     /// The value of `key` in the default table, this transaction's own writes included.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_in("", key)
@@ -104,7 +154,7 @@ impl<'db> Txn<'db> {
             return Ok(v.clone());
         }
         let _shared = self.db.inner.tree_lock.read();
-        match self.root_of(table)? {
+        match self.visible_root_of(table)? {
             Some(root) => Tree::open(root).get(&self.db.read_pages(), key),
             None => Ok(None),
         }
@@ -130,7 +180,7 @@ impl<'db> Txn<'db> {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = {
             let _shared = self.db.inner.tree_lock.read();
-            match self.root_of(table)? {
+            match self.visible_root_of(table)? {
                 Some(root) => {
                     let pages = self.db.read_pages();
                     Tree::open(root)
@@ -167,7 +217,7 @@ impl<'db> Txn<'db> {
     /// afterwards that fails does not fail the commit (it is durable by then); it poisons
     /// the database, so the next call reports it.
     pub fn commit_with(mut self, durability: Durability) -> Result<()> {
-        if self.writes.is_empty() {
+        if self.writes.is_empty() && self.dropped.is_empty() {
             return Ok(());
         }
         // A transaction too large as a whole fails alone, before any page changes: what
@@ -195,11 +245,27 @@ impl<'db> Txn<'db> {
         if let Err(e) = db.maybe_checkpoint() {
             db.poison(e);
         }
+        // Dropped tables no snapshot can see any more (this commit's own drops, or older
+        // ones whose last reader has gone): their pages go back to the free list. Like a
+        // checkpoint, a failure here poisons the database but not this durable commit.
+        if !db.inner.graveyard.lock().is_empty() {
+            let _ = db.reclaim_dropped();
+        }
         Ok(())
     }
 
     /// Drops the writes.
     pub fn rollback(self) {}
+
+    /// The root of `table` as this transaction sees it: `None` once it dropped it (its own
+    /// later writes to the table are in `writes`, not in a tree).
+    /// Requires: the tree lock, shared or exclusive.
+    fn visible_root_of(&self, table: &str) -> Result<Option<PageId>> {
+        if self.dropped.contains(table) {
+            return Ok(None);
+        }
+        self.root_of(table)
+    }
 
     /// The committed root of `table` (the writer sees the latest catalog).
     /// Requires: the tree lock, shared or exclusive.
@@ -220,11 +286,19 @@ impl<'db> Txn<'db> {
         // it changes a page or the overlay.
         inner.wal.check_poison()?;
         let exclusive = inner.tree_lock.write();
-        // Roots of the tables written to; `None` for tables this commit creates.
+        // Tables this commit drops that exist, with their roots.
+        let mut drops: Vec<(String, PageId)> = Vec::new();
+        for table in &self.dropped {
+            if let Some(root) = self.root_of(table)? {
+                drops.push((table.clone(), root));
+            }
+        }
+        // Roots of the tables written to; `None` for tables this commit creates (a dropped
+        // table written to is created anew).
         let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
         for (table, _) in self.writes.keys() {
             if !roots.contains_key(table) {
-                roots.insert(table.clone(), self.root_of(table)?);
+                roots.insert(table.clone(), self.visible_root_of(table)?);
             }
         }
         // Readers may not see this commit until it is acknowledged: keep the values they
@@ -237,8 +311,14 @@ impl<'db> Txn<'db> {
         {
             let pages = db.read_pages();
             let mut befores = Vec::new();
+            // A dropped table's catalog entry, for readers that still see it (and, if this
+            // commit creates it anew, the one entry that hides the new table from them).
+            for (table, root) in &drops {
+                let entry = root.0.to_le_bytes().to_vec();
+                befores.push((CATALOG_TABLE, table.as_bytes().to_vec(), Some(entry)));
+            }
             for (table, root) in &roots {
-                if root.is_none() {
+                if root.is_none() && !drops.iter().any(|(t, _)| t == table) {
                     befores.push((CATALOG_TABLE, table.as_bytes().to_vec(), None));
                 }
             }
@@ -253,6 +333,7 @@ impl<'db> Txn<'db> {
             }
         }
         let pages = TxnPages::new(&inner.pool, &inner.data_path, *self.alloc, db.image_below());
+        super::drop::apply_drops(&pages, &drops)?;
         for (table, root) in &mut roots {
             if root.is_none() {
                 let tree = Tree::create(&pages)?;
@@ -289,6 +370,13 @@ impl<'db> Txn<'db> {
         inner.pool.stamp(&touched, lsn.0, before);
         *self.alloc = alloc;
         inner.reads.lock().visibility.committed(lsn.0, durability);
+        if !drops.is_empty() {
+            let mut graveyard = inner.graveyard.lock();
+            for (_, root) in drops {
+                let earlier = graveyard.insert(root, lsn.0);
+                assert!(earlier.is_none(), "tree {root} dropped twice");
+            }
+        }
         Ok(lsn)
     }
 
