@@ -62,6 +62,26 @@ int main(int argc, char **argv) {
   CHECK(tilldb_put(txn, "sales", (const uint8_t *)"sale-0000", 9, (const uint8_t *)"1", 1));
   CHECK(tilldb_rollback(txn));
 
+  /* A table dropped: gone for new readers, its pages back on the free list. */
+  CHECK(tilldb_begin(db, &txn));
+  CHECK(tilldb_put(txn, "drafts", (const uint8_t *)"d-1", 3, (const uint8_t *)"x", 1));
+  CHECK(tilldb_commit(txn, TILLDB_SYNC));
+  int existed = 0;
+  CHECK(tilldb_begin(db, &txn));
+  CHECK(tilldb_drop_table(txn, "drafts", &existed));
+  CHECK(tilldb_commit(txn, TILLDB_SYNC));
+  if (!existed ||
+      tilldb_get(db, "drafts", (const uint8_t *)"d-1", 3, &value, &value_len) != TILLDB_NOT_FOUND) {
+    fprintf(stderr, "the dropped table is still there\n");
+    return 1;
+  }
+  CHECK(tilldb_begin(db, &txn));
+  if (tilldb_drop_table(txn, NULL, NULL) != TILLDB_ERR_INVALID) {
+    fprintf(stderr, "dropping the default table was not refused\n");
+    return 1;
+  }
+  CHECK(tilldb_rollback(txn));
+
   /* The lazy scan, backward: the sum and the order. */
   tilldb_iter *it = NULL;
   CHECK(tilldb_scan(db, "sales", NULL, 0, NULL, 0, 1, &it));

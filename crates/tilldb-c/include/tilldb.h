@@ -117,6 +117,15 @@ tilldb_status tilldb_delete(tilldb_txn *txn,
                             const uint8_t *key,
                             uintptr_t key_len);
 
+// Drops `table` with every entry in it when the transaction commits; `*existed` (when not
+// NULL) is set to 1 if the table existed as the transaction saw it, else 0. The default table
+// (NULL or "") cannot be dropped, nor a table while the change feed is on:
+// `TILLDB_ERR_INVALID`. Readers that began before the commit still see the table.
+//
+// # Safety
+// `txn` a live transaction; `table` NULL or NUL-terminated; `existed` NULL or writable.
+tilldb_status tilldb_drop_table(tilldb_txn *txn, const char *table, int *existed);
+
 // Commits the transaction at `durability` and frees its handle, whatever the result.
 //
 // # Safety

@@ -416,6 +416,31 @@ pub unsafe extern "C" fn tilldb_delete(
     })
 }
 
+/// Drops `table` with every entry in it when the transaction commits; `*existed` (when not
+/// NULL) is set to 1 if the table existed as the transaction saw it, else 0. The default table
+/// (NULL or "") cannot be dropped, nor a table while the change feed is on:
+/// `TILLDB_ERR_INVALID`. Readers that began before the commit still see the table.
+///
+/// # Safety
+/// `txn` a live transaction; `table` NULL or NUL-terminated; `existed` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tilldb_drop_table(
+    txn: *mut tilldb_txn,
+    table: *const c_char,
+    existed: *mut c_int,
+) -> tilldb_status {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let (txn, table) = unsafe { (txn_arg(txn)?, table_arg(table)?) };
+        let was = txn.drop_table(table)?;
+        if !existed.is_null() {
+            // SAFETY: per the contract above.
+            unsafe { *existed = c_int::from(was) };
+        }
+        Ok(tilldb_status::TILLDB_OK)
+    })
+}
+
 /// Ends the transaction handle: commits at `durability` (or rolls back when `commit` is
 /// false) and frees it, whatever the result.
 ///
