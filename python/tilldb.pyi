@@ -18,6 +18,7 @@ __all__: List[str] = [
     "CorruptionError",
     "Error",
     "InUseError",
+    "InvalidArgumentError",
     "InvalidOptionsError",
     "IoError",
     "LockedError",
@@ -110,6 +111,11 @@ class Txn:
     def get(self, key: _Bytes, table: Optional[str] = None) -> Optional[bytes]:
         """The value of ``key``, this transaction's own writes included, or None."""
     def delete(self, key: _Bytes, table: Optional[str] = None) -> None: ...
+    def drop_table(self, table: str) -> bool:
+        """Drops ``table`` and every entry in it when the transaction commits; True if it
+        existed as the transaction saw it. Readers that began before still see it whole. The
+        default table ("") cannot be dropped, nor a table while the change feed is on:
+        ``InvalidArgumentError``."""
     def commit(self, durability: _Durability = "sync") -> None:
         """Commits; returns once the commit is as durable as asked: "sync" flushed to stable
         storage, "buffered" written to the OS (survives a kill, not a power cut), "lazy" in
@@ -162,6 +168,9 @@ class ConflictError(Error):
 
 class TooLargeError(Error):
     """A key, value or transaction is larger than tilldb stores."""
+
+class InvalidArgumentError(Error):
+    """A call tilldb cannot act on (say, dropping the default table)."""
 
 class InvalidOptionsError(Error):
     """The options cannot work (alone or with the existing database)."""

@@ -11,6 +11,7 @@
 //! Error::Conflict                       ConflictError
 //! Error::TooLarge                       TooLargeError
 //! Error::InvalidOptions                 InvalidOptionsError
+//! Error::InvalidArgument                InvalidArgumentError
 //! Error::NotADatabase                   NotADatabaseError
 //! anything else (the change feed, ...)  Error
 //! (the binding) a closed Db, an ended Txn  ClosedError
@@ -74,6 +75,12 @@ create_exception!(
 );
 create_exception!(
     tilldb,
+    InvalidArgumentError,
+    Error,
+    "A call tilldb cannot act on (say, dropping the default table); the message says why."
+);
+create_exception!(
+    tilldb,
     NotADatabaseError,
     Error,
     "The directory holds another program's files, or is a file; nothing in it was changed."
@@ -105,6 +112,7 @@ pub fn engine_error(py: Python<'_>, error: &tilldb::Error) -> PyErr {
         E::Conflict => ConflictError::new_err(message),
         E::TooLarge { .. } => TooLargeError::new_err(message),
         E::InvalidOptions(_) => InvalidOptionsError::new_err(message),
+        E::InvalidArgument(_) => InvalidArgumentError::new_err(message),
         E::NotADatabase { .. } => NotADatabaseError::new_err(message),
         _ => Error::new_err(message),
     };

@@ -35,8 +35,8 @@ mod tilldb_module {
     use crate::db::{Db, open};
     #[pymodule_export]
     use crate::errors::{
-        ClosedError, ConflictError, CorruptionError, Error, InUseError, InvalidOptionsError,
-        IoError, LockedError, NotADatabaseError, PoisonedError, TooLargeError,
+        ClosedError, ConflictError, CorruptionError, Error, InUseError, InvalidArgumentError,
+        InvalidOptionsError, IoError, LockedError, NotADatabaseError, PoisonedError, TooLargeError,
     };
     #[pymodule_export]
     use crate::scan::Scan;

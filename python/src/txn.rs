@@ -142,6 +142,17 @@ impl Txn {
             .map_err(|e| engine_error(py, &e))
     }
 
+    /// Drops `table` with every entry in it when the transaction commits; returns whether it
+    /// existed as the transaction saw it. Readers that began before the commit still see the
+    /// table whole. The default table cannot be dropped, nor a table while the change feed is
+    /// on: `InvalidArgumentError`.
+    fn drop_table(&mut self, py: Python<'_>, table: &str) -> PyResult<bool> {
+        let owned = self.inner.as_mut().ok_or_else(ended_txn)?;
+        owned
+            .with_dependent_mut(|_, txn| live(txn).drop_table(table))
+            .map_err(|e| engine_error(py, &e))
+    }
+
     /// Commits, returning once the commit is as durable as `durability` asks: `"sync"`
     /// (flushed to stable storage), `"buffered"` (written to the OS) or `"lazy"` (in tilldb's
     /// log buffer); see docs/durability.md. A bad name is a `ValueError` and leaves the

@@ -449,6 +449,29 @@ def test_change_feed_logs_writes_for_the_feed(tmp_path):
 # Errors
 
 
+def test_drop_table_removes_a_table_atomically_and_the_default_table_is_refused(db):
+    put_rows(db, [(k, b"v") for k in keys(300)], table="drafts")
+    put_rows(db, [(b"kept", b"1")])
+    with db.begin() as txn:
+        assert txn.drop_table("drafts") is True
+        assert txn.get(b"k00001", table="drafts") is None
+        assert txn.drop_table("drafts") is False
+    assert list(db.scan(table="drafts")) == []
+    assert db.get(b"k00001", table="drafts") is None
+    assert db.get(b"kept") == b"1"
+    with db.begin() as txn:
+        with pytest.raises(tilldb.InvalidArgumentError, match="default table"):
+            txn.drop_table("")
+        txn.rollback()
+    # A drop rolled back by an exception leaves the table.
+    put_rows(db, [(b"a", b"1")], table="other")
+    with pytest.raises(RuntimeError):
+        with db.begin() as txn:
+            txn.drop_table("other")
+            raise RuntimeError("abandon")
+    assert list(db.scan(table="other")) == [(b"a", b"1")]
+
+
 def test_every_error_class_is_a_tilldb_error():
     for name in [
         "IoError",
@@ -458,6 +481,7 @@ def test_every_error_class_is_a_tilldb_error():
         "ConflictError",
         "TooLargeError",
         "InvalidOptionsError",
+        "InvalidArgumentError",
         "NotADatabaseError",
         "ClosedError",
         "InUseError",
