@@ -20,68 +20,114 @@ use std::sync::Arc;
 /// and flush method; byte counts, not the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call<'a> {
+    /// [`Storage::create`].
     Create {
+        /// The file created.
         path: &'a Path,
+        /// The flush method it is created with.
         method: FlushMethod,
     },
+    /// [`Storage::open`].
     Open {
+        /// The file opened.
         path: &'a Path,
+        /// The flush method it is opened with.
         method: FlushMethod,
     },
+    /// [`Storage::exists`].
     Exists {
+        /// The file or directory asked about.
         path: &'a Path,
     },
+    /// [`Storage::rename`].
     Rename {
+        /// The name renamed.
         source: &'a Path,
+        /// The new name, replaced when it exists.
         target: &'a Path,
     },
+    /// [`Storage::remove`].
     Remove {
+        /// The file removed.
         path: &'a Path,
     },
+    /// [`Storage::create_dir_all`].
     CreateDirAll {
+        /// The directory created with its parents.
         path: &'a Path,
     },
+    /// [`Storage::list_dir`].
     ListDir {
+        /// The directory listed.
         path: &'a Path,
     },
+    /// [`Storage::flush_dir`].
     FlushDir {
+        /// The directory flushed.
         path: &'a Path,
     },
+    /// [`Storage::device_facts`].
     DeviceFacts {
+        /// The directory whose device is asked about.
         dir: &'a Path,
     },
+    /// [`Storage::lock`].
     Lock {
+        /// The lock file.
         path: &'a Path,
+        /// Shared or exclusive.
         mode: LockMode,
     },
+    /// [`StorageFile::len`].
     Len {
+        /// The file measured.
         path: &'a Path,
     },
+    /// [`StorageFile::read_at`].
     Read {
+        /// The file read.
         path: &'a Path,
+        /// Where the read starts in the file, in bytes.
         offset: u64,
+        /// How many bytes the buffer holds: the most the read returns.
         len: usize,
     },
     /// `write_at`, or `write_atomic_at` when `atomic`.
     Write {
+        /// The file written.
         path: &'a Path,
+        /// The file's flush method.
         method: FlushMethod,
+        /// Where the write starts in the file, in bytes.
         offset: u64,
+        /// How many bytes are written.
         len: usize,
+        /// True for [`StorageFile::write_atomic_at`].
         atomic: bool,
     },
+    /// [`StorageFile::set_len`].
     SetLen {
+        /// The file truncated or extended.
         path: &'a Path,
+        /// Its new length in bytes.
         len: u64,
     },
+    /// [`StorageFile::allocate_zeroed`].
     AllocateZeroed {
+        /// The file allocated.
         path: &'a Path,
+        /// The file's flush method.
         method: FlushMethod,
+        /// Where the zeros start in the file, in bytes.
         offset: u64,
+        /// How many bytes of zeros are written.
         len: u64,
     },
+    /// [`StorageFile::flush`].
     Flush {
+        /// The file flushed.
         path: &'a Path,
+        /// How it is flushed.
         method: FlushMethod,
     },
 }
@@ -134,6 +180,7 @@ pub struct HookedStorage<H> {
 }
 
 impl<H: Hooks + 'static> HookedStorage<H> {
+    /// `inner` with `hooks` run around every call to it and to the files it opens.
     pub fn new(inner: Arc<dyn Storage>, hooks: H) -> Self {
         HookedStorage {
             inner,

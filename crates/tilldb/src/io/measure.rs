@@ -57,24 +57,35 @@ impl fmt::Display for MeasureFile {
 /// What to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MeasureSpec {
+    /// How each write is made durable.
     pub method: FlushMethod,
+    /// The size of each write, in bytes; a direct method needs a multiple of the device's
+    /// direct-I/O alignment, else the measurement is skipped.
     pub write_bytes: u32,
+    /// Which file is written: preallocated and overwritten, or appended to.
     pub file: MeasureFile,
+    /// How long the loop runs (it stops sooner after 2,000,000 flushes or 256 MiB written).
     pub duration: Duration,
 }
 
 /// The result of one measurement, or why it was skipped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measurement {
+    /// What was measured.
     pub spec: MeasureSpec,
     /// Why the measurement was not run (e.g. alignment forbids the size). Figures are zero.
     pub skipped: Option<String>,
     /// Flushed writes completed.
     pub ops: u64,
+    /// How long the loop ran.
     pub elapsed: Duration,
+    /// `ops` divided by `elapsed`, per second.
     pub flushes_per_sec: f64,
+    /// The median time of one write plus its flush, in microseconds.
     pub p50_us: f64,
+    /// The 99th percentile (nearest rank) of one write plus its flush, in microseconds.
     pub p99_us: f64,
+    /// The slowest write plus its flush, in microseconds.
     pub max_us: f64,
 }
 

@@ -29,7 +29,12 @@ pub enum CrashMode {
     /// independently new, old, or (if `garbage`) random bytes. Each unflushed `set_len` is kept
     /// or dropped; each create, rename and remove not made durable by `flush_dir` is kept or
     /// lost, in order, skipping those that no longer apply.
-    PowerLoss { tear_bytes: u32, garbage: bool },
+    PowerLoss {
+        /// The granularity of a tear, in bytes: a power of two (the device's sector, say).
+        tear_bytes: u32,
+        /// True when a torn chunk may also hold random bytes, not only the old or new ones.
+        garbage: bool,
+    },
 }
 
 /// How one power cut tears writes.

@@ -13,17 +13,29 @@ use std::path::Path;
 /// The kinds of storage call the simulator counts and can fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum IoKind {
+    /// `Storage::create`.
     Create,
+    /// `Storage::open`.
     Open,
+    /// `StorageFile::read_at`.
     Read,
+    /// `StorageFile::write_at` and `write_atomic_at` (and so the writes of `allocate_zeroed`).
     Write,
+    /// `StorageFile::set_len`.
     SetLen,
+    /// `StorageFile::flush`.
     Flush,
+    /// `Storage::rename`.
     Rename,
+    /// `Storage::remove`.
     Remove,
+    /// `Storage::flush_dir`.
     FlushDir,
+    /// `Storage::create_dir_all`.
     CreateDir,
+    /// `Storage::list_dir`.
     ListDir,
+    /// `Storage::lock`.
     Lock,
 }
 
