@@ -50,15 +50,20 @@ pub struct WalRecord {
     pub lsn: Lsn,
     /// Where it ends: the lsn a commit of this record waited for.
     pub end_lsn: Lsn,
+    /// The record's payload: one commit record (`db/record.rs`), without header or padding.
     pub payload: Vec<u8>,
 }
 
 /// Where and why the recovery scan stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveryStop {
+    /// The segment file the scan stopped in.
     pub path: PathBuf,
+    /// Where in that file the bytes that are not a valid record begin.
     pub offset: u64,
+    /// The lsn a record at `offset` would have had: where the log ends.
     pub lsn: Lsn,
+    /// Why the bytes there are not a valid record (`Zero`: never-written space, a clean end).
     pub fault: RecordFault,
 }
 
@@ -507,11 +512,18 @@ pub(crate) fn read_records(
 pub enum LogEvent<'a> {
     /// A segment joins the chain; its records follow.
     Segment {
+        /// The segment file.
         path: &'a Path,
+        /// Its decoded header.
         header: &'a SegmentHeader,
     },
     /// A valid record (`Data`, `Pad` or `SegmentEnd`) at `offset` in the current segment.
-    Record { offset: u64, record: RecordRef<'a> },
+    Record {
+        /// Where the record starts in the segment file.
+        offset: u64,
+        /// The record, borrowed from the segment's bytes.
+        record: RecordRef<'a>,
+    },
     /// The records of the current segment end here without a `SegmentEnd`; the fault says why
     /// (`Zero`: never-written space, a clean end). The chain goes on only if a later segment
     /// begins at this lsn: one made by a later open, which never reads what followed.
@@ -522,24 +534,40 @@ pub enum LogEvent<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SegmentRole {
     /// In the chain: its records run from its header's base to `end_lsn`.
-    Chain { end_lsn: Lsn },
+    Chain {
+        /// The lsn after its last valid record (its base plus capacity when it closes with a
+        /// `SegmentEnd`).
+        end_lsn: Lsn,
+    },
     /// A valid header outside the chain: a segment released before the log's start, or a
     /// prepared spare. `holds_records`: a valid record sits at its base, so it was written to
     /// (a released segment always; a spare never, unless a crash kept its records and lost
     /// the end of the segment before it).
-    Unchained { holds_records: bool },
+    Unchained {
+        /// True when a valid record sits at the segment's base.
+        holds_records: bool,
+    },
     /// All zeros: its creation was interrupted.
     Unwritten,
     /// A valid header naming generation `header_generation`: its recycling was interrupted.
-    Recycling { header_generation: u64 },
+    Recycling {
+        /// The generation its header names, not the one in its file name.
+        header_generation: u64,
+    },
     /// A header that does not decode, in a segment newer than every valid one: its
     /// preparation was interrupted. `offset` and `what` say what is wrong with it.
-    Torn { offset: u64, what: &'static str },
+    Torn {
+        /// Where in the file the header fails to decode.
+        offset: u64,
+        /// What is wrong there.
+        what: &'static str,
+    },
 }
 
 /// A segment file of the log directory, as [`inspect_log`] found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentFile {
+    /// The segment file.
     pub path: PathBuf,
     /// The generation the file's name stands for.
     pub generation: u64,
@@ -547,6 +575,7 @@ pub struct SegmentFile {
     pub file_bytes: u64,
     /// Its header, when that is valid and names the file's generation.
     pub header: Option<SegmentHeader>,
+    /// Whether the file is part of the log, and if not, why.
     pub role: SegmentRole,
 }
 

@@ -165,8 +165,11 @@ fn encode_with(
 /// A record that validated, borrowed from the segment bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordRef<'a> {
+    /// The record's position in the log stream: where it starts.
     pub lsn: u64,
+    /// `Data`, `SegmentEnd` or `Pad`.
     pub kind: RecordKind,
+    /// The `payload_len` bytes after the header, without the padding.
     pub payload: &'a [u8],
     /// Bytes the record occupies, padding included.
     pub len: usize,

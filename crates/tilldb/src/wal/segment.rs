@@ -63,9 +63,14 @@ pub const SEGMENT_BYTES_MAX: u64 = 1 << 40;
 /// The decoded header of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The log's write unit, in bytes: the header fills the first block and records start
+    /// after it.
     pub log_block_bytes: u32,
+    /// The file's length, in bytes.
     pub segment_bytes: u64,
+    /// Unique for the life of the log; the number in the file's name.
     pub generation: u64,
+    /// The lsn of the first record, at file offset `log_block_bytes`.
     pub base_lsn: u64,
 }
 
