@@ -51,12 +51,17 @@ pub trait Backend: Send + Sync {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PoolStats {
+    /// Pins that found their page in a frame.
     pub hits: u64,
+    /// Pins that had to read the page from the data file (or create it) into a frame.
     pub misses: u64,
+    /// Pages dropped from their frame to make room for another.
     pub evictions: u64,
     /// Dirty pages written back to make room (the slow path; the background writer should
     /// keep this near zero).
     pub eviction_writes: u64,
+    /// Pages written back to the data file, for any reason: eviction, the background writer,
+    /// checkpoints.
     pub pages_written: u64,
     /// Pages changed again while a write-back of theirs was under way: they stay dirty, with
     /// their redo point moved up to the log end at the copy (the hot pages of issue 21).
@@ -203,13 +208,13 @@ impl Drop for PageWrite<'_> {
 }
 
 impl BufferPool {
-    /// A pool of `cache_bytes / page_bytes` frames (at least 8).
     /// Runs `f` while the data files are neither written nor read (see
     /// [`Backend::with_files_quiet`]): pages stay as they are on disk for its duration.
     pub fn with_writes_stopped(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         self.backend.with_files_quiet(f)
     }
 
+    /// A pool of `cache_bytes / page_bytes` frames (at least 8).
     #[must_use]
     pub fn new(page_bytes: u32, cache_bytes: u64, backend: Box<dyn Backend>) -> Self {
         let count = usize::try_from(cache_bytes / u64::from(page_bytes))

@@ -112,6 +112,8 @@ pub enum BatchState {
 /// The last doublewrite batch.
 #[derive(Debug, Clone)]
 pub struct Batch {
+    /// The batch number from its header: +1 per batch, informational only (it restarts
+    /// after a torn batch header).
     pub sequence: u64,
     /// In batch order (ids increasing); `page` is `None` for an image that does not validate.
     pub images: Vec<BatchImage>,
@@ -120,7 +122,9 @@ pub struct Batch {
 /// One image of a batch.
 #[derive(Debug, Clone)]
 pub struct BatchImage {
+    /// The page the image is of, from the batch header's entry.
     pub id: PageId,
+    /// The image, when it validates as that page and matches the entry's crc.
     pub page: Option<PageBuf>,
 }
 
@@ -153,7 +157,9 @@ pub struct RestoreReport {
 /// image's lsn (the WAL rule), so an image is never ahead of the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RestoreAction {
+    /// Write the image in place: the page there is missing, torn or older.
     Restore,
+    /// Leave the page in place: the batch's write landed, or a later one did.
     Keep,
 }
 

@@ -222,6 +222,8 @@ pub fn choose_guard(
 pub enum PageGuard {
     /// See [`TornPageGuard::None`]: unsafe unless page writes are atomic.
     None,
+    /// See [`TornPageGuard::Doublewrite`]: each batch goes to `doublewrite.tdb` first, then
+    /// in place.
     Doublewrite(Doublewrite),
     /// See [`TornPageGuard::FullPageImages`]: pages go in place; the log repairs them.
     FullPageImages,
@@ -272,6 +274,7 @@ impl PageGuard {
         })
     }
 
+    /// The [`TornPageGuard`] this guard implements (never `Auto`).
     #[must_use]
     pub fn kind(&self) -> TornPageGuard {
         match self {

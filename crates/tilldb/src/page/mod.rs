@@ -115,8 +115,12 @@ impl PageKind {
 /// Why bytes read as a page are not a valid page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PageFault {
+    /// The checksum does not match: a torn or corrupt page, or one written at another page's
+    /// place (the crc is seeded with the id it is read as).
     BadCrc,
+    /// The checksum matches, yet the header's `page_id` is another page's.
     WrongPageId,
+    /// The checksum matches, yet the kind, version or reserved bytes are wrong.
     BadHeader,
     /// A valid page (or zeros) older than the version the ledger says was written there.
     LostWrite,
@@ -242,11 +246,13 @@ impl PageBuf {
         &self.buf
     }
 
+    /// The page's id: where it lives in the data file.
     #[must_use]
     pub fn id(&self) -> PageId {
         self.id
     }
 
+    /// What the page holds, from its header.
     #[must_use]
     pub fn kind(&self) -> PageKind {
         PageKind::from_byte(self.buf[KIND_OFFSET]).expect("in-memory pages have a valid kind")
