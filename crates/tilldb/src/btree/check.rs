@@ -25,8 +25,11 @@ pub struct TreeStats {
     pub depth: usize,
     /// Entries.
     pub keys: u64,
+    /// Leaf pages: the nodes that hold the entries.
     pub leaf_pages: u64,
+    /// Branch pages: the nodes above the leaves.
     pub branch_pages: u64,
+    /// Overflow pages: the chains holding values too large for a leaf.
     pub overflow_pages: u64,
     /// Bytes of all keys.
     pub key_bytes: u64,

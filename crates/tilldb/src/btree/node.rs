@@ -74,7 +74,9 @@ const _: () =
 /// Which of the two node layouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NodeKind {
+    /// Keys with their values (or the overflow chains holding them).
     Leaf,
+    /// Separator keys with child page ids.
     Branch,
 }
 
@@ -105,14 +107,26 @@ pub enum LeafValue {
     /// The value itself.
     Inline(Vec<u8>),
     /// A chain of overflow pages holding `len` bytes, starting at `first`.
-    Overflow { len: u32, first: PageId },
+    Overflow {
+        /// The value's length in bytes.
+        len: u32,
+        /// The first page of the chain.
+        first: PageId,
+    },
 }
 
 /// A leaf's value as stored, borrowed from the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueRef<'a> {
+    /// The value itself, in the cell.
     Inline(&'a [u8]),
-    Overflow { len: u32, first: PageId },
+    /// A chain of overflow pages holding `len` bytes, starting at `first`.
+    Overflow {
+        /// The value's length in bytes.
+        len: u32,
+        /// The first page of the chain.
+        first: PageId,
+    },
 }
 
 impl ValueRef<'_> {
@@ -336,6 +350,7 @@ impl<'a> NodeRef<'a> {
         }
     }
 
+    /// Leaf or branch.
     #[must_use]
     pub fn kind(&self) -> NodeKind {
         self.kind

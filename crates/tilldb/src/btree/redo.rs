@@ -60,41 +60,88 @@ const BODY_BYTES_MAX: usize = PAGE_BYTES_MAX as usize - HEADER_BYTES;
 pub enum PageOp {
     /// Reformats the page as `kind` with a zero body (an empty node, an empty overflow page,
     /// a free page). Logs allocations and frees.
-    Format { page: PageId, kind: PageKind },
+    Format {
+        /// The page changed.
+        page: PageId,
+        /// Its new kind.
+        kind: PageKind,
+    },
     /// Sets the page's kind and whole body.
     Image {
+        /// The page changed.
         page: PageId,
+        /// Its new kind.
         kind: PageKind,
+        /// Its new body, all of it (encoded as head and tail around a run of zeros).
         body: Vec<u8>,
     },
     /// Leaf: inserts `key` with `value`, or replaces its value.
     LeafPut {
+        /// The page changed.
         page: PageId,
+        /// The key.
         key: Vec<u8>,
+        /// Its value: inline, or the overflow chain holding it.
         value: LeafValue,
     },
     /// Leaf: removes `key`, which must be present.
-    LeafDelete { page: PageId, key: Vec<u8> },
+    LeafDelete {
+        /// The page changed.
+        page: PageId,
+        /// The key removed.
+        key: Vec<u8>,
+    },
     /// Leaf or branch: removes cells `from..count`.
-    Truncate { page: PageId, from: u16 },
+    Truncate {
+        /// The page changed.
+        page: PageId,
+        /// The index of the first cell removed.
+        from: u16,
+    },
     /// Branch: inserts separator `key`, which must be absent, with `child` to its right.
     BranchInsert {
+        /// The page changed.
         page: PageId,
+        /// The separator key.
         key: Vec<u8>,
+        /// The child to its right, holding the keys from it up to the next separator.
         child: PageId,
     },
     /// Branch: removes key `index` and child `index + 1`.
-    BranchRemove { page: PageId, index: u16 },
+    BranchRemove {
+        /// The page changed.
+        page: PageId,
+        /// The index of the key removed.
+        index: u16,
+    },
     /// Branch: sets the leftmost child.
-    SetLeftmost { page: PageId, child: PageId },
+    SetLeftmost {
+        /// The page changed.
+        page: PageId,
+        /// The new leftmost child.
+        child: PageId,
+    },
     /// Leaf: sets the previous leaf.
-    SetPrev { page: PageId, prev: PageId },
+    SetPrev {
+        /// The page changed.
+        page: PageId,
+        /// The previous leaf, 0 for none.
+        prev: PageId,
+    },
     /// Leaf: sets the next leaf.
-    SetNext { page: PageId, next: PageId },
+    SetNext {
+        /// The page changed.
+        page: PageId,
+        /// The next leaf, 0 for none.
+        next: PageId,
+    },
     /// Overflow: sets the next page and the data, zeroing the rest.
     OverflowWrite {
+        /// The page changed.
         page: PageId,
+        /// The next page of the chain, 0 on the last.
         next: PageId,
+        /// The value bytes this page holds.
         data: Vec<u8>,
     },
 }
@@ -139,10 +186,6 @@ impl PageOp {
         }
     }
 
-    /// Applies the op to `page`, which must be `self.page()`. Leaves the lsn alone.
-    ///
-    /// Panics if the op cannot apply to the page (wrong kind, absent key, no room): the op
-    /// was built from other bytes than these, which is a bug.
     /// True when this op can apply to a page of `kind`: whole-page ops to any, an overflow
     /// write to an overflow page, node ops to a node of their kind.
     #[must_use]
@@ -171,6 +214,10 @@ impl PageOp {
         }
     }
 
+    /// Applies the op to `page`, which must be `self.page()`. Leaves the lsn alone.
+    ///
+    /// Panics if the op cannot apply to the page (wrong kind, absent key, no room): the op
+    /// was built from other bytes than these, which is a bug.
     pub fn apply_to(&self, page: &mut PageBuf) {
         assert_eq!(
             page.id(),
