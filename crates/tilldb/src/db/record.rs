@@ -61,6 +61,7 @@ pub struct Alloc {
 pub struct Change {
     /// The table (`""`: the default table).
     pub table: String,
+    /// The key written.
     pub key: Vec<u8>,
     /// The new value; `None`: the key was deleted.
     pub value: Option<Vec<u8>>,
