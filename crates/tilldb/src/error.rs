@@ -17,16 +17,23 @@ pub enum Error {
     /// A system call failed. `path` names the file or directory, `op` what was being done.
     #[error("{op} {path}: {source}", path = path.display())]
     Io {
+        /// The operation that failed.
         op: IoOp,
+        /// The file or directory it was on (a rename's source).
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
     /// Bytes on disk violate the format.
     #[error("corrupt {file} at offset {offset}: {what}", file = file.display())]
     Corruption {
+        /// The file holding the bad bytes.
         file: PathBuf,
+        /// Where in `file` they are, in bytes (a page's: its start). For a commit record that
+        /// does not decode, `file` is the log directory and this is the record's lsn.
         offset: u64,
+        /// What is wrong with them.
         what: &'static str,
     },
     /// An earlier write or flush failed, so durability of later work cannot be promised.
@@ -36,7 +43,10 @@ pub enum Error {
     /// [`Error::Poisoned`] as a database reports it: with the first failure that stopped it
     /// (say, `write /db/data.tdb: No space left on device`). Reopen to recover.
     #[error("the database stopped after an earlier failure ({cause}); reopen to recover")]
-    PoisonedBy { cause: String },
+    PoisonedBy {
+        /// The first failure, as its error displayed.
+        cause: String,
+    },
     /// The options cannot work, on their own or on this device. The text says what would.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
@@ -47,8 +57,11 @@ pub enum Error {
     /// A record, key or value is larger than tilldb can store.
     #[error("{what} of {bytes} bytes is larger than the maximum of {max} bytes")]
     TooLarge {
+        /// What is too large: "key", "value", "table name", "transaction", ...
         what: &'static str,
+        /// Its size, in bytes.
         bytes: u64,
+        /// The largest size allowed, in bytes.
         max: u64,
     },
     /// The log lacks records that recovery needs: those from `from_lsn` (the checkpoint's
@@ -61,8 +74,11 @@ pub enum Error {
         file.display()
     )]
     LogMissing {
+        /// The segment present after the gap, where the log resumes.
         file: PathBuf,
+        /// The first lsn missing.
         from_lsn: u64,
+        /// The lsn where `file` begins: the first one present again.
         to_lsn: u64,
     },
     /// The database in `dir` is open elsewhere: in another process (`pid`, where the
@@ -71,11 +87,21 @@ pub enum Error {
     /// exits or dies.
     #[error("{} is already open {}; a database may be open in one place at a time",
         dir.display(), holder_text(*pid))]
-    Locked { dir: PathBuf, pid: Option<u32> },
+    Locked {
+        /// The database directory.
+        dir: PathBuf,
+        /// The process holding the lock, when the operating system tells it.
+        pid: Option<u32>,
+    },
     /// `dir` cannot hold a database: it is a file, or a directory with another program's
     /// files and no tilldb header. Nothing in it was changed.
     #[error("{} is not a tilldb database: {reason}", dir.display())]
-    NotADatabase { dir: PathBuf, reason: String },
+    NotADatabase {
+        /// The path given as the database directory.
+        dir: PathBuf,
+        /// Why it cannot hold a database.
+        reason: String,
+    },
     /// Lost a write-write race; retry the transaction.
     #[error("transaction conflict; retry")]
     Conflict,
@@ -84,16 +110,22 @@ pub enum Error {
     /// reused. Re-register it (and resynchronise whatever it feeds) to go on.
     #[error("change feed consumer {name:?} of {} was dropped: {reason}", dir.display())]
     FeedConsumerDropped {
+        /// The database directory.
         dir: PathBuf,
+        /// The consumer's name.
         name: String,
+        /// Why it was dropped, as recorded when it was (how far behind it had fallen).
         reason: String,
     },
     /// The change feed of the database in `dir` cannot be read at `lsn`: the text says why
     /// (the feed was off when that commit was made, or the log no longer holds it).
     #[error("change feed of {} at lsn {lsn}: {reason}", dir.display())]
     FeedUnavailable {
+        /// The database directory.
         dir: PathBuf,
+        /// The position asked for.
         lsn: u64,
+        /// Why the feed cannot be read there.
         reason: String,
     },
 }
@@ -154,19 +186,33 @@ fn holder_text(pid: Option<u32>) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum IoOp {
+    /// Creating a file.
     Create,
+    /// Opening a file.
     Open,
+    /// Reading from a file.
     Read,
+    /// Writing to a file (zeros written to allocate it included).
     Write,
+    /// Truncating or extending a file.
     SetLen,
+    /// Allocating a file's space.
     Allocate,
+    /// Flushing a file: making its writes durable.
     Flush,
+    /// Renaming a file.
     Rename,
+    /// Removing a file.
     Remove,
+    /// Flushing a directory: making creates, renames and removes in it durable.
     FlushDir,
+    /// Creating a directory.
     CreateDir,
+    /// Listing a directory.
     ListDir,
+    /// Asking for a file's or directory's metadata: whether it exists, its length, its device.
     Stat,
+    /// Taking a file lock.
     Lock,
 }
 

@@ -68,6 +68,7 @@ pub struct FeedTxn {
 /// A named consumer, as [`consumers`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerState {
+    /// The name it was opened with ([`Feed::open_consumer`]).
     pub name: String,
     /// Its acknowledged position.
     pub position: Lsn,

@@ -103,8 +103,11 @@ const _: () = assert!(
 /// The decoded header: the database's fixed parameters and its last checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
+    /// The size of every page of the data file, in bytes: fixed at create.
     pub page_bytes: u32,
+    /// How the database's files are flushed: chosen (or probed) at create and kept.
     pub flush_method: FlushMethod,
+    /// The torn-page guard in use: fixed at create, never `Auto`.
     pub torn_page_guard: TornPageGuard,
     /// Set by [`HeaderFile::write`]; what callers pass in is ignored.
     pub generation: u64,
@@ -125,6 +128,7 @@ pub enum SlotState {
     Zero,
     /// The crc does not match: torn or rotted.
     Torn,
+    /// Crc, magic, version and every field check out.
     Valid(Header),
 }
 
