@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! tilldb: an embedded, crash-safe, transactional key-value store built around its commit path.
 //!
 //! A durable commit costs about one device flush, shared by every transaction waiting for it
