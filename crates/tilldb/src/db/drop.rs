@@ -97,10 +97,25 @@ pub(super) fn apply_drops(pages: &TxnPages<'_>, drops: &[(String, PageId)]) -> R
 
 impl Db {
     /// At open: every dropped table the catalog holds is reclaimable (no reader exists yet).
+    /// A catalog that cannot be read does not fail the open (which reads no other page): the
+    /// call that needs the catalog reports it, naming the file and offset, and nothing is
+    /// reclaimed until a later open reads it.
     pub(super) fn reclaim_after_open(&self) -> Result<()> {
-        let roots = {
+        let found = {
             let _shared = self.inner.tree_lock.read();
-            graveyard_roots(&self.read_pages())?
+            graveyard_roots(&self.read_pages())
+        };
+        let roots = match found {
+            Ok(roots) => roots,
+            Err(e @ Error::Corruption { .. }) => {
+                tracing::warn!(
+                    target: "tilldb",
+                    error = %e,
+                    "dropped tables not reclaimed: the catalog cannot be read"
+                );
+                return Ok(());
+            }
+            Err(e) => return Err(e),
         };
         if roots.is_empty() {
             return Ok(());
