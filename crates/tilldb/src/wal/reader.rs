@@ -164,8 +164,8 @@ const SUCCESSOR_PROBE_BYTES: u64 = 256 << 10;
 
 /// Where the records of a segment stop at `stop`: `Err(Corruption)` if a valid `Pad` later in
 /// the segment, or early in `successor` (the segment its `SegmentEnd` would have led to:
-/// header and its first bytes), carries a durable mark past `stop`: the record there was
-/// durable, then damaged. Else `Ok`: a torn or never-written tail.
+/// header and its first bytes), carries a durable mark at or past the end of the record at
+/// `stop`: that record was durable, then damaged. Else `Ok`: a torn or never-written tail.
 fn check_not_damaged(
     bytes: &[u8],
     header: &SegmentHeader,
@@ -175,9 +175,11 @@ fn check_not_damaged(
     if crate::mutants::active("mid-log-damage-is-end") {
         return Ok(());
     }
-    let vouched = mark_past(bytes, header, stop.offset + 1, stop.lsn.0)
-        || successor
-            .is_some_and(|(h, b)| mark_past(b, h, u64::from(h.log_block_bytes), stop.lsn.0));
+    let here = highest_mark(bytes, header, stop.offset + 1);
+    let next = successor.and_then(|(h, b)| highest_mark(b, h, u64::from(h.log_block_bytes)));
+    let vouched = here
+        .max(next)
+        .is_some_and(|mark| durable_under(bytes, header, stop, mark));
     if vouched {
         return Err(Error::Corruption {
             file: stop.path.clone(),
@@ -189,13 +191,46 @@ fn check_not_damaged(
     Ok(())
 }
 
-/// True if a valid `Pad` at or after file offset `from` of a segment (`bytes`, possibly only
-/// its first part) has a durable mark past `lsn`. Groups start at block boundaries, so only
-/// those are tried, and each group found is walked to its pad.
-fn mark_past(bytes: &[u8], header: &SegmentHeader, from: u64, lsn: u64) -> bool {
+/// Whether the record at `stop` lay wholly before the durable mark `mark`, so that it was
+/// durable and no later write touched it. A durable mark is a block boundary (the end of
+/// the last block a write closed), and a record may cross one: then its part past the mark
+/// was in a block still open, which the next write rewrote and a power cut may tear, and it
+/// was never acknowledged (a `Sync` commit waits for its record's end). Its length comes
+/// from its header when the header lies before the mark (durable, so what was written); a
+/// header there with an impossible length is itself damaged under the mark. A header that
+/// crosses the mark could be torn, so that record is not vouched for.
+///
+/// Worked example, 512-byte blocks: a record at file offset 912 of 232 bytes ends at 1144;
+/// a mark at the boundary 1024 does not vouch for it, a mark at 1536 does.
+fn durable_under(bytes: &[u8], header: &SegmentHeader, stop: &RecoveryStop, mark: u64) -> bool {
+    let start = stop.lsn.0;
+    if mark < start + record::HEADER_BYTES as u64 {
+        return false;
+    }
+    let at = usize::try_from(stop.offset).expect("a segment offset fits usize");
+    let len = bytes
+        .get(at + 4..at + 8)
+        .map(|b| u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes"))));
+    match len {
+        Some(len)
+            if len >= record::HEADER_BYTES as u64
+                && len.is_multiple_of(record::ALIGN_BYTES as u64)
+                && stop.offset + len <= header.segment_bytes =>
+        {
+            start + len <= mark
+        }
+        _ => true,
+    }
+}
+
+/// The highest durable mark of a valid `Pad` at or after file offset `from` of a segment
+/// (`bytes`, possibly only its first part); `None` if there is none. Groups start at block
+/// boundaries, so only those are tried, and each group found is walked to its pad.
+fn highest_mark(bytes: &[u8], header: &SegmentHeader, from: u64) -> Option<u64> {
     let block = u64::from(header.log_block_bytes);
     let end = header.segment_bytes.min(bytes.len() as u64);
     let mut offset = from.next_multiple_of(block).max(block);
+    let mut highest = None;
     while offset < end {
         let mut at = offset;
         let mut expected = header.base_lsn + (offset - block);
@@ -210,8 +245,8 @@ fn mark_past(bytes: &[u8], header: &SegmentHeader, from: u64, lsn: u64) -> bool 
             let Ok(rec) = record::decode(rest, header.generation, expected) else {
                 break;
             };
-            if rec.kind == RecordKind::Pad && record::pad_durable_mark(rec.payload) > lsn {
-                return true;
+            if rec.kind == RecordKind::Pad {
+                highest = highest.max(Some(record::pad_durable_mark(rec.payload)));
             }
             if rec.kind != RecordKind::Data {
                 break;
@@ -221,7 +256,7 @@ fn mark_past(bytes: &[u8], header: &SegmentHeader, from: u64, lsn: u64) -> bool 
         }
         offset = (at / block + 1) * block;
     }
-    false
+    highest
 }
 
 /// The first `len` bytes of a segment file (fewer if it is shorter).
@@ -879,6 +914,97 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The wal_crash failure of seed 67 (a flush crashed, then a power cut tearing 4 KiB
+    /// chunks with garbage): a flush made the log durable to a block boundary D that a
+    /// record R crosses (durable marks are block boundaries, records are not), and a later
+    /// group's pad carries D. R's tail lay in the open block after D, which the power cut
+    /// tore, so R never was durable: the log ends at R (a torn tail), rather than being
+    /// refused as damaged under a durable mark. R was not acknowledged: a `Sync` commit waits
+    /// for its end.
+    #[test]
+    fn a_torn_record_that_crosses_the_durable_mark_ends_the_log() {
+        let disk = SimDisk::new(SimConfig::default());
+        let storage: Arc<dyn Storage> = Arc::new(disk.clone());
+        let dir = Path::new("/db/wal");
+        storage.create_dir_all(dir).expect("dir");
+        let block = 512u64;
+        let header = SegmentHeader {
+            log_block_bytes: 512,
+            segment_bytes: 8192,
+            generation: 1,
+            base_lsn: 4096,
+        };
+        let lsn_at = |offset: u64| header.base_lsn + offset - block;
+        let mut bytes = vec![0u8; 8192];
+        bytes[..512].copy_from_slice(&header.encode());
+        let put = |bytes: &mut Vec<u8>, offset: u64, payload_len: usize| {
+            let at = usize::try_from(offset).expect("small");
+            let len = record::record_len(payload_len);
+            record::encode(
+                &mut bytes[at..at + len],
+                header.generation,
+                lsn_at(offset),
+                RecordKind::Data,
+                &vec![7u8; payload_len],
+            );
+            offset + len as u64
+        };
+        // A in block 1; R from 912 to 1144, across the boundary at 1024 (the durable mark).
+        let r_offset = put(&mut bytes, 512, 376);
+        assert_eq!(r_offset, 912);
+        let r_end = put(&mut bytes, r_offset, 208);
+        assert!(
+            r_offset < 1024 && r_end > 1024,
+            "R crosses the block boundary"
+        );
+        let durable = lsn_at(1024);
+        // The power cut tore the block after the mark: garbage over R's tail and after.
+        bytes[1024..1536].fill(0xA5);
+        // A later group, closed with a pad carrying the mark.
+        let pad_at = put(&mut bytes, 1536, 8);
+        let pad_len = usize::try_from(2048 - pad_at).expect("small");
+        let at = usize::try_from(pad_at).expect("small");
+        record::encode_pad(
+            &mut bytes[at..at + pad_len],
+            header.generation,
+            lsn_at(pad_at),
+            pad_len,
+            durable,
+        );
+        let path = dir.join(crate::wal::segment::segment_name(1));
+        let file = storage
+            .create(&path, FlushMethod::Fdatasync)
+            .expect("create");
+        file.write_at(&bytes, 0).expect("write");
+        let found = scan(&*storage, dir, None).expect("a torn tail, not damage");
+        let stop = found.recovery.stop.expect("the log ends at R");
+        assert_eq!((stop.path, stop.offset), (path.clone(), r_offset));
+        assert_eq!(found.recovery.end_lsn.0, lsn_at(r_offset));
+
+        // The same, but R ends before the mark: R was durable, so its damage is corruption.
+        let mut bytes = vec![0u8; 8192];
+        bytes[..512].copy_from_slice(&header.encode());
+        let r_offset = put(&mut bytes, 512, 376);
+        let r_end = put(&mut bytes, r_offset, 80);
+        assert!(r_end <= 1024);
+        bytes[usize::try_from(r_offset).expect("small") + 40] ^= 1;
+        let pad_at = put(&mut bytes, 1536, 8);
+        let at = usize::try_from(pad_at).expect("small");
+        record::encode_pad(
+            &mut bytes[at..at + pad_len],
+            header.generation,
+            lsn_at(pad_at),
+            pad_len,
+            durable,
+        );
+        file.write_at(&bytes, 0).expect("write");
+        let err = scan(&*storage, dir, None).expect_err("damage under the mark");
+        assert!(
+            matches!(&err, Error::Corruption { offset, .. } if *offset == r_offset),
+            "{err:?}"
+        );
     }
 
     #[test]
