@@ -916,7 +916,7 @@ mod tests {
         }
     }
 
-    /// The wal_crash failure of seed 67 (a flush crashed, then a power cut tearing 4 KiB
+    /// The `wal_crash` failure of seed 67 (a flush crashed, then a power cut tearing 4 KiB
     /// chunks with garbage): a flush made the log durable to a block boundary D that a
     /// record R crosses (durable marks are block boundaries, records are not), and a later
     /// group's pad carries D. R's tail lay in the open block after D, which the power cut
