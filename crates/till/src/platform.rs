@@ -63,3 +63,25 @@ pub fn peak_resident_bytes() -> Option<u64> {
 pub fn reset_peak_resident() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
+
+/// Clock ticks per second of `/proc/<pid>/stat` times (`USER_HZ`, 100 on every Linux ABI).
+pub const USER_HZ: u64 = 100;
+
+/// User plus system CPU time this process has used, every thread (its own and the
+/// database's background threads), from `/proc/self/stat` (10 ms resolution); `None` where it
+/// cannot be read (not Linux).
+pub fn process_cpu_time() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let ticks = process_ticks(&stat)?;
+    Some(std::time::Duration::from_millis(ticks * 1000 / USER_HZ))
+}
+
+/// utime + stime, in clock ticks, of `/proc/<pid>/stat` text. The command name (field 2)
+/// may hold spaces and parentheses, so fields are counted after its last `)`.
+pub fn process_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}

@@ -90,6 +90,18 @@ fn json_has_the_documented_shape_and_the_dir_is_cleaned_up() {
         }
         assert!(number(r, "p50_us") <= number(r, "p99_us"), "{r}");
         assert!(number(r, "p99_us") <= number(r, "max_us"), "{r}");
+        // The process's CPU over the row, per commit: known on Linux, and no more than every
+        // CPU of the machine busy for the whole row (10 ms of tick rounding allowed).
+        if cfg!(target_os = "linux") {
+            let cpu_us = number(r, "cpu_us_per_commit");
+            let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+            #[expect(clippy::cast_precision_loss, reason = "a bound on a few CPUs")]
+            let bound =
+                (number(r, "elapsed_seconds") * cpus as f64 + 0.01) * 1e6 / number(r, "commits");
+            assert!((0.0..=bound).contains(&cpu_us), "{cpu_us} > {bound}: {r}");
+        } else {
+            assert!(r["cpu_us_per_commit"].is_null(), "{r}");
+        }
     }
     assert_empty(dir.path());
 }

@@ -239,7 +239,8 @@ fn run_row(
         &wal,
         args.flush_method,
         &latencies,
-    ))
+    )
+    .with_cpu(phase.cpu))
 }
 
 /// A transaction inserting one random key, committed at `durability`.

@@ -175,7 +175,7 @@ fn run_row(
     assert_eq!(recovery.records, 0, "a fresh directory held log records");
     std::thread::sleep(SETTLE);
     let duration = Duration::from_secs_f64(args.seconds);
-    let (samples, elapsed, stats) =
+    let (samples, elapsed, stats, cpu) =
         commit_from_threads(&wal, threads, args.durability, payload, duration);
     let close = wal.close();
     let committers = samples?;
@@ -194,5 +194,6 @@ fn run_row(
         &stats,
         args.flush_method,
         &latencies,
-    ))
+    )
+    .with_cpu(cpu))
 }

@@ -33,7 +33,7 @@ pub fn commit_from_threads(
     durability: Durability,
     payload: &[u8],
     duration: Duration,
-) -> (Samples, Duration, WalStats) {
+) -> (Samples, Duration, WalStats, Option<Duration>) {
     let samples_max = (SAMPLES_PER_ROW_MAX / threads).max(1);
     let run = super::threads::run_gated(
         threads,
@@ -50,9 +50,9 @@ pub fn commit_from_threads(
                 .into_iter()
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Into::into);
-            (results, run.elapsed, counts)
+            (results, run.elapsed, counts, run.cpu)
         }
-        Err(e) => (Err(e), Duration::ZERO, WalStats::default()),
+        Err(e) => (Err(e), Duration::ZERO, WalStats::default(), None),
     }
 }
 

@@ -14,8 +14,9 @@
 //!   results: [ { engine ("tilldb"), threads, durability, flush_method, commits,
 //!                elapsed_seconds, commits_per_sec, flushes, flushes_per_sec, commits_per_flush
 //!                (null without flushes),
-//!                p50_us, p99_us, max_us, log_bytes_per_commit, ratio_to_raw,
-//!                ratio_to_one_thread (null without a 1-thread row) } ] }
+//!                p50_us, p99_us, max_us, log_bytes_per_commit, cpu_us_per_commit (user +
+//!                system time of the whole process per commit; null where unknown),
+//!                ratio_to_raw, ratio_to_one_thread (null without a 1-thread row) } ] }
 //! ```
 
 use super::latency::{micros, per_sec, percentile_us, round1};
@@ -140,6 +141,7 @@ pub fn row_json(
         "p99_us": round1(r.p99_us),
         "max_us": round1(r.max_us),
         "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
+        "cpu_us_per_commit": r.cpu_us_per_commit().map(round1),
         "ratio_to_raw": (ratio_to_raw * 1000.0).round() / 1000.0,
     }) else {
         unreachable!("json! of braces is an object")
@@ -293,6 +295,7 @@ fn table(run: &LogRun) -> Table {
         "x raw",
         "x 1 thread",
         "log B/commit",
+        "CPU us/commit",
     ]);
     for r in &run.rows {
         table.add_row([
@@ -308,9 +311,11 @@ fn table(run: &LogRun) -> Table {
             run.ratio_to_one_thread(r)
                 .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}")),
             format!("{:.0}", r.log_bytes_per_commit()),
+            r.cpu_us_per_commit()
+                .map_or_else(|| "-".to_owned(), |x| format!("{x:.1}")),
         ]);
     }
-    for i in 0..10 {
+    for i in 0..11 {
         if let Some(column) = table.column_mut(i) {
             column.set_cell_alignment(CellAlignment::Right);
         }
@@ -380,6 +385,8 @@ pub struct Row {
     pub p50_us: f64,
     pub p99_us: f64,
     pub max_us: f64,
+    /// CPU time of the whole process over the row (`None` where unknown).
+    pub cpu: Option<Duration>,
 }
 
 impl Row {
@@ -407,11 +414,26 @@ impl Row {
             p50_us: percentile_us(sorted_latencies_ns, 50.0),
             p99_us: percentile_us(sorted_latencies_ns, 99.0),
             max_us: percentile_us(sorted_latencies_ns, 100.0),
+            cpu: None,
         }
     }
 
     pub fn commits_per_sec(&self) -> f64 {
         per_sec(self.commits, self.elapsed)
+    }
+
+    /// The row with the process's CPU time over it.
+    #[must_use]
+    pub fn with_cpu(self, cpu: Option<Duration>) -> Row {
+        Row { cpu, ..self }
+    }
+
+    /// Microseconds of CPU (user + system, every thread of the process) per commit; `None`
+    /// where the CPU time is unknown or nothing committed.
+    #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+    pub fn cpu_us_per_commit(&self) -> Option<f64> {
+        let cpu = self.cpu?;
+        (self.commits > 0).then(|| cpu.as_secs_f64() * 1e6 / self.commits as f64)
     }
 
     /// Log bytes written per commit.

@@ -34,6 +34,8 @@
 //!                commits_per_sec, p50_us, p99_us, max_us, device_flushes_per_sec,
 //!                commits_per_device_flush, device_write_bytes_per_commit,
 //!                dir_growth_bytes_per_commit, others_cpu_share (of all CPUs, 0-1),
+//!                cpu_us_per_commit (this process: user + system, every thread; null where
+//!                unknown),
 //!                ratio_to_tilldb (null without a tilldb row at that thread count),
 //!                ratio_to_raw } ] }
 //! ```

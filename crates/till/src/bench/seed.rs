@@ -349,6 +349,7 @@ fn run_one(
     let capacity = usize::try_from(args.commits).expect("validated");
     let mut latencies_ns = Vec::with_capacity(capacity);
     let wal_before = db.stats().log;
+    let cpu_before = crate::platform::process_cpu_time();
     let start = Instant::now();
     for i in 0..args.commits {
         let t = Instant::now();
@@ -358,6 +359,9 @@ fn run_one(
         latencies_ns.push(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
     }
     let elapsed = start.elapsed();
+    let cpu = cpu_before
+        .zip(crate::platform::process_cpu_time())
+        .map(|(b, a)| a.saturating_sub(b));
     let wal_after = db.stats().log;
     // Every row is there, before and after close.
     assert_eq!(
@@ -370,14 +374,7 @@ fn run_one(
     let wal = wal_after.since(wal_before);
     assert_eq!(wal.appends, args.commits, "log appends != commits");
     latencies_ns.sort_unstable();
-    Ok(Row::new(
-        1,
-        args.commits,
-        elapsed,
-        &wal,
-        method,
-        &latencies_ns,
-    ))
+    Ok(Row::new(1, args.commits, elapsed, &wal, method, &latencies_ns).with_cpu(cpu))
 }
 
 /// What a run prints.

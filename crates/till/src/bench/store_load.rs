@@ -100,6 +100,8 @@ pub struct Phase {
     /// From opening the gate until the last thread stopped.
     pub elapsed: Duration,
     pub counts: Counts,
+    /// CPU time the process used over `elapsed` (`None` where unknown).
+    pub cpu: Option<Duration>,
 }
 
 impl Phase {
@@ -148,6 +150,7 @@ where
         workers,
         elapsed: run.elapsed,
         counts: Counts::since(run.before, run.after),
+        cpu: run.cpu,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The harness every multi-threaded benchmark phase shares: start `threads` workers behind a
 //! gate (so they begin together), let them run for a duration, stop them, and read the
-//! counters right before the start and right after the last worker stopped.
+//! counters (and this process's CPU time) right before the start and right after the last
+//! worker stopped.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{PoisonError, RwLock};
@@ -14,6 +15,9 @@ pub struct GatedRun<T, C> {
     pub elapsed: Duration,
     pub before: C,
     pub after: C,
+    /// CPU time (user + system) the whole process used over `elapsed`, its background
+    /// threads included; `None` where it cannot be read (`platform::process_cpu_time`).
+    pub cpu: Option<Duration>,
 }
 
 /// Runs `worker(i, stop)` on `threads` threads named `{name}-{i}` for `duration`; `counters`
@@ -36,7 +40,7 @@ where
     // Held for writing until every thread is spawned; each thread starts once it can read.
     let gate = RwLock::new(());
     let closed = gate.write().unwrap_or_else(PoisonError::into_inner);
-    let (results, elapsed, before, after, spawn_error) = std::thread::scope(|s| {
+    let (results, elapsed, before, after, cpu, spawn_error) = std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(threads);
         let mut spawn_error = None;
         for i in 0..threads {
@@ -58,6 +62,7 @@ where
             }
         }
         let before = counters();
+        let cpu_before = crate::platform::process_cpu_time();
         let start = Instant::now();
         drop(closed);
         if spawn_error.is_none() {
@@ -69,7 +74,10 @@ where
             .map(|h| h.join().expect("a benchmark thread panicked"))
             .collect();
         let elapsed = start.elapsed();
-        (results, elapsed, before, counters(), spawn_error)
+        let cpu = cpu_before
+            .zip(crate::platform::process_cpu_time())
+            .map(|(b, a)| a.saturating_sub(b));
+        (results, elapsed, before, counters(), cpu, spawn_error)
     });
     if let Some(e) = spawn_error {
         return Err(format!("cannot start {threads} threads: {e}").into());
@@ -80,5 +88,6 @@ where
         elapsed,
         before,
         after,
+        cpu,
     })
 }

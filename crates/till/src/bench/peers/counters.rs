@@ -61,7 +61,7 @@ impl CpuTicks {
         Some(CpuTicks {
             busy,
             total,
-            this_process: process_ticks(&own)?,
+            this_process: crate::platform::process_ticks(&own)?,
         })
     }
 
@@ -91,13 +91,6 @@ fn all_cpus(stat: &str) -> Option<(u64, u64)> {
 
 /// utime + stime of `/proc/self/stat` text (fields 14 and 15; the command name before them
 /// is in parentheses and may hold spaces, so count from the last `)`).
-fn process_ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
-}
 
 impl Counters {
     /// Reads every counter now, for block device `device` (as `DeviceFacts` names it).

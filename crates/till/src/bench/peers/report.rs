@@ -64,6 +64,13 @@ impl PeerRow {
         (self.commits > 0).then(|| ratio(bytes, self.commits))
     }
 
+    /// Microseconds of this process's CPU (user + system, every thread) per commit.
+    fn cpu_us_per_commit(&self) -> Option<f64> {
+        let ticks = self.counts.cpu?.this_process;
+        (self.commits > 0)
+            .then(|| ratio(ticks * 1_000_000 / crate::platform::USER_HZ, self.commits))
+    }
+
     #[expect(clippy::cast_precision_loss, reason = "a ratio")]
     fn dir_growth_per_commit(&self) -> Option<f64> {
         (self.commits > 0).then(|| self.dir_growth_bytes as f64 / self.commits as f64)
@@ -150,6 +157,7 @@ pub fn json(run: &PeersRun) -> Value {
                 "device_write_bytes_per_commit": r.per_commit(r.counts.device_write_bytes).map(round1),
                 "dir_growth_bytes_per_commit": r.dir_growth_per_commit().map(round1),
                 "others_cpu_share": r.counts.cpu.and_then(CpuTicks::others_share).map(round3),
+                "cpu_us_per_commit": r.cpu_us_per_commit().map(round1),
                 "ratio_to_tilldb": run.ratio_to_tilldb(r).map(round3),
                 "ratio_to_raw": round3(run.ratio_to_raw(r)),
             })
@@ -261,6 +269,7 @@ fn table(run: &PeersRun) -> Table {
         "device B/commit",
         "dir B/commit",
         "others' CPU",
+        "CPU us/commit",
     ]);
     let na = || "n/a".to_owned();
     for r in &run.rows {
@@ -286,9 +295,10 @@ fn table(run: &PeersRun) -> Table {
                 .cpu
                 .and_then(CpuTicks::others_share)
                 .map_or_else(na, |x| format!("{:.0} %", x * 100.0)),
+            r.cpu_us_per_commit().map_or_else(na, |x| format!("{x:.1}")),
         ]);
     }
-    for i in 1..13 {
+    for i in 1..14 {
         if let Some(column) = table.column_mut(i) {
             column.set_cell_alignment(CellAlignment::Right);
         }
