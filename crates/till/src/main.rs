@@ -8,6 +8,7 @@
 mod backup;
 mod bench;
 mod check;
+mod compact;
 mod crashtest;
 mod demo;
 mod diskcheck;
@@ -49,6 +50,9 @@ enum Command {
     Crashtest(crashtest::CrashtestArgs),
     /// Copy a database consistently, then check the copy (restoring is opening the copy).
     Backup(backup::BackupArgs),
+    /// Give back the space a database no longer uses: a compacted copy, checked, swapped in
+    /// its place (the database must not be open elsewhere).
+    Compact(compact::CompactArgs),
     /// Ship a database's committed transactions to PostgreSQL, exactly once (needs
     /// `Options::change_feed`).
     Ship(ship::ShipArgs),
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         Command::Diskcheck { command } => diskcheck::run(&command),
         Command::Ship(args) => ship::run(&args),
         Command::Backup(args) => backup::run(&args),
+        Command::Compact(args) => compact::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Bench { command } => bench::run(&command),
     };

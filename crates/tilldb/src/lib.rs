@@ -88,8 +88,8 @@ pub struct ReadmeDoctests;
 
 pub use btree::{Direction, TreeStats};
 pub use db::{
-    BackupReport, Db, LOCK_FILE_NAME, Range, ReadTxn, RecoveryReport, SpaceCheck, Stats, Txn,
-    is_database_file_name,
+    BackupReport, CompactReport, Db, LOCK_FILE_NAME, Range, ReadTxn, RecoveryReport, SpaceCheck,
+    Stats, Txn, is_database_file_name,
 };
 pub use error::{Error, IoOp, Result};
 pub use options::{Durability, FlushMethod, Options};

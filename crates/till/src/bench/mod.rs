@@ -25,7 +25,7 @@
 mod bars;
 mod commit;
 mod counting_storage;
-mod disk_usage;
+pub mod disk_usage;
 mod feed;
 mod latency;
 mod log;

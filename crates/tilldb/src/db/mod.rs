@@ -41,6 +41,7 @@
 mod backup;
 mod checkpoint;
 mod claim;
+mod compact;
 mod drop;
 mod feed;
 mod invariants;
@@ -56,6 +57,7 @@ mod writeback;
 pub use backup::BackupReport;
 pub(crate) use claim::WAL_DIR_NAME;
 pub use claim::{LOCK_FILE_NAME, is_database_file_name};
+pub use compact::CompactReport;
 pub use open::RecoveryReport;
 pub use range::Range;
 pub use space::SpaceCheck;

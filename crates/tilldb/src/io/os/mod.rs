@@ -5,6 +5,7 @@
 //!   needs, with positional reads and writes and the method's flush;
 //! - `supports(method)`: whether the platform has the method (others are refused at open);
 //! - `rename`, `flush_dir`: a rename and making a directory's changes durable;
+//! - `exchange`: two existing names swapped in one step (`Unsupported` where not built yet);
 //! - `lock_file`: the database lock;
 //! - `impl DeviceFacts { for_dir, for_dir_read_only, for_file }` and `atomic_write_supported`;
 //! - `errno`: the native error codes the simulated disk and the portable code report

@@ -38,6 +38,19 @@ pub(crate) fn rename(source: &Path, target: &Path) -> std::io::Result<()> {
     std::fs::rename(source, target)
 }
 
+/// `renameat2(RENAME_EXCHANGE)`: `a` and `b` (both existing) swap names in one step, so no
+/// crash leaves either name missing; durable after flushing their directories.
+pub(crate) fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        a,
+        rustix::fs::CWD,
+        b,
+        rustix::fs::RenameFlags::EXCHANGE,
+    )
+    .map_err(std::io::Error::from)
+}
+
 /// `fsync` of the directory: creates, renames and removes in it become durable.
 pub(crate) fn flush_dir(path: &Path) -> Result<()> {
     let fd = rustix::fs::open(

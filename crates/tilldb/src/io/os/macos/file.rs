@@ -42,6 +42,15 @@ pub(crate) fn open(
     Ok(Box::new(open_os(path, method, flags, op)?))
 }
 
+/// Swapping two names in one step: not implemented on macOS yet (Linux has
+/// `renameat2(RENAME_EXCHANGE)`), so it is `Unsupported`.
+pub(crate) fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "swapping two directories in one step is implemented on Linux only",
+    ))
+}
+
 /// `rename(2)`; its durability comes from the directory flush that follows.
 pub(crate) fn rename(source: &Path, target: &Path) -> std::io::Result<()> {
     std::fs::rename(source, target)

@@ -16,7 +16,7 @@ mod facts;
 mod file;
 
 pub use facts::atomic_write_supported;
-pub(crate) use file::{flush_dir, open, rename, supports};
+pub(crate) use file::{exchange, flush_dir, open, rename, supports};
 
 /// `flock` (`os/unix/lock.rs`); the holder's pid is not read (macOS has no `/proc/locks`).
 pub(crate) fn lock_file(

@@ -100,6 +100,15 @@ fn wide(path: &Path) -> Vec<u16> {
     path.as_os_str().encode_wide().chain(Some(0)).collect()
 }
 
+/// Swapping two names in one step: not implemented on Windows yet (Linux has
+/// `renameat2(RENAME_EXCHANGE)`), so it is `Unsupported`.
+pub(crate) fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "swapping two directories in one step is implemented on Linux only",
+    ))
+}
+
 /// `MoveFileExW` with `MOVEFILE_WRITE_THROUGH`: it returns once the rename is on the disk.
 pub(crate) fn rename(source: &Path, target: &Path) -> std::io::Result<()> {
     let (from, to) = (wide(source), wide(target));

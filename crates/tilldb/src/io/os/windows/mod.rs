@@ -16,7 +16,7 @@ mod file;
 mod lock;
 
 pub use facts::{WINE_NOTE, atomic_write_supported};
-pub(crate) use file::{flush_dir, open, rename, supports};
+pub(crate) use file::{exchange, flush_dir, open, rename, supports};
 pub(crate) use lock::lock_file;
 
 /// Windows' own name for `method` (also accepted by `FlushMethod::from_str`).
