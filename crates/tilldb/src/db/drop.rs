@@ -26,7 +26,7 @@
 
 use super::pages::TxnPages;
 use super::record::{self, Alloc, Write};
-use super::{CATALOG_ROOT, Db, catalog_root_of};
+use super::{CATALOG_ROOT, DEFAULT_ROOT, Db, catalog_root_of};
 use crate::Durability;
 use crate::btree::{Direction, Pages, Tree};
 use crate::error::{Error, Result};
@@ -70,7 +70,8 @@ pub(super) fn graveyard_roots<P: Pages>(pages: &P) -> Result<Vec<PageId>> {
         .map(|entry| {
             let (key, value) = entry?;
             let root = catalog_root_of(&value, pages.path())?;
-            if key != graveyard_key(root) {
+            // The catalog and the default table have fixed roots and are never dropped.
+            if key != graveyard_key(root) || root.0 <= DEFAULT_ROOT.0 {
                 return Err(Error::Corruption {
                     file: pages.path().to_path_buf(),
                     offset: CATALOG_ROOT.offset(pages.page_bytes()),
@@ -80,6 +81,30 @@ pub(super) fn graveyard_roots<P: Pages>(pages: &P) -> Result<Vec<PageId>> {
             Ok(root)
         })
         .collect()
+}
+
+/// [`graveyard_roots`], after checking that no live table names one of them (its pages would
+/// be freed under it): a catalog that does is `Corruption`, and nothing is reclaimed; `till
+/// check` then names the pages both own.
+fn reclaimable_roots<P: Pages>(pages: &P) -> Result<Vec<PageId>> {
+    let roots = graveyard_roots(pages)?;
+    if roots.is_empty() {
+        return Ok(roots);
+    }
+    for entry in
+        Tree::open(CATALOG_ROOT).scan(pages, Bound::Unbounded, names_upper(), Direction::Forward)
+    {
+        let (_, value) = entry?;
+        let live = catalog_root_of(&value, pages.path())?;
+        if roots.contains(&live) {
+            return Err(Error::Corruption {
+                file: pages.path().to_path_buf(),
+                offset: live.offset(pages.page_bytes()),
+                what: "a dropped table's root is also a live table's",
+            });
+        }
+    }
+    Ok(roots)
 }
 
 /// Moves each table of `drops` (name, root) from its catalog entry to a graveyard entry.
@@ -103,7 +128,7 @@ impl Db {
     pub(super) fn reclaim_after_open(&self) -> Result<()> {
         let found = {
             let _shared = self.inner.tree_lock.read();
-            graveyard_roots(&self.read_pages())
+            reclaimable_roots(&self.read_pages())
         };
         let roots = match found {
             Ok(roots) => roots,
@@ -111,7 +136,7 @@ impl Db {
                 tracing::warn!(
                     target: "tilldb",
                     error = %e,
-                    "dropped tables not reclaimed: the catalog cannot be read"
+                    "dropped tables not reclaimed: the catalog cannot be read or contradicts itself"
                 );
                 return Ok(());
             }
@@ -180,20 +205,31 @@ impl Db {
                 .take(RECLAIM_KEYS)
                 .map(|entry| entry.map(|(key, _)| key))
                 .collect::<Result<_>>()?;
+            // What the tree and the catalog hold comes from the disk: where they disagree
+            // with themselves the pages are damaged, an error naming the file, never a panic.
+            let damaged = |what: &'static str| Error::Corruption {
+                file: inner.data_path.clone(),
+                offset: root.offset(inner.pool.page_bytes()),
+                what,
+            };
             for key in &keys {
-                let removed = tree.delete(&pages, key)?;
-                assert!(
-                    removed,
-                    "a key just read from the dropped tree was not there"
-                );
+                if !tree.delete(&pages, key)? {
+                    return Err(damaged(
+                        "a dropped table's tree lost a key it had just listed",
+                    ));
+                }
             }
             let gone = keys.len() < RECLAIM_KEYS;
             if gone {
-                let stats = tree.check(&pages)?;
-                assert_eq!(stats.pages(), 1, "an empty tree is its root alone");
+                if tree.check(&pages)?.pages() != 1 {
+                    return Err(damaged(
+                        "a dropped table's empty tree is more than its root",
+                    ));
+                }
                 pages.free(root)?;
-                let removed = Tree::open(CATALOG_ROOT).delete(&pages, &graveyard_key(root))?;
-                assert!(removed, "a reclaimed tree had no graveyard entry");
+                if !Tree::open(CATALOG_ROOT).delete(&pages, &graveyard_key(root))? {
+                    return Err(damaged("a dropped table's catalog entry went missing"));
+                }
             }
             drop(exclusive);
             let (ops, next, touched) = pages.finish();
