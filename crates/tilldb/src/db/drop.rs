@@ -69,7 +69,7 @@ pub(super) fn graveyard_roots<P: Pages>(pages: &P) -> Result<Vec<PageId>> {
         )
         .map(|entry| {
             let (key, value) = entry?;
-            let root = catalog_root_of(&value, pages.path())?;
+            let root = catalog_root_of(&value, pages.path(), pages.page_bytes())?;
             // The catalog and the default table have fixed roots and are never dropped.
             if key != graveyard_key(root) || root.0 <= DEFAULT_ROOT.0 {
                 return Err(Error::Corruption {
@@ -95,7 +95,7 @@ fn reclaimable_roots<P: Pages>(pages: &P) -> Result<Vec<PageId>> {
         Tree::open(CATALOG_ROOT).scan(pages, Bound::Unbounded, names_upper(), Direction::Forward)
     {
         let (_, value) = entry?;
-        let live = catalog_root_of(&value, pages.path())?;
+        let live = catalog_root_of(&value, pages.path(), pages.page_bytes())?;
         if roots.contains(&live) {
             return Err(Error::Corruption {
                 file: pages.path().to_path_buf(),

@@ -340,7 +340,7 @@ impl Db {
         let Some(value) = self.read_at(CATALOG_ROOT, table.as_bytes(), snapshot)? else {
             return Ok(None);
         };
-        catalog_root_of(&value, &self.inner.data_path).map(Some)
+        catalog_root_of(&value, &self.inner.data_path, self.inner.pool.page_bytes()).map(Some)
     }
 
     /// The acknowledged entries between `lower` and `upper`, in `direction`.
@@ -419,7 +419,8 @@ impl Db {
             .collect::<Result<_>>()?;
         let mut stats = vec![(String::new(), Tree::open(DEFAULT_ROOT).check(&pages)?)];
         for (name, value) in entries {
-            let root = catalog_root_of(&value, &self.inner.data_path)?;
+            let root =
+                catalog_root_of(&value, &self.inner.data_path, self.inner.pool.page_bytes())?;
             stats.push((
                 String::from_utf8_lossy(&name).into_owned(),
                 Tree::open(root).check(&pages)?,
@@ -500,12 +501,37 @@ impl Poison {
     }
 }
 
-/// The root page a catalog entry names.
-fn catalog_root_of(value: &[u8], data_path: &Path) -> Result<PageId> {
+/// The root page a catalog entry names. A value that is no page id is corruption, reported
+/// at the catalog's root page (`page_bytes` locates it in the data file).
+fn catalog_root_of(value: &[u8], data_path: &Path, page_bytes: u32) -> Result<PageId> {
     let bytes: [u8; 8] = value.try_into().map_err(|_| Error::Corruption {
         file: data_path.to_path_buf(),
-        offset: CATALOG_ROOT.offset(4096),
+        offset: CATALOG_ROOT.offset(page_bytes),
         what: "table catalog entry is not a page id",
     })?;
     Ok(PageId(u64::from_le_bytes(bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A catalog entry that is no page id was reported at offset 4096 whatever the page size:
+    /// the wrong page of a database of 16 KiB pages (the default).
+    #[test]
+    fn a_bad_catalog_entry_is_reported_at_the_catalog_root_of_this_page_size() {
+        let path = Path::new("/db/data.tdb");
+        let err = catalog_root_of(b"short", path, 16384).expect_err("not a page id");
+        match err {
+            Error::Corruption { file, offset, .. } => {
+                assert_eq!(file, path);
+                assert_eq!(offset, 16384);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            catalog_root_of(&7u64.to_le_bytes(), path, 16384).expect("a page id"),
+            PageId(7)
+        );
+    }
 }

@@ -54,7 +54,10 @@ impl Db {
         ) {
             let (name, value) = entry?;
             let name = String::from_utf8_lossy(&name).into_owned();
-            tables.push((name, catalog_root_of(&value, pages.path())?));
+            tables.push((
+                name,
+                catalog_root_of(&value, pages.path(), pages.page_bytes())?,
+            ));
         }
         for (name, root) in tables {
             let owner = if name.is_empty() {

@@ -275,7 +275,13 @@ impl<'db> Txn<'db> {
         }
         let value = Tree::open(CATALOG_ROOT).get(&self.db.read_pages(), table.as_bytes())?;
         value
-            .map(|v| catalog_root_of(&v, &self.db.inner.data_path))
+            .map(|v| {
+                catalog_root_of(
+                    &v,
+                    &self.db.inner.data_path,
+                    self.db.inner.pool.page_bytes(),
+                )
+            })
             .transpose()
     }
 
