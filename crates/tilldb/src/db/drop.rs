@@ -83,30 +83,6 @@ pub(super) fn graveyard_roots<P: Pages>(pages: &P) -> Result<Vec<PageId>> {
         .collect()
 }
 
-/// [`graveyard_roots`], after checking that no live table names one of them (its pages would
-/// be freed under it): a catalog that does is `Corruption`, and nothing is reclaimed; `till
-/// check` then names the pages both own.
-fn reclaimable_roots<P: Pages>(pages: &P) -> Result<Vec<PageId>> {
-    let roots = graveyard_roots(pages)?;
-    if roots.is_empty() {
-        return Ok(roots);
-    }
-    for entry in
-        Tree::open(CATALOG_ROOT).scan(pages, Bound::Unbounded, names_upper(), Direction::Forward)
-    {
-        let (_, value) = entry?;
-        let live = catalog_root_of(&value, pages.path(), pages.page_bytes())?;
-        if roots.contains(&live) {
-            return Err(Error::Corruption {
-                file: pages.path().to_path_buf(),
-                offset: live.offset(pages.page_bytes()),
-                what: "a dropped table's root is also a live table's",
-            });
-        }
-    }
-    Ok(roots)
-}
-
 /// Moves each table of `drops` (name, root) from its catalog entry to a graveyard entry.
 /// Requires: the tree lock held exclusively, `pages` the committing transaction's.
 pub(super) fn apply_drops(pages: &TxnPages<'_>, drops: &[(String, PageId)]) -> Result<()> {
@@ -120,15 +96,37 @@ pub(super) fn apply_drops(pages: &TxnPages<'_>, drops: &[(String, PageId)]) -> R
     Ok(())
 }
 
+/// [`graveyard_roots`], if any, once every page is seen to belong to exactly one tree or the
+/// free list ([`Db::check_space_of`]): a dropped root that damage made part of a live tree
+/// (or its root) would have live pages freed. Pages owned twice are `Corruption` here, and
+/// nothing is reclaimed; `till check` names them. Read only when drops are pending.
+fn reclaimable_roots<P: Pages>(pages: &P, alloc: Alloc) -> Result<Vec<PageId>> {
+    let roots = graveyard_roots(pages)?;
+    if roots.is_empty() {
+        return Ok(roots);
+    }
+    let space = Db::check_space_of(pages, alloc.page_count, alloc.free_head)?;
+    if let Some((page, _, _)) = space.doubly_used.first() {
+        return Err(Error::Corruption {
+            file: pages.path().to_path_buf(),
+            offset: page.offset(pages.page_bytes()),
+            what: "a page belongs to two trees or to a tree and the free list",
+        });
+    }
+    Ok(roots)
+}
+
 impl Db {
     /// At open: every dropped table the catalog holds is reclaimable (no reader exists yet).
-    /// A catalog that cannot be read does not fail the open (which reads no other page): the
+    /// A catalog that cannot be read, or pages whose owners contradict each other, do not
+    /// fail the open (which reads no other page): the
     /// call that needs the catalog reports it, naming the file and offset, and nothing is
     /// reclaimed until a later open reads it.
     pub(super) fn reclaim_after_open(&self) -> Result<()> {
         let found = {
+            let alloc = self.inner.writer.lock();
             let _shared = self.inner.tree_lock.read();
-            reclaimable_roots(&self.read_pages())
+            reclaimable_roots(&self.read_pages(), *alloc)
         };
         let roots = match found {
             Ok(roots) => roots,
@@ -136,7 +134,7 @@ impl Db {
                 tracing::warn!(
                     target: "tilldb",
                     error = %e,
-                    "dropped tables not reclaimed: the catalog cannot be read or contradicts itself"
+                    "dropped tables not reclaimed: the catalog cannot be read, or pages are owned twice"
                 );
                 return Ok(());
             }
