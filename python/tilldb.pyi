@@ -90,6 +90,13 @@ class Db:
     ) -> Scan:
         """A lazy iterator of ``(key, value)`` from ``start`` (inclusive) to ``end``
         (exclusive), in key order or backward; it reads one snapshot, the database now."""
+    def tables(self) -> List[str]:
+        """The names of the named tables, in order (the default table is not listed)."""
+    def compact_to(self, path: Union[str, "os.PathLike[str]"]) -> int:
+        """Writes a compacted copy to ``path`` (a directory that must not exist): every table
+        as one snapshot sees it, inserted afresh, so the copy holds no free pages; commits
+        may go on meanwhile. Returns the entries copied. ``InvalidArgumentError`` when
+        ``path`` exists or the change feed is on."""
     def close(self) -> None:
         """Checkpoints and closes. ``InUseError`` while transactions or iterators are open;
         a no-op once closed."""

@@ -253,6 +253,23 @@ impl Db {
         )
     }
 
+    /// The names of the named tables, in order (the default table is not listed).
+    fn tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let db = self.shared.db()?;
+        py.detach(|| db.tables()).map_err(|e| engine_error(py, &e))
+    }
+
+    /// Writes a compacted copy of the database to `path`, a directory that must not exist:
+    /// every table as one snapshot sees it, inserted afresh, so the copy's file holds no free
+    /// pages. Commits may go on meanwhile. Returns the entries copied. Refused with
+    /// `InvalidArgumentError` when `path` exists or the change feed is on.
+    fn compact_to(&self, py: Python<'_>, path: PathBuf) -> PyResult<u64> {
+        let db = self.shared.db()?;
+        py.detach(move || db.compact_to(path))
+            .map(|report| report.entries)
+            .map_err(|e| engine_error(py, &e))
+    }
+
     /// Checkpoints and closes the database (the next open replays nothing). Refused with
     /// `InUseError` while transactions or iterators of it are open; a no-op once closed.
     fn close(&self, py: Python<'_>) -> PyResult<()> {

@@ -472,6 +472,29 @@ def test_drop_table_removes_a_table_atomically_and_the_default_table_is_refused(
     assert list(db.scan(table="other")) == [(b"a", b"1")]
 
 
+def test_tables_and_a_compacted_copy_with_every_row_in_a_smaller_file(db, tmp_path):
+    put_rows(db, [(k, b"v" * 200) for k in keys(2000)], table="sales")
+    put_rows(db, [(b"a", b"1")], table="other")
+    with db.begin() as txn:
+        for k in keys(2000)[100:]:
+            txn.delete(k, table="sales")
+    assert db.tables() == ["other", "sales"]
+    target = tmp_path / "compacted"
+    assert db.compact_to(target) == 101
+    with pytest.raises(tilldb.InvalidArgumentError, match="exists"):
+        db.compact_to(target)
+    rows = list(db.scan(table="sales"))
+    db.close()  # a checkpoint: the source's pages are in its file
+    source_bytes = (Path(db.path) / "data.tdb").stat().st_size
+    copy = open_db(target)
+    try:
+        assert copy.tables() == ["other", "sales"]
+        assert list(copy.scan(table="sales")) == rows
+    finally:
+        copy.close()
+    assert (target / "data.tdb").stat().st_size * 2 < source_bytes
+
+
 def test_every_error_class_is_a_tilldb_error():
     for name in [
         "IoError",
