@@ -6,7 +6,8 @@
 //! implementations exist:
 //!
 //! - [`FileStorage`]: real files through the OS (`file.rs`; what differs per operating system
-//!   is in `os/linux/` and `os/windows/`, one open and one flush per flush method).
+//!   is in `os/linux/`, `os/macos/` and `os/windows/`, with `os/unix/` shared by the first
+//!   two: one open and one flush per flush method).
 //! - [`SimDisk`]: an in-memory, deterministic, fault-injecting disk for tests (`sim/`). It keeps
 //!   flushed and unflushed data apart, so a simulated crash can lose exactly what a real one
 //!   could.
