@@ -118,10 +118,10 @@ fn reclaimable_roots<P: Pages>(pages: &P, alloc: Alloc) -> Result<Vec<PageId>> {
 
 impl Db {
     /// At open: every dropped table the catalog holds is reclaimable (no reader exists yet).
-    /// A catalog that cannot be read, or pages whose owners contradict each other, do not
-    /// fail the open (which reads no other page): the
-    /// call that needs the catalog reports it, naming the file and offset, and nothing is
-    /// reclaimed until a later open reads it.
+    /// A catalog that cannot be read, a damaged page in any tree (the dropped ones included)
+    /// or pages whose owners contradict each other do not fail the open, which otherwise
+    /// reads no page: the call that needs the damaged page reports it, naming the file and
+    /// offset, and nothing is reclaimed until an open finds every page in order.
     pub(super) fn reclaim_after_open(&self) -> Result<()> {
         let found = {
             let alloc = self.inner.writer.lock();
