@@ -50,23 +50,18 @@ pub struct CompactReport {
     pub target_pages: u64,
 }
 
-/// Where [`Db::compact_to`] builds the copy of `target` before renaming it.
-fn partial_path(target: &Path) -> PathBuf {
-    let mut name = target
-        .file_name()
-        .map(std::ffi::OsStr::to_os_string)
-        .unwrap_or_default();
-    name.push(".tilldb-partial");
-    target.with_file_name(name)
-}
-
 impl Db {
     /// Where [`Db::compact_to`] builds the copy of `target` before renaming it:
     /// `<target>.tilldb-partial`. Such a directory left by a compaction cut short holds an
     /// incomplete copy; remove it before compacting again.
     #[must_use]
     pub fn compact_partial_path(target: &Path) -> PathBuf {
-        partial_path(target)
+        let mut name = target
+            .file_name()
+            .map(std::ffi::OsStr::to_os_string)
+            .unwrap_or_default();
+        name.push(".tilldb-partial");
+        target.with_file_name(name)
     }
 
     /// Writes a compacted copy of this database to `target`, a directory that must not exist:
@@ -90,7 +85,7 @@ impl Db {
                 self.inner.dir.display()
             )));
         }
-        let partial = partial_path(target);
+        let partial = Db::compact_partial_path(target);
         for path in [target, partial.as_path()] {
             if storage.exists(path)? {
                 return Err(Error::InvalidArgument(format!(

@@ -128,7 +128,6 @@ impl<'db> Txn<'db> {
             )));
         }
         self.check_sizes(table, b"", None)?;
-        let had_writes = self.writes.keys().any(|(t, _)| t == table);
         let existed = {
             let _shared = self.db.inner.tree_lock.read();
             self.visible_root_of(table)?.is_some()
@@ -136,9 +135,7 @@ impl<'db> Txn<'db> {
             .writes
             .iter()
             .any(|((t, _), v)| t == table && v.is_some());
-        if had_writes {
-            self.writes.retain(|(t, _), _| t != table);
-        }
+        self.writes.retain(|(t, _), _| t != table);
         self.dropped.insert(table.to_owned());
         Ok(existed)
     }
