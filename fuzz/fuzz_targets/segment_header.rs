@@ -41,6 +41,7 @@ fuzz_target!(|data: &[u8]| {
                 u64::from_le_bytes(le)
             };
             let header = SegmentHeader {
+                version: u32::try_from(field(8, 4)).expect("4 bytes"),
                 log_block_bytes: u32::try_from(field(12, 4)).expect("4 bytes"),
                 segment_bytes: field(16, 8),
                 generation: field(24, 8),

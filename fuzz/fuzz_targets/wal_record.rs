@@ -117,6 +117,7 @@ fn check_chain(area: &[u8], generation: u64, base_lsn: u64) -> Vec<(u64, RecordK
 
 fn segment_file(generation: u64, base_lsn: u64, area: &[u8]) -> Vec<u8> {
     let header = SegmentHeader {
+        version: 2,
         log_block_bytes: LOG_BLOCK_BYTES,
         segment_bytes: SEGMENT_BYTES,
         generation,

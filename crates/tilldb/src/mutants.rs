@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 17] = [
+pub const ALL: [(&str, &str); 18] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -56,6 +56,10 @@ pub const ALL: [(&str, &str); 17] = [
     (
         "no-ledger-save",
         "a checkpoint moves the redo point without saving the page ledger (lost writes unseen)",
+    ),
+    (
+        "slot-overwrites-durable-copy",
+        "a tail block's copy goes to the slot holding its durable copy, which a torn write then destroys",
     ),
     (
         "flush-covers-open-block",

@@ -114,11 +114,11 @@ fn options() -> Options {
     Options {
         // No eviction and an idle background writer (it starts at three quarters of the frames
         // dirty), so pages reach the disk only at checkpoints and the images are the same
-        // on every run. Checkpoints only when asked. Segments of 12 KiB: the tail crosses one.
+        // on every run. Checkpoints only when asked. Segments of 13 KiB: the tail crosses one.
         cache_bytes: 256 * 4096,
         checkpoint_log_bytes: 4 << 20,
         wal: tilldb::WalOptions {
-            segment_bytes: 12 << 10,
+            segment_bytes: 13 << 10,
             ..defaults.wal.clone()
         },
         ..defaults
@@ -236,6 +236,9 @@ struct Variant {
     checkpoint_lsn: u64,
     /// The records from the start of the segment holding the checkpoint, in lsn order.
     log: Vec<LogRecord>,
+    /// The highest durable mark in the log (pads and tail slots): damage to a record ending
+    /// at or below it must be refused.
+    durable_mark: u64,
 }
 
 impl Variant {
@@ -279,7 +282,7 @@ fn build(clean: bool) -> Variant {
         std::mem::forget(db);
         disk.crash(CrashMode::ProcessKill);
     }
-    let (checkpoint_lsn, log) = log_layout(&disk);
+    let (checkpoint_lsn, log, durable_mark) = log_layout(&disk);
     let variant = Variant {
         name: if clean { "clean" } else { "crash" },
         image: sweep::image_of(&disk, Path::new(DIR)),
@@ -287,6 +290,7 @@ fn build(clean: bool) -> Variant {
         prefixes,
         checkpoint_lsn,
         log,
+        durable_mark,
     };
     let tail_segments: BTreeSet<&Path> = variant
         .log
@@ -329,7 +333,7 @@ fn settle(disk: &SimDisk) {
 
 /// The header's checkpoint lsn, and the log from the segment holding it, as recovery reads
 /// it.
-fn log_layout(disk: &SimDisk) -> (u64, Vec<LogRecord>) {
+fn log_layout(disk: &SimDisk) -> (u64, Vec<LogRecord>, u64) {
     let (_, header) =
         tilldb::internals::header::HeaderFile::open(disk, Path::new(DIR), FlushMethod::Fdatasync)
             .expect("header")
@@ -337,20 +341,21 @@ fn log_layout(disk: &SimDisk) -> (u64, Vec<LogRecord>) {
     let checkpoint = header.checkpoint_lsn;
     let mut log = Vec::new();
     let mut current = PathBuf::new();
-    tilldb::internals::wal::inspect_log(disk, Path::new(WAL_DIR), Some(checkpoint), |event| {
-        match event {
-            LogEvent::Segment { path, .. } => current = path.to_path_buf(),
-            LogEvent::Record { offset, record } => log.push(LogRecord {
-                path: current.clone(),
-                bytes: offset..offset + record.len as u64,
-                lsn: record.lsn,
-                kind: record.kind,
-            }),
-            LogEvent::Stop(_) => {}
-        }
-    })
-    .expect("the undamaged log reads");
-    (checkpoint.0, log)
+    let found =
+        tilldb::internals::wal::inspect_log(disk, Path::new(WAL_DIR), Some(checkpoint), |event| {
+            match event {
+                LogEvent::Segment { path, .. } => current = path.to_path_buf(),
+                LogEvent::Record { offset, record } => log.push(LogRecord {
+                    path: current.clone(),
+                    bytes: offset..offset + record.len as u64,
+                    lsn: record.lsn,
+                    kind: record.kind,
+                }),
+                LogEvent::Stop(_) => {}
+            }
+        })
+        .expect("the undamaged log reads");
+    (checkpoint.0, log, found.recovery.durable_mark.0)
 }
 
 /// A hash of an image, printed so two runs can tell whether they damaged the same bytes.
@@ -941,35 +946,39 @@ enum LogHit {
     },
 }
 
-fn log_hit(variant: &Variant, damage: &Damage) -> Option<LogHit> {
+fn log_hit(variant: &Variant, damage: &Damage, prefix: Option<usize>) -> Option<LogHit> {
     if !damage.file().starts_with(WAL_DIR) {
         return None;
     }
     let changed = damage.changed(variant);
-    let index = variant.log.iter().position(|r| {
+    let hit = |r: &LogRecord| {
         r.path == damage.file() && r.bytes.start < changed.end && changed.start < r.bytes.end
-    })?;
-    let record = &variant.log[index];
+    };
+    let index = variant.log.iter().position(hit)?;
     let commits_from = |i: usize| {
         variant.log[i..]
             .iter()
             .filter(|r| r.kind == RecordKind::Data)
             .count()
     };
-    let kept = variant.prefixes.len() - 1 - commits_from(index);
-    // The first record the damage leaves alone: a commit from there on is a later group,
-    // whose durable mark vouches for the damaged one. Without one, the damage reached the
-    // last groups written, which a torn tail looks exactly like.
-    let after = variant.log[index..]
-        .iter()
-        .position(|r| r.path != damage.file() || r.bytes.start >= changed.end)
-        .map_or(variant.log.len(), |p| index + p);
-    Some(if record.lsn < variant.checkpoint_lsn {
-        LogHit::BeforeCheckpoint
-    } else if commits_from(after) > 0 {
-        LogHit::Middle { kept }
-    } else {
-        LogHit::LastCommit { kept }
+    let kept = |i: usize| variant.prefixes.len() - 1 - commits_from(i);
+    if variant.log[index].lsn < variant.checkpoint_lsn {
+        return Some(LogHit::BeforeCheckpoint);
+    }
+    // The records the damage reaches; a tail slot may repair the first of them, so the log
+    // can end at any. One that ends above every durable mark (in pads and tail slots) is in
+    // the last groups written, which a torn tail looks exactly like; one below a mark is
+    // vouched for by a later group, and its damage must be refused.
+    let lost_unvouched = (index..variant.log.len())
+        .take_while(|&i| hit(&variant.log[i]))
+        .find(|&i| {
+            let r = &variant.log[i];
+            let end = r.lsn + (r.bytes.end - r.bytes.start);
+            end > variant.durable_mark && prefix == Some(kept(i))
+        });
+    Some(match lost_unvouched {
+        Some(i) => LogHit::LastCommit { kept: kept(i) },
+        None => LogHit::Middle { kept: kept(index) },
     })
 }
 
@@ -980,7 +989,7 @@ fn known(variant: &Variant, damage: &Damage, outcome: &Outcome) -> Option<Known>
         Outcome::Wrong { prefix, .. } => *prefix,
         _ => None,
     };
-    match log_hit(variant, damage)? {
+    match log_hit(variant, damage, prefix)? {
         // Exactly the commits from the damaged record on are lost.
         LogHit::LastCommit { kept } if prefix == Some(kept) && kept < commits => {
             Some(Known::LastCommit)

@@ -67,6 +67,7 @@ fn a_segment_base_lsn_near_the_end_of_the_lsn_space_is_not_a_panic() {
     let storage: &dyn Storage = &*disk;
     storage.create_dir_all(Path::new(DIR)).expect("directory");
     let header = SegmentHeader {
+        version: 2,
         log_block_bytes: 512,
         segment_bytes: 8192,
         generation: 1,
@@ -98,7 +99,8 @@ fn db_options() -> Options {
         torn_page_guard: TornPageGuard::Doublewrite,
         checkpoint_log_bytes: 64 << 20,
         wal: WalOptions {
-            segment_bytes: 8 << 10,
+            // 8 KiB of records and header, and two 512-byte tail slots.
+            segment_bytes: 9 << 10,
             log_block_bytes: Some(512),
             background_threads: false,
             ..defaults.wal.clone()

@@ -102,10 +102,10 @@ fn open_recovery_checkpoints_segment_switches_and_a_stop_are_traced() {
     let recorder = Recorder::default();
     tracing::subscriber::with_default(recorder.clone(), || {
         let db = Db::open_with_storage(Arc::new(disk.clone()), dir, options()).expect("create");
-        // About 2.5 MiB of log: segment switches (1 MiB segments) and checkpoints (every 1 MiB).
+        // About 3 MiB of log: segment switches (1 MiB segments) and checkpoints (every 1 MiB).
         for i in 0..2_500u32 {
             let mut txn = db.begin().expect("begin");
-            txn.put(format!("key-{:05}", i % 300).as_bytes(), &[7; 600])
+            txn.put(format!("key-{:05}", i % 300).as_bytes(), &[7; 1_200])
                 .expect("put");
             txn.commit().expect("commit");
         }

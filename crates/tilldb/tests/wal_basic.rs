@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use tilldb::internals::wal::{Lsn, Wal, WalOptions};
+use tilldb::internals::wal::{Lsn, TailGuard, Wal, WalOptions};
 use tilldb::io::{FileStorage, SimConfig, SimDisk, Storage};
 use tilldb::{Durability, FlushMethod};
 
@@ -127,10 +127,11 @@ fn record_round_trip_at_every_offset_near_a_segment_boundary() {
     // 512 B blocks, 8 KiB segments; without padding, so records sit back to back and the
     // arithmetic below places them exactly.
     let options = WalOptions {
-        pad_groups: false,
+        tail: TailGuard::None,
         ..WalOptions::for_tests()
     };
-    let capacity = usize::try_from(options.segment_bytes).expect("small") - 512;
+    // A header block, then records, then two tail slots.
+    let capacity = usize::try_from(options.segment_bytes).expect("small") - 3 * 512;
     for gap in (0..=256usize).step_by(8) {
         let disk: Arc<dyn Storage> = Arc::new(SimDisk::new(SimConfig::default()));
         let dir = Path::new("/db/wal");

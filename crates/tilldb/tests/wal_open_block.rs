@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-use tilldb::internals::wal::{Wal, WalOptions};
+use tilldb::internals::wal::{TailGuard, Wal, WalOptions};
 use tilldb::io::{Call, CrashMode, HookedStorage, Hooks, SimConfig, SimDisk, Storage};
 use tilldb::{Durability, FlushMethod, Result};
 
@@ -98,7 +98,7 @@ fn options() -> WalOptions {
         flush_method: FlushMethod::Fdatasync,
         log_block_bytes: Some(4096),
         segment_bytes: 64 << 10,
-        pad_groups: true,
+        tail: TailGuard::Pad,
         background_threads: false,
         adaptive_gather: false,
         ..WalOptions::for_tests()

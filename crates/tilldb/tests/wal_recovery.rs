@@ -158,8 +158,9 @@ fn a_truncated_segment_file_is_corruption_naming_file_and_offset() {
 /// A flipped bit in record 5 of 10 `Sync` commits: the groups after it carry durable marks
 /// past it, so it was durable before it was damaged, and recovery refuses the log naming the
 /// file and offset (it used to end the log there, dropping records 5-9, all acknowledged). The
-/// same flip in the last record, which nothing later vouches for, looks like a torn tail: the
-/// log ends there, and the stop is reported.
+/// same flip in the last record is repaired from its block's copy in a tail slot; without the
+/// slots, nothing later vouches for it, and it looks like a torn tail: the log ends there, and
+/// the stop is reported.
 #[test]
 fn a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log() {
     let path = Path::new(DIR).join("00000000000000000001.wal");
@@ -190,6 +191,13 @@ fn a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log() {
     let start9 = ends[9].0 - tilldb::internals::wal::record::record_len(payload(9).len()) as u64;
     let record9 = start9 + block;
     original.corrupt(&path, record9 + 30, 0x10);
+    let (ids, _) = recovered_ids(&original);
+    assert_eq!(ids, (0..10).collect::<Vec<_>>(), "the tail slot repairs it");
+    // Both tail slots (the segment's last two blocks) damaged too.
+    let segment_bytes = WalOptions::for_tests().segment_bytes;
+    for slot in 1..=2 {
+        original.corrupt(&path, segment_bytes - slot * block + 7, 0x10);
+    }
     let (ids, recovery) = recovered_ids(&original);
     assert_eq!(ids, (0..9).collect::<Vec<_>>());
     let stop = recovery.stop.expect("stop reported");
@@ -448,7 +456,7 @@ fn a_garbage_header_on_an_unused_spare_is_free_but_inside_the_log_is_corruption(
 #[test]
 fn a_missing_segment_in_the_middle_of_the_log_is_corruption_not_the_end() {
     let original = disk();
-    write_records(&original, 0..200); // many 8 KiB segments
+    write_records(&original, 0..600); // many 8 KiB segments
     let mut files = files(&original);
     files.sort();
     assert!(files.len() > 4, "too few segments: {}", files.len());

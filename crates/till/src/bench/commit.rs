@@ -136,7 +136,7 @@ pub fn run(args: &CommitArgs) -> Result<(), Box<dyn std::error::Error>> {
         record_bytes: args.value_bytes,
         segment_bytes: SEGMENT_BYTES,
         adaptive_gather: options.wal.adaptive_gather,
-        pad_groups: options.wal.pad_groups,
+        tail: options.wal.tail,
         seconds: args.seconds,
         sync_latency_us: (args.sync_latency_us > 0).then_some(args.sync_latency_us),
         raw,

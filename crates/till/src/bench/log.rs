@@ -21,7 +21,7 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tilldb::internals::wal::{Wal, WalOptions};
+use tilldb::internals::wal::{TailGuard, Wal, WalOptions};
 use tilldb::io::Storage;
 use tilldb::{Durability, FlushMethod};
 
@@ -74,16 +74,28 @@ pub struct LogArgs {
     /// Turn off the log's adaptive gathering before a flush (to measure what it buys).
     #[arg(long)]
     no_gather: bool,
-    /// Rewrite each group's last block instead of padding it (safe only on devices that
-    /// write sectors atomically; to measure what padding costs).
-    #[arg(long)]
-    no_pad: bool,
+    /// How each group's partly filled last block is protected from the next group's
+    /// rewrite of it: `slots` (a copy in a tail slot; the default), `pad` (a fresh block per
+    /// group) or `none` (rewritten in place: safe only on devices that write sectors
+    /// atomically; to measure what the protection costs).
+    #[arg(long, default_value = "slots", value_parser = parse_tail)]
+    tail: TailGuard,
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
     /// Also draw commits/s against threads into this file (SVG, or PNG when it ends in .png).
     #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
     plot: Option<PathBuf>,
+}
+
+/// Parses `--tail`.
+fn parse_tail(s: &str) -> Result<TailGuard, String> {
+    match s {
+        "slots" => Ok(TailGuard::Slots),
+        "pad" => Ok(TailGuard::Pad),
+        "none" => Ok(TailGuard::None),
+        _ => Err(format!("unknown tail guard {s:?}: slots, pad or none")),
+    }
 }
 
 pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -110,7 +122,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
         log_block_bytes: args.block_bytes,
         segment_bytes: args.segment_bytes,
         adaptive_gather: !args.no_gather,
-        pad_groups: !args.no_pad,
+        tail: args.tail,
         ..WalOptions::default()
     };
     let payload = vec![0xA5; args.record_bytes];
@@ -140,7 +152,7 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
         record_bytes: args.record_bytes,
         segment_bytes: args.segment_bytes,
         adaptive_gather: !args.no_gather,
-        pad_groups: !args.no_pad,
+        tail: args.tail,
         seconds: args.seconds,
         sync_latency_us: (args.sync_latency_us > 0).then_some(args.sync_latency_us),
         raw,

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tilldb::TornPageGuard;
+use tilldb::internals::wal::TailGuard;
 use tilldb::io::Measurement;
 use tilldb::{Durability, FlushMethod};
 
@@ -70,7 +71,7 @@ pub struct LogRun {
     /// Whether the log gathered released committers before each flush.
     pub adaptive_gather: bool,
     /// Whether each group's last block was padded (or rewritten by the next group).
-    pub pad_groups: bool,
+    pub tail: TailGuard,
     /// Requested seconds per row.
     pub seconds: f64,
     /// The SIMULATED flush latency, when on.
@@ -189,7 +190,8 @@ fn json(run: &LogRun) -> Value {
         "record_bytes": run.record_bytes,
         "segment_bytes": run.segment_bytes,
         "adaptive_gather": run.adaptive_gather,
-        "pad_groups": run.pad_groups,
+        "pad_groups": run.tail != TailGuard::None,
+        "tail": tail_name(run.tail),
         "seconds": run.seconds,
         "simulated_sync_latency_us": run.sync_latency_us,
         "raw_flushes_per_sec": round1(run.raw.flushes_per_sec),
@@ -242,15 +244,7 @@ fn print_text(run: &LogRun) {
             "adaptive gather",
             if run.adaptive_gather { "on" } else { "off" }.to_owned(),
         ),
-        (
-            "tail block",
-            if run.pad_groups {
-                "padded"
-            } else {
-                "rewritten"
-            }
-            .to_owned(),
-        ),
+        ("tail block", tail_name(run.tail).to_owned()),
         ("time per row", format!("{:.2} s", run.seconds)),
         ("flush latency", run.latency_text()),
     ]);
@@ -458,5 +452,14 @@ impl Row {
     )]
     pub fn commits_per_flush(&self) -> Option<f64> {
         (self.flushes > 0).then(|| self.commits as f64 / self.flushes as f64)
+    }
+}
+
+/// How a report names a tail guard.
+fn tail_name(tail: TailGuard) -> &'static str {
+    match tail {
+        TailGuard::Slots => "slot copy",
+        TailGuard::Pad => "padded",
+        TailGuard::None => "rewritten",
     }
 }

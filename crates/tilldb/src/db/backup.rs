@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::header::{HEADER_FILE_NAME, HeaderFile};
 use crate::io::{AlignedBuf, Storage};
 use crate::page::{DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, LEDGER_FILE_NAME};
-use crate::wal::{Lsn, SegmentHeader};
+use crate::wal::{Lsn, SegmentHeader, slot};
 use std::path::Path;
 
 /// What a backup copied.
@@ -96,7 +96,7 @@ impl Db {
                 &*storage,
                 &source,
                 &target.join(claim::WAL_DIR_NAME).join(&name),
-                Some((keep, segment.segment_bytes)),
+                Some((keep, segment.segment_bytes, segment)),
             )?;
             report.segments += 1;
         }
@@ -163,11 +163,14 @@ fn copy_file(
     storage: &dyn Storage,
     source: &Path,
     target: &Path,
-    part: Option<(u64, u64)>,
+    part: Option<(u64, u64, SegmentHeader)>,
 ) -> Result<u64> {
     let from = storage.open(source, FlushMethod::Fdatasync)?;
     let to = storage.create(target, FlushMethod::Fdatasync)?;
-    let (keep, len) = part.unwrap_or((from.len()?, 0));
+    let (keep, len, segment) = match part {
+        Some((keep, len, segment)) => (keep, len, Some(segment)),
+        None => (from.len()?, 0, None),
+    };
     let mut buf = AlignedBuf::zeroed(CHUNK_BYTES);
     let mut done = 0u64;
     while done < keep {
@@ -179,6 +182,11 @@ fn copy_file(
                 offset: done,
                 what: "the file ended while it was copied for a backup",
             });
+        }
+        // A log block torn while it was rewritten is whole in a tail slot: copy it whole
+        // (only its bytes before `keep`; the slots themselves are not copied).
+        if let Some(header) = &segment {
+            slot::apply_to_range(&*from, header, &mut buf[..n], done)?;
         }
         to.write_at(&buf[..n], done)?;
         done += n as u64;

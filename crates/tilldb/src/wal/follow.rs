@@ -22,6 +22,7 @@ use super::Lsn;
 use super::reader::WalRecord;
 use super::record::{self, RecordKind};
 use super::segment::{HeaderState, SegmentHeader, parse_segment_name};
+use super::slot;
 use crate::FlushMethod;
 use crate::error::{Error, Result};
 use crate::io::{Storage, StorageFile};
@@ -90,6 +91,8 @@ impl LogFollower {
             let mut bytes = vec![0; len];
             let n = current.file.read_at(&mut bytes, from)?;
             bytes.truncate(n);
+            // A block torn while it was rewritten is whole in a tail slot (`slot.rs`).
+            slot::apply_to_range(&*current.file, &header, &mut bytes, from)?;
             let path = current.path.clone();
             let mut at = 0;
             let mut next_segment = false;

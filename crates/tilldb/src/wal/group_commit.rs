@@ -65,10 +65,17 @@ pub(crate) struct Progress {
     pub durable: u64,
     pub writing: bool,
     pub flushing: bool,
+    /// The write running also writes a tail slot (`slot.rs`): no flush may start until it
+    /// completes, so that a flush makes durable exactly the slot writes done before it.
+    pub shadowing: bool,
 }
 
 impl Progress {
     pub fn check_invariants(&self) {
+        assert!(
+            !self.shadowing || (self.writing && !self.flushing),
+            "a slot write outside a write stage, or beside a flush"
+        );
         assert!(
             self.durable <= self.closed,
             "durable {} > closed {}",
@@ -117,7 +124,7 @@ impl Progress {
             } else {
                 Role::Write
             }
-        } else if self.flushing {
+        } else if self.flushing || self.shadowing {
             Role::Wait
         } else {
             Role::Flush
@@ -206,6 +213,7 @@ mod tests {
             durable,
             writing,
             flushing,
+            shadowing: false,
         }
     }
 
@@ -274,6 +282,24 @@ mod tests {
             },
             &rows,
         );
+    }
+
+    /// While a write also writes a tail slot, no flush starts: a flush must make durable
+    /// exactly the slot copies written before it began (`slot.rs`).
+    #[test]
+    fn no_flush_starts_while_a_slot_is_written() {
+        use Need::Durable;
+        let writing = Progress {
+            writing: true,
+            ..progress(30, 20, 10, false, false)
+        };
+        assert_eq!(writing.role(15, Durable), Role::Flush);
+        let shadowing = Progress {
+            shadowing: true,
+            ..writing
+        };
+        assert_eq!(shadowing.role(15, Durable), Role::Wait);
+        assert_eq!(wake_plan(&shadowing, &[(15, Durable)]), Vec::<usize>::new());
     }
 
     #[test]

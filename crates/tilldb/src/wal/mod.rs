@@ -28,31 +28,42 @@
 //! ## Lsn
 //!
 //! An [`Lsn`] is a position in the log stream. A segment of generation `g` holds the lsns
-//! `[base, base + capacity)` at file offsets `[block, segment_bytes)`, where `capacity =
-//! segment_bytes - block`. A `SegmentEnd` record sends the stream to `base + capacity`, the next
+//! `[base, base + capacity)` at file offsets `[block, block + capacity)`, where `capacity =
+//! segment_bytes - 3 * block` (a header block and two tail slots; `segment_bytes - block` in a
+//! version 1 segment). A `SegmentEnd` record sends the stream to `base + capacity`, the next
 //! segment's base. After recovery the new segment's base is the recovered end lsn instead.
 //!
 //! ## The tail block
 //!
-//! The write unit is the log block. A group's last block is usually partly filled. By default
-//! (`WalOptions::pad_groups`) the writer closes it with a `Pad` record, and the next group
-//! starts in a fresh block: no write ever touches a block holding acknowledged records, so a
-//! power cut that leaves garbage in the sectors being written (TESTPLAN F2) cannot reach them.
-//! The device cost is nil (a 4K-physical disk writes 4 KiB per group either way); the log grows
-//! by up to one block per group instead of by the records alone, which brings checkpoints and
-//! segment switches sooner at low concurrency (measured in `docs/benchmarks.md`).
+//! The write unit is the log block. A group's last block is usually partly filled, and the
+//! next group writes it again: the same leading bytes plus new records. A power cut during
+//! that rewrite may leave garbage in the sectors being written (TESTPLAN F2), which would
+//! destroy the commits already acknowledged in that block. [`WalOptions::tail`] chooses how
+//! that is prevented:
 //!
-//! With padding off, the next group rewrites the partly filled block with the same leading
-//! bytes plus new records. A crash then tears the rewrite per sector, each sector old or new,
-//! and old and new agree on every byte already there: safe on devices whose sector writes are
-//! atomic (`NVMe` guarantees it for one logical block), not on ones that leave garbage.
+//! - [`TailGuard::Slots`] (the default): a write that a flush will cover also writes a copy of
+//!   its last block to one of two *tail slots* at the segment's end (`slot.rs`): the one that
+//!   does not hold the newest flushed copy. Whenever the tail block is rewritten at home, the
+//!   other slot holds every acknowledged record in it, durably; recovery lays valid slots over
+//!   their home blocks. The log grows by the records alone: a lone 115-byte commit costs
+//!   about 140 log bytes, not a 4 KiB block. The device writes two blocks per group instead
+//!   of one (both before the one flush), which costs nothing measurable where the flush
+//!   dominates (docs/benchmarks.md).
+//! - [`TailGuard::Pad`]: the writer closes the block with a `Pad` record and the next group
+//!   starts in a fresh block: no write ever touches a block holding acknowledged records. The
+//!   log grows by up to one block per group. (`Slots` pads too, when a block has fewer bytes
+//!   free than a slot's trailer.)
+//! - [`TailGuard::None`]: the next group rewrites the block in place. A crash tears the
+//!   rewrite per sector, each sector old or new, and old and new agree on every byte already
+//!   there: safe on devices whose sector writes are atomic (`NVMe` guarantees it for one
+//!   logical block), not on ones that leave garbage.
 //!
-//! A block is padded when a flush is about to cover it, not at every write: a write made
-//! while a flush runs (pipelined) leaves its last block *open*, the flush running then does
-//! not acknowledge anything in it (it makes durable only up to the open block), and the
-//! next flush starts with a write that closes it. So no acknowledged record is ever in a
-//! block written again, and concurrent committers pay one pad per flush, not one per write
-//! (`group_commit.rs`, "Closed"; `tests/wal_open_block.rs`).
+//! A block is closed (padded or copied to a slot) when a flush is about to cover it, not at
+//! every write: a write made while a flush runs (pipelined) leaves its last block *open*, the
+//! flush running then does not acknowledge anything in it (it makes durable only up to the
+//! open block), and the next flush starts with a write that closes it. So concurrent
+//! committers pay one pad or slot write per flush, not one per write (`group_commit.rs`,
+//! "Closed"; `tests/wal_open_block.rs`).
 //!
 //! Every segment keeps room at its end for the largest pad plus its `SegmentEnd` record.
 
@@ -61,6 +72,7 @@ mod group_commit;
 mod reader;
 pub mod record;
 mod segment;
+pub(crate) mod slot;
 mod writer;
 
 pub use reader::{
@@ -87,6 +99,19 @@ impl fmt::Display for Lsn {
     }
 }
 
+/// How a group's partly filled last log block is protected from the next group's rewrite of
+/// it (see "The tail block" in the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailGuard {
+    /// Also write a copy of the block to the segment's free tail slot (`slot.rs`). Dense log,
+    /// no acknowledged commit ever in one copy while a write runs.
+    Slots,
+    /// Close the block with a `Pad` record: the next group starts in a fresh block.
+    Pad,
+    /// Rewrite the block in place: safe only where a sector write is atomic.
+    None,
+}
+
 /// How the log is laid out and flushed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalOptions {
@@ -107,13 +132,9 @@ pub struct WalOptions {
     /// share one flush instead of taking turns. Default: on. It never delays a lone
     /// committer; see `docs/benchmarks.md` for the measured effect.
     pub adaptive_gather: bool,
-    /// Before a flush covers it, fill the rest of a group's last block with a `Pad` record,
-    /// so no later write ever touches a block that holds acknowledged records (a write made
-    /// during a flush leaves its block open until the next flush). Default: on. Off, the next
-    /// group rewrites that block with the same leading bytes, which is safe only on devices
-    /// that write a sector atomically (see "The tail block" above); it keeps the log
-    /// up to 32x smaller for one-commit groups.
-    pub pad_groups: bool,
+    /// How a group's partly filled last block is kept safe from the write that rewrites it
+    /// (see "The tail block" above). Default: [`TailGuard::Slots`].
+    pub tail: TailGuard,
     /// Run the interval flusher and the segment preparer threads. Default: on. Off, every log
     /// write, flush and segment preparation happens on a calling thread, in program order (a
     /// crash explorer needs that to number I/O steps); `Buffered` and `Lazy` records then reach
@@ -130,7 +151,7 @@ impl Default for WalOptions {
             buffer_bytes_max: 4 << 20,
             flush_interval: Duration::from_millis(100),
             adaptive_gather: true,
-            pad_groups: true,
+            tail: TailGuard::Slots,
             background_threads: true,
         }
     }
@@ -147,7 +168,7 @@ impl WalOptions {
             buffer_bytes_max: 16 * 1024,
             flush_interval: Duration::from_millis(5),
             adaptive_gather: true,
-            pad_groups: true,
+            tail: TailGuard::Slots,
             background_threads: true,
         }
     }

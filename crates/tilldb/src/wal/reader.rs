@@ -37,6 +37,7 @@
 use super::Lsn;
 use super::record::{self, RecordFault, RecordKind, RecordRef};
 use super::segment::{HeaderState, SegmentHeader, parse_segment_name};
+use super::slot;
 use crate::FlushMethod;
 use crate::error::{Error, Result};
 use crate::io::Storage;
@@ -80,6 +81,10 @@ pub struct Recovery {
     pub segments: usize,
     /// Where the scan stopped, unless the log is empty.
     pub stop: Option<RecoveryStop>,
+    /// The highest durable mark in the chain (in its pads and tail slots): the log was
+    /// durable to here before its last writes. Damage to a record that ends at or below it
+    /// is refused as corruption; damage above it cannot be told from a torn tail.
+    pub durable_mark: Lsn,
 }
 
 /// A segment of the chain and the lsn range of its valid records.
@@ -109,13 +114,15 @@ enum SegmentEnd {
     Stop(RecoveryStop),
 }
 
-/// Reads a whole segment file.
-fn read_segment(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>> {
+/// Reads a whole segment file, with its valid tail slots laid over their home blocks
+/// (`slot.rs`: a slot repairs a block torn while it was rewritten, and changes no intact one).
+fn read_segment(storage: &dyn Storage, path: &Path, header: &SegmentHeader) -> Result<Vec<u8>> {
     let file = storage.open(path, FlushMethod::Fdatasync)?;
     let len = usize::try_from(file.len()?).expect("segments fit in memory");
     let mut bytes = vec![0u8; len];
     let n = file.read_at(&mut bytes, 0)?;
     bytes.truncate(n);
+    slot::apply(&mut bytes, header);
     Ok(bytes)
 }
 
@@ -130,7 +137,7 @@ fn scan_segment(
     mut visit: impl FnMut(u64, RecordRef<'_>),
 ) -> SegmentEnd {
     let block = u64::from(header.log_block_bytes);
-    let end = usize::try_from(header.segment_bytes)
+    let end = usize::try_from(block + header.capacity())
         .expect("segment fits usize")
         .min(bytes.len());
     let mut lsn = from;
@@ -223,14 +230,18 @@ fn durable_under(bytes: &[u8], header: &SegmentHeader, stop: &RecoveryStop, mark
     }
 }
 
-/// The highest durable mark of a valid `Pad` at or after file offset `from` of a segment
-/// (`bytes`, possibly only its first part); `None` if there is none. Groups start at block
-/// boundaries, so only those are tried, and each group found is walked to its pad.
+/// The highest durable mark of a valid `Pad` at or after file offset `from` of a segment, or
+/// of a valid tail slot (`bytes`, possibly only its first part); `None` if there is none.
+/// Groups start at block boundaries, so only those are tried, and each group found is walked
+/// to its pad.
 fn highest_mark(bytes: &[u8], header: &SegmentHeader, from: u64) -> Option<u64> {
     let block = u64::from(header.log_block_bytes);
-    let end = header.segment_bytes.min(bytes.len() as u64);
+    let end = (block + header.capacity()).min(bytes.len() as u64);
     let mut offset = from.next_multiple_of(block).max(block);
-    let mut highest = None;
+    let mut highest = slot::read(bytes, header)
+        .into_iter()
+        .map(|(_, s)| s.durable)
+        .max();
     while offset < end {
         let mut at = offset;
         let mut expected = header.base_lsn + (offset - block);
@@ -429,7 +440,7 @@ fn scan_visit(
             scan.free.push(generation);
             continue;
         }
-        let bytes = read_segment(storage, &path)?;
+        let bytes = read_segment(storage, &path, &header)?;
         if !in_chain(&bytes, &header, &path, superseded.contains(&generation))? {
             scan.free.push(generation);
             continue;
@@ -439,13 +450,21 @@ fn scan_visit(
             path: &path,
             header: &header,
         });
+        let mut mark = slot::read(&bytes, &header)
+            .iter()
+            .map(|(_, s)| s.durable)
+            .max()
+            .unwrap_or(0);
         let end = scan_segment(&bytes, &header, &path, expected, |offset, record| {
-            if record.kind == RecordKind::Data {
-                records += 1;
+            match record.kind {
+                RecordKind::Data => records += 1,
+                RecordKind::Pad => mark = mark.max(record::pad_durable_mark(record.payload)),
+                RecordKind::SegmentEnd => {}
             }
             visit(LogEvent::Record { offset, record });
         });
         scan.recovery.records += records;
+        scan.recovery.durable_mark = scan.recovery.durable_mark.max(Lsn(mark));
         scan.recovery.segments += 1;
         let end_lsn = match end {
             SegmentEnd::Next(next) => {
@@ -515,7 +534,7 @@ pub(crate) fn read_records(
         if lsn < h.base_lsn || lsn >= seg.end_lsn {
             continue;
         }
-        let bytes = read_segment(storage, &seg.path)?;
+        let bytes = read_segment(storage, &seg.path, h)?;
         let end = scan_segment(&bytes, h, &seg.path, lsn, |_, rec| {
             if rec.kind == RecordKind::Data && rec.lsn < limit.0 {
                 out.push(WalRecord {
@@ -724,7 +743,7 @@ fn first_record_is_valid(
     bytes.truncate(n);
     let decoded = record::decode(&bytes, header.generation, header.base_lsn);
     if decoded == Err(RecordFault::BadLen) && n == FIRST_READ_BYTES {
-        let whole = read_segment(storage, path)?;
+        let whole = read_segment(storage, path, header)?;
         let at = usize::try_from(header.log_block_bytes).expect("u32 fits usize");
         let rest = whole.get(at..).unwrap_or_default();
         return Ok(record::decode(rest, header.generation, header.base_lsn).is_ok());
@@ -763,7 +782,7 @@ mod tests {
         for round in 0..2u8 {
             let (wal, _) =
                 Wal::open(Arc::clone(&storage), dir, WalOptions::for_tests()).expect("open");
-            for i in 0..30u8 {
+            for i in 0..200u8 {
                 wal.commit(&[round, i, 7, 7, 7], Durability::Sync)
                     .expect("commit");
             }
@@ -782,17 +801,17 @@ mod tests {
         })
         .expect("inspect");
         assert_eq!(contents(&disk, dir), before, "inspect_log changed the log");
-        assert_eq!(data.len(), 60);
-        assert_eq!(found.recovery.records, 60);
+        assert_eq!(data.len(), 400);
+        assert_eq!(found.recovery.records, 400);
         assert!(data.windows(2).all(|w| w[0].0 < w[1].0), "lsn order");
         let expected: Vec<Vec<u8>> = (0..2u8)
-            .flat_map(|round| (0..30u8).map(move |i| vec![round, i, 7, 7, 7]))
+            .flat_map(|round| (0..200u8).map(move |i| vec![round, i, 7, 7, 7]))
             .collect();
         assert_eq!(
             data.into_iter().map(|(_, p)| p).collect::<Vec<_>>(),
             expected
         );
-        assert!(ends >= 1, "30 records of 5 bytes cross an 8 KiB segment");
+        assert!(ends >= 1, "200 records of 5 bytes cross an 8 KiB segment");
         assert_eq!(segments, found.recovery.segments);
         assert_eq!(
             stops,
@@ -826,7 +845,7 @@ mod tests {
         // Without padding there are no durable marks, so nothing vouches for the damaged
         // record and the log ends there (with marks it is refused: the next test).
         let options = WalOptions {
-            pad_groups: false,
+            tail: crate::wal::TailGuard::None,
             ..WalOptions::for_tests()
         };
         let (wal, _) = Wal::open(Arc::clone(&storage), dir, options).expect("open");
@@ -931,6 +950,7 @@ mod tests {
         storage.create_dir_all(dir).expect("dir");
         let block = 512u64;
         let header = SegmentHeader {
+            version: super::super::segment::VERSION,
             log_block_bytes: 512,
             segment_bytes: 8192,
             generation: 1,
@@ -1037,15 +1057,25 @@ mod tests {
             .open(&last_path, FlushMethod::Fdatasync)
             .expect("open");
         file.write_at(&bytes, 0).expect("write");
-        let mut data = 0;
-        let found = inspect_log(&*storage, dir, None, |event| {
-            if let LogEvent::Record { record, .. } = event
-                && record.kind == RecordKind::Data
-            {
-                data += 1;
-            }
-        })
-        .expect("inspect");
+        let count = || {
+            let mut data = 0;
+            let found = inspect_log(&*storage, dir, None, |event| {
+                if let LogEvent::Record { record, .. } = event
+                    && record.kind == RecordKind::Data
+                {
+                    data += 1;
+                }
+            })
+            .expect("inspect");
+            (data, found)
+        };
+        // The last record's block has a copy in a tail slot, which repairs it.
+        assert_eq!(count().0, 3, "the tail slot repairs the last block");
+        // Without the slots, the damage shows.
+        let slots = bytes.len() - 2 * 512;
+        bytes[slots..].fill(0);
+        file.write_at(&bytes, 0).expect("write");
+        let (data, found) = count();
         assert_eq!(data, 2);
         let stop = found.recovery.stop.expect("the log stops");
         assert_eq!(

@@ -1,14 +1,24 @@
-//! # Segment format (log version 1)
+//! # Segment format (log version 2; version 1 is read)
 //!
 //! A segment is the file `{generation:020}.wal` in the log directory, `segment_bytes` long,
 //! preallocated by writing zeros so that `fdatasync` never has metadata to write. The zeros are
 //! flushed before the header is written, so a valid header always sits on a full-length file.
-//! Its first log block holds the header; records fill the rest (`record.rs`).
+//! Its first log block holds the header; records fill the blocks after it (`record.rs`); in
+//! version 2 the last two blocks are the tail slots (`slot.rs`), outside the lsn space:
+//!
+//! ```text
+//! version 2:  | header | records (lsns base .. base + capacity) ... | slot 0 | slot 1 |
+//!             0        block                      segment_bytes - 2 block            segment_bytes
+//! version 1:  | header | records ...                                                   |
+//! ```
+//!
+//! Version 1 segments (written before tail slots) are read; every segment written is version
+//! 2, and recycling a version 1 segment rewrites its header as version 2.
 //!
 //! ```text
 //! offset size field
 //!      0    8 magic            "TILLWAL1"
-//!      8    4 version          1
+//!      8    4 version          2 (1: no tail slots)
 //!     12    4 log_block_bytes  the write unit; records start at this offset
 //!     16    8 segment_bytes    the file's length
 //!     24    8 generation       unique for the life of the log; equals the number in the name
@@ -39,7 +49,10 @@ use crate::io::{AlignedBuf, Storage, StorageFile, parent_dir};
 use std::path::{Path, PathBuf};
 
 const MAGIC: [u8; 8] = *b"TILLWAL1";
-const VERSION: u32 = 1;
+/// The version this build writes.
+pub const VERSION: u32 = 2;
+/// The version before tail slots, still read.
+pub const VERSION_NO_SLOTS: u32 = 1;
 const MAGIC_OFFSET: usize = 0;
 pub(crate) const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
 const BLOCK_OFFSET: usize = VERSION_OFFSET + size_of::<u32>();
@@ -63,6 +76,9 @@ pub const SEGMENT_BYTES_MAX: u64 = 1 << 40;
 /// The decoded header of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The format version: [`VERSION`], or [`VERSION_NO_SLOTS`] for a segment written before
+    /// tail slots.
+    pub version: u32,
     /// The log's write unit, in bytes: the header fills the first block and records start
     /// after it.
     pub log_block_bytes: u32,
@@ -89,7 +105,7 @@ impl SegmentHeader {
     pub fn encode(&self) -> AlignedBuf {
         let mut block = AlignedBuf::zeroed(self.log_block_bytes as usize);
         block[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&MAGIC);
-        block[VERSION_OFFSET..BLOCK_OFFSET].copy_from_slice(&VERSION.to_le_bytes());
+        block[VERSION_OFFSET..BLOCK_OFFSET].copy_from_slice(&self.version.to_le_bytes());
         block[BLOCK_OFFSET..SEGMENT_BYTES_OFFSET]
             .copy_from_slice(&self.log_block_bytes.to_le_bytes());
         block[SEGMENT_BYTES_OFFSET..GENERATION_OFFSET]
@@ -131,13 +147,15 @@ impl SegmentHeader {
         }
         let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
-        if u32_at(VERSION_OFFSET) != VERSION {
+        let version = u32_at(VERSION_OFFSET);
+        if version != VERSION && version != VERSION_NO_SLOTS {
             return Err(corrupt(
                 VERSION_OFFSET,
                 "log segment version not supported by this build",
             ));
         }
         let header = SegmentHeader {
+            version,
             log_block_bytes: u32_at(BLOCK_OFFSET),
             segment_bytes: u64_at(SEGMENT_BYTES_OFFSET),
             generation: u64_at(GENERATION_OFFSET),
@@ -170,10 +188,20 @@ impl SegmentHeader {
         Ok(HeaderState::Valid(header))
     }
 
-    /// Lsns one segment holds.
+    /// Lsns one segment holds: its blocks but the header and the tail slots.
     #[must_use]
     pub fn capacity(&self) -> u64 {
-        self.segment_bytes - u64::from(self.log_block_bytes)
+        self.segment_bytes - (1 + self.slots()) * u64::from(self.log_block_bytes)
+    }
+
+    /// Tail slot blocks at the segment's end (`slot.rs`): 2 from version 2 on, 0 before.
+    #[must_use]
+    pub fn slots(&self) -> u64 {
+        if self.version == VERSION_NO_SLOTS {
+            0
+        } else {
+            super::slot::SLOTS
+        }
     }
 }
 
@@ -212,11 +240,17 @@ impl Segment {
         );
         let offset = u64::from(self.header.log_block_bytes) + (lsn - self.header.base_lsn);
         assert!(
-            offset <= self.header.segment_bytes,
+            offset <= self.records_end(),
             "lsn {lsn} past the end of {}",
             self.path.display()
         );
         offset
+    }
+
+    /// File offset just past the last byte records may use (the tail slots follow).
+    #[must_use]
+    pub fn records_end(&self) -> u64 {
+        u64::from(self.header.log_block_bytes) + self.header.capacity()
     }
 
     /// The lsn just past the last byte this segment can hold.
@@ -279,6 +313,7 @@ mod tests {
 
     fn header() -> SegmentHeader {
         SegmentHeader {
+            version: VERSION,
             log_block_bytes: 512,
             segment_bytes: 8192,
             generation: 7,
@@ -288,7 +323,18 @@ mod tests {
 
     #[test]
     fn golden_header() {
-        let block = header().encode();
+        // Version 1, as written before tail slots: still decoded, with no slots.
+        let v1 = SegmentHeader {
+            version: VERSION_NO_SLOTS,
+            ..header()
+        };
+        let block = v1.encode();
+        assert_eq!(
+            SegmentHeader::decode(&block, Path::new("x.wal")).expect("ok"),
+            HeaderState::Valid(v1)
+        );
+        assert_eq!((v1.slots(), v1.capacity()), (0, 8192 - 512));
+        assert_eq!((header().slots(), header().capacity()), (2, 8192 - 3 * 512));
         assert_eq!(block.len(), 512);
         let hex: Vec<String> = block[..HEADER_BYTES]
             .iter()

@@ -9,9 +9,9 @@ use super::group_commit::{Need, Progress, Role, WaitSlot, Waiter, wake_plan};
 use super::reader::{self, ChainSegment, Recovery, WalRecord};
 use super::record::{self, HEADER_BYTES as RECORD_HEADER_BYTES, RecordKind};
 use super::segment::{self, Segment, SegmentHeader};
-use super::{Lsn, WalOptions};
+use super::{Lsn, TailGuard, WalOptions};
 use crate::error::{Error, IoOp, Result};
-use crate::io::{AlignedVec, IoGeometry, Storage, parent_dir};
+use crate::io::{AlignedBuf, AlignedVec, IoGeometry, Storage, parent_dir};
 use crate::{Durability, FlushMethod};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::path::{Path, PathBuf};
@@ -136,6 +136,42 @@ struct State {
     /// The failure that poisoned the log, for the errors everyone else gets.
     poison_cause: Option<String>,
     closing: bool,
+    /// What the tail slots of the active segment hold (`TailGuard::Slots`).
+    slots: TailSlots,
+    /// A block-sized buffer for slot writes, kept between writes.
+    slot_buf: Option<AlignedBuf>,
+}
+
+/// Which tail slot holds which copy (`slot.rs`). A write goes to the slot that is not
+/// `durable`, so that slot's copy survives any tear of the write.
+#[derive(Debug, Default, Clone, Copy)]
+struct TailSlots {
+    /// The newest copy a completed flush made durable.
+    durable: Option<SlotCopy>,
+    /// The newest copy written since, not yet covered by a completed flush.
+    written: Option<SlotCopy>,
+}
+
+/// A copy of a tail block in a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SlotCopy {
+    generation: u64,
+    index: usize,
+    /// Lsn of the block's first byte.
+    block_lsn: u64,
+    /// Lsn after the last byte copied.
+    end: u64,
+}
+
+impl TailSlots {
+    /// The slot the next copy of a tail block in segment `generation` goes to.
+    fn next(&self, generation: u64) -> usize {
+        match self.durable {
+            Some(d) if crate::mutants::active("slot-overwrites-durable-copy") => d.index,
+            Some(d) if d.generation == generation => 1 - d.index,
+            _ => 0,
+        }
+    }
 }
 
 impl State {
@@ -156,6 +192,36 @@ impl State {
             buf.clear();
             self.buffers.push(buf);
         }
+    }
+
+    /// Asserts the invariant tail slots keep: every acknowledged (durable) record in the
+    /// active segment's partly filled block has a durable copy in a slot, so a tear of the
+    /// block's rewrite at home cannot destroy it.
+    fn check_tail_covered(&self, block_bytes: u32, tail: TailGuard) {
+        if tail != TailGuard::Slots {
+            return;
+        }
+        let durable = self.progress.durable;
+        let header = &self.active().segment.header;
+        if durable <= header.base_lsn {
+            return;
+        }
+        let into = (durable - header.base_lsn) % u64::from(block_bytes);
+        if into == 0 {
+            return;
+        }
+        let block_lsn = durable - into;
+        assert!(
+            self.slots
+                .durable
+                .is_some_and(|d| d.generation == header.generation
+                    && d.block_lsn == block_lsn
+                    && d.end >= durable),
+            "durable lsn {durable} in block {block_lsn} of generation {} without a durable \
+             slot copy: {:?}",
+            header.generation,
+            self.slots
+        );
     }
 
     fn pending_bytes(&self) -> usize {
@@ -273,16 +339,9 @@ impl Wal {
         }
         let recovery = scan.recovery.clone();
         let mut free = scan.free;
-        let generation = scan
-            .max_generation
-            .checked_add(1)
-            .filter(|&g| g <= segment::GENERATION_MAX)
-            .ok_or_else(|| Error::Corruption {
-                file: dir.to_path_buf(),
-                offset: 0,
-                what: "a log segment's name claims a generation no log reaches (found by fuzzing)",
-            })?;
+        let generation = next_generation(scan.max_generation, dir)?;
         let header = SegmentHeader {
+            version: segment::VERSION,
             log_block_bytes: block,
             segment_bytes: options.segment_bytes,
             generation,
@@ -324,6 +383,8 @@ impl Wal {
             poisoned: false,
             poison_cause: None,
             closing: false,
+            slots: TailSlots::default(),
+            slot_buf: None,
         };
         let shared = Arc::new(Shared {
             storage,
@@ -602,6 +663,17 @@ fn check_begins(scan: &reader::Scan, start: Option<Lsn>) -> Result<()> {
     Ok(())
 }
 
+/// The generation after `max` (the highest a segment name in `dir` claims).
+fn next_generation(max: u64, dir: &Path) -> Result<u64> {
+    max.checked_add(1)
+        .filter(|&g| g <= segment::GENERATION_MAX)
+        .ok_or_else(|| Error::Corruption {
+            file: dir.to_path_buf(),
+            offset: 0,
+            what: "a log segment's name claims a generation no log reaches (found by fuzzing)",
+        })
+}
+
 fn prepare_segment(
     storage: &dyn Storage,
     dir: &Path,
@@ -614,18 +686,21 @@ fn prepare_segment(
 
 impl Shared {
     fn max_payload_bytes(&self) -> usize {
-        let capacity = usize::try_from(self.options.segment_bytes - u64::from(self.block_bytes))
-            .expect("fits usize");
+        let blocks = 1 + super::slot::SLOTS;
+        let capacity =
+            usize::try_from(self.options.segment_bytes - blocks * u64::from(self.block_bytes))
+                .expect("fits usize");
         capacity - RECORD_HEADER_BYTES - self.tail_reserve()
     }
 
     /// Bytes every segment keeps free after its last data record: the `SegmentEnd` record,
-    /// and with padding the largest pad before it (a block plus a record header).
+    /// and with padding the largest pad before it (a block plus a record header). `Slots`
+    /// pads too, when a block has less room than a slot's trailer.
     fn tail_reserve(&self) -> usize {
-        if self.options.pad_groups {
-            2 * self.block_bytes as usize + RECORD_HEADER_BYTES
-        } else {
+        if self.options.tail == TailGuard::None {
             RECORD_HEADER_BYTES
+        } else {
+            2 * self.block_bytes as usize + RECORD_HEADER_BYTES
         }
     }
 

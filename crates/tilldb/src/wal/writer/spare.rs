@@ -68,6 +68,7 @@ impl Shared {
         st.preparing = true;
         let active = &st.active().segment;
         let header = SegmentHeader {
+            version: segment::VERSION,
             log_block_bytes: self.block_bytes,
             segment_bytes: self.options.segment_bytes,
             generation: st.next_generation,

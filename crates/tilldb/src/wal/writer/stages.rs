@@ -5,8 +5,11 @@
 
 use super::{
     Arc, Chunk, Duration, Error, GATHER_IDLE_MIN, GATHER_MAX, Instant, MutexGuard, Need, Ordering,
-    RECORD_HEADER_BYTES, Result, Role, Shared, State, WaitSlot, Waiter, record, wake_unlocked,
+    RECORD_HEADER_BYTES, Result, Role, Shared, SlotCopy, State, TailGuard, WaitSlot, Waiter,
+    record, wake_unlocked,
 };
+use crate::io::AlignedBuf;
+use crate::wal::slot;
 
 impl Shared {
     /// Waits until `lsn` reaches `need`, leading the write or flush stage when it is free.
@@ -49,31 +52,46 @@ impl Shared {
     /// Takes every pending chunk and writes it, leaving a new active chunk that starts with a
     /// copy of the partly filled tail block (rewritten, same bytes first, by the next write).
     ///
-    /// With padding on, the write closes its last block with a pad unless a flush is running
-    /// (then the block stays open, and the flush that follows this one starts with a closing
-    /// write: `group_commit.rs`). A write-through method pads every write: its writes are
-    /// its flushes.
+    /// A write that starts while no flush runs *closes* its last block, which the flush that
+    /// follows may then acknowledge: with `TailGuard::Slots` it writes a copy of that block to
+    /// the free tail slot as well (`slot.rs`), with `TailGuard::Pad` (or a block too full for
+    /// a slot) it pads it. A write made while a flush runs leaves the block open, and the
+    /// flush that follows this one starts with a closing write (`group_commit.rs`). A
+    /// write-through method closes every write: its writes are its flushes.
     pub(super) fn write_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         assert!(!st.progress.writing);
         st.progress.writing = true;
         let close = !st.progress.flushing || self.method.is_write_through();
-        if self.options.pad_groups && close {
+        let block = self.block_bytes as usize;
+        let used = st.active().buf.len() % block;
+        let shadow = self.options.tail == TailGuard::Slots
+            && close
+            && !st.progress.flushing
+            && used > 0
+            && used <= block - slot::TRAILER_BYTES;
+        if self.options.tail != TailGuard::None && close && !shadow {
             self.pad_active_block(st);
         }
         let target = st.progress.appended;
-        let block = self.block_bytes as usize;
         let mut buf = st.buffer();
         let last = st.active();
         let tail = last.buf.len() % block;
         let kept = last.buf.len() - tail;
         buf.extend_from_slice(&last.buf[kept..]);
         let open_from = last.start_lsn + kept as u64;
+        let segment = Arc::clone(&last.segment);
         let next = Chunk {
-            segment: Arc::clone(&last.segment),
+            segment: Arc::clone(&segment),
             file_offset: last.file_offset + kept as u64,
             start_lsn: open_from,
             buf,
         };
+        // The copy of the tail block for a slot, made under the lock like the chunk's.
+        let slot_write = shadow.then(|| {
+            assert_eq!(tail, used, "a shadowed write was padded");
+            self.slot_copy(st, kept, open_from)
+        });
+        st.progress.shadowing = slot_write.is_some();
         let mut taken = std::mem::replace(&mut st.chunks, vec![next]);
         let result = MutexGuard::unlocked(st, || {
             let mut bytes = 0u64;
@@ -88,19 +106,32 @@ impl Shared {
                 );
                 let padded = c.buf.padded_to(block);
                 assert!(
-                    c.file_offset + padded.len() as u64 <= c.segment.header.segment_bytes,
-                    "write past segment end"
+                    c.file_offset + padded.len() as u64 <= c.segment.records_end(),
+                    "write past the segment's records"
                 );
                 c.segment.file.write_at(padded, c.file_offset)?;
                 bytes += padded.len() as u64;
             }
+            if let Some((copy, at, _)) = &slot_write {
+                segment.file.write_at(copy, *at)?;
+                bytes += copy.len() as u64;
+            }
             Ok::<u64, Error>(bytes)
         });
         st.progress.writing = false;
+        st.progress.shadowing = false;
         let bytes = match result {
             Ok(bytes) => bytes,
             Err(e) => return Err(st.poison(e)),
         };
+        if let Some((copy, _, made)) = slot_write {
+            st.slot_buf = Some(copy);
+            if self.method.is_write_through() {
+                st.slots.durable = Some(made);
+            } else {
+                st.slots.written = Some(made);
+            }
+        }
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
         self.log_bytes
@@ -114,13 +145,7 @@ impl Shared {
         }
         assert!(target >= st.progress.written, "written lsn went backwards");
         st.progress.written = target;
-        // Without padding every write may be rewritten (the documented cost of `pad_groups`
-        // off); with it, everything before the open block is closed.
-        let closed = if self.options.pad_groups {
-            open_from
-        } else {
-            target
-        };
+        let closed = self.closed_by_write(st.progress.closed, shadow, open_from, target);
         assert!(
             closed >= st.progress.closed && closed <= target,
             "closed lsn {closed} outside [{}, {target}]",
@@ -130,9 +155,58 @@ impl Shared {
         if self.method.is_write_through() {
             assert_eq!(closed, target, "a write-through write left its block open");
             st.progress.durable = target;
+            st.check_tail_covered(self.block_bytes, self.options.tail);
         }
         wake_unlocked(st);
         Ok(())
+    }
+
+    /// How far the log is closed after a write that ended at `target` with its last block
+    /// from `open_from` (`closed` before it; `shadow`: it wrote a slot copy). Unguarded, every
+    /// write may be rewritten (the documented cost of `TailGuard::None`); guarded, everything
+    /// before the open block is closed, and with a slot copy the open block's bytes too. A
+    /// write left open (a flush runs) does not reopen what an earlier write's slot copy
+    /// closed: the flush running began after that copy was written, and makes it the durable
+    /// one.
+    fn closed_by_write(&self, closed: u64, shadow: bool, open_from: u64, target: u64) -> u64 {
+        if self.options.tail == TailGuard::None || shadow {
+            target
+        } else {
+            open_from.max(closed)
+        }
+    }
+
+    /// A copy of the active chunk's partly filled tail block (from `kept`, at lsn
+    /// `open_from`) for the slot that does not hold the durable copy: the slot block, its
+    /// file offset, and what it holds.
+    fn slot_copy(
+        &self,
+        st: &mut State,
+        kept: usize,
+        open_from: u64,
+    ) -> (AlignedBuf, u64, SlotCopy) {
+        let segment = Arc::clone(&st.active().segment);
+        let generation = segment.header.generation;
+        let index = st.slots.next(generation);
+        let mut copy = st
+            .slot_buf
+            .take()
+            .unwrap_or_else(|| AlignedBuf::zeroed(self.block_bytes as usize));
+        let content = &st.active().buf[kept..];
+        slot::encode(
+            &mut copy,
+            generation,
+            open_from,
+            content,
+            st.progress.durable,
+        );
+        let made = SlotCopy {
+            generation,
+            index,
+            block_lsn: open_from,
+            end: st.progress.appended,
+        };
+        (copy, slot::offset(&segment.header, index), made)
     }
 
     /// Closes the active chunk's partly filled block with a `Pad` record (at least a header
@@ -180,6 +254,7 @@ impl Shared {
             st.progress.closed
         };
         let segments = std::mem::take(&mut st.dirty);
+        let promote = st.slots.written;
         let started = Instant::now();
         let result = MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()));
         let result = if result.is_err() && crate::mutants::active("retry-failed-fsync") {
@@ -195,6 +270,19 @@ impl Shared {
         self.flushes.fetch_add(1, Ordering::Relaxed);
         assert!(target >= st.progress.durable, "durable lsn went backwards");
         st.progress.durable = target;
+        // No slot write ran during the flush (`Progress::shadowing`, and a closing write
+        // starts only while no flush runs), so the newest slot copy written before it is
+        // durable now.
+        if let Some(made) = promote {
+            assert_eq!(
+                st.slots.written,
+                Some(made),
+                "a slot was written during a flush"
+            );
+            st.slots.durable = Some(made);
+            st.slots.written = None;
+        }
+        st.check_tail_covered(self.block_bytes, self.options.tail);
         st.flush_ns_ewma = if st.flush_ns_ewma == 0 {
             flush_ns
         } else {
