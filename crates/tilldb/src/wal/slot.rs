@@ -232,7 +232,11 @@ mod tests {
             }]
         );
         assert_eq!(&bytes[1536..1736], &good[..]);
-        assert_eq!(&bytes[1736..1836], &[0xEE; 100][..], "past the copy: untouched");
+        assert_eq!(
+            &bytes[1736..1836],
+            &[0xEE; 100][..],
+            "past the copy: untouched"
+        );
         // Intact (the home block went on past the copy): nothing changes.
         let mut longer = good.clone();
         longer.extend(200..255u8);
@@ -256,10 +260,7 @@ mod tests {
             assert_eq!(decode(&torn, &h), None, "byte {i}");
         }
         // Another generation's slot (a recycled segment).
-        let other = SegmentHeader {
-            generation: 6,
-            ..h
-        };
+        let other = SegmentHeader { generation: 6, ..h };
         assert_eq!(decode(&bytes[at..at + 512], &other), None);
         // A block outside this segment's lsns, or not on a block boundary.
         for block_lsn in [4096 + 6656, 5128, 4000] {
@@ -279,7 +280,8 @@ mod tests {
         let good: Vec<u8> = (0..200u8).collect();
         let bytes = segment(&[0xEE; 200], &good, 1);
         let disk = SimDisk::new(SimConfig::default());
-        disk.create_dir_all(std::path::Path::new("/w")).expect("dir");
+        disk.create_dir_all(std::path::Path::new("/w"))
+            .expect("dir");
         let file = disk
             .create(std::path::Path::new("/w/s"), crate::FlushMethod::Fdatasync)
             .expect("create");
