@@ -73,7 +73,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use sweep::{CaseFn, Image, Watched, guarded, lay_down};
-use tilldb::internals::wal::{LogEvent, RecordKind};
+use tilldb::internals::wal::segment::HeaderState;
+use tilldb::internals::wal::{LogEvent, RecordKind, SegmentHeader, slot};
 use tilldb::io::{CrashMode, SimConfig, SimDisk};
 use tilldb::{Db, Direction, Error, FlushMethod, Options};
 
@@ -946,11 +947,39 @@ enum LogHit {
     },
 }
 
+/// The bytes a damage stands for in the log: for a damaged tail slot, the home bytes of the
+/// block it holds a copy of (`wal/slot.rs`: a partly filled block's records are only there);
+/// elsewhere the damaged bytes themselves.
+fn home_of(variant: &Variant, file: &Path, changed: Range<u64>) -> Range<u64> {
+    let bytes = &variant.image[file];
+    let Ok(HeaderState::Valid(h)) = SegmentHeader::decode(bytes, file) else {
+        return changed;
+    };
+    if h.slots() == 0 || changed.end <= slot::offset(&h, 0) {
+        return changed;
+    }
+    let block = u64::from(h.log_block_bytes);
+    let (mut lo, mut hi) = (u64::MAX, 0);
+    for i in 0..2 {
+        let at = slot::offset(&h, i);
+        let slot_bytes = &bytes[usize::try_from(at).expect("fits")..][..h.log_block_bytes as usize];
+        if changed.start < at + block
+            && at < changed.end
+            && let Some(s) = slot::decode(slot_bytes, &h)
+        {
+            let home = block + (s.block_lsn - h.base_lsn);
+            lo = lo.min(home);
+            hi = hi.max(home + s.used as u64);
+        }
+    }
+    if lo < hi { lo..hi } else { changed }
+}
+
 fn log_hit(variant: &Variant, damage: &Damage, prefix: Option<usize>) -> Option<LogHit> {
     if !damage.file().starts_with(WAL_DIR) {
         return None;
     }
-    let changed = damage.changed(variant);
+    let changed = home_of(variant, damage.file(), damage.changed(variant));
     let hit = |r: &LogRecord| {
         r.path == damage.file() && r.bytes.start < changed.end && changed.start < r.bytes.end
     };

@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tilldb::internals::wal::{Lsn, Recovery, Wal, WalOptions, WalRecord};
+use tilldb::internals::wal::segment::HeaderState;
+use tilldb::internals::wal::{
+    Lsn, Recovery, SegmentHeader, TailGuard, Wal, WalOptions, WalRecord, slot,
+};
 use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk, Storage};
 use tilldb::{Durability, Error, FlushMethod};
 
@@ -73,6 +76,16 @@ fn disk_with(files: &[(PathBuf, Vec<u8>)]) -> SimDisk {
     disk
 }
 
+/// A segment file's bytes with its valid tail slots laid over their home blocks, as recovery
+/// reads them.
+fn with_slots(bytes: &[u8]) -> Vec<u8> {
+    let mut view = bytes.to_vec();
+    if let Ok(HeaderState::Valid(header)) = SegmentHeader::decode(bytes, Path::new("segment")) {
+        slot::apply(&mut view, &header);
+    }
+    view
+}
+
 fn first_segment(files: &[(PathBuf, Vec<u8>)]) -> usize {
     files
         .iter()
@@ -108,11 +121,14 @@ fn torn_tail_at_every_byte_offset_recovers_the_exact_prefix() {
         cut[seg].1[k..].fill(0);
         let damaged = disk_with(&cut);
         let (ids, recovery) = recovered_ids(&damaged);
+        // As recovery sees them: each valid tail slot laid over its home block (the records
+        // of a partly filled block are only in its slot).
+        let (cut_view, whole_view) = (with_slots(&cut[seg].1), with_slots(&files[seg].1));
         let intact = |i: usize| {
             let start =
                 usize::try_from(if i == 0 { 0 } else { ends[i - 1].0 } + block).expect("small");
             let end = usize::try_from(ends[i].0 + block).expect("small");
-            cut[seg].1[start..end] == files[seg].1[start..end]
+            cut_view[start..end] == whole_view[start..end]
         };
         let whole = (0..ends.len()).take_while(|&i| intact(i)).count();
         assert_eq!(
@@ -158,17 +174,16 @@ fn a_truncated_segment_file_is_corruption_naming_file_and_offset() {
 /// A flipped bit in record 5 of 10 `Sync` commits: the groups after it carry durable marks
 /// past it, so it was durable before it was damaged, and recovery refuses the log naming the
 /// file and offset (it used to end the log there, dropping records 5-9, all acknowledged). The
-/// same flip in the last record is repaired from its block's copy in a tail slot; without the
-/// slots, nothing later vouches for it, and it looks like a torn tail: the log ends there, and
-/// the stop is reported.
+/// same flip in the last record of a padded log (`TailGuard::Pad`: the record is at home;
+/// with tail slots a partly filled block is only in its slot), which nothing later vouches
+/// for, looks like a torn tail: the log ends there, and the stop is reported.
 #[test]
 fn a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log() {
     let path = Path::new(DIR).join("00000000000000000001.wal");
     let block = 512;
     let original = disk();
     let ends = write_records(&original, 0..10);
-    // Where record 4 ends: the pad that closes its group (a durable group, as the next
-    // group's mark says).
+    // Where record 4 ends (a durable group, as a later group's mark says).
     let record5 = ends[4].0 + block;
     original.corrupt(&path, record5 + 30, 0x10);
     let err = Wal::open(
@@ -185,20 +200,30 @@ fn a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log() {
         other => panic!("{other:?}"),
     }
 
+    let padded = WalOptions {
+        tail: TailGuard::Pad,
+        ..WalOptions::for_tests()
+    };
     let original = disk();
-    let ends = write_records(&original, 0..10);
+    let (wal, _) =
+        Wal::open(Arc::new(original.clone()), Path::new(DIR), padded.clone()).expect("open");
+    let ends: Vec<Lsn> = (0..10)
+        .map(|i| wal.commit(&payload(i), Durability::Sync).expect("commit"))
+        .collect();
+    wal.close().expect("close");
     // Record 9 itself (the last group), which ends where its record ends.
     let start9 = ends[9].0 - tilldb::internals::wal::record::record_len(payload(9).len()) as u64;
     let record9 = start9 + block;
     original.corrupt(&path, record9 + 30, 0x10);
-    let (ids, _) = recovered_ids(&original);
-    assert_eq!(ids, (0..10).collect::<Vec<_>>(), "the tail slot repairs it");
-    // Both tail slots (the segment's last two blocks) damaged too.
-    let segment_bytes = WalOptions::for_tests().segment_bytes;
-    for slot in 1..=2 {
-        original.corrupt(&path, segment_bytes - slot * block + 7, 0x10);
-    }
-    let (ids, recovery) = recovered_ids(&original);
+    let (wal, recovery) =
+        Wal::open(Arc::new(original.clone()), Path::new(DIR), padded).expect("open");
+    let ids: Vec<u32> = wal
+        .read_from(recovery.start_lsn)
+        .expect("read")
+        .iter()
+        .map(id)
+        .collect();
+    wal.close().expect("close");
     assert_eq!(ids, (0..9).collect::<Vec<_>>());
     let stop = recovery.stop.expect("stop reported");
     assert_eq!(stop.path, path);

@@ -175,6 +175,11 @@ fn copy_file(
     let mut done = 0u64;
     while done < keep {
         let want = usize::try_from((keep - done).min(CHUNK_BYTES as u64)).expect("a chunk");
+        // A log segment's tail slots first, then its home bytes (`slot::read_from`).
+        let copies = match &segment {
+            Some(header) => slot::read_from(&*from, header)?,
+            None => slot::Copies::default(),
+        };
         let n = from.read_at(&mut buf[..want], done)?;
         if n == 0 {
             return Err(Error::Corruption {
@@ -183,10 +188,11 @@ fn copy_file(
                 what: "the file ended while it was copied for a backup",
             });
         }
-        // A log block torn while it was rewritten is whole in a tail slot: copy it whole
-        // (only its bytes before `keep`; the slots themselves are not copied).
+        // A tail block's bytes are in a slot until its home is written full (and a block torn
+        // while it was rewritten is whole there): copy them home (only bytes before `keep`;
+        // the slots themselves are not copied).
         if let Some(header) = &segment {
-            slot::apply_to_range(&*from, header, &mut buf[..n], done)?;
+            copies.lay(&mut buf[..n], done, header);
         }
         to.write_at(&buf[..n], done)?;
         done += n as u64;

@@ -88,11 +88,13 @@ impl LogFollower {
             let block = u64::from(header.log_block_bytes);
             let from = block + (position - header.base_lsn);
             let len = usize::try_from(end - position).expect("a segment fits in memory");
+            // The tail slots first, then the home bytes (`slot::read_from`): a tail block's
+            // bytes are in a slot until its home is written full.
+            let copies = slot::read_from(&*current.file, &header)?;
             let mut bytes = vec![0; len];
             let n = current.file.read_at(&mut bytes, from)?;
             bytes.truncate(n);
-            // A block torn while it was rewritten is whole in a tail slot (`slot.rs`).
-            slot::apply_to_range(&*current.file, &header, &mut bytes, from)?;
+            copies.lay(&mut bytes, from, &header);
             let path = current.path.clone();
             let mut at = 0;
             let mut next_segment = false;

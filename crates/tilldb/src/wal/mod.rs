@@ -71,8 +71,8 @@ pub(crate) mod follow;
 mod group_commit;
 mod reader;
 pub mod record;
-mod segment;
-pub(crate) mod slot;
+pub mod segment;
+pub mod slot;
 mod writer;
 
 pub use reader::{

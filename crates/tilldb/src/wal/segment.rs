@@ -224,8 +224,11 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
 /// An open segment, ready for appends.
 #[derive(Debug)]
 pub struct Segment {
+    /// Its header, as written.
     pub header: SegmentHeader,
+    /// The segment file.
     pub path: PathBuf,
+    /// The open file, with the log's flush method.
     pub file: Box<dyn StorageFile>,
 }
 

@@ -10,9 +10,14 @@
 //! - A version 2 segment ends with two slot blocks, at file offsets `segment_bytes - 2 *
 //!   block` (slot 0) and `segment_bytes - block` (slot 1), outside the lsn space.
 //! - A *closing* write (one a flush will cover) whose last block is partly filled writes that
-//!   block at home as always, and also a copy of it to a slot: the slot that does not hold the
-//!   newest copy a completed flush made durable. So while any write rewrites the tail block
-//!   at home, the other slot holds a durable copy of every acknowledged record in it.
+//!   block to a slot instead of its home: the slot that does not hold the newest copy a
+//!   completed flush made durable. A block's home is written when the block is full (or left
+//!   open by a write made while a flush runs, which acknowledges nothing in it). So a lone
+//!   commit costs one block write, and while any write touches the tail block's home or a
+//!   slot, the other slot holds a durable copy of every acknowledged record in that block.
+//! - A full home block is never written again. So a reader of a live log that reads the
+//!   slots first and the home bytes after finds every durable byte in one or the other
+//!   ([`read_from`]).
 //! - Slot writes never overlap a flush: a closing write starts only while no flush runs, and
 //!   a flush does not start while a slot write runs (`group_commit.rs`). So a completed flush
 //!   makes durable exactly the slot writes that completed before it started.
@@ -152,26 +157,39 @@ pub fn apply(bytes: &mut [u8], header: &SegmentHeader) -> Vec<Slot> {
     slots.into_iter().map(|(_, s)| s).collect()
 }
 
-/// [`apply`] for part of a segment: `bytes` were read from file offset `from` of the segment
-/// `header` in `file`, whose slots are read here.
-pub fn apply_to_range(
-    file: &dyn StorageFile,
-    header: &SegmentHeader,
-    bytes: &mut [u8],
-    from: u64,
-) -> Result<()> {
+/// The valid slots of the segment `header` in `file`, each with its slot block, for
+/// [`Copies::lay`]. A reader of a live log reads these *before* the home bytes they repair: a
+/// tail block's acknowledged bytes are in a slot until its home block is written full, and a
+/// full home block is never written again, so what a slot no longer holds (read first) its
+/// home holds (read after).
+pub fn read_from(file: &dyn StorageFile, header: &SegmentHeader) -> Result<Copies> {
+    let mut copies = Vec::new();
     if header.slots() == 0 {
-        return Ok(());
+        return Ok(Copies(copies));
     }
     let block = header.log_block_bytes as usize;
     let mut slots = vec![0u8; block * INDICES.len()];
     let n = file.read_at(&mut slots, offset(header, 0))?;
     for content in slots[..n].chunks_exact(block) {
         if let Some(s) = decode(content, header) {
-            lay(bytes, from, header, &s, content);
+            copies.push((s, content.to_vec()));
         }
     }
-    Ok(())
+    Ok(Copies(copies))
+}
+
+/// Slot copies read by [`read_from`].
+#[derive(Debug, Default)]
+pub struct Copies(Vec<(Slot, Vec<u8>)>);
+
+impl Copies {
+    /// Lays the copies over `bytes`, read (after the copies) from file offset `from` of the
+    /// segment `header`.
+    pub fn lay(&self, bytes: &mut [u8], from: u64, header: &SegmentHeader) {
+        for (s, content) in &self.0 {
+            lay(bytes, from, header, s, content);
+        }
+    }
 }
 
 /// Copies the bytes of `slot` (whose slot block is `content`) over the part of its home block
@@ -288,7 +306,9 @@ mod tests {
         file.write_at(&bytes, 0).expect("write");
         // Bytes 1600..1700 of the file: lsns 5184..5284, inside the copy.
         let mut part = bytes[1600..1700].to_vec();
-        apply_to_range(&*file, &h, &mut part, 1600).expect("read slots");
+        read_from(&*file, &h)
+            .expect("read slots")
+            .lay(&mut part, 1600, &h);
         assert_eq!(&part[..], &good[64..164]);
     }
 }

@@ -1,7 +1,8 @@
 //! The write and flush stages of group commit: a committer waits for its lsn to be written
 //! or durable, leading the stage that is free (`group_commit.rs` decides who leads and whom
 //! to wake); the leader writes the records appended so far, or flushes what was written,
-//! with the state lock released, and pads the last block before a flush covers it.
+//! with the state lock released, and closes the last block (a tail slot copy, or a pad) before
+//! a flush covers it.
 
 use super::{
     Arc, Chunk, Duration, Error, GATHER_IDLE_MIN, GATHER_MAX, Instant, MutexGuard, Need, Ordering,
@@ -9,6 +10,7 @@ use super::{
     record, wake_unlocked,
 };
 use crate::io::AlignedBuf;
+use crate::wal::segment::Segment;
 use crate::wal::slot;
 
 impl Shared {
@@ -94,29 +96,10 @@ impl Shared {
         st.progress.shadowing = slot_write.is_some();
         let mut taken = std::mem::replace(&mut st.chunks, vec![next]);
         let result = MutexGuard::unlocked(st, || {
-            let mut bytes = 0u64;
-            for c in &mut taken {
-                if c.buf.is_empty() {
-                    continue;
-                }
-                assert_eq!(
-                    c.segment.offset_of(c.start_lsn),
-                    c.file_offset,
-                    "chunk lsn vs offset"
-                );
-                let padded = c.buf.padded_to(block);
-                assert!(
-                    c.file_offset + padded.len() as u64 <= c.segment.records_end(),
-                    "write past the segment's records"
-                );
-                c.segment.file.write_at(padded, c.file_offset)?;
-                bytes += padded.len() as u64;
-            }
-            if let Some((copy, at, _)) = &slot_write {
-                segment.file.write_at(copy, *at)?;
-                bytes += copy.len() as u64;
-            }
-            Ok::<u64, Error>(bytes)
+            let slot = slot_write
+                .as_ref()
+                .map(|(copy, at, _)| (&**copy, *at, kept));
+            write_chunks(&mut taken, &segment, slot, block)
         });
         st.progress.writing = false;
         st.progress.shadowing = false;
@@ -336,4 +319,47 @@ impl Shared {
         }
         st.progress.writing = false;
     }
+}
+
+/// Writes the chunks of a write stage to their segments, and the slot copy `slot` (its block,
+/// file offset in `segment`, and the bytes of the last chunk before its partly filled block)
+/// if there is one. Returns the bytes written.
+fn write_chunks(
+    taken: &mut [Chunk],
+    segment: &Segment,
+    slot: Option<(&[u8], u64, usize)>,
+    block: usize,
+) -> Result<u64> {
+    let mut bytes = 0u64;
+    let last_index = taken.len() - 1;
+    for (i, c) in taken.iter_mut().enumerate() {
+        // With a slot copy, the partly filled last block goes to the slot only: a block's
+        // home is written when it is full (or left open by a pipelined write), so a lone
+        // commit costs one block write, not two (`slot.rs`).
+        let home_len = match slot {
+            Some((_, _, kept)) if i == last_index => kept,
+            _ => c.buf.len(),
+        };
+        if home_len == 0 {
+            continue;
+        }
+        assert_eq!(
+            c.segment.offset_of(c.start_lsn),
+            c.file_offset,
+            "chunk lsn vs offset"
+        );
+        let padded = c.buf.padded_to(block);
+        let home = &padded[..home_len.next_multiple_of(block)];
+        assert!(
+            c.file_offset + home.len() as u64 <= c.segment.records_end(),
+            "write past the segment's records"
+        );
+        c.segment.file.write_at(home, c.file_offset)?;
+        bytes += home.len() as u64;
+    }
+    if let Some((copy, at, _)) = slot {
+        segment.file.write_at(copy, at)?;
+        bytes += copy.len() as u64;
+    }
+    Ok(bytes)
 }
