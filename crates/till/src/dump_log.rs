@@ -28,6 +28,7 @@
 //!   base_lsn             u64 | null      from a valid header
 //!   log_block_bytes      u32 | null
 //!   segment_bytes        u64 | null
+//!   version              u32 | null      log format version (2: with tail slots)
 //!   end_lsn              u64 | null      chain: the lsn after its last record
 //!   holds_records        bool | null     unchained: a valid record sits at its base
 //!   stop                 stop | null     chain: where its records end without SegmentEnd
@@ -171,12 +172,15 @@ impl Dump<'_> {
             LogEvent::Segment { path, header } => {
                 if !self.args.json {
                     println!(
-                        "segment {}: generation {}, base lsn {}, {} B, log block {} B",
+                        "segment {}: generation {}, base lsn {}, {} B, log block {} B, \
+                         version {} ({} tail slots)",
                         file_name(path),
                         header.generation,
                         header.base_lsn,
                         header.segment_bytes,
-                        header.log_block_bytes
+                        header.log_block_bytes,
+                        header.version,
+                        header.slots()
                     );
                 }
                 self.segment = Some((path.to_path_buf(), *header));
@@ -379,6 +383,7 @@ fn segment_json(s: &SegmentFile, stop: Option<&RecoveryStop>) -> Value {
         "base_lsn": s.header.map(|h| h.base_lsn),
         "log_block_bytes": s.header.map(|h| h.log_block_bytes),
         "segment_bytes": s.header.map(|h| h.segment_bytes),
+        "version": s.header.map(|h| h.version),
         "end_lsn": match s.role {
             SegmentRole::Chain { end_lsn } => Some(end_lsn.0),
             _ => None,

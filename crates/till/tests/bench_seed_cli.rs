@@ -290,7 +290,9 @@ fn block_size_rows_grow_the_log_by_the_record_alone_per_lone_sync_commit() {
 }
 
 /// `--plot FILE.png` draws the same picture as a PNG; any other name is refused before the
-/// benchmark runs (it used to write SVG text into whatever file it was given).
+/// benchmark runs (it used to write SVG text into whatever file it was given). Needs the
+/// `png` feature (on by default).
+#[cfg(feature = "png")]
 #[test]
 fn plot_to_png_writes_a_png_and_other_names_are_refused_up_front() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -178,6 +178,13 @@ fn check_names_a_broken_log_chain() {
     let dir = tmp.path().join("db");
     let image = tmp.path().join("image");
     let db = with_free_pages(&dir);
+    // Enough log to span segments: it grows by the records alone.
+    for i in 0..40u32 {
+        let mut txn = db.begin().expect("begin");
+        txn.put(format!("fill{i:02}").as_bytes(), &[2u8; 4_000])
+            .expect("put");
+        txn.commit().expect("commit");
+    }
     // The spare segment is prepared in the background: wait for it before taking the image
     // (the copy once raced it and held three files).
     let started = std::time::Instant::now();

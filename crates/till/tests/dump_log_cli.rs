@@ -12,12 +12,13 @@ use tilldb::Db;
 /// Commits made by `populate`, besides the one that creates the database.
 const COMMITS: u64 = 60;
 
-/// A database of `COMMITS` commits over several log segments, closed cleanly.
+/// A database of `COMMITS` commits over several log segments (4,500-byte values: the log grows
+/// by the records alone), closed cleanly.
 fn populate(dir: &Path) {
     let db = Db::open(dir, options()).expect("open");
     for i in 0..COMMITS {
         let mut txn = db.begin().expect("begin");
-        txn.put(format!("k{i:04}").as_bytes(), &[1u8; 100])
+        txn.put(format!("k{i:04}").as_bytes(), &[1u8; 4_500])
             .expect("put");
         if i % 10 == 0 {
             txn.put_in("other", format!("o{i}").as_bytes(), b"x")

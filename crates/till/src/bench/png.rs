@@ -8,9 +8,11 @@
 use std::path::Path;
 
 /// `DejaVu Sans` (Bitstream Vera licence; the `DejaVu` changes are public domain: `assets/`).
+#[cfg(feature = "png")]
 const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
 /// Pixels per SVG unit.
+#[cfg(feature = "png")]
 const SCALE: f32 = 2.0;
 
 /// The file kinds `--plot` writes, told by the name's extension.
@@ -30,7 +32,12 @@ pub fn plot_format(path: &Path) -> Result<PlotFormat, String> {
         .as_deref()
     {
         Some("svg") => Ok(PlotFormat::Svg),
-        Some("png") => Ok(PlotFormat::Png),
+        Some("png") if cfg!(feature = "png") => Ok(PlotFormat::Png),
+        Some("png") => Err(format!(
+            "{}: this till was built without PNG plots (the `png` feature); name the file \
+             *.svg, or build till with its default features",
+            path.display()
+        )),
         _ => Err(format!(
             "{}: --plot writes an SVG or a PNG picture; name the file *.svg or *.png",
             path.display()
@@ -45,7 +52,14 @@ pub fn parse_plot_path(text: &str) -> Result<std::path::PathBuf, String> {
     Ok(path)
 }
 
+/// Without the `png` feature no plot is a PNG (`plot_format` refuses the name).
+#[cfg(not(feature = "png"))]
+pub fn render(_svg: &str) -> Result<Vec<u8>, String> {
+    Err("this till was built without PNG plots (the `png` feature)".to_owned())
+}
+
 /// Renders `svg` (one of the plots) to PNG bytes.
+#[cfg(feature = "png")]
 pub fn render(svg: &str) -> Result<Vec<u8>, String> {
     let mut options = resvg::usvg::Options::default();
     let fonts = options.fontdb_mut();
@@ -85,11 +99,13 @@ pub fn write_plot(path: &Path, svg: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "png")]
     const SVG: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"120\" height=\"40\" \
                        viewBox=\"0 0 120 40\" font-family=\"sans-serif\">\
                        <rect x=\"0\" y=\"0\" width=\"60\" height=\"40\" fill=\"#1f77b4\"/>\
                        <text x=\"64\" y=\"28\" font-size=\"20\">Ag</text></svg>";
 
+    #[cfg(feature = "png")]
     #[test]
     fn a_plot_renders_to_a_png_with_its_shapes_and_text() {
         let png = render(SVG).expect("renders");
@@ -116,7 +132,12 @@ mod tests {
     #[test]
     fn the_plot_format_is_the_extension() {
         assert_eq!(plot_format(Path::new("a/b.svg")), Ok(PlotFormat::Svg));
-        assert_eq!(plot_format(Path::new("b.PNG")), Ok(PlotFormat::Png));
+        if cfg!(feature = "png") {
+            assert_eq!(plot_format(Path::new("b.PNG")), Ok(PlotFormat::Png));
+        } else {
+            let err = plot_format(Path::new("b.png")).expect_err("no PNG support");
+            assert!(err.contains("png` feature"), "{err}");
+        }
         let err = plot_format(Path::new("plot.jpg")).expect_err("refused");
         assert!(err.contains("plot.jpg") && err.contains("*.png"), "{err}");
         assert!(parse_plot_path("noext").is_err());
