@@ -36,7 +36,8 @@ pub fn options() -> Options {
         torn_page_guard: tilldb::TornPageGuard::Doublewrite,
         checkpoint_log_bytes: 64 << 20,
         wal: tilldb::WalOptions {
-            segment_bytes: 8 << 10,
+            // 8 KiB of header and records, and two 512-byte tail slots.
+            segment_bytes: 9 << 10,
             log_block_bytes: Some(512),
             background_threads: false,
             ..defaults.wal.clone()

@@ -85,8 +85,8 @@ pub fn encode(target: &mut [u8], generation: u64, block_lsn: u64, content: &[u8]
         "slot content of {used} bytes in a {block}-byte block"
     );
     assert!(
-        block_lsn.is_multiple_of(8) && durable <= block_lsn + used as u64,
-        "slot for lsn {block_lsn} with durable mark {durable}"
+        durable <= block_lsn + used as u64,
+        "slot for lsn {block_lsn} with durable mark {durable} past its bytes"
     );
     target[..used].copy_from_slice(content);
     target[used..].fill(0);
