@@ -673,3 +673,39 @@ fn a_background_preparation_whose_directory_flush_failed_stops_the_log() {
         assert!(ids.is_empty(), "seed {seed}: {ids:?}");
     }
 }
+
+/// A panic in one of the log's background threads (the interval flusher or the segment
+/// preparer; a failed assertion: a bug) stops the log, as a failed write does: every later
+/// commit gets an error naming it. It used to end that thread silently: the log went on
+/// without it (here the preparer took the panic), or, in the flusher, left the stage it led
+/// busy, and a `Sync` commit waited for it forever.
+#[test]
+fn a_panic_in_the_log_thread_stops_the_log_instead_of_hanging_commits() {
+    let disk = disk();
+    let (wal, _) = open(&disk);
+    wal.commit(&payload(0), Durability::Sync).expect("commit");
+    // The log's next write panics; a `Lazy` commit leaves that write to the background
+    // thread (every 5 ms in these options).
+    disk.inject(Fault::once(IoKind::Write, 1, FaultKind::Panic).on_path(".wal"));
+    wal.commit(&payload(1), Durability::Lazy)
+        .expect("lazy commit");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while wal.check_poison().is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background thread's panic did not stop the log"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let wal = Arc::new(wal);
+    let committer = Arc::clone(&wal);
+    std::thread::spawn(move || {
+        let _ = tx.send(committer.commit(&payload(2), Durability::Sync));
+    });
+    let result = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("a commit after the panic returns instead of waiting forever");
+    let err = result.expect_err("the log is stopped");
+    assert!(err.to_string().contains("panicked"), "{err}");
+}

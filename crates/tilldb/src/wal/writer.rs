@@ -424,7 +424,30 @@ impl Wal {
             let worker = Arc::clone(&self.shared);
             let handle = std::thread::Builder::new()
                 .name(name.into())
-                .spawn(move || body(&worker))
+                .spawn(move || {
+                    // A panic here (a failed assertion: a bug) stops the log, as a failed
+                    // write would, instead of leaving committers waiting for it forever.
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        body(&worker);
+                    }));
+                    if let Err(panic) = run {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| (*s).to_owned())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        let source = std::io::Error::other(format!(
+                            "the log's background thread {name} panicked (a bug in tilldb): \
+                             {what}"
+                        ));
+                        let error = Error::Io {
+                            op: crate::IoOp::Write,
+                            path: worker.dir.clone(),
+                            source,
+                        };
+                        worker.state.lock().poison(error);
+                    }
+                })
                 .map_err(|source| Error::Io {
                     op: crate::IoOp::Create,
                     path: dir.to_path_buf(),

@@ -163,6 +163,10 @@ pub enum FaultKind {
     /// nothing lands, not even in the page cache (as with direct I/O). On other kinds of
     /// call, the same as [`FaultKind::Eio`].
     LostWrite,
+    /// A write panics in the calling thread, nothing written: what a failed assertion on
+    /// that thread does, to test that a panic stops the database rather than hang it. On
+    /// other kinds of call, the same as [`FaultKind::Eio`].
+    Panic,
 }
 
 /// Most fault rules a disk holds at once; more is a runaway test.
@@ -253,7 +257,7 @@ pub(super) fn os_error(op: IoOp, path: &Path, errno: i32) -> Error {
 /// The error a call gets for `fault`, when the fault needs no call-specific handling.
 pub(super) fn fault_error(fault: FaultKind, op: IoOp, path: &Path) -> Error {
     match fault {
-        FaultKind::Eio | FaultKind::FlushLosesData | FaultKind::LostWrite => {
+        FaultKind::Eio | FaultKind::FlushLosesData | FaultKind::LostWrite | FaultKind::Panic => {
             os_error(op, path, crate::io::errno::EIO)
         }
         FaultKind::Enospc | FaultKind::ShortWrite => os_error(op, path, crate::io::errno::ENOSPC),

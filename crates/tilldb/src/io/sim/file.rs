@@ -121,7 +121,8 @@ impl SimFile {
             FaultKind::Eio
             | FaultKind::Enospc
             | FaultKind::FlushLosesData
-            | FaultKind::LostWrite => {
+            | FaultKind::LostWrite
+            | FaultKind::Panic => {
                 return fault_error(fault, IoOp::Write, &self.path);
             }
         };
@@ -149,6 +150,10 @@ impl SimFile {
         if let Some(fault) = state.admit_write(&self.path, Some(self.epoch), write)? {
             if fault == FaultKind::LostWrite {
                 return Ok(());
+            }
+            if fault == FaultKind::Panic {
+                drop(state);
+                panic!("simulated panic in a write of {}", self.path.display());
             }
             return Err(self.write_fault(&mut state, fault, buf, offset, atomic));
         }
