@@ -56,13 +56,8 @@ fn a_segment_named_for_the_last_generation_is_not_a_panic() {
     open_append_read(disk);
 }
 
-/// A segment whose header is valid (checksum included) but whose base lsn leaves no room for
-/// a segment's lsns (`base_lsn + capacity` past `u64::MAX`) is accepted by recovery; the
-/// new segment then starts there, and `Segment::end_lsn` overflows on the next read of the
-/// log. Found by `wal_record` (base lsn `0xFFFF_FFFF_FFFF_E1FA`). Fixed: a header whose base
-/// lsn is past `LSN_MAX` does not decode.
-#[test]
-fn a_segment_base_lsn_near_the_end_of_the_lsn_space_is_not_a_panic() {
+/// A disk whose log holds one valid, empty segment (generation 1) starting at `base_lsn`.
+fn disk_with_one_segment_at(base_lsn: u64) -> Arc<SimDisk> {
     let disk = Arc::new(SimDisk::new(SimConfig::default()));
     let storage: &dyn Storage = &*disk;
     storage.create_dir_all(Path::new(DIR)).expect("directory");
@@ -71,7 +66,7 @@ fn a_segment_base_lsn_near_the_end_of_the_lsn_space_is_not_a_panic() {
         log_block_bytes: 512,
         segment_bytes: 8192,
         generation: 1,
-        base_lsn: u64::MAX - 4096,
+        base_lsn,
     };
     let mut bytes = header.encode().to_vec();
     bytes.resize(8192, 0);
@@ -80,8 +75,17 @@ fn a_segment_base_lsn_near_the_end_of_the_lsn_space_is_not_a_panic() {
         .create(Path::new(&name), FlushMethod::Fdatasync)
         .expect("create");
     file.write_at(&bytes, 0).expect("write");
-    drop(file);
-    open_append_read(disk);
+    disk
+}
+
+/// A segment whose header is valid (checksum included) but whose base lsn leaves no room for
+/// a segment's lsns (`base_lsn + capacity` past `u64::MAX`) is accepted by recovery; the
+/// new segment then starts there, and `Segment::end_lsn` overflows on the next read of the
+/// log. Found by `wal_record` (base lsn `0xFFFF_FFFF_FFFF_E1FA`). Fixed: a header whose base
+/// lsn is past `LSN_MAX` does not decode.
+#[test]
+fn a_segment_base_lsn_near_the_end_of_the_lsn_space_is_not_a_panic() {
+    open_append_read(disk_with_one_segment_at(u64::MAX - 4096));
 }
 
 /// A valid segment whose base lsn is not a multiple of 8 (no writer makes one, but a header
@@ -91,25 +95,7 @@ fn a_segment_base_lsn_near_the_end_of_the_lsn_space_is_not_a_panic() {
 /// base, whatever it is) and is gone.
 #[test]
 fn a_segment_base_lsn_that_is_not_a_multiple_of_8_is_not_a_panic() {
-    let disk = Arc::new(SimDisk::new(SimConfig::default()));
-    let storage: &dyn Storage = &*disk;
-    storage.create_dir_all(Path::new(DIR)).expect("directory");
-    let header = SegmentHeader {
-        version: 2,
-        log_block_bytes: 512,
-        segment_bytes: 8192,
-        generation: 1,
-        base_lsn: 4097,
-    };
-    let mut bytes = header.encode().to_vec();
-    bytes.resize(8192, 0);
-    let name = format!("{}/{:020}.wal", DIR, header.generation);
-    let file = storage
-        .create(Path::new(&name), FlushMethod::Fdatasync)
-        .expect("create");
-    file.write_at(&bytes, 0).expect("write");
-    drop(file);
-    open_append_read(disk);
+    open_append_read(disk_with_one_segment_at(4097));
 }
 
 // ---------------------------------------------------------------------------------------------

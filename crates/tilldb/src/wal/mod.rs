@@ -41,14 +41,14 @@
 //! destroy the commits already acknowledged in that block. [`WalOptions::tail`] chooses how
 //! that is prevented:
 //!
-//! - [`TailGuard::Slots`] (the default): a write that a flush will cover also writes a copy of
-//!   its last block to one of two *tail slots* at the segment's end (`slot.rs`): the one that
-//!   does not hold the newest flushed copy. Whenever the tail block is rewritten at home, the
-//!   other slot holds every acknowledged record in it, durably; recovery lays valid slots over
-//!   their home blocks. The log grows by the records alone: a lone 115-byte commit costs
-//!   about 140 log bytes, not a 4 KiB block. The device writes two blocks per group instead
-//!   of one (both before the one flush), which costs nothing measurable where the flush
-//!   dominates (docs/benchmarks.md).
+//! - [`TailGuard::Slots`] (the default): a write that a flush will cover sends its partly
+//!   filled last block to one of two *tail slots* at the segment's end (`slot.rs`): the one
+//!   that does not hold the newest flushed copy. The block's home is written once it is full.
+//!   Whenever a write touches the tail block (at home, or in a slot), the other slot holds
+//!   every acknowledged record in it, durably; every reader lays valid slots over their home
+//!   blocks. The log grows by the records alone (a lone 115-byte commit costs about 140 log
+//!   bytes, not a 4 KiB block), and a lone commit still writes one block
+//!   (docs/benchmarks.md, "Tail slots").
 //! - [`TailGuard::Pad`]: the writer closes the block with a `Pad` record and the next group
 //!   starts in a fresh block: no write ever touches a block holding acknowledged records. The
 //!   log grows by up to one block per group. (`Slots` pads too, when a block has fewer bytes

@@ -1,7 +1,8 @@
 //! Reading the log: the recovery scan that finds where the log ends, and iteration over
 //! records from an lsn.
 //!
-//! Recovery, as a table (one row per case; `scan_segment` implements it):
+//! Recovery, as a table (one row per case; `scan_segment` implements it), over a segment's
+//! bytes with its valid tail slots laid over their home blocks first (`slot.rs`):
 //!
 //! | bytes at the expected lsn                 | decision                                        |
 //! |-------------------------------------------|-------------------------------------------------|

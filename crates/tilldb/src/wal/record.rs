@@ -33,11 +33,13 @@
 //! ```
 //!
 //! Readers skip pads, except to tell a damaged record from a torn tail: a record that does not
-//! validate, with a valid pad later in its segment whose durable mark is at or past its end,
-//! was durable before it was damaged, and recovery refuses the log instead of ending it there
-//! (`reader.rs`). A mark is a block boundary, which a record can cross; such a record was
-//! partly in an open block, not durable, and its tear is a torn tail. A torn tail has no such pad after it: every group written after a group
-//! that a power cut could tear was closed before that group was durable.
+//! validate, with a valid pad later in its segment (or a valid tail slot, which carries the
+//! same mark: `slot.rs`) whose durable mark is at or past its end, was durable before it was
+//! damaged, and recovery refuses the log instead of ending it there (`reader.rs`). A mark is
+//! where the last flush ended (a block boundary, or with tail slots a record's end), which a
+//! record can cross; such a record was partly in an open block, not durable, and its tear is a
+//! torn tail. A torn tail has no such mark after it: every group written after a group that a
+//! power cut could tear was closed before that group was durable.
 //!
 //! `SegmentEnd` has no payload. It closes a segment: the log continues at the start of the next
 //! segment, whose header names the lsn that follows the `SegmentEnd` record. Every segment keeps

@@ -55,9 +55,9 @@ impl Shared {
     /// copy of the partly filled tail block (rewritten, same bytes first, by the next write).
     ///
     /// A write that starts while no flush runs *closes* its last block, which the flush that
-    /// follows may then acknowledge: with `TailGuard::Slots` it writes a copy of that block to
-    /// the free tail slot as well (`slot.rs`), with `TailGuard::Pad` (or a block too full for
-    /// a slot) it pads it. A write made while a flush runs leaves the block open, and the
+    /// follows may then acknowledge: with `TailGuard::Slots` it writes that block to the free
+    /// tail slot instead of its home (`slot.rs`), with `TailGuard::Pad` (or a block too full
+    /// for a slot) it pads it. A write made while a flush runs leaves the block open, and the
     /// flush that follows this one starts with a closing write (`group_commit.rs`). A
     /// write-through method closes every write: its writes are its flushes.
     pub(super) fn write_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
