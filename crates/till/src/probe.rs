@@ -24,7 +24,7 @@ pub struct ProbeArgs {
     /// Write sizes to measure, in bytes.
     #[arg(long, value_delimiter = ',', default_value = "512,4096,16384")]
     write_bytes: Vec<u32>,
-    /// Flush methods to measure (default: every durable one).
+    /// Flush methods to measure (default: every one this platform has).
     #[arg(long, value_delimiter = ',')]
     methods: Vec<FlushMethod>,
     /// Files to measure on: preallocated, append, or both.
@@ -36,6 +36,28 @@ pub struct ProbeArgs {
     /// Print JSON (stable for scripts) instead of tables.
     #[arg(long)]
     json: bool,
+}
+
+/// The methods to measure: those asked for, or every one this platform has; one it lacks is
+/// refused before anything is written.
+fn methods(args: &ProbeArgs) -> Result<Vec<FlushMethod>, String> {
+    let methods = if args.methods.is_empty() {
+        FlushMethod::available()
+    } else {
+        args.methods.clone()
+    };
+    match methods.iter().find(|&&m| !tilldb::io::platform_supports(m)) {
+        Some(lacking) => Err(format!(
+            "flush method {lacking} is not available on {}; the ones that are: {}",
+            std::env::consts::OS,
+            FlushMethod::available()
+                .iter()
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        None => Ok(methods),
+    }
 }
 
 pub fn run(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -53,11 +75,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
             )),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let methods = if args.methods.is_empty() {
-        FlushMethod::DURABLE.to_vec()
-    } else {
-        args.methods.clone()
-    };
+    let methods = methods(args)?;
     let storage = FileStorage::new();
     storage.create_dir_all(&args.dir)?;
     let dir = std::fs::canonicalize(&args.dir)?;

@@ -83,3 +83,26 @@ fn probe_rejects_a_non_positive_time_budget() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--seconds"));
 }
+
+#[test]
+fn probe_refuses_a_method_this_platform_lacks_naming_it_and_the_ones_it_has() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir_arg = dir.path().to_str().expect("utf-8");
+    // The barrier is macOS's alone; this suite runs on Linux and Windows.
+    let out = till(&[
+        "probe",
+        dir_arg,
+        "--methods",
+        "barrier-fsync",
+        "--seconds",
+        "0.1",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("barrier-fsync is not available"), "{err}");
+    assert!(err.contains("fdatasync"), "{err}");
+    assert!(
+        std::fs::read_dir(dir.path()).expect("ls").next().is_none(),
+        "a refused probe wrote into {dir_arg}"
+    );
+}

@@ -10,7 +10,7 @@
 //!      8    4 version          1
 //!     12    4 page_bytes       4096..=65536, a power of two
 //!     16    1 flush_method     1 Fsync · 2 Fdatasync · 3 Dsync · 4 Direct · 5 DirectDsync
-//!                              · 6 NoSync
+//!                              · 6 NoSync · 7 BarrierFsync (macOS)
 //!     17    1 torn_page_guard  1 None · 2 Doublewrite · 3 FullPageImages · 4 Atomic (page/guard.rs)
 //!     18    6 zero             must be zero
 //!     24    8 generation       >= 1; +1 at every write; odd in slot 0, even in slot 1
@@ -150,6 +150,7 @@ pub fn flush_method_code(method: FlushMethod) -> u8 {
         FlushMethod::Direct => 4,
         FlushMethod::DirectDsync => 5,
         FlushMethod::NoSync => 6,
+        FlushMethod::BarrierFsync => 7,
     }
 }
 
@@ -163,6 +164,7 @@ pub fn flush_method_from_code(code: u8) -> Option<FlushMethod> {
         4 => Some(FlushMethod::Direct),
         5 => Some(FlushMethod::DirectDsync),
         6 => Some(FlushMethod::NoSync),
+        7 => Some(FlushMethod::BarrierFsync),
         _ => None,
     }
 }
@@ -627,16 +629,13 @@ mod tests {
 
     #[test]
     fn flush_method_codes_round_trip() {
-        for method in FlushMethod::DURABLE
-            .into_iter()
-            .chain([FlushMethod::NoSync])
-        {
+        for method in FlushMethod::ALL {
             assert_eq!(
                 flush_method_from_code(flush_method_code(method)),
                 Some(method)
             );
         }
         assert_eq!(flush_method_from_code(0), None);
-        assert_eq!(flush_method_from_code(7), None);
+        assert_eq!(flush_method_from_code(8), None);
     }
 }

@@ -146,8 +146,6 @@ fn expect_locked(result: tilldb::Result<Db>, dir: &Path, pid: Option<u32>) -> St
                 unreachable!()
             };
             assert_eq!(d, dir, "the error names the directory as opened");
-            // Windows cannot say who holds a lock (`io/os/windows/lock.rs`).
-            let pid = pid.filter(|_| cfg!(not(windows)));
             assert_eq!(*p, pid, "the holder's pid");
             let text = e.to_string();
             assert!(text.contains(&dir.display().to_string()), "{text}");
@@ -228,11 +226,8 @@ fn another_process_is_refused_with_its_pid_nothing_changes_and_a_kill_leaves_no_
 
     let before = snapshot(&dir);
     let text = expect_locked(Db::open(&dir, options()), &dir, Some(pid));
-    // Windows cannot say who holds a lock (`io/os/windows/lock.rs`).
-    let named = (!cfg!(windows)).then_some(pid);
-    if named.is_some() {
-        assert!(text.contains(&format!("in process {pid}")), "{text}");
-    }
+    assert!(text.contains(&format!("in process {pid}")), "{text}");
+    let named = Some(pid);
     // The read-only tools' shared lock is refused too.
     let storage = tilldb::io::FileStorage::new();
     let shared = storage.lock(&dir.join(tilldb::LOCK_FILE_NAME), LockMode::Shared);
@@ -278,10 +273,8 @@ fn two_processes_racing_to_open_end_with_one_holder_and_one_refused() {
             ("LOCKED", "READY") => (b, a),
             (x, y) => panic!("round {round} (delay {delay_ms} ms): {x} and {y}"),
         };
-        // Windows cannot say who holds a lock: the refused one names none (-1).
-        let named = if cfg!(windows) { -1 } else { holder.pid };
         assert_eq!(
-            refused.pid, named,
+            refused.pid, holder.pid,
             "round {round}: the refused one names the holder"
         );
         let mut refused_child = refused.child;

@@ -184,7 +184,7 @@ impl SeedRow {
 pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
     validate(args)?;
     let methods: Vec<FlushMethod> = if args.flush_methods.is_empty() {
-        FlushMethod::DURABLE.to_vec()
+        FlushMethod::available()
     } else {
         args.flush_methods.clone()
     };

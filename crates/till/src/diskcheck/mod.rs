@@ -134,7 +134,7 @@ fn write(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         run: run::new_run_id(),
         mode: args.mode,
         methods: if args.methods.is_empty() {
-            FlushMethod::DURABLE.to_vec()
+            FlushMethod::available()
         } else {
             args.methods.clone()
         },

@@ -175,11 +175,7 @@ mod tests {
     #[test]
     fn write_read_round_trip_for_every_method() {
         let dir = tempfile::tempdir().expect("tempdir");
-        for method in FlushMethod::DURABLE
-            .into_iter()
-            .chain([FlushMethod::NoSync])
-            .filter(|m| os::supports(*m))
-        {
+        for method in FlushMethod::ALL.into_iter().filter(|m| os::supports(*m)) {
             let path = dir.path().join(method.name());
             let file = FileStorage::new().create(&path, method).expect("create");
             let mut buf = AlignedBuf::zeroed(8192);
@@ -191,6 +187,27 @@ mod tests {
             let mut back = AlignedBuf::zeroed(8192);
             assert_eq!(file.read_at(&mut back, 4096).expect("read"), 8192);
             assert_eq!(&back[..], &buf[..]);
+        }
+    }
+
+    #[test]
+    fn a_method_this_platform_lacks_is_refused_at_open_naming_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lacking: Vec<_> = FlushMethod::ALL
+            .into_iter()
+            .filter(|m| !os::supports(*m))
+            .collect();
+        // Linux and Windows lack the barrier, macOS the write-through methods.
+        assert!(!lacking.is_empty());
+        for method in lacking {
+            let path = dir.path().join(method.name());
+            let err = FileStorage::new()
+                .create(&path, method)
+                .expect_err("refused");
+            let text = err.to_string();
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            assert!(text.contains(method.name()), "{text}");
+            assert!(!path.exists(), "a refused create made {}", path.display());
         }
     }
 

@@ -1,6 +1,7 @@
 //! File locks: one process per database.
 //!
-//! A database directory holds `tilldb.lock`, an empty file whose only use is its lock. `Db`
+//! A database directory holds `tilldb.lock`, a file whose only use is its lock (empty, but on
+//! Windows, where locks are mandatory, it holds the holder's pid beside a locked byte). `Db`
 //! takes it exclusively for its whole life; the read-only tools (`till stats`, `dump-log`) take
 //! it shared while they read. The lock is the operating system's (`os/linux/lock.rs`:
 //! `flock(2)`; `os/windows/lock.rs`: `LockFileEx`): it belongs to the open file, so a second

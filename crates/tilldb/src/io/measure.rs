@@ -159,7 +159,12 @@ fn measure_file(
     spec: MeasureSpec,
     file_bytes: u64,
 ) -> Result<Measurement> {
-    let file = storage.open(path, spec.method)?;
+    let file = match storage.open(path, spec.method) {
+        // A method this platform (or simulated disk) lacks: macOS refuses the write-through
+        // ones, only macOS has the barrier. Skipped, so a probe or a create goes on.
+        Err(crate::Error::InvalidOptions(why)) => return Ok(Measurement::skipped(spec, why)),
+        other => other?,
+    };
     // Empty, as an append run needs: a file of the same name a crashed run left is reused.
     file.set_len(0)?;
     let write_bytes = u64::from(spec.write_bytes);
@@ -531,6 +536,38 @@ mod tests {
         assert!(m.skipped.is_none());
         assert!(m.ops > 0 && m.flushes_per_sec > 0.0);
         assert!(m.p50_us <= m.p99_us && m.p99_us <= m.max_us);
+        assert!(
+            std::fs::read_dir(dir.path()).expect("ls").next().is_none(),
+            "measure left a file"
+        );
+    }
+
+    #[test]
+    fn a_method_the_platform_lacks_is_skipped_not_an_error_and_leaves_no_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lacking = FlushMethod::ALL
+            .into_iter()
+            .find(|&m| !crate::io::platform_supports(m))
+            .expect("every platform lacks one");
+        let spec = MeasureSpec {
+            method: lacking,
+            write_bytes: 4096,
+            file: MeasureFile::Preallocated,
+            duration: Duration::from_millis(20),
+        };
+        let m = measure(
+            &FileStorage::new(),
+            dir.path(),
+            &DeviceFacts::default(),
+            spec,
+        )
+        .expect("a lacking method is skipped, not an error");
+        assert!(
+            m.skipped
+                .as_deref()
+                .is_some_and(|s| s.contains(lacking.name())),
+            "{m:?}"
+        );
         assert!(
             std::fs::read_dir(dir.path()).expect("ls").next().is_none(),
             "measure left a file"

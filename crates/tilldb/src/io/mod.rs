@@ -56,6 +56,12 @@ pub use measure::{
 #[doc(hidden)]
 pub use os::errno;
 pub use os::{WINE_NOTE, atomic_write_supported, native_method_name};
+
+/// Whether this platform has flush method `method` (the others are refused at open).
+#[must_use]
+pub fn platform_supports(method: crate::FlushMethod) -> bool {
+    os::supports(method)
+}
 pub use overlay::OverlayStorage;
 pub use probe::{DIRECT_ALIGN_FALLBACK, DeviceFacts, WriteCache};
 pub use sim::{CrashMode, CrashPoint, Fault, FaultKind, IoKind, SimConfig, SimDisk};

@@ -13,9 +13,9 @@ use rustix::io::Errno;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Every method is available on Linux.
-pub(crate) fn supports(_method: FlushMethod) -> bool {
-    true
+/// Every method but `BarrierFsync` (macOS's `F_BARRIERFSYNC`) is available on Linux.
+pub(crate) fn supports(method: FlushMethod) -> bool {
+    method != FlushMethod::BarrierFsync
 }
 
 /// Opens `path` for `method` with `access`.

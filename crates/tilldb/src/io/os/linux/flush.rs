@@ -22,6 +22,7 @@ const _: () = assert!(libc::O_DSYNC & libc::O_DIRECT == 0);
 pub(crate) fn open_flags(method: FlushMethod) -> OFlags {
     match method {
         FlushMethod::Fsync | FlushMethod::Fdatasync | FlushMethod::NoSync => OFlags::empty(),
+        FlushMethod::BarrierFsync => unreachable!("refused at open on Linux (`supports`)"),
         FlushMethod::Dsync => O_DSYNC,
         FlushMethod::Direct => O_DIRECT,
         FlushMethod::DirectDsync => O_DIRECT | O_DSYNC,
@@ -43,6 +44,7 @@ pub(crate) fn flush(
         FlushMethod::Fdatasync | FlushMethod::Direct => flush_fdatasync(fd),
         FlushMethod::Dsync | FlushMethod::DirectDsync => flush_write_through(fd, metadata_dirty),
         FlushMethod::NoSync => Ok(()),
+        FlushMethod::BarrierFsync => unreachable!("refused at open on Linux (`supports`)"),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Files on macOS: positional I/O with `pread`/`pwrite`, `F_NOCACHE` for the direct method,
-//! `fcntl(F_FULLFSYNC)` for every durable flush (the table is in `mod.rs`), `F_FULLFSYNC` of
-//! a directory.
+//! `fcntl(F_FULLFSYNC)` for every durable flush and `fcntl(F_BARRIERFSYNC)` for the barrier
+//! method (the table is in `mod.rs`), `F_FULLFSYNC` of a directory.
 
 use super::super::unix;
 use crate::FlushMethod;
@@ -18,8 +18,13 @@ pub(crate) fn supports(method: FlushMethod) -> bool {
 
 /// `fcntl(F_FULLFSYNC)`: data and metadata on the device, its cache flushed.
 fn full_fsync(fd: &impl rustix::fd::AsRawFd) -> std::io::Result<()> {
+    fcntl_flush(fd, libc::F_FULLFSYNC)
+}
+
+/// `fcntl(command)` for one of the flush commands (`F_FULLFSYNC`, `F_BARRIERFSYNC`).
+fn fcntl_flush(fd: &impl rustix::fd::AsRawFd, command: libc::c_int) -> std::io::Result<()> {
     // SAFETY: a plain fcntl on an open descriptor, no pointers.
-    let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_FULLFSYNC) };
+    let rc = unsafe { libc::fcntl(fd.as_raw_fd(), command) };
     if rc == -1 {
         Err(std::io::Error::last_os_error())
     } else {
@@ -149,6 +154,9 @@ impl StorageFile for OsFile {
     fn flush(&self) -> Result<()> {
         match self.method {
             FlushMethod::NoSync => Ok(()),
+            // Ordered, not flushed from the drive cache (`FlushMethod::BarrierFsync`).
+            FlushMethod::BarrierFsync => fcntl_flush(&self.fd, libc::F_BARRIERFSYNC)
+                .map_err(|e| Error::io(IoOp::Flush, &self.path, e)),
             _ => full_fsync(&self.fd).map_err(|e| Error::io(IoOp::Flush, &self.path, e)),
         }
     }

@@ -7,9 +7,8 @@
 //! | `fsync`, `fdatasync` | - | `F_FULLFSYNC` (macOS has no data-only full flush) |
 //! | `direct` | `F_NOCACHE` | `F_FULLFSYNC` |
 //! | `dsync`, `direct-dsync` | refused at open: `O_DSYNC` writes are not flushed from the drive cache on macOS, so they are not durable |
+//! | `barrier-fsync` | - | `F_BARRIERFSYNC`: ordered, the drive cache not flushed, so a power cut can lose acknowledged commits (never their order) |
 //! | `nosync` | - | nothing (benchmarks only) |
-//!
-//! `F_BARRIERFSYNC` (ordering without a full flush) is not offered yet.
 
 pub use super::unix::errno;
 mod facts;
@@ -35,6 +34,7 @@ pub fn native_method_name(method: crate::FlushMethod) -> Option<&'static str> {
     match method {
         crate::FlushMethod::Fsync | crate::FlushMethod::Fdatasync => Some("F_FULLFSYNC"),
         crate::FlushMethod::Direct => Some("F_NOCACHE + F_FULLFSYNC"),
+        crate::FlushMethod::BarrierFsync => Some("F_BARRIERFSYNC"),
         _ => None,
     }
 }

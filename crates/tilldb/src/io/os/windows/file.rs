@@ -23,15 +23,19 @@ const ERROR_INVALID_FUNCTION: i32 = 1;
 /// `ERROR_ACCESS_DENIED`.
 const ERROR_ACCESS_DENIED: i32 = 5;
 
-/// Every method is available on Windows (`fdatasync` flushes as `fsync` does).
-pub(crate) fn supports(_method: FlushMethod) -> bool {
-    true
+/// Every method but `BarrierFsync` (macOS only) is available on Windows (`fdatasync`
+/// flushes as `fsync` does).
+pub(crate) fn supports(method: FlushMethod) -> bool {
+    method != FlushMethod::BarrierFsync
 }
 
 /// The `CreateFileW` flags of `method`.
 fn open_flags(method: FlushMethod) -> u32 {
     match method {
-        FlushMethod::Fsync | FlushMethod::Fdatasync | FlushMethod::NoSync => 0,
+        FlushMethod::Fsync
+        | FlushMethod::Fdatasync
+        | FlushMethod::NoSync
+        | FlushMethod::BarrierFsync => 0,
         FlushMethod::Dsync => FILE_FLAG_WRITE_THROUGH,
         FlushMethod::Direct => FILE_FLAG_NO_BUFFERING,
         FlushMethod::DirectDsync => FILE_FLAG_WRITE_THROUGH | FILE_FLAG_NO_BUFFERING,
@@ -255,6 +259,7 @@ impl StorageFile for OsFile {
             FlushMethod::Fsync | FlushMethod::Fdatasync | FlushMethod::Direct => true,
             FlushMethod::Dsync | FlushMethod::DirectDsync => dirty,
             FlushMethod::NoSync => false,
+            FlushMethod::BarrierFsync => unreachable!("refused at open on Windows (`supports`)"),
         };
         if !needed {
             return Ok(());

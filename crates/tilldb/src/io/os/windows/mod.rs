@@ -1,5 +1,5 @@
 //! Windows: `CreateFileW` flags and `FlushFileBuffers` per flush method, `MoveFileExW` with
-//! `MOVEFILE_WRITE_THROUGH`, `LockFileEx` (through std's `File::try_lock`), and device facts
+//! `MOVEFILE_WRITE_THROUGH`, `LockFileEx` (on a byte past the holder's pid), and device facts
 //! from `GetFileInformationByHandleEx` and `IOCTL_STORAGE_QUERY_PROPERTY`.
 //!
 //! | flush method | opened with | `flush()` |
@@ -27,7 +27,7 @@ pub fn native_method_name(method: crate::FlushMethod) -> Option<&'static str> {
         crate::FlushMethod::Dsync => Some("write-through"),
         crate::FlushMethod::Direct => Some("no-buffering"),
         crate::FlushMethod::DirectDsync => Some("write-through-no-buffering"),
-        crate::FlushMethod::NoSync => None,
+        crate::FlushMethod::NoSync | crate::FlushMethod::BarrierFsync => None,
     }
 }
 
