@@ -40,13 +40,13 @@ pub struct Shared {
 struct State {
     /// The engine's database; `None` once closed.
     db: Option<tilldb::Db>,
-    /// Transactions begun and not yet ended. Usually one at most, but a commit releases the
-    /// engine's writer lock before it waits for its flush, so the next transaction may begin
-    /// while the last is still counted.
+    /// Transactions begun and not yet ended: any number (the engine's writer lock is taken at
+    /// a transaction's first read, or at commit).
     txns_open: usize,
     scans_open: usize,
-    /// The transaction holding the engine's writer lock (the last begun, unless it ended) and
-    /// the thread that began it: a second `begin` on that thread would wait for it forever.
+    /// The last transaction begun (unless it ended) and the thread that began it: a second
+    /// `begin` on that thread is refused, since two transactions of one thread that both
+    /// read would wait for each other's writer lock forever.
     writer: Option<(u64, ThreadId)>,
     /// The id of the next transaction.
     next_txn: u64,
@@ -81,9 +81,8 @@ impl Shared {
         state.db.clone().ok_or_else(closed_db)
     }
 
-    /// Counts a transaction that has begun (it holds the engine's writer lock) and returns its
-    /// id, unless the database was closed while it waited for the lock (then the caller rolls
-    /// it back).
+    /// Counts a transaction that has begun and returns its id, unless the database was closed
+    /// meanwhile (then the caller rolls it back).
     pub fn txn_begun(&self) -> PyResult<u64> {
         let mut state = self.state();
         if state.db.is_none() {
@@ -106,7 +105,7 @@ impl Shared {
         }
         assert!(
             state.txns_open > 0 || state.writer.is_none(),
-            "no transaction is open, but one holds the writer lock"
+            "no transaction is open, but one is recorded as the last begun"
         );
     }
 

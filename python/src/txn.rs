@@ -148,8 +148,8 @@ impl Txn {
     /// on: `InvalidArgumentError`.
     fn drop_table(&mut self, py: Python<'_>, table: &str) -> PyResult<bool> {
         let owned = self.inner.as_mut().ok_or_else(ended_txn)?;
-        owned
-            .with_dependent_mut(|_, txn| live(txn).drop_table(table))
+        // Detached: it reads, so it may wait for the writer lock.
+        py.detach(|| owned.with_dependent_mut(|_, txn| live(txn).drop_table(table)))
             .map_err(|e| engine_error(py, &e))
     }
 

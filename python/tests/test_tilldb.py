@@ -236,20 +236,21 @@ def test_a_second_begin_on_the_same_thread_raises_instead_of_waiting_forever(db)
     db.begin().rollback()
 
 
-def test_begin_on_another_thread_waits_for_the_open_transaction(db):
+def test_a_read_on_another_thread_waits_for_the_transaction_that_read_first(db):
     first = db.begin()
+    assert first.get(b"k") is None  # its first read takes the writer lock
     first.put(b"k", b"first")
     seen = []
 
     def second():
-        with db.begin() as txn:
+        with db.begin() as txn:  # begins at once: nothing read yet
             seen.append(txn.get(b"k"))
             txn.put(b"k", b"second")
 
     thread = threading.Thread(target=second)
     thread.start()
     time.sleep(0.3)
-    # Still waiting for the writer lock, without holding the GIL (this thread runs).
+    # Its read waits for the writer lock, without holding the GIL (this thread runs).
     assert thread.is_alive()
     assert seen == []
     first.commit()
@@ -257,6 +258,31 @@ def test_begin_on_another_thread_waits_for_the_open_transaction(db):
     assert not thread.is_alive()
     assert seen == [b"first"]
     assert db.get(b"k") == b"second"
+
+
+def test_transactions_that_only_write_do_not_wait_for_one_that_read(db):
+    reader = db.begin()
+    assert reader.get(b"a") is None  # holds the writer lock from here
+    done = []
+
+    def writer():
+        with db.begin() as txn:
+            txn.put(b"b", b"blind")
+        done.append(True)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    time.sleep(0.3)
+    # The blind writer's commit waits for the lock, so it has not committed...
+    assert done == []
+    assert db.get(b"b") is None
+    reader.put(b"a", b"read-then-wrote")
+    reader.commit()
+    thread.join(timeout=30)
+    # ...and commits right after the reader.
+    assert done == [True]
+    assert db.get(b"a") == b"read-then-wrote"
+    assert db.get(b"b") == b"blind"
 
 
 def test_a_transaction_garbage_collected_while_open_rolls_back(db):

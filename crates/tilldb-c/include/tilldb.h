@@ -91,7 +91,7 @@ tilldb_status tilldb_get(const tilldb_db *db,
 // `buf` and `len` are exactly what a tilldb call returned, not freed before.
 void tilldb_free(uint8_t *buf, uintptr_t len);
 
-// Begins a read-write transaction (waiting while another is open).
+// Begins a read-write transaction (at once: a drop in it takes the writer lock).
 //
 // # Safety
 // `db` is a live handle; `out` a valid pointer.

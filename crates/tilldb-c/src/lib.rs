@@ -8,10 +8,11 @@
 //! - No panic crosses the boundary: one becomes `TILLDB_ERR_PANIC` with its message.
 //! - Keys and values are byte buffers with a length; table names are NUL-terminated UTF-8,
 //!   `NULL` or `""` for the default table.
-//! - Handles are opaque. A database handle may be used from any thread; one transaction is
-//!   open at a time per database (a second `tilldb_begin` waits for the first to end, so in
-//!   one thread it would wait forever). [`tilldb_close`] refuses while transactions or
-//!   iterators of the database are open.
+//! - Handles are opaque. A database handle may be used from any thread. A transaction takes
+//!   the database's writer lock at its first read (here: `tilldb_drop_table`, which reads the
+//!   catalog) and holds it until it ends; one that only writes takes it at commit. So another
+//!   transaction's drop waits for it, and two such transactions of one thread wait forever.
+//!   [`tilldb_close`] refuses while transactions or iterators of the database are open.
 //! - Bytes tilldb returns from [`tilldb_get`] are the caller's, freed with [`tilldb_free`];
 //!   those an iterator returns are the iterator's, valid until its next call.
 
@@ -321,7 +322,7 @@ pub unsafe extern "C" fn tilldb_free(buf: *mut u8, len: usize) {
     }
 }
 
-/// Begins a read-write transaction (waiting while another is open).
+/// Begins a read-write transaction (at once: a drop in it takes the writer lock).
 ///
 /// # Safety
 /// `db` is a live handle; `out` a valid pointer.

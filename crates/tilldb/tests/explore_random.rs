@@ -363,11 +363,16 @@ fn waiting_writer_scenario() -> bool {
     put(&mut txn, b"first");
     txn.commit_with(Durability::Lazy)
         .expect("lazy: no I/O waited for");
-    // 2. The next commit begins before the flusher runs, and a second writer passes the
-    //    poison check in `begin()` and waits for the writer lock.
+    // 2. The next transaction begins and reads before the flusher runs, and a second writer
+    //    passes the poison check in `begin()` and waits for the writer lock at its commit.
     let Ok(mut txn) = db.begin() else {
         return false;
     };
+    // Its read takes the writer lock (a transaction that only writes would take it at
+    // commit), so the second writer's commit waits for it.
+    if txn.get(b"key").is_err() {
+        return false;
+    }
     put(&mut txn, b"second");
     let waiter = std::thread::scope(|scope| {
         let waiter = scope.spawn(|| {

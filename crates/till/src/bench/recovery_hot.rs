@@ -349,11 +349,11 @@ fn transfer(db: &Db, rng: &mut super::store_load::XorShift, keys: u64) -> tilldb
     let from = rng.below(keys);
     let to = (from + 1 + rng.below(keys - 1)) % keys;
     let mut txn = db.begin()?;
-    let read = |txn: &tilldb::Txn, i: u64| -> tilldb::Result<u64> {
+    let read = |txn: &mut tilldb::Txn, i: u64| -> tilldb::Result<u64> {
         let value = txn.get(&account(i))?.expect("accounts are never deleted");
         Ok(u64::from_le_bytes(value[..8].try_into().expect("8 bytes")))
     };
-    let (a, b) = (read(&txn, from)?, read(&txn, to)?);
+    let (a, b) = (read(&mut txn, from)?, read(&mut txn, to)?);
     let amount = rng.below(100).min(a);
     txn.put(&account(from), &encode(a - amount))?;
     txn.put(&account(to), &encode(b + amount))?;

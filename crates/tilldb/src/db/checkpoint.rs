@@ -38,8 +38,12 @@ impl Db {
             (end, *alloc)
         };
         // Every page dirtied before `end`, however many: a page changed again while it is
-        // written back gets a redo point after `end` (`flush_dirty_where`), so each pass
-        // leaves fewer, and the passes end (bounded by the frames, asserted).
+        // written back gets a redo point after `end` (`flush_dirty_where`), and no page
+        // joins the set (every commit stamped from here on began at or after `end`), so
+        // each pass that writes anything leaves at least one fewer, and the passes end
+        // within one per frame (asserted). A page a running commit holds unlogged waits for
+        // a later pass; under the commit queue's back-to-back commits a hot page is
+        // unlogged most of the time, so several passes are the rule, not the exception.
         let mut passes = 0;
         while !crate::mutants::active("header-before-pages")
             && inner
@@ -49,7 +53,7 @@ impl Db {
         {
             passes += 1;
             assert!(
-                passes <= inner.pool.capacity() / CHECKPOINT_BATCH_PAGES + 2,
+                passes <= inner.pool.capacity() + 1,
                 "a checkpoint's write-back does not converge"
             );
         }

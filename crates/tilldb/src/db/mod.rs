@@ -11,10 +11,12 @@
 //! dropped table's entry moves to a graveyard key (0xFF + root) until its pages are reclaimed
 //! (`drop.rs`).
 //!
-//! Write path: `begin()` takes the writer lock; `commit` records the values readers must
-//! still see in the overlay, applies the write set to the tree (pages become unlogged),
-//! appends one commit record, stamps the pages with its lsn, releases the lock, then waits for
-//! the durability level. Readers read at the visible lsn (see `txn::visibility`).
+//! Write path: a transaction takes the writer lock at its first read, or at commit through
+//! the commit queue if it only wrote (`commit.rs`, whose leader applies the queued commits
+//! under one hold of the lock); a commit records the values readers must still see in the
+//! overlay, applies the write set to the tree (pages become unlogged), appends one commit
+//! record, stamps the pages with its lsn, releases the lock, then waits for the durability
+//! level. Readers read at the visible lsn (see `txn::visibility`).
 //!
 //! # Full-page images
 //!
@@ -41,6 +43,7 @@
 mod backup;
 mod checkpoint;
 mod claim;
+mod commit;
 mod compact;
 mod drop;
 mod feed;
@@ -112,6 +115,9 @@ pub struct Stats {
     /// (backpressure: the log since the running checkpoint began passed twice
     /// `Options::checkpoint_log_bytes`). Zero while the disk keeps up.
     pub backpressure_waits: u64,
+    /// Commits applied for their thread by another committer leading the commit queue (the
+    /// commits of transactions that only wrote, queued while the writer lock was taken).
+    pub queued_commits: u64,
 }
 
 /// An open database. Cheap to share: clone it, or wrap it in an `Arc`.
@@ -136,6 +142,8 @@ struct Inner {
     data_path: PathBuf,
     /// The writer lock: one read-write transaction at a time. Holds the allocator state.
     writer: Mutex<Alloc>,
+    /// Commits of transactions that only wrote, waiting for the writer lock (`commit.rs`).
+    commits: Mutex<commit::CommitQueue>,
     /// Readers hold it shared while they read pages; a commit holds it exclusively while it
     /// changes them, so no reader sees a page half way through a split.
     tree_lock: RwLock<()>,
@@ -157,6 +165,8 @@ struct Inner {
     recovery: RecoveryReport,
     /// Commits whose return waited for a checkpoint that fell behind (backpressure).
     backpressure_waits: AtomicU64,
+    /// Commits a queue leader applied for another thread (`commit.rs`).
+    queued_commits: AtomicU64,
     /// Dropped tables whose pages are not reclaimed yet (`drop.rs`). Changed under the
     /// writer lock.
     graveyard: Mutex<drop::Graveyard>,
@@ -247,14 +257,13 @@ impl Db {
         &self.inner.recovery
     }
 
-    /// Starts a read-write transaction, waiting while another one is open.
+    /// Starts a read-write transaction. It does not wait: its first read waits while another
+    /// transaction that read is open (and holds the writer lock from then until it ends), and
+    /// one that only writes waits for nothing until it commits. Two transactions in one
+    /// thread that both read wait for each other forever.
     pub fn begin(&self) -> Result<Txn<'_>> {
         self.check_poison()?;
-        let alloc = self.inner.writer.lock();
-        // Again under the lock: a commit that failed while this one waited for the lock
-        // poisoned the database, and may have left its pages and overlay half changed.
-        self.check_poison()?;
-        Ok(Txn::new(self, alloc))
+        Ok(Txn::new(self))
     }
 
     /// Starts a read-only transaction: every read sees the same acknowledged state.
@@ -385,6 +394,7 @@ impl Db {
             log: self.inner.wal.stats(),
             pool: self.inner.pool.stats(),
             backpressure_waits: self.inner.backpressure_waits.load(Ordering::Relaxed),
+            queued_commits: self.inner.queued_commits.load(Ordering::Relaxed),
         }
     }
 

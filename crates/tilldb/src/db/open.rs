@@ -498,6 +498,7 @@ fn assemble(
             wal,
             pool,
             writer: Mutex::new(alloc),
+            commits: Mutex::default(),
             tree_lock: RwLock::new(()),
             reads: Mutex::new(Reads {
                 visibility: Visibility::new(visible),
@@ -514,6 +515,7 @@ fn assemble(
             checkpoint_ms: AtomicU64::new(0),
             recovery,
             backpressure_waits: AtomicU64::new(0),
+            queued_commits: AtomicU64::new(0),
             graveyard: Mutex::new(super::drop::Graveyard::new()),
             feed,
             _lock: lock,

@@ -1,31 +1,33 @@
-//! Transactions. [`Txn`]: read-write, one at a time (it holds the writer lock); its writes
-//! stay private until `commit`. [`ReadTxn`]: read-only, any number, each reading one snapshot.
+//! Transactions. [`Txn`]: read-write; its writes stay private until `commit`. It takes the
+//! writer lock at its first read (so what it read stays as it read it until it commits) or,
+//! if it only writes, commits through the commit queue (`commit.rs`): read-write
+//! transactions are serializable, one applied at a time. [`ReadTxn`]: read-only, any number,
+//! each reading one snapshot.
 //!
 //! Every call has a form for the default table (`put`, `get`, ...) and one naming a table
 //! (`put_in("orders", ...)`); `""` names the default table.
 
-use super::pages::TxnPages;
-use super::record::{self, Alloc};
-use super::{CATALOG_ROOT, CATALOG_TABLE, DEFAULT_ROOT, Db, TABLE_NAME_BYTES_MAX, catalog_root_of};
+use super::commit::{self, Changes};
+use super::record::Alloc;
+use super::{Db, TABLE_NAME_BYTES_MAX};
 use crate::Durability;
 use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
 use parking_lot::MutexGuard;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Bound;
 
-/// A read-write transaction. Reads see the latest state plus its own writes. Dropping it
-/// without `commit` rolls it back.
+/// A read-write transaction. Reads see the latest state plus its own writes; the first read
+/// takes the writer lock (another transaction's first read then waits until this one ends),
+/// so nothing it read changes before it commits. Writes alone take no lock until commit.
+/// Dropping it without `commit` rolls it back.
 pub struct Txn<'db> {
     db: &'db Db,
-    alloc: MutexGuard<'db, Alloc>,
-    /// (table, key) -> new value (`None`: delete).
-    writes: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
-    /// Tables this transaction drops. Drops apply before the writes, so a table dropped and
-    /// then written to is a new table holding only those writes.
-    dropped: BTreeSet<String>,
+    /// The writer lock, once a read took it.
+    alloc: Option<MutexGuard<'db, Alloc>>,
+    changes: Changes,
 }
 
 impl fmt::Debug for Txn<'_> {
@@ -33,20 +35,31 @@ impl fmt::Debug for Txn<'_> {
         write!(
             f,
             "Txn({} writes, {} drops)",
-            self.writes.len(),
-            self.dropped.len()
+            self.changes.writes.len(),
+            self.changes.dropped.len()
         )
     }
 }
 
 impl<'db> Txn<'db> {
-    pub(super) fn new(db: &'db Db, alloc: MutexGuard<'db, Alloc>) -> Self {
+    pub(super) fn new(db: &'db Db) -> Self {
         Txn {
             db,
-            alloc,
-            writes: BTreeMap::new(),
-            dropped: BTreeSet::new(),
+            alloc: None,
+            changes: Changes::default(),
         }
+    }
+
+    /// Takes the writer lock unless this transaction holds it: before its first read.
+    fn latch(&mut self) -> Result<()> {
+        if self.alloc.is_none() {
+            let alloc = self.db.inner.writer.lock();
+            // Under the lock: a commit that failed while this one waited poisoned the
+            // database, and may have left its pages and overlay half changed.
+            self.db.check_poison()?;
+            self.alloc = Some(alloc);
+        }
+        Ok(())
     }
 
     /// Sets `key` to `value` in the default table.
@@ -57,7 +70,8 @@ impl<'db> Txn<'db> {
     /// Sets `key` to `value` in `table`, creating the table at commit if it does not exist.
     pub fn put_in(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_sizes(table, key, Some(value))?;
-        self.writes
+        self.changes
+            .writes
             .insert((table.to_owned(), key.to_vec()), Some(value.to_vec()));
         Ok(())
     }
@@ -70,7 +84,9 @@ impl<'db> Txn<'db> {
     /// Removes `key` from `table`.
     pub fn delete_in(&mut self, table: &str, key: &[u8]) -> Result<()> {
         self.check_sizes(table, key, None)?;
-        self.writes.insert((table.to_owned(), key.to_vec()), None);
+        self.changes
+            .writes
+            .insert((table.to_owned(), key.to_vec()), None);
         Ok(())
     }
 
@@ -128,28 +144,31 @@ impl<'db> Txn<'db> {
             )));
         }
         self.check_sizes(table, b"", None)?;
+        self.latch()?;
         let existed = {
             let _shared = self.db.inner.tree_lock.read();
             self.visible_root_of(table)?.is_some()
         } || self
+            .changes
             .writes
             .iter()
             .any(|((t, _), v)| t == table && v.is_some());
-        self.writes.retain(|(t, _), _| t != table);
-        self.dropped.insert(table.to_owned());
+        self.changes.writes.retain(|(t, _), _| t != table);
+        self.changes.dropped.insert(table.to_owned());
         Ok(existed)
     }
 
     /// The value of `key` in the default table, this transaction's own writes included.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_in("", key)
     }
 
     /// The value of `key` in `table`, this transaction's own writes included.
-    pub fn get_in(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = self.writes.get(&(table.to_owned(), key.to_vec())) {
+    pub fn get_in(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.changes.writes.get(&(table.to_owned(), key.to_vec())) {
             return Ok(v.clone());
         }
+        self.latch()?;
         let _shared = self.db.inner.tree_lock.read();
         match self.visible_root_of(table)? {
             Some(root) => Tree::open(root).get(&self.db.read_pages(), key),
@@ -159,7 +178,7 @@ impl<'db> Txn<'db> {
 
     /// The entries of the default table between the bounds, own writes included.
     pub fn scan(
-        &self,
+        &mut self,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         direction: Direction,
@@ -169,12 +188,13 @@ impl<'db> Txn<'db> {
 
     /// The entries of `table` between the bounds, own writes included, in `direction`.
     pub fn scan_in(
-        &self,
+        &mut self,
         table: &str,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.latch()?;
         let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = {
             let _shared = self.db.inner.tree_lock.read();
             match self.visible_root_of(table)? {
@@ -187,7 +207,7 @@ impl<'db> Txn<'db> {
                 None => BTreeMap::new(),
             }
         };
-        for ((t, k), v) in &self.writes {
+        for ((t, k), v) in &self.changes.writes {
             if t != table || !std::ops::RangeBounds::contains(&(lower, upper), k.as_slice()) {
                 continue;
             }
@@ -214,16 +234,26 @@ impl<'db> Txn<'db> {
     /// afterwards that fails does not fail the commit (it is durable by then); it poisons
     /// the database, so the next call reports it.
     pub fn commit_with(mut self, durability: Durability) -> Result<()> {
-        if self.writes.is_empty() && self.dropped.is_empty() {
+        if self.changes.is_empty() {
             return Ok(());
         }
         // A transaction too large as a whole fails alone, before any page changes: what
-        // fails later (in `apply_and_log`) leaves pages half changed and must poison.
+        // fails later (in `commit::apply`) leaves pages half changed and must poison.
         self.check_fits()?;
         let db = self.db;
-        let lsn = match self.apply_and_log(durability) {
-            Ok(lsn) => lsn,
-            Err(e) => return Err(db.poison(e)),
+        let changes = std::mem::take(&mut self.changes);
+        let lsn = match self.alloc.take() {
+            // It read: it holds the writer lock, and applies its own commit under it.
+            Some(mut alloc) => {
+                // Poisoned before the lock is released: a writer waiting for it checks the
+                // poison under it, and must not build on pages this commit half changed.
+                let applied =
+                    commit::apply(db, &mut alloc, &changes, durability).map_err(|e| db.poison(e));
+                drop(alloc);
+                applied?
+            }
+            // It only wrote: through the commit queue.
+            None => commit::commit_queued(db, changes, durability)?,
         };
         drop(self);
         db.inner
@@ -258,129 +288,7 @@ impl<'db> Txn<'db> {
     /// later writes to the table are in `writes`, not in a tree).
     /// Requires: the tree lock, shared or exclusive.
     fn visible_root_of(&self, table: &str) -> Result<Option<PageId>> {
-        if self.dropped.contains(table) {
-            return Ok(None);
-        }
-        self.root_of(table)
-    }
-
-    /// The committed root of `table` (the writer sees the latest catalog).
-    /// Requires: the tree lock, shared or exclusive.
-    fn root_of(&self, table: &str) -> Result<Option<PageId>> {
-        if table.is_empty() {
-            return Ok(Some(DEFAULT_ROOT));
-        }
-        let value = Tree::open(CATALOG_ROOT).get(&self.db.read_pages(), table.as_bytes())?;
-        value
-            .map(|v| {
-                catalog_root_of(
-                    &v,
-                    &self.db.inner.data_path,
-                    self.db.inner.pool.page_bytes(),
-                )
-            })
-            .transpose()
-    }
-
-    fn apply_and_log(&mut self, durability: Durability) -> Result<crate::wal::Lsn> {
-        let db = self.db;
-        let inner = &db.inner;
-        // A log that failed in the background (the interval flusher) fails this commit before
-        // it changes a page or the overlay.
-        inner.wal.check_poison()?;
-        let exclusive = inner.tree_lock.write();
-        // Tables this commit drops that exist, with their roots.
-        let mut drops: Vec<(String, PageId)> = Vec::new();
-        for table in &self.dropped {
-            if let Some(root) = self.root_of(table)? {
-                drops.push((table.clone(), root));
-            }
-        }
-        // Roots of the tables written to; `None` for tables this commit creates (a dropped
-        // table written to is created anew).
-        let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
-        for (table, _) in self.writes.keys() {
-            if !roots.contains_key(table) {
-                roots.insert(table.clone(), self.visible_root_of(table)?);
-            }
-        }
-        // Readers may not see this commit until it is acknowledged: keep the values they
-        // still need, before the pages change. The provisional lsn is above every current
-        // snapshot and at most this commit's lsn. A table this commit creates is hidden by
-        // its catalog entry; its keys need no entries.
-        // The log end now, under the writer lock: this commit's record starts at or after it.
-        let before = inner.wal.end_lsn().0;
-        let provisional = before + 1;
-        {
-            let pages = db.read_pages();
-            let mut befores = Vec::new();
-            // A dropped table's catalog entry, for readers that still see it (and, if this
-            // commit creates it anew, the one entry that hides the new table from them).
-            for (table, root) in &drops {
-                let entry = root.0.to_le_bytes().to_vec();
-                befores.push((CATALOG_TABLE, table.as_bytes().to_vec(), Some(entry)));
-            }
-            for (table, root) in &roots {
-                if root.is_none() && !drops.iter().any(|(t, _)| t == table) {
-                    befores.push((CATALOG_TABLE, table.as_bytes().to_vec(), None));
-                }
-            }
-            for (table, key) in self.writes.keys() {
-                if let Some(root) = roots[table] {
-                    befores.push((root.0, key.clone(), Tree::open(root).get(&pages, key)?));
-                }
-            }
-            let mut reads = inner.reads.lock();
-            for (table_id, key, before) in befores {
-                reads.overlay.record(table_id, &key, provisional, before);
-            }
-        }
-        let pages = TxnPages::new(&inner.pool, &inner.data_path, *self.alloc, db.image_below());
-        super::drop::apply_drops(&pages, &drops)?;
-        for (table, root) in &mut roots {
-            if root.is_none() {
-                let tree = Tree::create(&pages)?;
-                Tree::open(CATALOG_ROOT).put(
-                    &pages,
-                    table.as_bytes(),
-                    &tree.root().0.to_le_bytes(),
-                )?;
-                *root = Some(tree.root());
-            }
-        }
-        for ((table, key), value) in &self.writes {
-            let tree = Tree::open(roots[table].expect("every table has a root by now"));
-            match value {
-                Some(v) => {
-                    tree.put(&pages, key, v)?;
-                }
-                None => {
-                    tree.delete(&pages, key)?;
-                }
-            }
-        }
-        // The pages are whole again (no node half split) and the overlay hides this commit
-        // from readers until it is acknowledged: readers may go on while the record is
-        // appended, which can wait for a log segment to be prepared.
-        drop(exclusive);
-        let (ops, alloc, touched) = pages.finish();
-        let changes = inner.options.change_feed.then(|| self.writes.iter());
-        let lsn = inner.wal.append(&record::encode(alloc, &ops, changes))?;
-        assert!(
-            lsn.0 >= provisional,
-            "commit lsn {lsn} below its provisional lsn {provisional}"
-        );
-        inner.pool.stamp(&touched, lsn.0, before);
-        *self.alloc = alloc;
-        inner.reads.lock().visibility.committed(lsn.0, durability);
-        if !drops.is_empty() {
-            let mut graveyard = inner.graveyard.lock();
-            for (_, root) in drops {
-                let earlier = graveyard.insert(root, lsn.0);
-                assert!(earlier.is_none(), "tree {root} dropped twice");
-            }
-        }
-        Ok(lsn)
+        self.changes.visible_root_of(self.db, table)
     }
 
     /// Refuses, with `TooLarge`, a transaction that certainly cannot commit: its keys and
@@ -394,7 +302,7 @@ impl<'db> Txn<'db> {
         let limits = crate::btree::Limits::new(inner.pool.page_bytes());
         let mut logged = 0u64;
         let mut overflow_pages = 0u64;
-        for ((table, key), value) in &self.writes {
+        for ((table, key), value) in &self.changes.writes {
             let value_bytes = value.as_ref().map_or(0, Vec::len);
             logged += (table.len() + key.len() + value_bytes) as u64;
             if inner.options.change_feed {

@@ -75,6 +75,7 @@ pub mod segment;
 pub mod slot;
 mod writer;
 
+pub(crate) use group_commit::WaitSlot;
 pub use reader::{
     LogEvent, LogInspection, Recovery, RecoveryStop, SegmentFile, SegmentRole, WalRecord,
     inspect_log,

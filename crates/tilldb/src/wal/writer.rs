@@ -479,14 +479,33 @@ impl Wal {
 
     /// Waits until `lsn` is as durable as `durability` asks (`Lazy` does not wait).
     pub fn wait(&self, lsn: Lsn, durability: Durability) -> Result<()> {
-        match durability {
-            Durability::Sync if crate::mutants::active("ack-before-flush") => {
-                self.shared.wait_for(lsn.0, Need::Written)
-            }
-            Durability::Sync => self.shared.wait_for(lsn.0, Need::Durable),
-            Durability::Buffered => self.shared.wait_for(lsn.0, Need::Written),
-            Durability::Lazy => self.shared.check_poison(),
+        match need_of(durability) {
+            Some(need) => self.shared.wait_for(lsn.0, need),
+            None => self.shared.check_poison(),
         }
+    }
+
+    /// Wakes `slot` once `lsn` is as durable as `durability` asks, or once its thread may
+    /// lead a stage, or the log fails; at once when one of those holds now. The woken thread
+    /// then calls [`Wal::wait`], which returns at once or leads the stage: so a thread whose
+    /// record another appended for it (the commit queue, `db/commit.rs`) sleeps once, in the
+    /// same queue as the committers that appended their own.
+    pub(crate) fn enlist(&self, lsn: Lsn, durability: Durability, slot: Arc<WaitSlot>) {
+        let Some(need) = need_of(durability) else {
+            slot.wake();
+            return;
+        };
+        let mut st = self.shared.state.lock();
+        if st.poisoned || st.progress.role(lsn.0, need) != Role::Wait {
+            drop(st);
+            slot.wake();
+            return;
+        }
+        st.waiters.push(Waiter {
+            lsn: lsn.0,
+            need,
+            slot,
+        });
     }
 
     /// `Err` once the log is poisoned (a write or flush failed), naming the failure.
@@ -630,6 +649,16 @@ impl Drop for Wal {
     fn drop(&mut self) {
         self.stop_background();
         let _ = self.sync();
+    }
+}
+
+/// What a commit at `durability` waits for: `None` for `Lazy`, which does not wait.
+fn need_of(durability: Durability) -> Option<Need> {
+    match durability {
+        Durability::Sync if crate::mutants::active("ack-before-flush") => Some(Need::Written),
+        Durability::Sync => Some(Need::Durable),
+        Durability::Buffered => Some(Need::Written),
+        Durability::Lazy => None,
     }
 }
 

@@ -163,9 +163,9 @@ pub enum FaultKind {
     /// nothing lands, not even in the page cache (as with direct I/O). On other kinds of
     /// call, the same as [`FaultKind::Eio`].
     LostWrite,
-    /// A write panics in the calling thread, nothing written: what a failed assertion on
-    /// that thread does, to test that a panic stops the database rather than hang it. On
-    /// other kinds of call, the same as [`FaultKind::Eio`].
+    /// A write or a read panics in the calling thread, nothing written or read: what a failed
+    /// assertion on that thread does, to test that a panic stops the database rather than
+    /// hang it. On other kinds of call, the same as [`FaultKind::Eio`].
     Panic,
 }
 

@@ -242,7 +242,13 @@ impl StorageFile for SimFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.check_aligned(buf.as_ptr(), buf.len(), offset);
         let mut state = self.disk.lock();
-        state.admit_plain(IoKind::Read, &[&self.path], Some(self.epoch))?;
+        if let Some(fault) = state.admit(IoKind::Read, &[&self.path], Some(self.epoch))? {
+            if fault == FaultKind::Panic {
+                drop(state);
+                panic!("simulated panic in a read of {}", self.path.display());
+            }
+            return Err(fault_error(fault, IoOp::Read, &self.path));
+        }
         let live = &state.file(self.id).live;
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)

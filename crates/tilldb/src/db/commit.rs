@@ -1,0 +1,354 @@
+//! Committing: a transaction's changes applied to the tree and appended to the log, under the
+//! writer lock, one transaction at a time; then the wait for the log.
+//!
+//! A transaction that read holds the writer lock since its first read and applies its own
+//! changes. One that only wrote reaches commit without it, and joins the *commit queue*: the
+//! first to arrive leads, takes the writer lock once and applies every commit that queues
+//! behind it while it works, each as its own log record in arrival order, then hands the lock
+//! back. The others sleep once, until their commit is as durable as they asked:
+//!
+//! ```text
+//!   commit ──queue.leading?──no──> lead: lock; apply own; apply each queued ... unlock;
+//!                  │                      wait for the log (leading its stages when free)
+//!                  yes
+//!                  └──> queued ──(leader applied it: lsn)──> enlisted with the log
+//!                                   ──(log says durable, or "lead a stage")──> wait returns
+//! ```
+//!
+//! Why: with the lock taken at `begin()` and handed from committer to committer, every commit
+//! paid a wake-up of the next one inside the lock (the hand-off is serial), and a second one
+//! when its flush completed: at 64 threads on 2 CPUs the CPUs idled 40 % of the time while
+//! the lock went round (docs/benchmarks.md, "Commit queue"). Here the lock is handed over once
+//! per batch, and a queued commit costs one sleep.
+//!
+//! Invariants (asserted where they hold): at most one leader (`CommitQueue::leading`);
+//! every queued commit is finished (applied or failed) exactly once and woken exactly once
+//! (by its leader when it failed, is `Lazy`, or leads next, else by the log); a leader that
+//! unwinds fails every commit it holds and every queued one, and poisons the database (the
+//! pages may be half changed), so nobody sleeps forever.
+
+use super::pages::TxnPages;
+use super::record::{self, Alloc};
+use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
+use crate::Durability;
+use crate::btree::Tree;
+use crate::error::{Error, Result};
+use crate::page::PageId;
+use crate::wal::{Lsn, WaitSlot};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Commits one leader applies before it hands the lead to the next queued commit: a bound on
+/// how long a leader works for others before its own commit returns.
+const LEAD_COMMITS_MAX: usize = 256;
+
+/// The changes of a transaction: what a commit applies.
+#[derive(Debug, Default)]
+pub(super) struct Changes {
+    /// (table, key) -> new value (`None`: delete).
+    pub writes: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
+    /// Tables dropped. Drops apply before the writes, so a table dropped and then written to
+    /// is a new table holding only those writes.
+    pub dropped: BTreeSet<String>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.dropped.is_empty()
+    }
+
+    /// The root of `table` as these changes see it: `None` once they drop it.
+    /// Requires: the tree lock, shared or exclusive.
+    pub fn visible_root_of(&self, db: &Db, table: &str) -> Result<Option<PageId>> {
+        if self.dropped.contains(table) {
+            return Ok(None);
+        }
+        root_of(db, table)
+    }
+}
+
+/// The committed root of `table` (the writer sees the latest catalog).
+/// Requires: the tree lock, shared or exclusive.
+pub(super) fn root_of(db: &Db, table: &str) -> Result<Option<PageId>> {
+    if table.is_empty() {
+        return Ok(Some(super::DEFAULT_ROOT));
+    }
+    let value = Tree::open(CATALOG_ROOT).get(&db.read_pages(), table.as_bytes())?;
+    value
+        .map(|v| catalog_root_of(&v, &db.inner.data_path, db.inner.pool.page_bytes()))
+        .transpose()
+}
+
+/// Who leads, and the commits waiting for a leader.
+#[derive(Debug, Default)]
+pub(super) struct CommitQueue {
+    leading: bool,
+    queued: Vec<Arc<Queued>>,
+}
+
+/// A commit waiting in the queue.
+#[derive(Debug)]
+struct Queued {
+    changes: Mutex<Option<Changes>>,
+    durability: Durability,
+    turn: Mutex<Turn>,
+    slot: Arc<WaitSlot>,
+}
+
+/// What a queued commit's thread does when it wakes.
+#[derive(Debug)]
+enum Turn {
+    Waiting,
+    /// Lead the queue: the previous leader applied its share and handed over.
+    Lead,
+    /// Applied (its lsn) or failed; the wait for the log is the thread's own.
+    Finished(Result<Lsn>),
+}
+
+/// Commits `changes` without the writer lock held: through the queue. Returns the commit's
+/// lsn, applied and appended; the caller then waits for the log (at once for a queued commit
+/// the log woke).
+pub(super) fn commit_queued(db: &Db, changes: Changes, durability: Durability) -> Result<Lsn> {
+    let me = Arc::new(Queued {
+        changes: Mutex::new(Some(changes)),
+        durability,
+        turn: Mutex::new(Turn::Waiting),
+        slot: WaitSlot::for_current_thread(),
+    });
+    {
+        let mut queue = db.inner.commits.lock();
+        if queue.leading {
+            queue.queued.push(Arc::clone(&me));
+            drop(queue);
+            me.slot.park();
+            let turn = std::mem::replace(&mut *me.turn.lock(), Turn::Waiting);
+            match turn {
+                Turn::Finished(outcome) => return outcome,
+                Turn::Lead => {}
+                Turn::Waiting => unreachable!("woken before its commit was finished"),
+            }
+        } else {
+            queue.leading = true;
+        }
+    }
+    lead(db, &me)
+}
+
+/// Leads the queue: applies `me` and what queues meanwhile, up to [`LEAD_COMMITS_MAX`], then
+/// gives the lead up (or to the next queued commit). Returns `me`'s outcome.
+fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
+    let mut leader = Leader {
+        db,
+        batch: vec![Arc::clone(me)],
+        done: false,
+    };
+    let mut applied = 0usize;
+    let mut alloc = db.inner.writer.lock();
+    loop {
+        // Applied in place: if this unwinds, `leader` still holds every commit of the batch.
+        for queued in &leader.batch {
+            let changes = queued
+                .changes
+                .lock()
+                .take()
+                .expect("a queued commit is applied once");
+            // Checked under the lock, before every commit: one that failed in this batch (or
+            // anywhere) poisoned the database, and may have left pages half changed.
+            let outcome = db
+                .check_poison()
+                .and_then(|()| apply(db, &mut alloc, &changes, queued.durability))
+                .map_err(|e| db.poison(e));
+            applied += 1;
+            if Arc::ptr_eq(queued, me) {
+                *me.turn.lock() = Turn::Finished(outcome);
+            } else {
+                db.inner
+                    .queued_commits
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                finish(db, queued, outcome);
+            }
+        }
+        leader.batch.clear();
+        let mut queue = db.inner.commits.lock();
+        assert!(queue.leading, "a leader without the lead");
+        if queue.queued.is_empty() {
+            queue.leading = false;
+            break;
+        }
+        if applied >= LEAD_COMMITS_MAX {
+            // Enough for others: the next queued commit leads (the lead stays taken).
+            let next = queue.queued.remove(0);
+            drop(queue);
+            drop(alloc);
+            leader.done = true;
+            hand(&next, Turn::Lead);
+            return take_outcome(me);
+        }
+        leader.batch = std::mem::take(&mut queue.queued);
+    }
+    drop(alloc);
+    leader.done = true;
+    take_outcome(me)
+}
+
+/// The outcome the leader recorded for its own commit.
+fn take_outcome(me: &Queued) -> Result<Lsn> {
+    match std::mem::replace(&mut *me.turn.lock(), Turn::Waiting) {
+        Turn::Finished(outcome) => outcome,
+        turn => unreachable!("the leader's own commit not finished: {turn:?}"),
+    }
+}
+
+/// Records a queued commit's outcome and arranges its one wake-up: by the log once its
+/// commit is as durable as it asked (or once it should lead a stage), or now.
+fn finish(db: &Db, queued: &Queued, outcome: Result<Lsn>) {
+    match outcome {
+        Ok(lsn) => {
+            *queued.turn.lock() = Turn::Finished(Ok(lsn));
+            db.inner
+                .wal
+                .enlist(lsn, queued.durability, Arc::clone(&queued.slot));
+        }
+        Err(e) => hand(queued, Turn::Finished(Err(e))),
+    }
+}
+
+/// Gives a queued commit its turn and wakes it.
+fn hand(queued: &Queued, turn: Turn) {
+    *queued.turn.lock() = turn;
+    queued.slot.wake();
+}
+
+/// The commits a leader holds. If the leader unwinds (a bug panicked while applying), they
+/// and everything queued fail instead of sleeping forever, the lead is given up and the
+/// database is poisoned: the pages may be half changed.
+struct Leader<'a> {
+    db: &'a Db,
+    batch: Vec<Arc<Queued>>,
+    done: bool,
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.db.poison(Error::PoisonedBy {
+            cause: "a committing thread panicked while it applied commits".to_owned(),
+        });
+        let mut queue = self.db.inner.commits.lock();
+        queue.leading = false;
+        let stranded: Vec<_> = self.batch.drain(..).chain(queue.queued.drain(..)).collect();
+        drop(queue);
+        for queued in stranded {
+            if matches!(*queued.turn.lock(), Turn::Waiting) {
+                let failed = self.db.check_poison().expect_err("poisoned above");
+                hand(&queued, Turn::Finished(Err(failed)));
+            }
+        }
+    }
+}
+
+/// Applies `changes` to the tree and appends their record to the log; returns its lsn.
+/// Requires: the writer lock (`alloc` is its state).
+pub(super) fn apply(
+    db: &Db,
+    alloc: &mut Alloc,
+    changes: &Changes,
+    durability: Durability,
+) -> Result<Lsn> {
+    let inner = &db.inner;
+    // A log that failed in the background (the interval flusher) fails this commit before
+    // it changes a page or the overlay.
+    inner.wal.check_poison()?;
+    let exclusive = inner.tree_lock.write();
+    // Tables this commit drops that exist, with their roots.
+    let mut drops: Vec<(String, PageId)> = Vec::new();
+    for table in &changes.dropped {
+        if let Some(root) = root_of(db, table)? {
+            drops.push((table.clone(), root));
+        }
+    }
+    // Roots of the tables written to; `None` for tables this commit creates (a dropped
+    // table written to is created anew).
+    let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
+    for (table, _) in changes.writes.keys() {
+        if !roots.contains_key(table) {
+            roots.insert(table.clone(), changes.visible_root_of(db, table)?);
+        }
+    }
+    // Readers may not see this commit until it is acknowledged: keep the values they
+    // still need, before the pages change. The provisional lsn is above every current
+    // snapshot and at most this commit's lsn. A table this commit creates is hidden by
+    // its catalog entry; its keys need no entries.
+    // The log end now, under the writer lock: this commit's record starts at or after it.
+    let before = inner.wal.end_lsn().0;
+    let provisional = before + 1;
+    {
+        let pages = db.read_pages();
+        let mut befores = Vec::new();
+        // A dropped table's catalog entry, for readers that still see it (and, if this
+        // commit creates it anew, the one entry that hides the new table from them).
+        for (table, root) in &drops {
+            let entry = root.0.to_le_bytes().to_vec();
+            befores.push((CATALOG_TABLE, table.as_bytes().to_vec(), Some(entry)));
+        }
+        for (table, root) in &roots {
+            if root.is_none() && !drops.iter().any(|(t, _)| t == table) {
+                befores.push((CATALOG_TABLE, table.as_bytes().to_vec(), None));
+            }
+        }
+        for (table, key) in changes.writes.keys() {
+            if let Some(root) = roots[table] {
+                befores.push((root.0, key.clone(), Tree::open(root).get(&pages, key)?));
+            }
+        }
+        let mut reads = inner.reads.lock();
+        for (table_id, key, before) in befores {
+            reads.overlay.record(table_id, &key, provisional, before);
+        }
+    }
+    let pages = TxnPages::new(&inner.pool, &inner.data_path, *alloc, db.image_below());
+    super::drop::apply_drops(&pages, &drops)?;
+    for (table, root) in &mut roots {
+        if root.is_none() {
+            let tree = Tree::create(&pages)?;
+            Tree::open(CATALOG_ROOT).put(&pages, table.as_bytes(), &tree.root().0.to_le_bytes())?;
+            *root = Some(tree.root());
+        }
+    }
+    for ((table, key), value) in &changes.writes {
+        let tree = Tree::open(roots[table].expect("every table has a root by now"));
+        match value {
+            Some(v) => {
+                tree.put(&pages, key, v)?;
+            }
+            None => {
+                tree.delete(&pages, key)?;
+            }
+        }
+    }
+    // The pages are whole again (no node half split) and the overlay hides this commit
+    // from readers until it is acknowledged: readers may go on while the record is
+    // appended, which can wait for a log segment to be prepared.
+    drop(exclusive);
+    let (ops, new_alloc, touched) = pages.finish();
+    let feed = inner.options.change_feed.then(|| changes.writes.iter());
+    let lsn = inner.wal.append(&record::encode(new_alloc, &ops, feed))?;
+    assert!(
+        lsn.0 >= provisional,
+        "commit lsn {lsn} below its provisional lsn {provisional}"
+    );
+    inner.pool.stamp(&touched, lsn.0, before);
+    *alloc = new_alloc;
+    inner.reads.lock().visibility.committed(lsn.0, durability);
+    if !drops.is_empty() {
+        let mut graveyard = inner.graveyard.lock();
+        for (_, root) in drops {
+            let earlier = graveyard.insert(root, lsn.0);
+            assert!(earlier.is_none(), "tree {root} dropped twice");
+        }
+    }
+    Ok(lsn)
+}
