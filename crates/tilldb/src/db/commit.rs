@@ -138,13 +138,15 @@ pub(super) fn commit_queued(db: &Db, changes: Changes, durability: Durability) -
 /// Leads the queue: applies `me` and what queues meanwhile, up to [`LEAD_COMMITS_MAX`], then
 /// gives the lead up (or to the next queued commit). Returns `me`'s outcome.
 fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
+    // The lock before the guard: on unwind the guard drops first, so the database is
+    // poisoned before a waiting writer can take the lock and build on half-changed pages.
+    let mut alloc = db.inner.writer.lock();
     let mut leader = Leader {
         db,
         batch: vec![Arc::clone(me)],
         done: false,
     };
     let mut applied = 0usize;
-    let mut alloc = db.inner.writer.lock();
     loop {
         // Applied in place: if this unwinds, `leader` still holds every commit of the batch.
         for queued in &leader.batch {
