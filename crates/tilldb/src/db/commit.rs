@@ -144,12 +144,14 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
     let mut leader = Leader {
         db,
         batch: vec![Arc::clone(me)],
+        enlisted: Vec::new(),
         done: false,
     };
     let mut applied = 0usize;
     loop {
         // Applied in place: if this unwinds, `leader` still holds every commit of the batch.
-        for queued in &leader.batch {
+        for i in 0..leader.batch.len() {
+            let queued = Arc::clone(&leader.batch[i]);
             let changes = queued
                 .changes
                 .lock()
@@ -162,16 +164,19 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
                 .and_then(|()| apply(db, &mut alloc, &changes, queued.durability))
                 .map_err(|e| db.poison(e));
             applied += 1;
-            if Arc::ptr_eq(queued, me) {
+            if Arc::ptr_eq(&queued, me) {
                 *me.turn.lock() = Turn::Finished(outcome);
             } else {
                 db.inner
                     .queued_commits
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                finish(db, queued, outcome);
+                finish(&queued, outcome, &mut leader.enlisted);
             }
         }
         leader.batch.clear();
+        // The log learns of this round's commits now, so that a follower can lead the write
+        // and flush of this round while this thread applies the next.
+        leader.enlist();
         let mut queue = db.inner.commits.lock();
         assert!(queue.leading, "a leader without the lead");
         if queue.queued.is_empty() {
@@ -202,15 +207,14 @@ fn take_outcome(me: &Queued) -> Result<Lsn> {
     }
 }
 
-/// Records a queued commit's outcome and arranges its one wake-up: by the log once its
-/// commit is as durable as it asked (or once it should lead a stage), or now.
-fn finish(db: &Db, queued: &Queued, outcome: Result<Lsn>) {
+/// Records a queued commit's outcome and arranges its one wake-up: by the log (once the
+/// round is enlisted) when its commit is as durable as it asked, or when it should lead a
+/// stage; now when it failed.
+fn finish(queued: &Arc<Queued>, outcome: Result<Lsn>, enlisted: &mut Vec<Arc<Queued>>) {
     match outcome {
         Ok(lsn) => {
             *queued.turn.lock() = Turn::Finished(Ok(lsn));
-            db.inner
-                .wal
-                .enlist(lsn, queued.durability, Arc::clone(&queued.slot));
+            enlisted.push(Arc::clone(queued));
         }
         Err(e) => hand(queued, Turn::Finished(Err(e))),
     }
@@ -228,7 +232,28 @@ fn hand(queued: &Queued, turn: Turn) {
 struct Leader<'a> {
     db: &'a Db,
     batch: Vec<Arc<Queued>>,
+    /// Commits of this round applied for others, for the log to wake once it is enlisted.
+    enlisted: Vec<Arc<Queued>>,
     done: bool,
+}
+
+impl Leader<'_> {
+    /// Hands the commits applied this round to the log, which wakes each when its need is met.
+    fn enlist(&mut self) {
+        let waiters = self
+            .enlisted
+            .iter()
+            .map(|queued| {
+                let lsn = match &*queued.turn.lock() {
+                    Turn::Finished(Ok(lsn)) => *lsn,
+                    turn => unreachable!("enlisting a commit not applied: {turn:?}"),
+                };
+                (lsn, queued.durability, Arc::clone(&queued.slot))
+            })
+            .collect();
+        self.enlisted.clear();
+        self.db.inner.wal.enlist(waiters);
+    }
 }
 
 impl Drop for Leader<'_> {
@@ -243,8 +268,12 @@ impl Drop for Leader<'_> {
         queue.leading = false;
         let stranded: Vec<_> = self.batch.drain(..).chain(queue.queued.drain(..)).collect();
         drop(queue);
+        // Applied ones not yet enlisted fail too: nothing is acknowledged after the panic.
+        let unenlisted: Vec<_> = self.enlisted.drain(..).collect();
         for queued in stranded {
-            if matches!(*queued.turn.lock(), Turn::Waiting) {
+            let asleep = matches!(*queued.turn.lock(), Turn::Waiting)
+                || unenlisted.iter().any(|q| Arc::ptr_eq(q, &queued));
+            if asleep {
                 let failed = self.db.check_poison().expect_err("poisoned above");
                 hand(&queued, Turn::Finished(Err(failed)));
             }

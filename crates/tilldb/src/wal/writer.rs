@@ -485,27 +485,36 @@ impl Wal {
         }
     }
 
-    /// Wakes `slot` once `lsn` is as durable as `durability` asks, or once its thread may
-    /// lead a stage, or the log fails; at once when one of those holds now. The woken thread
-    /// then calls [`Wal::wait`], which returns at once or leads the stage: so a thread whose
-    /// record another appended for it (the commit queue, `db/commit.rs`) sleeps once, in the
-    /// same queue as the committers that appended their own.
-    pub(crate) fn enlist(&self, lsn: Lsn, durability: Durability, slot: Arc<WaitSlot>) {
-        let Some(need) = need_of(durability) else {
-            slot.wake();
-            return;
-        };
-        let mut st = self.shared.state.lock();
-        if st.poisoned || st.progress.role(lsn.0, need) != Role::Wait {
-            drop(st);
-            slot.wake();
+    /// Parks nobody, and wakes each `(lsn, durability, slot)` once `lsn` is as durable as
+    /// `durability` asks, or once its thread should lead a stage, or the log fails: they join
+    /// the log's waiters, and the wake-up plan runs over all of them at once (every waiter
+    /// already satisfied, plus one leader per free stage), as after a completed stage. A woken
+    /// thread then calls [`Wal::wait`], which returns at once or leads the stage. So threads
+    /// whose records another appended for them (the commit queue, `db/commit.rs`) each sleep
+    /// once, in the same queue as the committers that appended their own, and a batch costs
+    /// one lock hold here and at most one wake-up beyond the ones its commits need.
+    pub(crate) fn enlist(&self, waiters: Vec<(Lsn, Durability, Arc<WaitSlot>)>) {
+        if waiters.is_empty() {
             return;
         }
-        st.waiters.push(Waiter {
-            lsn: lsn.0,
-            need,
-            slot,
-        });
+        let mut st = self.shared.state.lock();
+        let mut now = Vec::new();
+        for (lsn, durability, slot) in waiters {
+            match need_of(durability) {
+                Some(need) if !st.poisoned => st.waiters.push(Waiter {
+                    lsn: lsn.0,
+                    need,
+                    slot,
+                }),
+                // `Lazy`, or a poisoned log (the waiter learns it in `wait`).
+                _ => now.push(slot),
+            }
+        }
+        now.extend(st.take_wakeups());
+        drop(st);
+        for slot in now {
+            slot.wake();
+        }
     }
 
     /// `Err` once the log is poisoned (a write or flush failed), naming the failure.
