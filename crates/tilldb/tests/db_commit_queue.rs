@@ -204,3 +204,57 @@ fn a_panic_while_leading_the_queue_fails_the_queued_commits_instead_of_hanging_t
         "{after:?}"
     );
 }
+
+/// A leader applies at most 256 commits for others, then hands the lead to the first one
+/// still queued: with 300 blind commits queued behind a transaction that read, at least two
+/// threads lead, and every commit returns and is there.
+#[test]
+fn a_leader_hands_the_queue_on_after_its_share_and_every_commit_returns() {
+    const MANY: usize = 300;
+    let disk = SimDisk::new(SimConfig::default());
+    let db = open(&disk);
+    let mut reader = db.begin().expect("begin");
+    reader.get(b"x").expect("get"); // takes the writer lock
+    let ready = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..MANY)
+        .map(|i| {
+            let (db, ready) = (db.clone(), Arc::clone(&ready));
+            std::thread::spawn(move || {
+                let mut txn = db.begin()?;
+                txn.put(format!("many-{i:04}").as_bytes(), b"v")?;
+                ready.fetch_add(1, Ordering::SeqCst);
+                txn.commit()
+            })
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    while ready.load(Ordering::SeqCst) < MANY {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "writers never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // From "ready" to queued is a few instructions; give the slowest a moment.
+    std::thread::sleep(Duration::from_millis(300));
+    reader.rollback();
+    for (i, handle) in handles.into_iter().enumerate() {
+        handle
+            .join()
+            .unwrap_or_else(|_| panic!("writer {i} panicked"))
+            .unwrap_or_else(|e| panic!("writer {i}: {e}"));
+    }
+    let queued = db.stats().queued_commits;
+    assert!(
+        (200..MANY as u64 - 1).contains(&queued),
+        "{queued} of {MANY} commits applied for others: one leader applied them all, or few \
+         were queued"
+    );
+    for i in 0..MANY {
+        assert_eq!(
+            db.get(format!("many-{i:04}").as_bytes()).expect("get"),
+            Some(b"v".to_vec()),
+            "{i}"
+        );
+    }
+}

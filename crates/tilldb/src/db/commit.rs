@@ -149,8 +149,9 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
     };
     let mut applied = 0usize;
     loop {
-        // Applied in place: if this unwinds, `leader` still holds every commit of the batch.
-        for i in 0..leader.batch.len() {
+        // Applied in place: if this unwinds, `leader` still holds every commit of the round.
+        let mut i = 0;
+        while i < leader.batch.len() && applied < LEAD_COMMITS_MAX {
             let queued = Arc::clone(&leader.batch[i]);
             let changes = queued
                 .changes
@@ -164,6 +165,7 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
                 .and_then(|()| apply(db, &mut alloc, &changes, queued.durability))
                 .map_err(|e| db.poison(e));
             applied += 1;
+            i += 1;
             if Arc::ptr_eq(&queued, me) {
                 *me.turn.lock() = Turn::Finished(outcome);
             } else {
@@ -173,18 +175,21 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
                 finish(&queued, outcome, &mut leader.enlisted);
             }
         }
+        // Not applied (the lead's share is done): back to the front of the queue.
+        let rest = leader.batch.split_off(i);
         leader.batch.clear();
         // The log learns of this round's commits now, so that a follower can lead the write
         // and flush of this round while this thread applies the next.
         leader.enlist();
         let mut queue = db.inner.commits.lock();
         assert!(queue.leading, "a leader without the lead");
+        queue.queued.splice(0..0, rest);
         if queue.queued.is_empty() {
             queue.leading = false;
             break;
         }
         if applied >= LEAD_COMMITS_MAX {
-            // Enough for others: the next queued commit leads (the lead stays taken).
+            // Enough for others: the first queued commit leads next (the lead stays taken).
             let next = queue.queued.remove(0);
             drop(queue);
             drop(alloc);
