@@ -4,8 +4,10 @@
 //! A transaction that read holds the writer lock since its first read and applies its own
 //! changes. One that only wrote reaches commit without it, and joins the *commit queue*: the
 //! first to arrive leads, takes the writer lock once and applies every commit that queues
-//! behind it while it works, each as its own log record in arrival order, then hands the lock
-//! back. The others sleep once, until their commit is as durable as they asked:
+//! behind it while it works, each as its own log record in arrival order, handing each round
+//! to the log as one batch of waiters, then hands the lock back (after 256 commits it hands
+//! the lead to the first commit still queued). The others sleep once, until their commit is
+//! as durable as they asked:
 //!
 //! ```text
 //!   commit ──queue.leading?──no──> lead: lock; apply own; apply each queued ... unlock;
