@@ -197,6 +197,90 @@ fn when_write_back_cannot_keep_up_commits_wait_and_the_log_stays_bounded() {
     drop(db);
 }
 
+/// The redo-point rule itself, without timing: a page that is changed again every time a
+/// checkpoint writes it back (a commit made from inside each data-file write) must leave that
+/// checkpoint's write-back after one pass, with its redo point moved to the log end at its
+/// copy, so the checkpoint's redo point is its own end and recovery replays only the commits
+/// made during it. With the old rule (the mutant `stale-redo-point`) the page kept its first
+/// redo point, every pass took it again, and the write-back never ended (the checkpoint's
+/// convergence assertion).
+#[test]
+fn a_page_changed_during_every_write_back_leaves_the_checkpoint_with_a_new_redo_point() {
+    let disk = SimDisk::new(SimConfig::default());
+    let hooks = CommitDuringWriteBack::default();
+    let storage = Arc::new(HookedStorage::new(Arc::new(disk.clone()), hooks));
+    let options = Options {
+        torn_page_guard: TornPageGuard::None,
+        background_threads: false,
+        ..Options::for_tests()
+    };
+    let db =
+        Db::open_with_storage(storage.clone(), Path::new(DIR), options.clone()).expect("create");
+    let mut txn = db.begin().expect("begin");
+    txn.put(&key(0), b"before the checkpoint").expect("put");
+    txn.commit().expect("commit");
+    *storage.hooks().db.lock().expect("hook") = Some(db.clone());
+    db.checkpoint().expect("checkpoint");
+    let during = storage.hooks().db.lock().expect("hook").take().map(drop);
+    assert!(during.is_some());
+    let commits = storage
+        .hooks()
+        .commits
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        commits > 0,
+        "no data-file write during the checkpoint: no test"
+    );
+    std::mem::forget(db);
+    disk.crash(CrashMode::ProcessKill);
+    let db =
+        Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options).expect("recover");
+    assert_eq!(
+        db.recovery().records,
+        commits,
+        "recovery replays exactly the commits made during the checkpoint: {:?}",
+        db.recovery()
+    );
+    assert_eq!(
+        db.get(&key(0)).expect("get"),
+        Some(format!("during write {commits}").into_bytes())
+    );
+}
+
+/// Commits `key(0)` again (from another thread, waited for) before each data-file write, while
+/// it holds the database.
+#[derive(Debug, Default)]
+struct CommitDuringWriteBack {
+    db: std::sync::Mutex<Option<Db>>,
+    commits: std::sync::atomic::AtomicU64,
+}
+
+impl Hooks for CommitDuringWriteBack {
+    fn before(&self, call: &Call<'_>) -> Result<()> {
+        if !matches!(call, Call::Write { path, .. } if path.file_name().is_some_and(|n| n == "data.tdb"))
+        {
+            return Ok(());
+        }
+        let Some(db) = self.db.lock().expect("hook").clone() else {
+            return Ok(());
+        };
+        let n = self
+            .commits
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        assert!(n < 1_000, "the checkpoint's write-back does not end");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut txn = db.begin()?;
+                txn.put(&key(0), format!("during write {n}").as_bytes())?;
+                txn.commit()
+            })
+            .join()
+            .expect("the commit during write-back")
+        })
+    }
+}
+
 /// Every write to the data file takes 1 ms longer (hooks on the simulated disk).
 #[derive(Debug)]
 struct SlowDataFile;
