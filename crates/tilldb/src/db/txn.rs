@@ -158,12 +158,14 @@ impl<'db> Txn<'db> {
         Ok(existed)
     }
 
-    /// The value of `key` in the default table, this transaction's own writes included.
+    /// The value of `key` in the default table, this transaction's own writes included. A
+    /// read of the tree takes the writer lock if this transaction does not hold it yet.
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_in("", key)
     }
 
-    /// The value of `key` in `table`, this transaction's own writes included.
+    /// The value of `key` in `table`, this transaction's own writes included (takes the
+    /// writer lock as [`Txn::get`] does).
     pub fn get_in(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(v) = self.changes.writes.get(&(table.to_owned(), key.to_vec())) {
             return Ok(v.clone());

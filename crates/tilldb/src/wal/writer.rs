@@ -247,27 +247,14 @@ impl State {
     }
 
     /// Removes from the queue the waiters a completed stage satisfied, and one leader per free
-    /// stage, for the caller to wake: the leaders first, so the next write or flush starts
-    /// while the caller is still waking the satisfied ones (one futex wake each).
+    /// stage, for the caller to wake.
     fn take_wakeups(&mut self) -> Vec<Arc<WaitSlot>> {
         let keys: Vec<(u64, Need)> = self.waiters.iter().map(|w| (w.lsn, w.need)).collect();
         let mut wake = wake_plan(&self.progress, &keys);
-        let leads = |i: usize| self.progress.role(keys[i].0, keys[i].1) != Role::Done;
-        let leaders: Vec<usize> = wake.iter().copied().filter(|&i| leads(i)).collect();
-        // Descending, so each swap_remove leaves the indices still to take in place.
         wake.sort_unstable_by(|a, b| b.cmp(a));
-        let mut first = Vec::with_capacity(wake.len());
-        let mut rest = Vec::with_capacity(wake.len());
-        for i in wake {
-            let slot = self.waiters.swap_remove(i).slot;
-            if leaders.contains(&i) {
-                first.push(slot);
-            } else {
-                rest.push(slot);
-            }
-        }
-        first.extend(rest);
-        first
+        wake.into_iter()
+            .map(|i| self.waiters.swap_remove(i).slot)
+            .collect()
     }
 
     /// Fail-stop: after a failed write or flush nothing more is acknowledged until reopen.
