@@ -17,9 +17,9 @@
 //! removed. Where the swap is not available (Windows, macOS) the checked copy stays beside
 //! DIR and the command says how to put it in place by hand; it exits non-zero.
 
-use crate::bench::disk_usage::DiskUsage;
 use clap::Args;
 use std::path::{Path, PathBuf};
+use till_bench::disk_usage::DiskUsage;
 use tilldb::{Db, Error, Options};
 
 #[derive(Args, Debug)]

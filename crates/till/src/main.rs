@@ -6,7 +6,6 @@
 //! cut and a second machine whether the disk keeps what each flush method acknowledged.
 
 mod backup;
-mod bench;
 mod check;
 mod compact;
 mod crashtest;
@@ -67,7 +66,7 @@ enum Command {
     /// Benchmarks: how fast each layer commits, measured against the disk.
     Bench {
         #[command(subcommand)]
-        command: bench::BenchCommand,
+        command: till_bench::BenchCommand,
     },
 }
 
@@ -84,7 +83,7 @@ fn main() -> ExitCode {
         Command::Backup(args) => backup::run(&args),
         Command::Compact(args) => compact::run(&args),
         Command::Demo(args) => demo::run(&args),
-        Command::Bench { command } => bench::run(&command),
+        Command::Bench { command } => till_bench::run(&command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -141,7 +141,7 @@ pub fn assert_commit_rows(json: &serde_json::Value) {
 }
 
 /// Every `till bench` JSON document says what machine and disk it measured
-/// (`bench/machine.rs`).
+/// (`crates/till-bench/src/machine.rs`).
 pub fn assert_machine_and_disk(json: &serde_json::Value) {
     let machine = &json["machine"];
     assert!(machine["cpus"].as_u64().is_some_and(|n| n >= 1), "{json}");

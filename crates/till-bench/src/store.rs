@@ -81,7 +81,7 @@ pub struct StoreArgs {
     #[arg(long)]
     json: bool,
     /// Also draw commits/s against threads into this file (SVG, or PNG when it ends in .png).
-    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::png::parse_plot_path)]
     plot: Option<PathBuf>,
     /// Add a SIMULATED latency of N us to every flush, one flush at a time as on a single
     /// disk (0: off). Every number printed then includes it.

@@ -5,11 +5,11 @@ use super::counters::{self, Counters};
 use super::engines::{self, BoxError, Settings, Store, Writer};
 use super::report::{self, PeerRow, PeersRun};
 use super::{Engine, PeersArgs};
-use crate::bench::latency::{merge_sorted, percentile_us};
-use crate::bench::log_load::{Committer, timed_commits};
-use crate::bench::machine::Setting;
-use crate::bench::raw;
-use crate::bench::store_load::{XorShift, key};
+use crate::latency::{merge_sorted, percentile_us};
+use crate::log_load::{Committer, timed_commits};
+use crate::machine::Setting;
+use crate::raw;
+use crate::store_load::{XorShift, key};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
@@ -32,7 +32,7 @@ const PAGE_BYTES: u32 = 16384;
 pub fn run(args: &PeersArgs) -> Result<(), Box<dyn std::error::Error>> {
     let engines = validate(args)?;
     let storage = raw::storage(0);
-    let bar = crate::bench::progress_bar((1 + engines.len() * args.threads.len()) as u64);
+    let bar = crate::progress_bar((1 + engines.len() * args.threads.len()) as u64);
     // The raw measurement also counts the device flushes one raw flushed write costs; the
     // device is only known once the run directory exists, so read every device before.
     let diskstats_before = std::fs::read_to_string("/proc/diskstats").ok();
@@ -96,7 +96,7 @@ pub fn run(args: &PeersArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     drop(scratch);
     // The plot and the report both read the run; neither calls the other.
-    crate::bench::emit(
+    crate::emit(
         args.json,
         args.plot.as_deref(),
         || super::plot::render(&run),
@@ -107,7 +107,7 @@ pub fn run(args: &PeersArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Checks the flags before anything touches the disk; returns the engines to run.
 fn validate(args: &PeersArgs) -> Result<Vec<Engine>, String> {
-    crate::bench::check_threads_and_seconds(&args.threads, args.seconds)?;
+    crate::check_threads_and_seconds(&args.threads, args.seconds)?;
     if args.value_bytes > VALUE_BYTES_MAX {
         return Err(format!(
             "--value-bytes {} is more than the {VALUE_BYTES_MAX} supported",
@@ -193,7 +193,7 @@ fn time_commits(
     std::thread::sleep(SETTLE);
     let samples_max = (SAMPLES_PER_ROW_MAX / threads).max(1);
     let dir_before = counters::dir_allocated_bytes(dir);
-    let run = crate::bench::threads::run_gated(
+    let run = crate::threads::run_gated(
         threads,
         "peer",
         Duration::from_secs_f64(args.seconds),

@@ -14,7 +14,7 @@
 
 use super::engines;
 use super::report::PeersRun;
-use crate::bench::svg::{
+use crate::svg::{
     self, Frame, draw_x_axis, draw_y_axis, line, linear_axis, log2_domain, scale, text, tick_label,
     w,
 };

@@ -2,7 +2,7 @@
 //! pages, 64 MiB cache, 16 MiB log segments) with the default torn-page guard.
 
 use super::{BoxError, Store, Writer};
-use crate::bench::commit::bench_options;
+use crate::commit::bench_options;
 use ::tilldb::{Db, Durability, FlushMethod, Options};
 use std::path::Path;
 

@@ -118,7 +118,7 @@ pub struct PeersArgs {
     json: bool,
     /// Also draw commits/s against threads, one line per engine, into this file (SVG, or PNG when
     /// it ends in .png).
-    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }
 

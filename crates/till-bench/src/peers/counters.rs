@@ -89,9 +89,6 @@ fn all_cpus(stat: &str) -> Option<(u64, u64)> {
     Some((busy, busy + idle + iowait))
 }
 
-/// utime + stime of `/proc/self/stat` text (fields 14 and 15; the command name before them
-/// is in parentheses and may hold spaces, so count from the last `)`).
-
 impl Counters {
     /// Reads every counter now, for block device `device` (as `DeviceFacts` names it).
     pub fn read(device: Option<&str>) -> Counters {

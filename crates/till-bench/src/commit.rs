@@ -83,7 +83,7 @@ pub struct CommitArgs {
     #[arg(long)]
     json: bool,
     /// Also draw commits/s against threads into this file (SVG, or PNG when it ends in .png).
-    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }
 

@@ -60,7 +60,7 @@ pub struct RecoveryArgs {
     pub(super) json: bool,
     /// Also draw the replay rate (MiB of log per second of open) per size into this file
     /// (SVG, or PNG when it ends in .png).
-    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::png::parse_plot_path)]
     pub(super) plot: Option<PathBuf>,
     /// Instead of --log-mib: run a hot-row load (Sync transfers between --hot-keys accounts
     /// from --threads threads, default options) for each of these many seconds, kill -9 it,

@@ -5,8 +5,8 @@
 use super::Engine;
 use super::counters::{Counters, CpuTicks};
 use super::engines;
-use crate::bench::latency::{micros, per_sec, round1};
-use crate::bench::machine::Setting;
+use crate::latency::{micros, per_sec, round1};
+use crate::machine::Setting;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -224,7 +224,7 @@ pub fn print_text(run: &PeersRun) {
         });
     println!(
         "\n{}",
-        crate::bench::raw::raw_line(&run.raw, run.block_bytes, run.flush_method, &per_flush)
+        crate::raw::raw_line(&run.raw, run.block_bytes, run.flush_method, &per_flush)
     );
     println!();
     println!("{}", table(run));

@@ -98,7 +98,7 @@ pub struct SeedArgs {
     json: bool,
     /// Also draw commits/s per row, with each method's raw flush rate, into this file (SVG, or PNG
     /// when it ends in .png).
-    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }
 
@@ -131,7 +131,7 @@ pub struct BlockSizeArgs {
     json: bool,
     /// Also draw commits/s per row, with each method's raw flush rate, into this file (SVG, or PNG
     /// when it ends in .png).
-    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::bench::png::parse_plot_path)]
+    #[arg(long, value_name = "FILE.svg|png", value_parser = crate::png::parse_plot_path)]
     plot: Option<PathBuf>,
 }
 

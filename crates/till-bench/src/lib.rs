@@ -1,5 +1,10 @@
 //! `till bench`: benchmarks of tilldb's layers, each reproducible from its flags alone.
 //!
+//! A crate of its own so that the field tool (`crates/till`: probe, check, stats, dump-log,
+//! crashtest, diskcheck, ship) reads without the benchmark lab; `till` forwards its
+//! `bench` subcommand here ([`BenchCommand`], [`run`]) and its features (`png`, `peers`,
+//! `peers-rocksdb`) under the same names.
+//!
 //! - `till bench log` (`log.rs`): the write-ahead log alone, commits/s against threads,
 //!   compared with the device's raw flushed-write rate.
 //! - `till bench seed` (`seed.rs`): the classic test, one client, 500 x "insert one row,
@@ -20,7 +25,8 @@
 //!
 //! Shared pieces: `latency.rs` (percentiles over merged per-thread samples), `scratch.rs`
 //! (a fresh run directory removed afterwards), `slow_storage.rs` (a SIMULATED flush latency,
-//! serialized like one disk), `svg.rs` (hand-written line charts).
+//! serialized like one disk), `svg.rs` (hand-written line charts), `platform.rs` (CPU time,
+//! peak memory, allocated bytes and the page cache, per operating system).
 
 mod bars;
 mod commit;
@@ -33,6 +39,7 @@ mod log_load;
 mod log_report;
 mod machine;
 mod peers;
+mod platform;
 mod png;
 mod raw;
 mod recovery;

@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// `DejaVu Sans` (Bitstream Vera licence; the `DejaVu` changes are public domain: `assets/`).
 #[cfg(feature = "png")]
-const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 /// Pixels per SVG unit.
 #[cfg(feature = "png")]
