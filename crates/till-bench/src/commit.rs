@@ -231,7 +231,7 @@ fn run_row(
         wal.appends, commits,
         "log appends that no thread counted, or the reverse"
     );
-    let latencies = phase.latencies_ns();
+    let latencies = phase.latencies();
     Ok(Row::new(
         threads,
         commits,

@@ -23,7 +23,8 @@
 //! `log_load.rs` runs the committer threads, `log_report.rs` prints and plots the rows;
 //! `store_load.rs` and `store_report.rs` do the same for the store.
 //!
-//! Shared pieces: `latency.rs` (percentiles over merged per-thread samples), `scratch.rs`
+//! Shared pieces: `latency.rs` (a latency histogram per thread, merged: every operation counted in
+//! bounded memory, percentiles at most 0.8 % high), `scratch.rs`
 //! (a fresh run directory removed afterwards), `slow_storage.rs` (a SIMULATED flush latency,
 //! serialized like one disk), `svg.rs` (hand-written line charts), `platform.rs` (CPU time,
 //! peak memory, allocated bytes and the page cache, per operating system).

@@ -12,7 +12,7 @@
 //! divided by the raw rate shows how well group commit shares flushes: above 1 means more
 //! commits than the device could flush one by one.
 
-use super::latency::merge_sorted;
+use super::latency::Histogram;
 use super::log_load::commit_from_threads;
 use super::log_report::{self, LogRun, Row, Workload};
 use super::machine::Setting;
@@ -197,8 +197,7 @@ fn run_row(
         stats.appends, commits,
         "appends that no thread counted, or the reverse"
     );
-    let runs: Vec<Vec<u64>> = committers.into_iter().map(|c| c.latencies_ns).collect();
-    let latencies = merge_sorted(&runs);
+    let latencies = Histogram::merged(committers.iter().map(|c| &c.latencies));
     Ok(Row::new(
         threads,
         commits,

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  main:    spawn N, gate closed -> stats -> open gate -> sleep -> stop -> join -> stats
-//!  threads:          wait at gate -> loop { time wal.commit(..) } until stop -> sort
+//!  threads:          wait at gate -> loop { time wal.commit(..) } until stop
 //! ```
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,15 +11,13 @@ use std::time::{Duration, Instant};
 use tilldb::Durability;
 use tilldb::internals::wal::{Wal, WalStats};
 
-/// Latency samples kept per row (8 bytes each, so at most 128 MiB), shared among its threads.
-/// A thread that has its share keeps committing and counting, untimed.
-const SAMPLES_PER_ROW_MAX: usize = 16 << 20;
+use super::latency::Histogram;
 
 /// What one committer thread did.
 #[derive(Debug)]
 pub struct Committer {
-    /// Sorted commit latencies in ns: all of them, or the first `samples_max`.
-    pub latencies_ns: Vec<u64>,
+    /// Every commit's latency.
+    pub latencies: Histogram,
     pub commits: u64,
 }
 
@@ -34,13 +32,12 @@ pub fn commit_from_threads(
     payload: &[u8],
     duration: Duration,
 ) -> (Samples, Duration, WalStats, Option<Duration>) {
-    let samples_max = (SAMPLES_PER_ROW_MAX / threads).max(1);
     let run = super::threads::run_gated(
         threads,
         "commit",
         duration,
         || wal.stats(),
-        |_, stop| commit_until(wal, durability, payload, stop, samples_max),
+        |_, stop| commit_until(wal, durability, payload, stop),
     );
     match run {
         Ok(run) => {
@@ -62,22 +59,17 @@ fn commit_until(
     durability: Durability,
     payload: &[u8],
     stop: &AtomicBool,
-    samples_max: usize,
 ) -> tilldb::Result<Committer> {
-    timed_commits(stop, samples_max, || {
-        wal.commit(payload, durability).map(drop)
-    })
+    timed_commits(stop, || wal.commit(payload, durability).map(drop))
 }
 
 /// Runs `commit` until `stop` is set (or it fails, which sets `stop` for the other threads),
-/// timing each. Keeps at most `samples_max` latencies (memory stays bounded however fast
-/// `lazy` commits run) but counts every commit.
+/// timing each (in a histogram: memory stays bounded however fast `lazy` commits run).
 pub fn timed_commits<E>(
     stop: &AtomicBool,
-    samples_max: usize,
     mut commit: impl FnMut() -> Result<(), E>,
 ) -> Result<Committer, E> {
-    let mut latencies_ns = Vec::with_capacity(samples_max.min(1 << 16));
+    let mut latencies = Histogram::new();
     let mut commits = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
@@ -87,14 +79,8 @@ pub fn timed_commits<E>(
         }
         let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
         commits += 1;
-        if latencies_ns.len() < samples_max {
-            latencies_ns.push(ns);
-        }
+        latencies.record(ns);
     }
-    assert!(latencies_ns.len() <= samples_max, "sample bound");
-    latencies_ns.sort_unstable();
-    Ok(Committer {
-        latencies_ns,
-        commits,
-    })
+    assert_eq!(latencies.count(), commits, "a commit not timed");
+    Ok(Committer { latencies, commits })
 }

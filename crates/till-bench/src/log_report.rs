@@ -19,7 +19,7 @@
 //!                ratio_to_raw, ratio_to_one_thread (null without a 1-thread row) } ] }
 //! ```
 
-use super::latency::{micros, per_sec, percentile_us, round1};
+use super::latency::{Histogram, micros, per_sec, round1};
 use super::machine::Setting;
 use super::svg::{self, Chart};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
@@ -385,16 +385,15 @@ pub struct Row {
 
 impl Row {
     /// A row of `commits` over `elapsed`, from the log's counters over it (`wal`: deltas)
-    /// and every commit's latency, sorted. A write-through method's flushes are its writes.
+    /// and every commit's latency. A write-through method's flushes are its writes.
     pub fn new(
         threads: usize,
         commits: u64,
         elapsed: Duration,
         wal: &tilldb::WalStats,
         method: FlushMethod,
-        sorted_latencies_ns: &[u64],
+        latencies: &Histogram,
     ) -> Row {
-        debug_assert!(sorted_latencies_ns.is_sorted());
         Row {
             threads,
             commits,
@@ -405,9 +404,9 @@ impl Row {
                 wal.flushes
             },
             log_bytes: wal.log_bytes,
-            p50_us: percentile_us(sorted_latencies_ns, 50.0),
-            p99_us: percentile_us(sorted_latencies_ns, 99.0),
-            max_us: percentile_us(sorted_latencies_ns, 100.0),
+            p50_us: latencies.percentile_us(50.0),
+            p99_us: latencies.percentile_us(99.0),
+            max_us: latencies.percentile_us(100.0),
             cpu: None,
         }
     }

@@ -33,7 +33,7 @@
 
 use super::bars::{self, Bar, BarChart};
 use super::commit::bench_options;
-use super::latency::round1;
+use super::latency::{Histogram, round1};
 use super::log_report::Row;
 use super::log_report::row_json;
 use super::machine::Setting;
@@ -346,8 +346,7 @@ fn run_one(
         .map_err(|e| format!("cannot create a database in {}: {e}", dir.display()))?;
     std::thread::sleep(SETTLE);
     let value = vec![0xA5; args.value_bytes];
-    let capacity = usize::try_from(args.commits).expect("validated");
-    let mut latencies_ns = Vec::with_capacity(capacity);
+    let mut latencies = Histogram::new();
     let wal_before = db.stats().log;
     let cpu_before = crate::platform::process_cpu_time();
     let start = Instant::now();
@@ -356,7 +355,7 @@ fn run_one(
         let mut txn = db.begin()?;
         txn.put(key(i).as_bytes(), &value)?;
         txn.commit_with(durability)?;
-        latencies_ns.push(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        latencies.record(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
     }
     let elapsed = start.elapsed();
     let cpu = cpu_before
@@ -373,8 +372,7 @@ fn run_one(
         .map_err(|e| format!("closing the database in {} failed: {e}", dir.display()))?;
     let wal = wal_after.since(wal_before);
     assert_eq!(wal.appends, args.commits, "log appends != commits");
-    latencies_ns.sort_unstable();
-    Ok(Row::new(1, args.commits, elapsed, &wal, method, &latencies_ns).with_cpu(cpu))
+    Ok(Row::new(1, args.commits, elapsed, &wal, method, &latencies).with_cpu(cpu))
 }
 
 /// What a run prints.

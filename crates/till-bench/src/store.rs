@@ -12,7 +12,6 @@
 //!
 //! `store_load.rs` runs the threads, `store_report.rs` prints the results.
 
-use super::latency::percentile_us;
 use super::machine::Setting;
 use super::store_load::{self, Counts, Phase, key};
 use super::store_report::{self, Load, MethodSource, ReadRow, StoreRun, WriteRow};
@@ -328,14 +327,14 @@ fn load(db: &Db, args: &StoreArgs, bar: &ProgressBar) -> Result<Load, Box<dyn st
 /// flushes are the log's write stages.
 fn write_row(threads: usize, phase: &Phase, method: FlushMethod) -> WriteRow {
     let Counts { wal, pool } = phase.counts;
-    let latencies = phase.latencies_ns();
+    let latencies = phase.latencies();
     WriteRow {
         threads,
         commits: phase.workers.iter().map(|w| w.ops).sum(),
         elapsed: phase.elapsed,
-        p50_us: percentile_us(&latencies, 50.0),
-        p99_us: percentile_us(&latencies, 99.0),
-        max_us: percentile_us(&latencies, 100.0),
+        p50_us: latencies.percentile_us(50.0),
+        p99_us: latencies.percentile_us(99.0),
+        max_us: latencies.percentile_us(100.0),
         flushes: if method.is_write_through() {
             wal.writes
         } else {
@@ -348,15 +347,15 @@ fn write_row(threads: usize, phase: &Phase, method: FlushMethod) -> WriteRow {
 }
 
 fn read_row(threads: usize, phase: &Phase) -> ReadRow {
-    let latencies = phase.latencies_ns();
+    let latencies = phase.latencies();
     ReadRow {
         threads,
         gets: phase.workers.iter().map(|w| w.ops).sum(),
         missing: phase.workers.iter().map(|w| w.missing).sum(),
         elapsed: phase.elapsed,
-        p50_us: percentile_us(&latencies, 50.0),
-        p99_us: percentile_us(&latencies, 99.0),
-        max_us: percentile_us(&latencies, 100.0),
+        p50_us: latencies.percentile_us(50.0),
+        p99_us: latencies.percentile_us(99.0),
+        max_us: latencies.percentile_us(100.0),
         pool: phase.counts.pool,
     }
 }

@@ -16,9 +16,7 @@ use tilldb::Db;
 use tilldb::PoolStats;
 use tilldb::WalStats;
 
-/// Latency samples kept per phase (8 bytes each, so at most 128 MiB), shared among its
-/// threads. A thread that has its share keeps running and counting, untimed.
-const SAMPLES_PER_PHASE_MAX: usize = 16 << 20;
+use super::latency::Histogram;
 
 /// The key for number `n`: fixed width, so keys sort like their numbers.
 pub fn key(n: u64) -> String {
@@ -71,8 +69,8 @@ pub struct ThreadState {
 /// What one thread did.
 #[derive(Debug)]
 pub struct Worker {
-    /// Sorted operation latencies in ns: all of them, or the first `samples_max`.
-    pub latencies_ns: Vec<u64>,
+    /// Every operation's latency.
+    pub latencies: Histogram,
     pub ops: u64,
     pub missing: u64,
 }
@@ -105,14 +103,9 @@ pub struct Phase {
 }
 
 impl Phase {
-    /// Every worker's latency samples, merged in order.
-    pub fn latencies_ns(&self) -> Vec<u64> {
-        let runs: Vec<&[u64]> = self
-            .workers
-            .iter()
-            .map(|w| w.latencies_ns.as_slice())
-            .collect();
-        super::latency::merge_sorted(&runs)
+    /// Every worker's latencies, merged.
+    pub fn latencies(&self) -> Histogram {
+        Histogram::merged(self.workers.iter().map(|w| &w.latencies))
     }
 }
 
@@ -130,7 +123,6 @@ pub fn run_threads<F>(
 where
     F: Fn(&Db, &mut ThreadState) -> tilldb::Result<()> + Sync,
 {
-    let samples_max = (SAMPLES_PER_PHASE_MAX / threads).max(1);
     let run = super::threads::run_gated(
         threads,
         "store",
@@ -142,7 +134,7 @@ where
                 value: vec![0xA5; value_bytes],
                 missing: 0,
             };
-            run_until(db, state, &op, stop, samples_max)
+            run_until(db, state, &op, stop)
         },
     )?;
     let workers = run.results.into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -154,19 +146,17 @@ where
     })
 }
 
-/// One thread: run and time `op` until told to stop. Keeps at most `samples_max` latencies
-/// but counts every operation.
+/// One thread: run and time `op` until told to stop.
 fn run_until<F>(
     db: &Db,
     mut state: ThreadState,
     op: &F,
     stop: &AtomicBool,
-    samples_max: usize,
 ) -> tilldb::Result<Worker>
 where
     F: Fn(&Db, &mut ThreadState) -> tilldb::Result<()>,
 {
-    let mut latencies_ns = Vec::with_capacity(samples_max.min(1 << 16));
+    let mut latencies = Histogram::new();
     let mut ops = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
@@ -176,14 +166,11 @@ where
         }
         let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
         ops += 1;
-        if latencies_ns.len() < samples_max {
-            latencies_ns.push(ns);
-        }
+        latencies.record(ns);
     }
-    assert!(latencies_ns.len() <= samples_max, "sample bound");
-    latencies_ns.sort_unstable();
+    assert_eq!(latencies.count(), ops, "an operation not timed");
     Ok(Worker {
-        latencies_ns,
+        latencies,
         ops,
         missing: state.missing,
     })

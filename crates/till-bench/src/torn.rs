@@ -27,7 +27,7 @@
 
 use super::bars::{self, Bar, BarChart};
 use super::counting_storage::{WriteCounts, Written, counting};
-use super::latency::{merge_sorted, per_sec, percentile_us, round1};
+use super::latency::{Histogram, per_sec, round1};
 use super::machine::Setting;
 use super::scratch::ScratchDir;
 use super::store_load::{self, key};
@@ -105,7 +105,7 @@ struct GuardRow {
     flushes: u64,
     pages_written: u64,
     written: Written,
-    latencies_ns: Vec<u64>,
+    latencies: Histogram,
 }
 
 impl GuardRow {
@@ -177,7 +177,7 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             flushes: 0,
             pages_written: 0,
             written: Written::default(),
-            latencies_ns: Vec::new(),
+            latencies: Histogram::new(),
         })
         .collect();
     let duration = Duration::from_secs_f64(args.seconds);
@@ -204,9 +204,7 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             };
             row.pages_written += phase.counts.pool.pages_written;
             row.written = row.written.add(written);
-            let merged =
-                merge_sorted(&[std::mem::take(&mut row.latencies_ns), phase.latencies_ns()]);
-            row.latencies_ns = merged;
+            row.latencies.add(&phase.latencies());
             bar.inc(1);
         }
     }
@@ -311,9 +309,9 @@ fn json_of(
                 "doublewrite_bytes_per_commit": round1(r.per_commit(r.written.doublewrite)),
                 "page_bytes_per_commit": round1(r.per_commit(r.written.data)),
                 "device_bytes_per_commit": round1(r.per_commit(r.written.total())),
-                "p50_us": round1(percentile_us(&r.latencies_ns, 50.0)),
-                "p99_us": round1(percentile_us(&r.latencies_ns, 99.0)),
-                "max_us": round1(percentile_us(&r.latencies_ns, 100.0)),
+                "p50_us": round1(r.latencies.percentile_us(50.0)),
+                "p99_us": round1(r.latencies.percentile_us(99.0)),
+                "max_us": round1(r.latencies.percentile_us(100.0)),
             })
         })
         .collect();
@@ -435,8 +433,8 @@ fn print_text(
             format!("{:.0}", r.per_commit(r.written.doublewrite)),
             format!("{:.0}", r.per_commit(r.written.data)),
             format!("{:.0}", r.per_commit(r.written.total())),
-            format!("{:.0}", percentile_us(&r.latencies_ns, 50.0)),
-            format!("{:.0}", percentile_us(&r.latencies_ns, 99.0)),
+            format!("{:.0}", r.latencies.percentile_us(50.0)),
+            format!("{:.0}", r.latencies.percentile_us(99.0)),
         ]);
     }
     for i in 1..12 {

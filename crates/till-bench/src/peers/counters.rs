@@ -167,6 +167,7 @@ fn dir_bytes_at(dir: &Path, depth: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::process_ticks;
 
     #[test]
     fn reads_diskstats_with_and_without_the_flush_columns() {

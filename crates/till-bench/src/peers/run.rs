@@ -5,7 +5,7 @@ use super::counters::{self, Counters};
 use super::engines::{self, BoxError, Settings, Store, Writer};
 use super::report::{self, PeerRow, PeersRun};
 use super::{Engine, PeersArgs};
-use crate::latency::{merge_sorted, percentile_us};
+use crate::latency::Histogram;
 use crate::log_load::{Committer, timed_commits};
 use crate::machine::Setting;
 use crate::raw;
@@ -24,8 +24,6 @@ const VALUE_BYTES_MAX: usize = 1 << 20;
 const KEY_SPACE: u64 = 1_000_000_000_000;
 /// Seed of thread 0's key stream (thread i uses SEED + i, for every engine alike).
 const SEED: u64 = 0x5045_4552_5300_0000;
-/// Latency samples kept per row (8 bytes each), shared among its threads.
-const SAMPLES_PER_ROW_MAX: usize = 16 << 20;
 /// Page size passed when resolving the log block for the raw measurement (as tilldb's).
 const PAGE_BYTES: u32 = 16384;
 
@@ -154,23 +152,16 @@ fn run_row(
     let (committers, elapsed, counts, dir_growth_bytes) = outcome?;
     closed?;
     let commits: u64 = committers.iter().map(|c| c.commits).sum();
-    let runs: Vec<&[u64]> = committers
-        .iter()
-        .map(|c| c.latencies_ns.as_slice())
-        .collect();
-    let latencies = merge_sorted(&runs);
-    assert!(
-        latencies.len() as u64 <= commits,
-        "more latency samples than commits"
-    );
+    let latencies = Histogram::merged(committers.iter().map(|c| &c.latencies));
+    assert_eq!(latencies.count(), commits, "a commit not timed");
     Ok(PeerRow {
         engine,
         threads,
         commits,
         elapsed,
-        p50_us: percentile_us(&latencies, 50.0),
-        p99_us: percentile_us(&latencies, 99.0),
-        max_us: percentile_us(&latencies, 100.0),
+        p50_us: latencies.percentile_us(50.0),
+        p99_us: latencies.percentile_us(99.0),
+        max_us: latencies.percentile_us(100.0),
         counts,
         dir_growth_bytes,
         close,
@@ -191,7 +182,6 @@ fn time_commits(
         .map(|_| store.writer().map(|w| Mutex::new(Some(w))))
         .collect::<Result<Vec<_>, BoxError>>()?;
     std::thread::sleep(SETTLE);
-    let samples_max = (SAMPLES_PER_ROW_MAX / threads).max(1);
     let dir_before = counters::dir_allocated_bytes(dir);
     let run = crate::threads::run_gated(
         threads,
@@ -204,7 +194,7 @@ fn time_commits(
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .take()
                 .expect("each thread takes its own writer once");
-            commit_until(writer, i, args.value_bytes, stop, samples_max)
+            commit_until(writer, i, args.value_bytes, stop)
         },
     )
     .map_err(|e| e.to_string())?;
@@ -219,17 +209,16 @@ fn time_commits(
 }
 
 /// One committing thread: insert random keys, one durable transaction each, until told to
-/// stop. Keeps at most `samples_max` latencies but counts every commit.
+/// stop, timing each.
 fn commit_until(
     mut writer: Box<dyn Writer + Send + '_>,
     thread: usize,
     value_bytes: usize,
     stop: &AtomicBool,
-    samples_max: usize,
 ) -> Result<Committer, BoxError> {
     let mut rng = XorShift::new(SEED.wrapping_add(thread as u64));
     let value = vec![0xA5; value_bytes];
-    timed_commits(stop, samples_max, || {
+    timed_commits(stop, || {
         let k = key(rng.below(KEY_SPACE));
         writer.insert_commit(k.as_bytes(), &value)
     })
