@@ -11,13 +11,17 @@
 //! Columns: commits/s, flushes per commit (the feed must not add one), log bytes per commit,
 //! and for `consumer` the transactions it read and its lag at the end; then each row's
 //! commits/s against `off` in the same run.
+//!
+//! JSON (`FeedJson`): `{ machine, disk, flush_method, value_bytes, seconds,
+//! rows: [ { threads, feed ("off" | "on" | "consumer"), commits, commits_per_s,
+//! flushes_per_commit, log_bytes_per_commit, consumer_read, consumer_lag_bytes, vs_off } ] }`.
 
-use super::machine::Setting;
+use super::machine::{DiskJson, MachineJson, Setting};
 use super::scratch::ScratchDir;
 use super::store_load::{self, Phase};
 use clap::Args;
 use comfy_table::Table;
-use serde_json::json;
+use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -94,6 +98,38 @@ impl Row {
     }
 }
 
+/// The JSON document (`--json`).
+#[derive(Debug, Serialize)]
+struct FeedJson {
+    machine: MachineJson,
+    disk: DiskJson,
+    flush_method: &'static str,
+    value_bytes: usize,
+    /// Requested seconds per row.
+    seconds: f64,
+    rows: Vec<FeedRowJson>,
+}
+
+/// One row of `rows`: one setup at one thread count.
+#[derive(Debug, Serialize)]
+struct FeedRowJson {
+    threads: usize,
+    /// "off", "on" or "consumer".
+    feed: &'static str,
+    commits: u64,
+    commits_per_s: f64,
+    flushes_per_commit: f64,
+    log_bytes_per_commit: f64,
+    /// Transactions the consumer read (0 without one).
+    consumer_read: u64,
+    /// The published durable end of the feed at the end of the row minus the lsn of the
+    /// last transaction the consumer read. Meaningful for `consumer` only: `on` reports the
+    /// whole end (nobody read), `off` 0 (no feed).
+    consumer_lag_bytes: u64,
+    /// `commits_per_s` over the `off` row's at the same thread count.
+    vs_off: f64,
+}
+
 pub fn run(args: &FeedArgs) -> Result<(), Box<dyn std::error::Error>> {
     super::check_threads_and_seconds(&args.threads, args.seconds)?;
     let scratch = ScratchDir::for_run(&args.dir, "feed")?;
@@ -117,24 +153,27 @@ pub fn run(args: &FeedArgs) -> Result<(), Box<dyn std::error::Error>> {
             .map_or(0.0, |off| row.commits_per_s() / off.commits_per_s())
     };
     if args.json {
-        let out = json!({
-            "machine": setting.machine_json(),
-            "disk": setting.disk_json(),
-            "flush_method": args.flush_method.name(),
-            "value_bytes": args.value_bytes,
-            "seconds": args.seconds,
-            "rows": rows.iter().map(|r| json!({
-                "threads": r.threads,
-                "feed": r.setup.name(),
-                "commits": r.commits,
-                "commits_per_s": r.commits_per_s(),
-                "flushes_per_commit": r.per_commit(r.flushes),
-                "log_bytes_per_commit": r.per_commit(r.log_bytes),
-                "consumer_read": r.read,
-                "consumer_lag_bytes": r.lag_bytes,
-                "vs_off": ratio(r),
-            })).collect::<Vec<_>>(),
-        });
+        let out = FeedJson {
+            machine: setting.machine_json(),
+            disk: setting.disk_json(),
+            flush_method: args.flush_method.name(),
+            value_bytes: args.value_bytes,
+            seconds: args.seconds,
+            rows: rows
+                .iter()
+                .map(|r| FeedRowJson {
+                    threads: r.threads,
+                    feed: r.setup.name(),
+                    commits: r.commits,
+                    commits_per_s: r.commits_per_s(),
+                    flushes_per_commit: r.per_commit(r.flushes),
+                    log_bytes_per_commit: r.per_commit(r.log_bytes),
+                    consumer_read: r.read,
+                    consumer_lag_bytes: r.lag_bytes,
+                    vs_off: ratio(r),
+                })
+                .collect(),
+        };
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }

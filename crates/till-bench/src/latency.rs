@@ -151,6 +151,16 @@ pub fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
+/// Rounds to two decimals, for JSON.
+pub fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// Rounds to three decimals, for JSON (ratios).
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
 /// Microseconds for a table: whole above 10, one decimal below (`lazy` commits take < 1 us).
 pub fn micros(us: f64) -> String {
     if us < 10.0 {

@@ -108,11 +108,11 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
 
 /// How every benchmark ends: writes the plot (when `--plot` asked for one), then prints the
 /// JSON document (`--json`) or the text report and where the plot went.
-pub fn emit(
+pub fn emit<J: serde::Serialize>(
     as_json: bool,
     plot_path: Option<&std::path::Path>,
     plot: impl FnOnce() -> String,
-    json: impl FnOnce() -> serde_json::Value,
+    json: impl FnOnce() -> J,
     print_text: impl FnOnce(),
 ) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = plot_path {

@@ -3,12 +3,14 @@
 //! rate; they differ in what a commit is (a log record alone, or a one-insert transaction on
 //! the whole store), which [`Workload`] says.
 //!
-//! JSON (stable for scripts; latencies in microseconds, rates per second):
+//! JSON (stable for scripts; latencies in microseconds, rates per second; the types `LogJson`
+//! and `RowJson` below):
 //!
 //! ```text
 //! { workload ("log-records" | "store-inserts"), flush_method, durability, block_bytes,
-//!   record_bytes (the value size for store inserts), segment_bytes, seconds, fs_type, dir,
-//!   machine, disk (`machine.rs`),
+//!   record_bytes (the value size for store inserts), segment_bytes, adaptive_gather,
+//!   pad_groups (tail is not "rewritten"), tail ("slot copy" | "padded" | "rewritten"),
+//!   seconds, fs_type, dir, machine, disk (`machine.rs`),
 //!   page_bytes, cache_bytes, torn_page_guard (store inserts only, else null),
 //!   simulated_sync_latency_us (null when off), raw_flushes_per_sec, raw_p50_us, raw_p99_us,
 //!   results: [ { engine ("tilldb"), threads, durability, flush_method, commits,
@@ -19,11 +21,11 @@
 //!                ratio_to_raw, ratio_to_one_thread (null without a 1-thread row) } ] }
 //! ```
 
-use super::latency::{Histogram, micros, per_sec, round1};
-use super::machine::Setting;
+use super::latency::{Histogram, micros, per_sec, round1, round2, round3};
+use super::machine::{DiskJson, MachineJson, Setting};
 use super::svg::{self, Chart};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tilldb::TornPageGuard;
@@ -120,51 +122,110 @@ pub fn emit(
     )
 }
 
-/// One row's JSON fields, shared by `bench log`, `bench commit` and `bench seed`.
-pub fn row_json(
-    r: &Row,
-    durability: Durability,
-    method: FlushMethod,
+/// One row of `results`: the fields `bench log`, `bench commit` and `bench seed` share.
+#[derive(Debug, Serialize)]
+pub struct RowJson {
+    /// "tilldb".
+    engine: &'static str,
+    threads: usize,
+    durability: &'static str,
+    flush_method: &'static str,
+    commits: u64,
+    elapsed_seconds: f64,
+    commits_per_sec: f64,
+    /// Flushes of the log; for write-through methods, its write stages.
+    flushes: u64,
+    flushes_per_sec: f64,
+    /// Null without flushes.
+    commits_per_flush: Option<f64>,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    log_bytes_per_commit: f64,
+    /// User + system time of the whole process per commit; null where unknown.
+    cpu_us_per_commit: Option<f64>,
+    /// `commits_per_sec` over the raw flushed-write rate.
     ratio_to_raw: f64,
-) -> serde_json::Map<String, Value> {
-    let Value::Object(row) = json!({
-        "engine": "tilldb",
-        "threads": r.threads,
-        "durability": durability.name(),
-        "flush_method": method.name(),
-        "commits": r.commits,
-        "elapsed_seconds": r.elapsed.as_secs_f64(),
-        "commits_per_sec": round1(r.commits_per_sec()),
-        "flushes": r.flushes,
-        "flushes_per_sec": round1(r.flushes_per_sec()),
-        "commits_per_flush": r.commits_per_flush().map(|c| (c * 100.0).round() / 100.0),
-        "p50_us": round1(r.p50_us),
-        "p99_us": round1(r.p99_us),
-        "max_us": round1(r.max_us),
-        "log_bytes_per_commit": round1(r.log_bytes_per_commit()),
-        "cpu_us_per_commit": r.cpu_us_per_commit().map(round1),
-        "ratio_to_raw": (ratio_to_raw * 1000.0).round() / 1000.0,
-    }) else {
-        unreachable!("json! of braces is an object")
-    };
-    row
+}
+
+impl RowJson {
+    /// Row `r` of a run with `durability` and `method`, rounded for the report.
+    pub fn new(r: &Row, durability: Durability, method: FlushMethod, ratio_to_raw: f64) -> Self {
+        RowJson {
+            engine: "tilldb",
+            threads: r.threads,
+            durability: durability.name(),
+            flush_method: method.name(),
+            commits: r.commits,
+            elapsed_seconds: r.elapsed.as_secs_f64(),
+            commits_per_sec: round1(r.commits_per_sec()),
+            flushes: r.flushes,
+            flushes_per_sec: round1(r.flushes_per_sec()),
+            commits_per_flush: r.commits_per_flush().map(round2),
+            p50_us: round1(r.p50_us),
+            p99_us: round1(r.p99_us),
+            max_us: round1(r.max_us),
+            log_bytes_per_commit: round1(r.log_bytes_per_commit()),
+            cpu_us_per_commit: r.cpu_us_per_commit().map(round1),
+            ratio_to_raw: round3(ratio_to_raw),
+        }
+    }
+}
+
+/// One row of the `results` of `bench log` and `bench commit`.
+#[derive(Debug, Serialize)]
+struct LogRowJson {
+    #[serde(flatten)]
+    row: RowJson,
+    /// Commits/s over the 1-thread row's; null without a 1-thread row.
+    ratio_to_one_thread: Option<f64>,
+}
+
+/// The JSON document of `bench log` and `bench commit` (see the module doc).
+#[derive(Debug, Serialize)]
+struct LogJson {
+    /// "log-records" or "store-inserts".
+    workload: &'static str,
+    /// Store inserts only, else null.
+    page_bytes: Option<u32>,
+    /// Store inserts only, else null.
+    cache_bytes: Option<u64>,
+    /// Store inserts only, else null.
+    torn_page_guard: Option<&'static str>,
+    dir: PathBuf,
+    fs_type: Option<String>,
+    machine: MachineJson,
+    disk: DiskJson,
+    flush_method: &'static str,
+    durability: &'static str,
+    block_bytes: u32,
+    /// The value size for store inserts.
+    record_bytes: usize,
+    segment_bytes: u64,
+    adaptive_gather: bool,
+    /// Whether a group's last block is protected from the next group's rewrite (`tail` is
+    /// not "rewritten").
+    pad_groups: bool,
+    /// "slot copy", "padded" or "rewritten".
+    tail: &'static str,
+    /// Requested seconds per row.
+    seconds: f64,
+    /// Null when off.
+    simulated_sync_latency_us: Option<u64>,
+    raw_flushes_per_sec: f64,
+    raw_p50_us: f64,
+    raw_p99_us: f64,
+    results: Vec<LogRowJson>,
 }
 
 /// The JSON document (see the module doc).
-fn json(run: &LogRun) -> Value {
-    let results: Vec<Value> = run
+fn json(run: &LogRun) -> LogJson {
+    let results = run
         .rows
         .iter()
-        .map(|r| {
-            let mut row = row_json(r, run.durability, run.flush_method, run.ratio_to_raw(r));
-            row.insert(
-                "ratio_to_one_thread".into(),
-                json!(
-                    run.ratio_to_one_thread(r)
-                        .map(|x| (x * 1000.0).round() / 1000.0)
-                ),
-            );
-            Value::Object(row)
+        .map(|r| LogRowJson {
+            row: RowJson::new(r, run.durability, run.flush_method, run.ratio_to_raw(r)),
+            ratio_to_one_thread: run.ratio_to_one_thread(r).map(round3),
         })
         .collect();
     let (page_bytes, cache_bytes, guard) = match run.workload {
@@ -175,30 +236,30 @@ fn json(run: &LogRun) -> Value {
             guard,
         } => (Some(page_bytes), Some(cache_bytes), Some(guard.name())),
     };
-    json!({
-        "workload": run.workload.name(),
-        "page_bytes": page_bytes,
-        "cache_bytes": cache_bytes,
-        "torn_page_guard": guard,
-        "dir": run.dir,
-        "fs_type": run.setting.facts.fs_type,
-        "machine": run.setting.machine_json(),
-        "disk": run.setting.disk_json(),
-        "flush_method": run.flush_method.name(),
-        "durability": run.durability.name(),
-        "block_bytes": run.block_bytes,
-        "record_bytes": run.record_bytes,
-        "segment_bytes": run.segment_bytes,
-        "adaptive_gather": run.adaptive_gather,
-        "pad_groups": run.tail != TailGuard::None,
-        "tail": tail_name(run.tail),
-        "seconds": run.seconds,
-        "simulated_sync_latency_us": run.sync_latency_us,
-        "raw_flushes_per_sec": round1(run.raw.flushes_per_sec),
-        "raw_p50_us": round1(run.raw.p50_us),
-        "raw_p99_us": round1(run.raw.p99_us),
-        "results": results,
-    })
+    LogJson {
+        workload: run.workload.name(),
+        page_bytes,
+        cache_bytes,
+        torn_page_guard: guard,
+        dir: run.dir.clone(),
+        fs_type: run.setting.facts.fs_type.clone(),
+        machine: run.setting.machine_json(),
+        disk: run.setting.disk_json(),
+        flush_method: run.flush_method.name(),
+        durability: run.durability.name(),
+        block_bytes: run.block_bytes,
+        record_bytes: run.record_bytes,
+        segment_bytes: run.segment_bytes,
+        adaptive_gather: run.adaptive_gather,
+        pad_groups: run.tail != TailGuard::None,
+        tail: tail_name(run.tail),
+        seconds: run.seconds,
+        simulated_sync_latency_us: run.sync_latency_us,
+        raw_flushes_per_sec: round1(run.raw.flushes_per_sec),
+        raw_p50_us: round1(run.raw.p50_us),
+        raw_p99_us: round1(run.raw.p99_us),
+        results,
+    }
 }
 
 /// The human report: header, raw line, table.

@@ -7,7 +7,7 @@
 //!                   write_cache ("write back" | "write through"), fua, rotational }
 //! ```
 
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::path::Path;
 use tilldb::io::{DeviceFacts, WriteCache};
 
@@ -44,26 +44,26 @@ impl Setting {
     }
 
     /// The `machine` object of the JSON documents.
-    pub fn machine_json(&self) -> Value {
-        json!({
-            "kernel": self.kernel,
-            "cpus": self.cpus,
-            "memory_bytes": self.memory_bytes,
-        })
+    pub fn machine_json(&self) -> MachineJson {
+        MachineJson {
+            kernel: self.kernel.clone(),
+            cpus: self.cpus,
+            memory_bytes: self.memory_bytes,
+        }
     }
 
     /// The `disk` object of the JSON documents.
-    pub fn disk_json(&self) -> Value {
+    pub fn disk_json(&self) -> DiskJson {
         let f = &self.facts;
-        json!({
-            "fs_type": f.fs_type,
-            "device": f.device,
-            "logical_block_bytes": f.logical_block_bytes,
-            "physical_block_bytes": f.physical_block_bytes,
-            "write_cache": f.write_cache.map(write_cache_name),
-            "fua": f.fua,
-            "rotational": f.rotational,
-        })
+        DiskJson {
+            fs_type: f.fs_type.clone(),
+            device: f.device.clone(),
+            logical_block_bytes: f.logical_block_bytes,
+            physical_block_bytes: f.physical_block_bytes,
+            write_cache: f.write_cache.map(write_cache_name),
+            fua: f.fua,
+            rotational: f.rotational,
+        }
     }
 
     /// "Linux 6.18.0, 2 CPUs, 23 GiB memory"; under Wine it says so, and that the numbers
@@ -120,6 +120,32 @@ impl Setting {
     }
 }
 
+/// The `machine` object of every JSON document; each field is null where unknown.
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineJson {
+    /// `uname -r`.
+    kernel: Option<String>,
+    cpus: Option<usize>,
+    memory_bytes: Option<u64>,
+}
+
+/// The `disk` object of every JSON document: the device under the benchmark's directory;
+/// each field is null where unknown.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiskJson {
+    fs_type: Option<String>,
+    /// The block device's name ("vda"; a partition reports its parent disk).
+    device: Option<String>,
+    logical_block_bytes: Option<u32>,
+    physical_block_bytes: Option<u32>,
+    /// "write back" or "write through".
+    write_cache: Option<&'static str>,
+    /// Whether the device supports Force Unit Access writes.
+    fua: Option<bool>,
+    /// True for a spinning disk, as the device reports it (virtual disks often say true).
+    rotational: Option<bool>,
+}
+
 pub fn write_cache_name(w: WriteCache) -> &'static str {
     match w {
         WriteCache::WriteBack => "write back",
@@ -162,7 +188,7 @@ mod tests {
             format!("{os} unknown, 2 CPUs, unknown GiB memory")
         );
         assert!(setting.disk_line().starts_with("unknown on unknown"));
-        assert_eq!(setting.disk_json()["fs_type"], Value::Null);
-        assert_eq!(setting.machine_json()["cpus"], 2);
+        assert_eq!(setting.disk_json().fs_type, None);
+        assert_eq!(setting.machine_json().cpus, Some(2));
     }
 }

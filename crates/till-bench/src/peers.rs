@@ -31,7 +31,9 @@
 //!   raw_p50_us, raw_p99_us, raw_device_flushes_per_flush (null when uncounted),
 //!   engines: [ { engine, configuration } ],
 //!   results: [ { engine, threads, durability ("sync" for all), commits, elapsed_seconds,
-//!                commits_per_sec, p50_us, p99_us, max_us, device_flushes_per_sec,
+//!                commits_per_sec, close_seconds (the engine's close after the row),
+//!                commits_per_sec_with_close (commits over the row and the close),
+//!                p50_us, p99_us, max_us, device_flushes_per_sec,
 //!                commits_per_device_flush, device_write_bytes_per_commit,
 //!                dir_growth_bytes_per_commit, others_cpu_share (of all CPUs, 0-1),
 //!                cpu_us_per_commit (this process: user + system, every thread; null where

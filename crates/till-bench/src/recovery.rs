@@ -18,12 +18,12 @@
 //! mib_per_sec, commits_written } ] }`.
 
 use super::bars::{self, Bar, BarChart};
-use super::machine::Setting;
+use super::machine::{DiskJson, MachineJson, Setting};
 use super::scratch::ScratchDir;
 use super::store_load::{XorShift, key};
 use clap::Args;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -267,33 +267,65 @@ fn child(dir: &Path, mib: u64, args: &RecoveryArgs) -> Result<(), Box<dyn std::e
     std::process::exit(0);
 }
 
-fn json_of(args: &RecoveryArgs, dir: &Path, setting: &Setting, rows: &[Row]) -> Value {
-    let results: Vec<Value> = rows
+/// The JSON document (see the module doc).
+#[derive(Debug, Serialize)]
+struct RecoveryJson {
+    value_bytes: usize,
+    puts_per_txn: u64,
+    /// Whether the OS page cache was dropped before each recovery.
+    cold: bool,
+    dir: PathBuf,
+    fs_type: Option<String>,
+    machine: MachineJson,
+    disk: DiskJson,
+    results: Vec<RecoveryRowJson>,
+}
+
+/// One size of `results`: the database's recovery report and the time to open.
+#[derive(Debug, Serialize)]
+struct RecoveryRowJson {
+    /// The size asked for.
+    log_mib: u64,
+    /// Log bytes redo read.
+    log_bytes: u64,
+    /// Commit records redo read.
+    records: u64,
+    ops_applied: u64,
+    torn_pages_restored: usize,
+    open_seconds: f64,
+    /// Null when no log was replayed.
+    seconds_per_mib: Option<f64>,
+    /// Null when no log was replayed.
+    mib_per_sec: Option<f64>,
+    /// Commits the child wrote, the marker's included.
+    commits_written: u64,
+}
+
+fn json_of(args: &RecoveryArgs, dir: &Path, setting: &Setting, rows: &[Row]) -> RecoveryJson {
+    let results = rows
         .iter()
-        .map(|r| {
-            json!({
-                "log_mib": r.log_mib,
-                "log_bytes": r.report.log_bytes,
-                "records": r.report.records,
-                "ops_applied": r.report.ops_applied,
-                "torn_pages_restored": r.report.torn_pages_restored,
-                "open_seconds": r.open_seconds,
-                "seconds_per_mib": r.seconds_per_mib(),
-                "mib_per_sec": r.seconds_per_mib().map(|s| 1.0 / s),
-                "commits_written": r.commits_written,
-            })
+        .map(|r| RecoveryRowJson {
+            log_mib: r.log_mib,
+            log_bytes: r.report.log_bytes,
+            records: r.report.records,
+            ops_applied: r.report.ops_applied,
+            torn_pages_restored: r.report.torn_pages_restored,
+            open_seconds: r.open_seconds,
+            seconds_per_mib: r.seconds_per_mib(),
+            mib_per_sec: r.seconds_per_mib().map(|s| 1.0 / s),
+            commits_written: r.commits_written,
         })
         .collect();
-    json!({
-        "value_bytes": args.value_bytes,
-        "puts_per_txn": args.puts_per_txn,
-        "cold": args.cold,
-        "dir": dir,
-        "fs_type": setting.facts.fs_type,
-        "machine": setting.machine_json(),
-        "disk": setting.disk_json(),
-        "results": results,
-    })
+    RecoveryJson {
+        value_bytes: args.value_bytes,
+        puts_per_txn: args.puts_per_txn,
+        cold: args.cold,
+        dir: dir.to_owned(),
+        fs_type: setting.facts.fs_type.clone(),
+        machine: setting.machine_json(),
+        disk: setting.disk_json(),
+        results,
+    }
 }
 
 /// The SVG: MiB of log replayed per second of open, per size.

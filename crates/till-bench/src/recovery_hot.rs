@@ -25,11 +25,11 @@
 //! log_dir_bytes, log_files, replay_bytes, records, open_seconds } ] }`.
 
 use super::bars::{self, Bar, BarChart};
-use super::machine::Setting;
+use super::machine::{DiskJson, MachineJson, Setting};
 use super::scratch::ScratchDir;
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -360,36 +360,72 @@ fn transfer(db: &Db, rng: &mut super::store_load::XorShift, keys: u64) -> tilldb
     txn.commit()
 }
 
-fn json_of(args: &RecoveryArgs, dir: &Path, setting: &Setting, rows: &[Row]) -> Value {
+/// The JSON document (see the module doc).
+#[derive(Debug, Serialize)]
+struct HotJson {
+    hot_keys: u64,
+    threads: usize,
+    /// The default `Options::checkpoint_log_bytes` every row ran with.
+    checkpoint_log_bytes: u64,
+    /// The default log segment size.
+    segment_bytes: u64,
+    dir: PathBuf,
+    fs_type: Option<String>,
+    machine: MachineJson,
+    disk: DiskJson,
+    results: Vec<HotRowJson>,
+}
+
+/// One (guard, seconds) row of `results`.
+#[derive(Debug, Serialize)]
+struct HotRowJson {
+    guard: &'static str,
+    /// The load's duration asked for.
+    seconds: u64,
+    /// Commits in the child's last report before the kill.
+    commits: u64,
+    commits_per_sec: f64,
+    backpressure_waits: u64,
+    /// Summed file lengths in the log directory (`wal/`) after the kill.
+    log_dir_bytes: u64,
+    /// Files in it.
+    log_files: usize,
+    /// Log bytes recovery replayed.
+    replay_bytes: u64,
+    /// Commit records recovery read.
+    records: u64,
+    /// Seconds `Db::open` took (the recovery).
+    open_seconds: f64,
+}
+
+fn json_of(args: &RecoveryArgs, dir: &Path, setting: &Setting, rows: &[Row]) -> HotJson {
     let defaults = Options::default();
-    let results: Vec<Value> = rows
+    let results = rows
         .iter()
-        .map(|r| {
-            json!({
-                "guard": r.guard.to_string(),
-                "seconds": r.seconds,
-                "commits": r.commits,
-                "commits_per_sec": r.commits_per_sec(),
-                "backpressure_waits": r.backpressure_waits,
-                "log_dir_bytes": r.log_dir_bytes,
-                "log_files": r.log_files,
-                "replay_bytes": r.report.log_bytes,
-                "records": r.report.records,
-                "open_seconds": r.open_seconds,
-            })
+        .map(|r| HotRowJson {
+            guard: r.guard.name(),
+            seconds: r.seconds,
+            commits: r.commits,
+            commits_per_sec: r.commits_per_sec(),
+            backpressure_waits: r.backpressure_waits,
+            log_dir_bytes: r.log_dir_bytes,
+            log_files: r.log_files,
+            replay_bytes: r.report.log_bytes,
+            records: r.report.records,
+            open_seconds: r.open_seconds,
         })
         .collect();
-    json!({
-        "hot_keys": args.hot_keys,
-        "threads": args.threads,
-        "checkpoint_log_bytes": defaults.checkpoint_log_bytes,
-        "segment_bytes": defaults.wal.segment_bytes,
-        "dir": dir,
-        "fs_type": setting.facts.fs_type,
-        "machine": setting.machine_json(),
-        "disk": setting.disk_json(),
-        "results": results,
-    })
+    HotJson {
+        hot_keys: args.hot_keys,
+        threads: args.threads,
+        checkpoint_log_bytes: defaults.checkpoint_log_bytes,
+        segment_bytes: defaults.wal.segment_bytes,
+        dir: dir.to_owned(),
+        fs_type: setting.facts.fs_type.clone(),
+        machine: setting.machine_json(),
+        disk: setting.disk_json(),
+        results,
+    }
 }
 
 /// The SVG: seconds to recover per row.

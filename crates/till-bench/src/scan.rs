@@ -3,11 +3,14 @@
 //! 4 KiB values, closed and reopened; then the table scanned lazily (`Db::range`) and, with
 //! `--vec`, with the `Vec` scan (`Db::scan`), each after the process's peak resident memory
 //! was reset (Linux: `/proc/self/clear_refs`), reporting the peak during the scan.
+//!
+//! JSON (`ScanJson`): `{ table_mib, cache_mib, entries, load_seconds, rows: [ { scan,
+//! entries, bytes, seconds, peak_resident_bytes (null where unknown) } ] }`.
 
 use super::scratch::ScratchDir;
 use clap::Args;
 use comfy_table::Table;
-use serde_json::json;
+use serde::Serialize;
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -42,6 +45,33 @@ struct Measured {
     bytes: u64,
     elapsed: Duration,
     peak_resident: Option<u64>,
+}
+
+/// The JSON document (`--json`).
+#[derive(Debug, Serialize)]
+struct ScanJson {
+    table_mib: u64,
+    cache_mib: u64,
+    /// Entries in the table (of 4 KiB values).
+    entries: u64,
+    /// Seconds to load the table (and close the database).
+    load_seconds: f64,
+    rows: Vec<ScanRowJson>,
+}
+
+/// One scan of `rows`.
+#[derive(Debug, Serialize)]
+struct ScanRowJson {
+    /// How it scanned: `"lazy (Db::range)"` or `"vec (Db::scan)"`.
+    scan: &'static str,
+    /// Entries the scan read.
+    entries: u64,
+    /// Key and value bytes the scan read.
+    bytes: u64,
+    seconds: f64,
+    /// The process's peak resident memory during the scan; null where it cannot be reset
+    /// and read (not Linux).
+    peak_resident_bytes: Option<u64>,
 }
 
 pub fn run(args: &ScanArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -92,19 +122,22 @@ pub fn run(args: &ScanArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     if args.json {
-        let out = json!({
-            "table_mib": args.table_mib,
-            "cache_mib": args.cache_mib,
-            "entries": entries,
-            "load_seconds": load_seconds,
-            "rows": rows.iter().map(|r| json!({
-                "scan": r.how,
-                "entries": r.entries,
-                "bytes": r.bytes,
-                "seconds": r.elapsed.as_secs_f64(),
-                "peak_resident_bytes": r.peak_resident,
-            })).collect::<Vec<_>>(),
-        });
+        let out = ScanJson {
+            table_mib: args.table_mib,
+            cache_mib: args.cache_mib,
+            entries,
+            load_seconds,
+            rows: rows
+                .iter()
+                .map(|r| ScanRowJson {
+                    scan: r.how,
+                    entries: r.entries,
+                    bytes: r.bytes,
+                    seconds: r.elapsed.as_secs_f64(),
+                    peak_resident_bytes: r.peak_resident,
+                })
+                .collect(),
+        };
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }

@@ -28,21 +28,21 @@
 //!   results: [ { engine ("tilldb"), threads (1), durability, flush_method, block_bytes,
 //!                commits, elapsed_seconds, commits_per_sec, flushes, flushes_per_sec,
 //!                commits_per_flush (null without flushes), p50_us, p99_us, max_us,
-//!                log_bytes_per_commit, ratio_to_raw, raw_flushes_per_sec } ] }
+//!                log_bytes_per_commit, cpu_us_per_commit (null where unknown), ratio_to_raw,
+//!                raw_flushes_per_sec } ] }
 //! ```
 
 use super::bars::{self, Bar, BarChart};
 use super::commit::bench_options;
 use super::latency::{Histogram, round1};
-use super::log_report::Row;
-use super::log_report::row_json;
-use super::machine::Setting;
+use super::log_report::{Row, RowJson};
+use super::machine::{DiskJson, MachineJson, Setting};
 use super::raw;
 use super::scratch::ScratchDir;
 use super::store_load::key;
 use clap::Args;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -375,6 +375,49 @@ fn run_one(
     Ok(Row::new(1, args.commits, elapsed, &wal, method, &latencies).with_cpu(cpu))
 }
 
+/// The JSON document of `bench seed` and `bench block-size` (see the module doc).
+#[derive(Debug, Serialize)]
+struct SeedJson {
+    /// "seed".
+    workload: &'static str,
+    /// Commits per database.
+    commits: u64,
+    value_bytes: usize,
+    dir: PathBuf,
+    fs_type: Option<String>,
+    machine: MachineJson,
+    disk: DiskJson,
+    /// Null when off.
+    simulated_sync_latency_us: Option<u64>,
+    methods: Vec<MethodJson>,
+    results: Vec<SeedRowJson>,
+}
+
+/// One (flush method, block size) raw measurement of `methods`.
+#[derive(Debug, Serialize)]
+struct MethodJson {
+    flush_method: &'static str,
+    /// Null when the device refused the method before a block size was chosen (no
+    /// `--block-bytes`).
+    block_bytes: Option<u32>,
+    /// The raw rate and latencies are null when skipped.
+    raw_flushes_per_sec: Option<f64>,
+    raw_p50_us: Option<f64>,
+    raw_p99_us: Option<f64>,
+    /// Null, or why the device refused the method.
+    skipped: Option<String>,
+}
+
+/// One row of `results`: the row fields of `bench log`, plus the block size and the
+/// method's raw rate.
+#[derive(Debug, Serialize)]
+struct SeedRowJson {
+    #[serde(flatten)]
+    row: RowJson,
+    block_bytes: u32,
+    raw_flushes_per_sec: f64,
+}
+
 /// What a run prints.
 struct Report<'a> {
     args: &'a SeedArgs,
@@ -424,47 +467,44 @@ impl Report<'_> {
         })
     }
 
-    fn json(&self) -> Value {
-        let methods: Vec<Value> = self
+    fn json(&self) -> SeedJson {
+        let methods = self
             .raws
             .iter()
             .map(|m| {
                 let ok = m.raw.as_ref().ok();
-                json!({
-                    "flush_method": m.method.name(),
-                    "block_bytes": (m.block_bytes > 0).then_some(m.block_bytes),
-                    "raw_flushes_per_sec": ok.map(|r| round1(r.flushes_per_sec)),
-                    "raw_p50_us": ok.map(|r| round1(r.p50_us)),
-                    "raw_p99_us": ok.map(|r| round1(r.p99_us)),
-                    "skipped": m.raw.as_ref().err(),
-                })
+                MethodJson {
+                    flush_method: m.method.name(),
+                    block_bytes: (m.block_bytes > 0).then_some(m.block_bytes),
+                    raw_flushes_per_sec: ok.map(|r| round1(r.flushes_per_sec)),
+                    raw_p50_us: ok.map(|r| round1(r.p50_us)),
+                    raw_p99_us: ok.map(|r| round1(r.p99_us)),
+                    skipped: m.raw.as_ref().err().cloned(),
+                }
             })
             .collect();
-        let results: Vec<Value> = self
+        let results = self
             .rows
             .iter()
-            .map(|s| {
-                let mut row = row_json(&s.row, s.durability, s.method, s.ratio_to_raw());
-                row.insert("block_bytes".into(), json!(s.block_bytes));
-                row.insert(
-                    "raw_flushes_per_sec".into(),
-                    json!(round1(s.raw_flushes_per_sec)),
-                );
-                Value::Object(row)
+            .map(|s| SeedRowJson {
+                row: RowJson::new(&s.row, s.durability, s.method, s.ratio_to_raw()),
+                block_bytes: s.block_bytes,
+                raw_flushes_per_sec: round1(s.raw_flushes_per_sec),
             })
             .collect();
-        json!({
-            "workload": "seed",
-            "commits": self.args.commits,
-            "value_bytes": self.args.value_bytes,
-            "dir": self.dir,
-            "fs_type": self.setting.facts.fs_type,
-            "machine": self.setting.machine_json(),
-            "disk": self.setting.disk_json(),
-            "simulated_sync_latency_us": (self.args.sync_latency_us > 0).then_some(self.args.sync_latency_us),
-            "methods": methods,
-            "results": results,
-        })
+        SeedJson {
+            workload: "seed",
+            commits: self.args.commits,
+            value_bytes: self.args.value_bytes,
+            dir: self.dir.to_owned(),
+            fs_type: self.setting.facts.fs_type.clone(),
+            machine: self.setting.machine_json(),
+            disk: self.setting.disk_json(),
+            simulated_sync_latency_us: (self.args.sync_latency_us > 0)
+                .then_some(self.args.sync_latency_us),
+            methods,
+            results,
+        }
     }
 
     fn print(&self) {

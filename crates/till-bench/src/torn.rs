@@ -27,13 +27,13 @@
 
 use super::bars::{self, Bar, BarChart};
 use super::counting_storage::{WriteCounts, Written, counting};
-use super::latency::{Histogram, per_sec, round1};
-use super::machine::Setting;
+use super::latency::{Histogram, per_sec, round1, round3};
+use super::machine::{DiskJson, MachineJson, Setting};
 use super::scratch::ScratchDir;
 use super::store_load::{self, key};
 use clap::Args;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -283,57 +283,111 @@ fn ratio_to_none(rows: &[GuardRow], row: &GuardRow) -> Option<f64> {
     (none.commits_per_sec() > 0.0).then(|| row.commits_per_sec() / none.commits_per_sec())
 }
 
+/// The JSON document (see the module doc).
+#[derive(Debug, Serialize)]
+struct TornJson {
+    keys: u64,
+    value_bytes: usize,
+    cache_bytes: u64,
+    page_bytes: u32,
+    threads: usize,
+    /// Seconds per guard per round.
+    seconds: f64,
+    /// Null when off.
+    simulated_sync_latency_us: Option<u64>,
+    rounds: u32,
+    flush_method: &'static str,
+    dir: PathBuf,
+    fs_type: Option<String>,
+    machine: MachineJson,
+    disk: DiskJson,
+    /// One writer, the flush method at the device's log block.
+    raw_flushes_per_sec: f64,
+    raw_p50_us: f64,
+    raw_p99_us: f64,
+    results: Vec<TornRowJson>,
+}
+
+/// One guard of `results`, over all its rounds.
+#[derive(Debug, Serialize)]
+struct TornRowJson {
+    /// "tilldb".
+    engine: &'static str,
+    threads: usize,
+    /// "sync".
+    durability: &'static str,
+    guard: &'static str,
+    commits: u64,
+    elapsed_seconds: f64,
+    commits_per_sec: f64,
+    /// Log flushes (a write-through method's write stages) per second.
+    flushes_per_sec: f64,
+    /// `commits_per_sec` over the raw flushed-write rate.
+    ratio_to_raw: f64,
+    /// `commits_per_sec` over the `none` guard's; null without a `none` row.
+    ratio_to_none: Option<f64>,
+    /// Pages written back per second.
+    pages_written_per_sec: f64,
+    /// Bytes tilldb handed the OS per commit, per kind of file: the log (including the zeros
+    /// that preallocate segments), the doublewrite file, the pages, and their sum.
+    log_bytes_per_commit: f64,
+    doublewrite_bytes_per_commit: f64,
+    page_bytes_per_commit: f64,
+    device_bytes_per_commit: f64,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+}
+
 fn json_of(
     args: &TornArgs,
     dir: &std::path::Path,
     setting: &Setting,
     raw: &Measurement,
     rows: &[GuardRow],
-) -> Value {
-    let results: Vec<Value> = rows
+) -> TornJson {
+    let results = rows
         .iter()
-        .map(|r| {
-            json!({
-                "engine": "tilldb",
-                "threads": args.threads,
-                "durability": Durability::Sync.name(),
-                "guard": r.guard.name(),
-                "commits": r.commits,
-                "elapsed_seconds": r.elapsed.as_secs_f64(),
-                "commits_per_sec": round1(r.commits_per_sec()),
-                "flushes_per_sec": round1(per_sec(r.flushes, r.elapsed)),
-                "ratio_to_raw": (r.ratio_to_raw(raw) * 1000.0).round() / 1000.0,
-                "ratio_to_none": ratio_to_none(rows, r).map(|x| (x * 1000.0).round() / 1000.0),
-                "pages_written_per_sec": round1(per_sec(r.pages_written, r.elapsed)),
-                "log_bytes_per_commit": round1(r.per_commit(r.written.log)),
-                "doublewrite_bytes_per_commit": round1(r.per_commit(r.written.doublewrite)),
-                "page_bytes_per_commit": round1(r.per_commit(r.written.data)),
-                "device_bytes_per_commit": round1(r.per_commit(r.written.total())),
-                "p50_us": round1(r.latencies.percentile_us(50.0)),
-                "p99_us": round1(r.latencies.percentile_us(99.0)),
-                "max_us": round1(r.latencies.percentile_us(100.0)),
-            })
+        .map(|r| TornRowJson {
+            engine: "tilldb",
+            threads: args.threads,
+            durability: Durability::Sync.name(),
+            guard: r.guard.name(),
+            commits: r.commits,
+            elapsed_seconds: r.elapsed.as_secs_f64(),
+            commits_per_sec: round1(r.commits_per_sec()),
+            flushes_per_sec: round1(per_sec(r.flushes, r.elapsed)),
+            ratio_to_raw: round3(r.ratio_to_raw(raw)),
+            ratio_to_none: ratio_to_none(rows, r).map(round3),
+            pages_written_per_sec: round1(per_sec(r.pages_written, r.elapsed)),
+            log_bytes_per_commit: round1(r.per_commit(r.written.log)),
+            doublewrite_bytes_per_commit: round1(r.per_commit(r.written.doublewrite)),
+            page_bytes_per_commit: round1(r.per_commit(r.written.data)),
+            device_bytes_per_commit: round1(r.per_commit(r.written.total())),
+            p50_us: round1(r.latencies.percentile_us(50.0)),
+            p99_us: round1(r.latencies.percentile_us(99.0)),
+            max_us: round1(r.latencies.percentile_us(100.0)),
         })
         .collect();
-    json!({
-        "keys": args.keys,
-        "value_bytes": args.value_bytes,
-        "cache_bytes": args.cache_mib << 20,
-        "page_bytes": args.page_bytes,
-        "threads": args.threads,
-        "seconds": args.seconds,
-        "simulated_sync_latency_us": (args.sync_latency_us > 0).then_some(args.sync_latency_us),
-        "rounds": args.rounds,
-        "flush_method": args.flush_method.name(),
-        "dir": dir,
-        "fs_type": setting.facts.fs_type,
-        "machine": setting.machine_json(),
-        "disk": setting.disk_json(),
-        "raw_flushes_per_sec": round1(raw.flushes_per_sec),
-        "raw_p50_us": round1(raw.p50_us),
-        "raw_p99_us": round1(raw.p99_us),
-        "results": results,
-    })
+    TornJson {
+        keys: args.keys,
+        value_bytes: args.value_bytes,
+        cache_bytes: args.cache_mib << 20,
+        page_bytes: args.page_bytes,
+        threads: args.threads,
+        seconds: args.seconds,
+        simulated_sync_latency_us: (args.sync_latency_us > 0).then_some(args.sync_latency_us),
+        rounds: args.rounds,
+        flush_method: args.flush_method.name(),
+        dir: dir.to_owned(),
+        fs_type: setting.facts.fs_type.clone(),
+        machine: setting.machine_json(),
+        disk: setting.disk_json(),
+        raw_flushes_per_sec: round1(raw.flushes_per_sec),
+        raw_p50_us: round1(raw.p50_us),
+        raw_p99_us: round1(raw.p99_us),
+        results,
+    }
 }
 
 /// The SVG: commits/s per guard.

@@ -5,10 +5,10 @@
 use super::Engine;
 use super::counters::{Counters, CpuTicks};
 use super::engines;
-use crate::latency::{micros, per_sec, round1};
-use crate::machine::Setting;
+use crate::latency::{micros, per_sec, round1, round3};
+use crate::machine::{DiskJson, MachineJson, Setting};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
 use tilldb::FlushMethod;
@@ -130,60 +130,123 @@ impl PeersRun {
     }
 }
 
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
+/// The JSON document (see `peers.rs`).
+#[derive(Debug, Serialize)]
+pub struct PeersJson {
+    /// "peers-inserts".
+    workload: &'static str,
+    dir: PathBuf,
+    value_bytes: usize,
+    /// Requested seconds per row.
+    seconds: f64,
+    machine: MachineJson,
+    disk: DiskJson,
+    /// tilldb's flush method, and the raw measurement's.
+    flush_method: &'static str,
+    block_bytes: u32,
+    raw_flushes_per_sec: f64,
+    raw_p50_us: f64,
+    raw_p99_us: f64,
+    /// Device flush requests per raw flushed write; null when uncounted.
+    raw_device_flushes_per_flush: Option<f64>,
+    engines: Vec<EngineJson>,
+    results: Vec<PeerRowJson>,
+}
+
+/// One engine of `engines`: how it is made durable.
+#[derive(Debug, Serialize)]
+struct EngineJson {
+    engine: &'static str,
+    configuration: &'static str,
+}
+
+/// One engine at one thread count, a row of `results`.
+#[derive(Debug, Serialize)]
+struct PeerRowJson {
+    engine: &'static str,
+    threads: usize,
+    /// "sync" for all.
+    durability: &'static str,
+    commits: u64,
+    elapsed_seconds: f64,
+    commits_per_sec: f64,
+    /// How long the engine's close took after the row.
+    close_seconds: f64,
+    /// Commits over the row and the close after it: the steady-state figure.
+    commits_per_sec_with_close: f64,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    /// Cache-flush requests the device completed per second (device-wide); null where the
+    /// kernel does not report them.
+    device_flushes_per_sec: Option<f64>,
+    /// Null when uncounted or none were sent.
+    commits_per_device_flush: Option<f64>,
+    /// Bytes the device wrote per commit (device-wide); null when uncounted.
+    device_write_bytes_per_commit: Option<f64>,
+    /// Growth of the engine's directory (allocated blocks) per commit.
+    dir_growth_bytes_per_commit: Option<f64>,
+    /// Share of all CPUs that other processes used during the row (0-1); null when unknown.
+    others_cpu_share: Option<f64>,
+    /// This process's user + system time, every thread, per commit; null where unknown.
+    cpu_us_per_commit: Option<f64>,
+    /// Commits/s over tilldb's at the same thread count; null without that row.
+    ratio_to_tilldb: Option<f64>,
+    /// Commits/s over the raw flushed-write rate.
+    ratio_to_raw: f64,
 }
 
 /// The JSON document (see `peers.rs`).
-pub fn json(run: &PeersRun) -> Value {
-    let results: Vec<Value> = run
+pub fn json(run: &PeersRun) -> PeersJson {
+    let results = run
         .rows
         .iter()
-        .map(|r| {
-            json!({
-                "engine": engines::name(r.engine),
-                "threads": r.threads,
-                "durability": "sync",
-                "commits": r.commits,
-                "elapsed_seconds": r.elapsed.as_secs_f64(),
-                "commits_per_sec": round1(r.commits_per_sec()),
-                "close_seconds": r.close.as_secs_f64(),
-                "commits_per_sec_with_close": round1(r.commits_per_sec_with_close()),
-                "p50_us": round1(r.p50_us),
-                "p99_us": round1(r.p99_us),
-                "max_us": round1(r.max_us),
-                "device_flushes_per_sec": r.device_flushes_per_sec().map(round1),
-                "commits_per_device_flush": r.commits_per_device_flush().map(round3),
-                "device_write_bytes_per_commit": r.per_commit(r.counts.device_write_bytes).map(round1),
-                "dir_growth_bytes_per_commit": r.dir_growth_per_commit().map(round1),
-                "others_cpu_share": r.counts.cpu.and_then(CpuTicks::others_share).map(round3),
-                "cpu_us_per_commit": r.cpu_us_per_commit().map(round1),
-                "ratio_to_tilldb": run.ratio_to_tilldb(r).map(round3),
-                "ratio_to_raw": round3(run.ratio_to_raw(r)),
-            })
+        .map(|r| PeerRowJson {
+            engine: engines::name(r.engine),
+            threads: r.threads,
+            durability: "sync",
+            commits: r.commits,
+            elapsed_seconds: r.elapsed.as_secs_f64(),
+            commits_per_sec: round1(r.commits_per_sec()),
+            close_seconds: r.close.as_secs_f64(),
+            commits_per_sec_with_close: round1(r.commits_per_sec_with_close()),
+            p50_us: round1(r.p50_us),
+            p99_us: round1(r.p99_us),
+            max_us: round1(r.max_us),
+            device_flushes_per_sec: r.device_flushes_per_sec().map(round1),
+            commits_per_device_flush: r.commits_per_device_flush().map(round3),
+            device_write_bytes_per_commit: r.per_commit(r.counts.device_write_bytes).map(round1),
+            dir_growth_bytes_per_commit: r.dir_growth_per_commit().map(round1),
+            others_cpu_share: r.counts.cpu.and_then(CpuTicks::others_share).map(round3),
+            cpu_us_per_commit: r.cpu_us_per_commit().map(round1),
+            ratio_to_tilldb: run.ratio_to_tilldb(r).map(round3),
+            ratio_to_raw: round3(run.ratio_to_raw(r)),
         })
         .collect();
-    let engines: Vec<Value> = run
+    let engines = run
         .engines
         .iter()
-        .map(|&e| json!({ "engine": engines::name(e), "configuration": engines::configuration(e) }))
+        .map(|&e| EngineJson {
+            engine: engines::name(e),
+            configuration: engines::configuration(e),
+        })
         .collect();
-    json!({
-        "workload": "peers-inserts",
-        "dir": run.dir,
-        "value_bytes": run.value_bytes,
-        "seconds": run.seconds,
-        "machine": run.setting.machine_json(),
-        "disk": run.setting.disk_json(),
-        "flush_method": run.flush_method.name(),
-        "block_bytes": run.block_bytes,
-        "raw_flushes_per_sec": round1(run.raw.flushes_per_sec),
-        "raw_p50_us": round1(run.raw.p50_us),
-        "raw_p99_us": round1(run.raw.p99_us),
-        "raw_device_flushes_per_flush": run.raw_device_flushes_per_flush().map(round3),
-        "engines": engines,
-        "results": results,
-    })
+    PeersJson {
+        workload: "peers-inserts",
+        dir: run.dir.clone(),
+        value_bytes: run.value_bytes,
+        seconds: run.seconds,
+        machine: run.setting.machine_json(),
+        disk: run.setting.disk_json(),
+        flush_method: run.flush_method.name(),
+        block_bytes: run.block_bytes,
+        raw_flushes_per_sec: round1(run.raw.flushes_per_sec),
+        raw_p50_us: round1(run.raw.p50_us),
+        raw_p99_us: round1(run.raw.p99_us),
+        raw_device_flushes_per_flush: run.raw_device_flushes_per_flush().map(round3),
+        engines,
+        results,
+    }
 }
 
 /// The machine and disk the run measured, one fact per line.
