@@ -168,7 +168,7 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
 }
 
 /// The allocation every backend shares: zeros written in aligned chunks of up to 1 MiB.
-fn allocate_by_writing_zeros<F: StorageFile + ?Sized>(
+pub(crate) fn allocate_by_writing_zeros<F: StorageFile + ?Sized>(
     file: &F,
     offset: u64,
     len: u64,

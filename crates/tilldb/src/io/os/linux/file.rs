@@ -167,6 +167,22 @@ impl StorageFile for OsFile {
         unix::io::write_full(&self.fd, &self.path, buf, offset)
     }
 
+    /// Zeros written as everywhere, then, for a buffered file, written back and dropped from
+    /// the page cache. Why: the kernel caches 1 MiB writes of zeros in large folios, and ext4
+    /// (6.16 and later) walks every block of a folio on each write into it and again when
+    /// writing it back, so each later 4 KiB log write into a preallocated segment paid for the
+    /// whole folio: about 4 us of a 12 us commit at one thread, measured (docs/benchmarks.md,
+    /// "The page cache after preallocation"). Dropped, the range comes back as small folios
+    /// made by the small writes themselves. Durable still only after the next flush: the
+    /// write-back neither flushes the device's cache nor the file's metadata.
+    fn allocate_zeroed(&self, offset: u64, len: u64) -> Result<()> {
+        crate::io::allocate_by_writing_zeros(self, offset, len)?;
+        if self.direct_align.is_none() && len >= CACHE_DROP_MIN_BYTES {
+            self.write_back_and_drop(offset, len)?;
+        }
+        Ok(())
+    }
+
     fn write_atomic_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         if self.direct_align.is_none() {
             // RWF_ATOMIC is for direct I/O only; a buffered write would not be atomic anyway.
@@ -200,6 +216,44 @@ impl StorageFile for OsFile {
             self.metadata_dirty.store(true, Ordering::Release);
         }
         result.map_err(|e| Error::io(IoOp::Flush, &self.path, e))
+    }
+}
+
+/// Allocations from this size up leave the page cache once written (`allocate_zeroed`):
+/// smaller ones make small folios anyway.
+const CACHE_DROP_MIN_BYTES: u64 = 256 << 10;
+
+impl OsFile {
+    /// Writes `len` bytes at `offset` back to the device and waits for it
+    /// (`sync_file_range`: no device cache flush, no metadata), then asks the kernel to drop
+    /// them from the page cache (`POSIX_FADV_DONTNEED`, which drops only clean pages).
+    fn write_back_and_drop(&self, offset: u64, len: u64) -> Result<()> {
+        use rustix::fd::AsRawFd;
+        let (Ok(start), Ok(count)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Ok(()); // past what the kernel takes: left cached, which is only slower
+        };
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: sync_file_range reads no memory of ours; the descriptor is open (owned by
+        // `self.fd`) for the duration of the call.
+        let rc = unsafe { libc::sync_file_range(self.fd.as_raw_fd(), start, count, flags) };
+        if rc != 0 {
+            // The zeros did not reach the device: the same failure the next flush would meet.
+            return Err(Error::io(
+                IoOp::Write,
+                &self.path,
+                Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO),
+            ));
+        }
+        // Advice only: a refusal leaves the range cached, correct and only slower.
+        let _ = rustix::fs::fadvise(
+            &self.fd,
+            offset,
+            std::num::NonZeroU64::new(len),
+            rustix::fs::Advice::DontNeed,
+        );
+        Ok(())
     }
 }
 
@@ -248,5 +302,74 @@ mod tests {
     fn rustix_dsync_is_o_sync_trap_still_holds() {
         // If this starts failing, rustix fixed its DSYNC and the raw-bit workaround can go.
         assert!(OFlags::DSYNC.contains(SYNC_ONLY_BIT));
+    }
+
+    /// Whether the page at `offset` of `file` is in the page cache: a read that may not wait
+    /// for the device (`RWF_NOWAIT`) succeeds only then. `None` where the file system does
+    /// not take such reads.
+    fn cached(file: &OsFile, offset: u64) -> Option<bool> {
+        let mut buf = [0u8; 4096];
+        let read = rustix::io::preadv2(
+            &file.fd,
+            &mut [std::io::IoSliceMut::new(&mut buf)],
+            offset,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        );
+        match read {
+            Ok(n) => {
+                assert_eq!(n, buf.len(), "a short read inside the file");
+                Some(true)
+            }
+            Err(Errno::AGAIN) => Some(false),
+            Err(Errno::OPNOTSUPP) => None,
+            Err(e) => panic!("preadv2(RWF_NOWAIT) at {offset}: {e}"),
+        }
+    }
+
+    #[test]
+    fn a_large_preallocation_leaves_the_page_cache_and_reads_as_zeros() {
+        // In the workspace's target directory: on the repository's file system, not a tmpfs
+        // /tmp, which keeps every page in memory by design.
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tmp");
+        std::fs::create_dir_all(&base).expect("target/tmp");
+        let dir = tempfile::tempdir_in(&base).expect("tempdir");
+        let path = dir.path().join("segment");
+        let file = open_os(
+            &path,
+            FlushMethod::Fdatasync,
+            OFlags::RDWR | OFlags::CREATE,
+            IoOp::Create,
+        )
+        .expect("create");
+        let small = CACHE_DROP_MIN_BYTES / 2;
+        file.allocate_zeroed(0, small).expect("a small allocation");
+        let Some(small_cached) = cached(&file, 0) else {
+            eprintln!("SKIPPED: this file system refuses RWF_NOWAIT reads");
+            return;
+        };
+        if rustix::fs::fstatfs(&file.fd).expect("fstatfs").f_type == libc::TMPFS_MAGIC {
+            eprintln!("SKIPPED: target/tmp is on a tmpfs, which keeps every page cached");
+            return;
+        }
+        assert!(
+            small_cached,
+            "an allocation below {CACHE_DROP_MIN_BYTES} B stays cached"
+        );
+        let len = 4u64 << 20;
+        file.allocate_zeroed(small, len).expect("allocate 4 MiB");
+        for offset in [small, small + (1 << 20), small + len - 4096] {
+            assert_eq!(
+                cached(&file, offset),
+                Some(false),
+                "page at {offset} still cached after a {len} B preallocation"
+            );
+        }
+        let mut back = vec![0xFFu8; usize::try_from(len).expect("4 MiB")];
+        assert_eq!(file.read_at(&mut back, small).expect("read"), back.len());
+        assert!(
+            back.iter().all(|&b| b == 0),
+            "the preallocated range reads as zeros"
+        );
+        assert_eq!(file.len().expect("len"), small + len);
     }
 }
