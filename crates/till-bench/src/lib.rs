@@ -99,6 +99,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Log(args) => log::run(args),
         BenchCommand::Feed(args) => feed::run(args),
         BenchCommand::Scan(args) => scan::run(args),
+        BenchCommand::Recovery(args) if recovery::is_hot(args) => recovery_hot::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Torn(args) => torn::run(args),
         BenchCommand::Store(args) => store::run(args),

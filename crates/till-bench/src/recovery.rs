@@ -110,10 +110,14 @@ impl Row {
     }
 }
 
+/// Whether `args` ask for the hot-row load (`recovery_hot.rs`) rather than the log sizes.
+pub fn is_hot(args: &RecoveryArgs) -> bool {
+    args.child == Some(Child::Hot) || !args.hot_seconds.is_empty()
+}
+
+/// The log-size rows; `lib.rs` sends the hot-row load (`is_hot`) to `recovery_hot.rs`.
 pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
-    if args.child == Some(Child::Hot) || !args.hot_seconds.is_empty() {
-        return super::recovery_hot::run(args);
-    }
+    assert!(!is_hot(args), "the hot-row load is recovery_hot's");
     if args.child == Some(Child::Log) {
         let &[mib] = args.log_mib.as_slice() else {
             return Err("--child writes one --log-mib size".into());

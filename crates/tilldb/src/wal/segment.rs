@@ -53,6 +53,8 @@ const MAGIC: [u8; 8] = *b"TILLWAL1";
 pub const VERSION: u32 = 2;
 /// The version before tail slots, still read.
 pub const VERSION_NO_SLOTS: u32 = 1;
+/// Tail slot blocks at the end of a segment of [`VERSION`] (their format: `slot.rs`).
+pub const TAIL_SLOTS: u64 = 2;
 const MAGIC_OFFSET: usize = 0;
 pub(crate) const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
 const BLOCK_OFFSET: usize = VERSION_OFFSET + size_of::<u32>();
@@ -200,7 +202,7 @@ impl SegmentHeader {
         if self.version == VERSION_NO_SLOTS {
             0
         } else {
-            super::slot::SLOTS
+            TAIL_SLOTS
         }
     }
 }

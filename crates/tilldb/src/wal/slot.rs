@@ -51,8 +51,8 @@ use crate::io::StorageFile;
 
 /// Bytes at the end of a slot block that describe it.
 pub const TRAILER_BYTES: usize = 32;
-/// Slot blocks at the end of a version 2 segment.
-pub const SLOTS: u64 = 2;
+/// Slot blocks at the end of a version 2 segment (the segment layout's, `segment.rs`).
+pub const SLOTS: u64 = super::segment::TAIL_SLOTS;
 /// The slots' indices.
 const INDICES: [usize; 2] = [0, 1];
 const MAGIC: [u8; 4] = *b"TLSL";
