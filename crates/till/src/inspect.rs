@@ -314,7 +314,7 @@ impl Pages for StorePages {
         }
     }
 
-    fn apply(&self, op: &PageOp) -> tilldb::Result<()> {
+    fn apply(&self, op: PageOp) -> tilldb::Result<()> {
         panic!("a read-only view was asked to change {}", op.page());
     }
 

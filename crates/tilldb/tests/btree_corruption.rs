@@ -67,7 +67,7 @@ proptest! {
         }
         assert_eq!(body.len(), PAGE_BYTES as usize - HEADER_BYTES);
         pages
-            .apply(&PageOp::Image { page: *id, kind: new_kind.unwrap_or(page.kind()), body })
+            .apply(PageOp::Image { page: *id, kind: new_kind.unwrap_or(page.kind()), body })
             .expect("apply");
         let checked = tree.check(&pages);
         prop_assert!(checked.is_ok() || is_corruption(&checked));

@@ -300,7 +300,7 @@ mod tests {
         let (pages, tree) = two_level_tree();
         let (_, leaf) = tree.descend(&pages, b"0100").expect("descend");
         pages
-            .apply(&PageOp::SetNext {
+            .apply(PageOp::SetNext {
                 page: leaf,
                 next: PageId(0),
             })
@@ -318,7 +318,7 @@ mod tests {
         let (pages, tree) = two_level_tree();
         let (_, leaf) = tree.descend(&pages, b"0100").expect("descend");
         pages
-            .apply(&PageOp::LeafPut {
+            .apply(PageOp::LeafPut {
                 page: leaf,
                 key: b"zzz".to_vec(),
                 value: super::super::LeafValue::Inline(Vec::new()),
@@ -333,7 +333,7 @@ mod tests {
         let (pages, tree) = two_level_tree();
         let child = with_root_child(&pages, tree);
         pages
-            .apply(&PageOp::BranchInsert {
+            .apply(PageOp::BranchInsert {
                 page: tree.root(),
                 key: b"zzzz".to_vec(),
                 child,
@@ -361,7 +361,7 @@ mod tests {
             })
             .expect("an overflow write");
         pages
-            .apply(&PageOp::OverflowWrite {
+            .apply(PageOp::OverflowWrite {
                 page: first,
                 next: PageId(0),
                 data: vec![2; 4056],

@@ -175,7 +175,7 @@ impl Pages for MemPages {
             .map_err(|_| corrupt(self, id, "reference to a page that was never allocated"))
     }
 
-    fn apply(&self, op: &PageOp) -> Result<()> {
+    fn apply(&self, op: PageOp) -> Result<()> {
         let mut pages = self
             .pages
             .try_borrow_mut()
@@ -187,7 +187,7 @@ impl Pages for MemPages {
         op.apply_to(page);
         page.set_lsn(lsn);
         self.lsn.set(lsn);
-        self.log.borrow_mut().push((lsn, op.clone()));
+        self.log.borrow_mut().push((lsn, op));
         Ok(())
     }
 
@@ -204,7 +204,7 @@ impl Pages for MemPages {
             assert!(self.pages.borrow_mut().insert(id, page).is_none());
             id
         };
-        self.apply(&PageOp::Format { page: id, kind })?;
+        self.apply(PageOp::Format { page: id, kind })?;
         Ok(id)
     }
 
@@ -214,7 +214,7 @@ impl Pages for MemPages {
             // Two references to one page: the data is corrupt (or the caller has a bug).
             return Err(corrupt(self, id, "page freed twice"));
         }
-        self.apply(&PageOp::Format {
+        self.apply(PageOp::Format {
             page: id,
             kind: PageKind::Free,
         })?;
@@ -260,7 +260,7 @@ mod tests {
         let pages = MemPages::new(4096);
         let a = pages.allocate(PageKind::Leaf).expect("allocate");
         pages
-            .apply(&PageOp::LeafPut {
+            .apply(PageOp::LeafPut {
                 page: a,
                 key: b"k".to_vec(),
                 value: LeafValue::Inline(b"v".to_vec()),
@@ -285,7 +285,7 @@ mod tests {
         let pages = MemPages::new(4096);
         let a = pages.allocate(PageKind::Leaf).expect("allocate");
         let _guard = pages.read(a).expect("read");
-        let _ = pages.apply(&PageOp::SetNext {
+        let _ = pages.apply(PageOp::SetNext {
             page: a,
             next: PageId(1),
         });

@@ -133,7 +133,7 @@ fn merge_children<P: Pages>(pages: &P, parent: PageId, index: usize) -> Result<b
         check_links_back(pages, right_node.link_high, right)?;
     }
     assert!(node::cells_bytes(&cells) <= limits.usable_bytes);
-    pages.apply(&PageOp::Image {
+    pages.apply(PageOp::Image {
         page: left,
         kind: kind.page_kind(),
         body: node_mut::build(
@@ -145,12 +145,12 @@ fn merge_children<P: Pages>(pages: &P, parent: PageId, index: usize) -> Result<b
         ),
     })?;
     if kind == NodeKind::Leaf && right_node.link_high.0 != 0 {
-        pages.apply(&PageOp::SetPrev {
+        pages.apply(PageOp::SetPrev {
             page: right_node.link_high,
             prev: left,
         })?;
     }
-    pages.apply(&PageOp::BranchRemove {
+    pages.apply(PageOp::BranchRemove {
         page: parent,
         index: u16::try_from(index).expect("a node holds fewer than 65536 cells"),
     })?;
@@ -176,7 +176,7 @@ fn collapse_root<P: Pages>(pages: &P, root: PageId) -> Result<()> {
             }
             (page.kind(), page.body().to_vec())
         };
-        pages.apply(&PageOp::Image {
+        pages.apply(PageOp::Image {
             page: root,
             kind,
             body,

@@ -87,7 +87,7 @@ pub trait Pages {
     /// Applies `op` to `op.page()` and records it for redo.
     ///
     /// Requires: no guard from [`Pages::read`] is alive in this thread.
-    fn apply(&self, op: &PageOp) -> Result<()>;
+    fn apply(&self, op: PageOp) -> Result<()>;
 
     /// A new empty page of `kind` (a zero body: an empty node or overflow page). The
     /// implementation logs the allocation.

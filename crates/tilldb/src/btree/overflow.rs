@@ -154,7 +154,7 @@ pub(super) fn store<P: Pages>(pages: &P, value: &[u8]) -> Result<PageId> {
     }
     for (index, data) in chunks.iter().enumerate() {
         let next = ids.get(index + 1).copied().unwrap_or(PageId(0));
-        pages.apply(&super::PageOp::OverflowWrite {
+        pages.apply(super::PageOp::OverflowWrite {
             page: ids[index],
             next,
             data: data.to_vec(),

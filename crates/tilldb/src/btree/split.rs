@@ -114,7 +114,7 @@ pub(super) fn split_leaf<P: Pages>(
         );
     }
     let right = pages.allocate(NodeKind::Leaf.page_kind())?;
-    pages.apply(&PageOp::Image {
+    pages.apply(PageOp::Image {
         page: right,
         kind: NodeKind::Leaf.page_kind(),
         body: node_mut::build(NodeKind::Leaf, &limits, leaf, next, &cells[middle..]),
@@ -126,24 +126,24 @@ pub(super) fn split_leaf<P: Pages>(
         middle
     };
     if keep < old_count {
-        pages.apply(&PageOp::Truncate {
+        pages.apply(PageOp::Truncate {
             page: leaf,
             from: index_u16(keep),
         })?;
     }
     if position < middle {
-        pages.apply(&PageOp::LeafPut {
+        pages.apply(PageOp::LeafPut {
             page: leaf,
             key: key.to_vec(),
             value,
         })?;
     }
-    pages.apply(&PageOp::SetNext {
+    pages.apply(PageOp::SetNext {
         page: leaf,
         next: right,
     })?;
     if next.0 != 0 {
-        pages.apply(&PageOp::SetPrev {
+        pages.apply(PageOp::SetPrev {
             page: next,
             prev: right,
         })?;
@@ -176,7 +176,7 @@ fn insert_separator<P: Pages>(
             ));
         };
         if fits {
-            return pages.apply(&PageOp::BranchInsert {
+            return pages.apply(PageOp::BranchInsert {
                 page: parent,
                 key: separator,
                 child,
@@ -201,7 +201,7 @@ fn insert_separator<P: Pages>(
             );
         }
         let right = pages.allocate(NodeKind::Branch.page_kind())?;
-        pages.apply(&PageOp::Image {
+        pages.apply(PageOp::Image {
             page: right,
             kind: NodeKind::Branch.page_kind(),
             body: node_mut::build(
@@ -218,13 +218,13 @@ fn insert_separator<P: Pages>(
             middle
         };
         if keep < old_count {
-            pages.apply(&PageOp::Truncate {
+            pages.apply(PageOp::Truncate {
                 page: parent,
                 from: index_u16(keep),
             })?;
         }
         if position < middle {
-            pages.apply(&PageOp::BranchInsert {
+            pages.apply(PageOp::BranchInsert {
                 page: parent,
                 key: separator,
                 child,
@@ -275,21 +275,21 @@ fn split_root<P: Pages>(
         }
     };
     for (page, body) in [(left, left_body), (right, right_body)] {
-        pages.apply(&PageOp::Image {
+        pages.apply(PageOp::Image {
             page,
             kind: kind.page_kind(),
             body,
         })?;
     }
-    pages.apply(&PageOp::Format {
+    pages.apply(PageOp::Format {
         page: root,
         kind: NodeKind::Branch.page_kind(),
     })?;
-    pages.apply(&PageOp::SetLeftmost {
+    pages.apply(PageOp::SetLeftmost {
         page: root,
         child: left,
     })?;
-    pages.apply(&PageOp::BranchInsert {
+    pages.apply(PageOp::BranchInsert {
         page: root,
         key: separator,
         child: right,

@@ -93,7 +93,7 @@ impl Tree {
         };
         assert_eq!(node::leaf_cell_bytes(key.len(), &new_value), cell_bytes);
         if fits {
-            pages.apply(&PageOp::LeafPut {
+            pages.apply(PageOp::LeafPut {
                 page: leaf,
                 key: key.to_vec(),
                 value: new_value,
@@ -118,7 +118,7 @@ impl Tree {
         let Some(old_overflow) = old else {
             return Ok(false);
         };
-        pages.apply(&PageOp::LeafDelete {
+        pages.apply(PageOp::LeafDelete {
             page: leaf,
             key: key.to_vec(),
         })?;

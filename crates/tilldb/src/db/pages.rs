@@ -83,7 +83,7 @@ impl Pages for TxnPages<'_> {
         self.pool.read(id)
     }
 
-    fn apply(&self, op: &PageOp) -> Result<()> {
+    fn apply(&self, op: PageOp) -> Result<()> {
         let id = op.page();
         let logged = {
             let mut page = self.pool.write(id)?;
@@ -108,7 +108,7 @@ impl Pages for TxnPages<'_> {
                     body: page.body().to_vec(),
                 }
             } else {
-                op.clone()
+                op
             }
         };
         if self.image_below.is_some() && logged.rewrites_whole_page() {
@@ -149,7 +149,7 @@ impl Pages for TxnPages<'_> {
             self.alloc.borrow_mut().free_head = next;
             head
         };
-        self.apply(&PageOp::Format { page: id, kind })?;
+        self.apply(PageOp::Format { page: id, kind })?;
         Ok(id)
     }
 
@@ -157,7 +157,7 @@ impl Pages for TxnPages<'_> {
         let head = self.alloc.borrow().free_head;
         let mut body = vec![0u8; self.pool.page_bytes() as usize - HEADER_BYTES];
         body[..8].copy_from_slice(&head.0.to_le_bytes());
-        self.apply(&PageOp::Image {
+        self.apply(PageOp::Image {
             page: id,
             kind: PageKind::Free,
             body,
@@ -191,7 +191,7 @@ impl Pages for ReadPages<'_> {
         self.pool.read(id)
     }
 
-    fn apply(&self, op: &PageOp) -> Result<()> {
+    fn apply(&self, op: PageOp) -> Result<()> {
         panic!("a reader tried to change {}", op.page());
     }
 

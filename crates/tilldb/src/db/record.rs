@@ -89,15 +89,20 @@ pub fn changes_len<'a>(writes: impl IntoIterator<Item = Write<'a>>) -> usize {
         .sum::<usize>()
 }
 
+/// Bytes reserved for a record's page operations before encoding them: a one-put commit's
+/// leaf put (key, value and their headers) fits.
+const OPS_BYTES_GUESS: usize = 512;
+
 /// Encodes a commit record; with `changes`, the changes section too.
 #[must_use]
 pub fn encode<'a, I>(alloc: Alloc, ops: &[PageOp], changes: Option<I>) -> Vec<u8>
 where
     I: IntoIterator<Item = Write<'a>> + Clone,
 {
-    let ops_len = ops.iter().map(PageOp::encoded_len).sum::<usize>();
+    // Sized for the changes and a small op or two; a larger record grows the vector (sizing
+    // it exactly meant encoding every op twice).
     let changes_bytes = changes.clone().map_or(0, changes_len);
-    let mut out = Vec::with_capacity(HEADER_BYTES + ops_len + changes_bytes);
+    let mut out = Vec::with_capacity(HEADER_BYTES + OPS_BYTES_GUESS + changes_bytes);
     out.push(KIND_COMMIT);
     out.push(if changes.is_some() { FLAG_CHANGES } else { 0 });
     out.extend_from_slice(&[0; 6]);
@@ -109,6 +114,7 @@ where
     for op in ops {
         op.encode(&mut out);
     }
+    let ops_end = out.len();
     if let Some(changes) = changes {
         let count_at = out.len();
         out.extend_from_slice(&[0; 4]);
@@ -136,7 +142,11 @@ where
         }
         out[count_at..count_at + 4].copy_from_slice(&count.to_le_bytes());
     }
-    assert_eq!(out.len(), HEADER_BYTES + ops_len + changes_bytes);
+    assert_eq!(
+        out.len(),
+        ops_end + changes_bytes,
+        "changes_len is the section's size"
+    );
     out
 }
 

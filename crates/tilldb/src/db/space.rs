@@ -174,7 +174,7 @@ impl<P: Pages> Pages for Recording<'_, P> {
         self.pages.read(id)
     }
 
-    fn apply(&self, op: &PageOp) -> Result<()> {
+    fn apply(&self, op: PageOp) -> Result<()> {
         panic!("a space check tried to change {}", op.page());
     }
 
