@@ -11,8 +11,10 @@
 //! Each commit is `begin; put(random 15 B key, value); commit` at `--durability`. Both steps
 //! run on the same storage, so `--sync-latency-us` (a SIMULATED flush latency, one flush at a
 //! time, see `slow_storage.rs`) applies to both. The output is `till bench log`'s, with
-//! `workload: "store-inserts"` (see `log_report.rs`), so the two compare column for column.
+//! `workload: "store-inserts"` (see `log_report.rs` and `log_json.rs`), so the two compare column
+//! for column.
 
+use super::log_json;
 use super::log_report::Row;
 use super::log_report::{self, LogRun, Workload};
 use super::machine::Setting;
@@ -143,7 +145,13 @@ pub fn run(args: &CommitArgs) -> Result<(), Box<dyn std::error::Error>> {
         rows,
     };
     drop(scratch);
-    log_report::emit(&run, args.json, args.plot.as_deref())
+    super::emit(
+        args.json,
+        args.plot.as_deref(),
+        || log_report::plot(&run),
+        || log_json::json(&run),
+        || log_report::print_text(&run),
+    )
 }
 
 /// Checks the flags and builds the databases' options, before anything touches the disk.

@@ -8,9 +8,11 @@
 //! - `till bench log` (`log.rs`): the write-ahead log alone, commits/s against threads,
 //!   compared with the device's raw flushed-write rate.
 //! - `till bench seed` (`seed.rs`): the classic test, one client, 500 x "insert one row,
-//!   commit" per flush method and durability, against each method's raw flush rate.
+//!   commit" per flush method and durability, against each method's raw flush rate; also
+//!   `till bench block-size`. `seed_report.rs` holds its rows and prints and plots them,
+//!   `seed_json.rs` is its JSON document.
 //! - `till bench commit` (`commit.rs`): one-insert transactions on the whole store against
-//!   threads, printed like `till bench log` (`log_report.rs` serves both).
+//!   threads, printed like `till bench log` (`log_report.rs` and `log_json.rs` serve both).
 //! - `till bench recovery` (`recovery.rs`): recovery time against the log to replay, after a
 //!   writer that exits without closing; with `--hot-seconds` (`recovery_hot.rs`), log on disk
 //!   and recovery time after kill -9 of a hot-row load that ran that long.
@@ -20,8 +22,11 @@
 //! - `till bench store` (`store.rs`): the whole store on a database kept in a directory:
 //!   open or recovery, load, one-put transactions against threads, point reads, close.
 //!
-//! `log_load.rs` runs the committer threads, `log_report.rs` prints and plots the rows;
-//! `store_load.rs` and `store_report.rs` do the same for the store.
+//! `log_load.rs` runs the committer threads, `log_report.rs` holds the run and its rows and
+//! prints and plots them, `log_json.rs` is the JSON document; `store_load.rs`,
+//! `store_report.rs` and `store_json.rs` do the same for the store. A `*_json.rs` file reads
+//! its report's types and its report never imports it: the run file (`log.rs`, `commit.rs`,
+//! `seed.rs`, `store.rs`) hands the plot, the JSON document and the text report to [`emit`].
 //!
 //! Shared pieces: `latency.rs` (a latency histogram per thread, merged: every operation counted in
 //! bounded memory, percentiles at most 0.8 % high), `scratch.rs`
@@ -36,6 +41,7 @@ pub mod disk_usage;
 mod feed;
 mod latency;
 mod log;
+mod log_json;
 mod log_load;
 mod log_report;
 mod machine;
@@ -48,8 +54,11 @@ mod recovery_hot;
 mod scan;
 mod scratch;
 mod seed;
+mod seed_json;
+mod seed_report;
 mod slow_storage;
 mod store;
+mod store_json;
 mod store_load;
 mod store_report;
 mod svg;

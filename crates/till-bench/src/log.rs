@@ -13,6 +13,7 @@
 //! commits than the device could flush one by one.
 
 use super::latency::Histogram;
+use super::log_json;
 use super::log_load::commit_from_threads;
 use super::log_report::{self, LogRun, Row, Workload};
 use super::machine::Setting;
@@ -159,7 +160,13 @@ pub fn run(args: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
         rows,
     };
     drop(scratch);
-    log_report::emit(&run, args.json, args.plot.as_deref())
+    super::emit(
+        args.json,
+        args.plot.as_deref(),
+        || log_report::plot(&run),
+        || log_json::json(&run),
+        || log_report::print_text(&run),
+    )
 }
 
 fn validate(args: &LogArgs) -> Result<(), String> {

@@ -18,36 +18,24 @@
 //! accepted by `seed`): per method and block size, the raw rate at that block size and the
 //! commits; a combination the device refuses is listed as skipped with the reason.
 //!
-//! JSON (stable; same row fields as `till bench log`, plus per-method raw rates):
-//!
-//! ```text
-//! { workload: "seed", commits, value_bytes, dir, fs_type, machine, disk (`machine.rs`),
-//!   simulated_sync_latency_us,
-//!   methods: [ { flush_method, block_bytes, raw_flushes_per_sec, raw_p50_us, raw_p99_us,
-//!                skipped (null, or why the device refused the method) } ],
-//!   results: [ { engine ("tilldb"), threads (1), durability, flush_method, block_bytes,
-//!                commits, elapsed_seconds, commits_per_sec, flushes, flushes_per_sec,
-//!                commits_per_flush (null without flushes), p50_us, p99_us, max_us,
-//!                log_bytes_per_commit, cpu_us_per_commit (null where unknown), ratio_to_raw,
-//!                raw_flushes_per_sec } ] }
-//! ```
+//! `seed_report.rs` holds the rows and prints and plots them; `seed_json.rs` is the JSON
+//! document.
 
-use super::bars::{self, Bar, BarChart};
 use super::commit::bench_options;
-use super::latency::{Histogram, round1};
-use super::log_report::{Row, RowJson};
-use super::machine::{DiskJson, MachineJson, Setting};
+use super::latency::Histogram;
+use super::log_report::Row;
+use super::machine::Setting;
 use super::raw;
 use super::scratch::ScratchDir;
+use super::seed_json;
+use super::seed_report::{MethodRaw, Report, SeedRow};
 use super::store_load::key;
 use clap::Args;
-use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tilldb::TornPageGuard;
-use tilldb::io::{IoGeometry, Measurement, Storage};
+use tilldb::io::{IoGeometry, Storage};
 use tilldb::{Db, Durability, FlushMethod};
 
 /// Idle time after opening each database before the first commit, so the log's spare
@@ -59,8 +47,6 @@ const COMMITS_MAX: u64 = 10_000_000;
 const VALUE_BYTES_MAX: usize = 1 << 20;
 /// Cache of the seed databases (they stay tiny).
 const CACHE_BYTES: u64 = 64 << 20;
-/// The ratio of `Sync` commits/s to raw flushes/s this project aims for.
-const SYNC_TARGET: f64 = 0.85;
 
 #[derive(Args, Debug)]
 pub struct SeedArgs {
@@ -153,34 +139,6 @@ pub fn run_block_sizes(args: &BlockSizeArgs) -> Result<(), Box<dyn std::error::E
     })
 }
 
-/// One flush method's raw rate, or why the device refused it.
-#[derive(Debug)]
-struct MethodRaw {
-    method: FlushMethod,
-    block_bytes: u32,
-    raw: Result<Measurement, String>,
-}
-
-/// One (method, block size, durability) database's 500 commits.
-#[derive(Debug)]
-struct SeedRow {
-    method: FlushMethod,
-    block_bytes: u32,
-    durability: Durability,
-    raw_flushes_per_sec: f64,
-    row: Row,
-}
-
-impl SeedRow {
-    fn ratio_to_raw(&self) -> f64 {
-        if self.raw_flushes_per_sec > 0.0 {
-            self.row.commits_per_sec() / self.raw_flushes_per_sec
-        } else {
-            0.0
-        }
-    }
-}
-
 pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
     validate(args)?;
     let methods: Vec<FlushMethod> = if args.flush_methods.is_empty() {
@@ -264,7 +222,10 @@ pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
         .to_path_buf();
     drop(scratch);
     let report = Report {
-        args,
+        commits: args.commits,
+        value_bytes: args.value_bytes,
+        sync_latency_us: args.sync_latency_us,
+        several_blocks: args.block_bytes.len() > 1,
         dir: &dir,
         setting: &Setting::with_facts(facts),
         raws: &method_raws,
@@ -274,7 +235,7 @@ pub fn run(args: &SeedArgs) -> Result<(), Box<dyn std::error::Error>> {
         args.json,
         args.plot.as_deref(),
         || report.plot(),
-        || report.json(),
+        || seed_json::json(&report),
         || report.print(),
     )
 }
@@ -373,236 +334,4 @@ fn run_one(
     let wal = wal_after.since(wal_before);
     assert_eq!(wal.appends, args.commits, "log appends != commits");
     Ok(Row::new(1, args.commits, elapsed, &wal, method, &latencies).with_cpu(cpu))
-}
-
-/// The JSON document of `bench seed` and `bench block-size` (see the module doc).
-#[derive(Debug, Serialize)]
-struct SeedJson {
-    /// "seed".
-    workload: &'static str,
-    /// Commits per database.
-    commits: u64,
-    value_bytes: usize,
-    dir: PathBuf,
-    fs_type: Option<String>,
-    machine: MachineJson,
-    disk: DiskJson,
-    /// Null when off.
-    simulated_sync_latency_us: Option<u64>,
-    methods: Vec<MethodJson>,
-    results: Vec<SeedRowJson>,
-}
-
-/// One (flush method, block size) raw measurement of `methods`.
-#[derive(Debug, Serialize)]
-struct MethodJson {
-    flush_method: &'static str,
-    /// Null when the device refused the method before a block size was chosen (no
-    /// `--block-bytes`).
-    block_bytes: Option<u32>,
-    /// The raw rate and latencies are null when skipped.
-    raw_flushes_per_sec: Option<f64>,
-    raw_p50_us: Option<f64>,
-    raw_p99_us: Option<f64>,
-    /// Null, or why the device refused the method.
-    skipped: Option<String>,
-}
-
-/// One row of `results`: the row fields of `bench log`, plus the block size and the
-/// method's raw rate.
-#[derive(Debug, Serialize)]
-struct SeedRowJson {
-    #[serde(flatten)]
-    row: RowJson,
-    block_bytes: u32,
-    raw_flushes_per_sec: f64,
-}
-
-/// What a run prints.
-struct Report<'a> {
-    args: &'a SeedArgs,
-    dir: &'a Path,
-    setting: &'a Setting,
-    raws: &'a [MethodRaw],
-    rows: &'a [SeedRow],
-}
-
-impl Report<'_> {
-    /// The SVG: one bar per row (method, block size, durability), the method's raw rate
-    /// marked on it.
-    fn plot(&self) -> String {
-        let blocks = self.args.block_bytes.len() > 1;
-        let bars: Vec<Bar> = self
-            .rows
-            .iter()
-            .map(|s| Bar {
-                label: if blocks {
-                    format!("{} / {} B / {}", s.method, s.block_bytes, s.durability)
-                } else {
-                    format!("{} / {}", s.method, s.durability)
-                },
-                value: s.row.commits_per_sec(),
-                reference: (s.raw_flushes_per_sec > 0.0).then_some(s.raw_flushes_per_sec),
-            })
-            .collect();
-        let latency = match self.args.sync_latency_us {
-            0 => String::new(),
-            us => format!(", SIMULATED flush latency {us} us"),
-        };
-        let title = format!(
-            "{} x (insert one row, commit), one client{latency}",
-            self.args.commits
-        );
-        let subtitle = format!(
-            "{} · {} B values · fresh database per row",
-            self.setting.short(),
-            self.args.value_bytes
-        );
-        bars::render(&BarChart {
-            title: &title,
-            subtitle: &subtitle,
-            value_label: "commits/s",
-            reference_label: "raw flushed writes/s of the method",
-            bars: &bars,
-        })
-    }
-
-    fn json(&self) -> SeedJson {
-        let methods = self
-            .raws
-            .iter()
-            .map(|m| {
-                let ok = m.raw.as_ref().ok();
-                MethodJson {
-                    flush_method: m.method.name(),
-                    block_bytes: (m.block_bytes > 0).then_some(m.block_bytes),
-                    raw_flushes_per_sec: ok.map(|r| round1(r.flushes_per_sec)),
-                    raw_p50_us: ok.map(|r| round1(r.p50_us)),
-                    raw_p99_us: ok.map(|r| round1(r.p99_us)),
-                    skipped: m.raw.as_ref().err().cloned(),
-                }
-            })
-            .collect();
-        let results = self
-            .rows
-            .iter()
-            .map(|s| SeedRowJson {
-                row: RowJson::new(&s.row, s.durability, s.method, s.ratio_to_raw()),
-                block_bytes: s.block_bytes,
-                raw_flushes_per_sec: round1(s.raw_flushes_per_sec),
-            })
-            .collect();
-        SeedJson {
-            workload: "seed",
-            commits: self.args.commits,
-            value_bytes: self.args.value_bytes,
-            dir: self.dir.to_owned(),
-            fs_type: self.setting.facts.fs_type.clone(),
-            machine: self.setting.machine_json(),
-            disk: self.setting.disk_json(),
-            simulated_sync_latency_us: (self.args.sync_latency_us > 0)
-                .then_some(self.args.sync_latency_us),
-            methods,
-            results,
-        }
-    }
-
-    fn print(&self) {
-        let args = self.args;
-        println!(
-            "One client, {} x (insert one row, commit), per flush method and durability",
-            args.commits
-        );
-        let [machine, disk] = self.setting.rows();
-        println!("  {:<18} {}", machine.0, machine.1);
-        println!("  {:<18} {}", "dir", self.dir.display());
-        println!("  {:<18} {}", disk.0, disk.1);
-        println!(
-            "  {:<18} 15 B key, {} B value, fresh database each",
-            "row", args.value_bytes
-        );
-        if args.sync_latency_us > 0 {
-            println!(
-                "\n!! Every number below includes a SIMULATED flush latency of {} us.",
-                args.sync_latency_us
-            );
-        }
-        println!();
-        println!("{}", self.table());
-        for m in self.raws {
-            if let Err(why) = &m.raw {
-                if m.block_bytes > 0 {
-                    println!("{}, {} B blocks: skipped: {why}", m.method, m.block_bytes);
-                } else {
-                    println!("{}: skipped: {why}", m.method);
-                }
-            }
-        }
-        println!(
-            "raw/s = one writer's flushed log-block writes with that method, measured in this \
-             run; x raw = commits/s / raw/s (target for sync: >= {SYNC_TARGET})."
-        );
-        let sync: Vec<&SeedRow> = self
-            .rows
-            .iter()
-            .filter(|r| r.durability == Durability::Sync)
-            .collect();
-        if let Some(worst) = sync
-            .iter()
-            .min_by(|a, b| a.ratio_to_raw().total_cmp(&b.ratio_to_raw()))
-        {
-            println!(
-                "sync: lowest x raw {:.2} ({}, {} B blocks); {} of {} rows at or above {SYNC_TARGET}.",
-                worst.ratio_to_raw(),
-                worst.method,
-                worst.block_bytes,
-                sync.iter()
-                    .filter(|r| r.ratio_to_raw() >= SYNC_TARGET)
-                    .count(),
-                sync.len()
-            );
-        }
-    }
-
-    fn table(&self) -> Table {
-        let mut table = Table::new();
-        table.load_style(UTF8_FULL_CONDENSED);
-        table.set_header([
-            "flush method",
-            "block B",
-            "durability",
-            "seconds",
-            "commits/s",
-            "raw/s",
-            "x raw",
-            "flushes",
-            "log B/commit",
-            "p50 us",
-            "p99 us",
-            "max us",
-        ]);
-        for s in self.rows {
-            let r = &s.row;
-            table.add_row([
-                s.method.to_string(),
-                s.block_bytes.to_string(),
-                s.durability.to_string(),
-                format!("{:.3}", r.elapsed.as_secs_f64()),
-                format!("{:.0}", r.commits_per_sec()),
-                format!("{:.0}", s.raw_flushes_per_sec),
-                format!("{:.2}", s.ratio_to_raw()),
-                r.flushes.to_string(),
-                format!("{:.0}", r.log_bytes_per_commit()),
-                format!("{:.1}", r.p50_us),
-                format!("{:.1}", r.p99_us),
-                format!("{:.1}", r.max_us),
-            ]);
-        }
-        for i in 3..12 {
-            if let Some(column) = table.column_mut(i) {
-                column.set_cell_alignment(CellAlignment::Right);
-            }
-        }
-        table
-    }
 }

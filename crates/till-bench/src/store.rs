@@ -10,9 +10,11 @@
 //!   5. close:  db.close(), timed (a checkpoint); the database stays in DIR
 //! ```
 //!
-//! `store_load.rs` runs the threads, `store_report.rs` prints the results.
+//! `store_load.rs` runs the threads, `store_report.rs` prints and plots the results,
+//! `store_json.rs` is the JSON document.
 
 use super::machine::Setting;
+use super::store_json;
 use super::store_load::{self, Counts, Phase, key};
 use super::store_report::{self, Load, MethodSource, ReadRow, StoreRun, WriteRow};
 use clap::Args;
@@ -188,7 +190,19 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
         raw_block_bytes,
         close,
     };
-    store_report::emit(&run, args.json, args.plot.as_deref())
+    emit(&run, args)
+}
+
+/// Writes the plot (if asked for), then prints the JSON document (`store_json.rs`) or the
+/// human report (`store_report.rs`).
+fn emit(run: &StoreRun, args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
+    super::emit(
+        args.json,
+        args.plot.as_deref(),
+        || store_report::plot(run),
+        || store_json::json(run),
+        || store_report::print_text(run),
+    )
 }
 
 /// Checks the flags and builds the options, before anything touches the disk.
