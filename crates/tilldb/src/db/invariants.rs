@@ -10,7 +10,8 @@ impl Db {
     /// key and agrees with its index; the image horizon and the last checkpoint lie within
     /// the log; and, while no checkpoint runs, the header's redo point is at or below where
     /// the last checkpoint began and every dirty page's redo point is at or above it (redo
-    /// from the header reaches every change that is on no disk). Safe beside running
+    /// from the header reaches every change that is on no disk), and the header counts no
+    /// more pages than the allocator (it never describes commits the log lost). Safe beside running
     /// commits; O(overlay + buffer pool), for tests: the crash explorers call it after every
     /// step.
     pub fn check_invariants(&self) {
@@ -54,6 +55,17 @@ impl Db {
                 redo <= started && started <= inner.wal.end_lsn().0,
                 "checkpoint marks out of order: redo {redo}, began {started}"
             );
+            // Recovery and checkpoints never leave the allocator behind the header (a header
+            // describing commits the log lost).
+            if let Some(alloc) = inner.writer.try_lock() {
+                let header = inner.header.lock().newest().1;
+                assert!(
+                    header.page_count <= alloc.page_count,
+                    "the header counts {} pages, the allocator {}",
+                    header.page_count,
+                    alloc.page_count
+                );
+            }
             if let Some(oldest) = inner.pool.min_rec_lsn() {
                 assert!(
                     oldest >= redo,
