@@ -242,7 +242,7 @@ impl<P: Pages> Iterator for Cursor<'_, P> {
                     }
                 }
                 self.last = Some(key.clone());
-                let value = resolve(self.pages, &value);
+                let value = resolve(self.pages, value);
                 if value.is_err() {
                     self.done = true;
                     self.batch.clear();

@@ -517,12 +517,21 @@ impl<'a> NodeRef<'a> {
             .map(|index| self.cell(index).to_vec())
             .collect()
     }
+
+    /// Every cell, in key order, borrowed from the body.
+    #[must_use]
+    pub fn cell_slices(&self) -> Vec<&'a [u8]> {
+        (0..self.count).map(|index| self.cell(index)).collect()
+    }
 }
 
 /// Bytes `cells` take in a node, slots included.
 #[must_use]
-pub fn cells_bytes(cells: &[Vec<u8>]) -> usize {
-    cells.iter().map(|cell| cell.len() + SLOT_BYTES).sum()
+pub fn cells_bytes<C: AsRef<[u8]>>(cells: &[C]) -> usize {
+    cells
+        .iter()
+        .map(|cell| cell.as_ref().len() + SLOT_BYTES)
+        .sum()
 }
 
 #[cfg(test)]

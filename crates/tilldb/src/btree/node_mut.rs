@@ -139,31 +139,35 @@ impl<'a> NodeMut<'a> {
     }
 
     /// Moves the live cells to the end of the body, in slot order, leaving no dead bytes.
+    /// Works from one copy of the body (not a copy per cell: a compaction is on the commit
+    /// path whenever an insert meets a leaf whose free bytes are scattered).
     pub(super) fn compact(&mut self) {
-        let view = self.view();
-        let cells = view.cells();
-        let live = view.live_bytes();
-        let slots_end = NODE_HEADER_BYTES + SLOT_BYTES * cells.len();
+        let live = self.view().live_bytes();
+        let old = self.body.to_vec();
+        let before = NodeRef::trusted(self.kind, &old);
+        let count = before.count();
+        let slots_end = NODE_HEADER_BYTES + SLOT_BYTES * count;
         self.body[slots_end..].fill(0);
         let mut offset = self.body.len();
-        for (index, cell) in cells.iter().enumerate() {
+        for index in 0..count {
+            let cell = before.cell(index);
             offset -= cell.len();
             self.body[offset..offset + cell.len()].copy_from_slice(cell);
             put_u16(self.body, NODE_HEADER_BYTES + SLOT_BYTES * index, offset);
         }
-        self.set_counts(cells.len(), self.body.len() - offset, 0);
+        self.set_counts(count, self.body.len() - offset, 0);
         assert_eq!(self.view().live_bytes(), live, "compaction lost bytes");
     }
 }
 
 /// The body of a fresh node holding `cells` (encoded, in key order), compacted.
 #[must_use]
-pub(super) fn build(
+pub(super) fn build<C: AsRef<[u8]>>(
     kind: NodeKind,
     limits: &Limits,
     link_low: PageId,
     link_high: PageId,
-    cells: &[Vec<u8>],
+    cells: &[C],
 ) -> Vec<u8> {
     let mut body = vec![0; limits.body_bytes];
     let mut node = NodeMut::new(kind, &mut body);
@@ -174,7 +178,7 @@ pub(super) fn build(
         assert_eq!(link_high.0, 0, "a branch has no high link");
     }
     for (index, cell) in cells.iter().enumerate() {
-        node.insert_cell(index, cell);
+        node.insert_cell(index, cell.as_ref());
     }
     body
 }

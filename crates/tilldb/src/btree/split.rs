@@ -21,7 +21,7 @@
 //! A leaf separator is the shortest prefix of the right half's first key that is above the
 //! left half's last key, so branches hold short keys.
 
-use super::node::{self, LeafValue, NodeKind};
+use super::node::{self, LeafValue, NodeKind, NodeRef};
 use super::walk::{Path, check_links_back, with_node};
 use super::{Limits, PageOp, Pages, corrupt, node_mut};
 use crate::Result;
@@ -29,12 +29,12 @@ use crate::page::PageId;
 
 /// The index of the first cell of the right half: the byte midpoint, never 0 or past the
 /// last cell. Requires: at least two cells.
-fn split_point(cells: &[Vec<u8>]) -> usize {
+fn split_point<C: AsRef<[u8]>>(cells: &[C]) -> usize {
     assert!(cells.len() >= 2, "split of {} cells", cells.len());
     let total = node::cells_bytes(cells);
     let mut left = 0;
     for (index, cell) in cells.iter().enumerate() {
-        let size = cell.len() + node::SLOT_BYTES;
+        let size = cell.as_ref().len() + node::SLOT_BYTES;
         if index > 0 && left + size > total / 2 {
             return index;
         }
@@ -71,18 +71,20 @@ pub(super) fn split_leaf<P: Pages>(
     value: LeafValue,
 ) -> Result<()> {
     let limits = Limits::new(pages.page_bytes());
-    let (mut cells, found, next) = with_node(pages, leaf, |node| {
-        (node.cells(), node.search(key), node.next())
+    // One copy of the leaf's body; the cells are borrowed from it.
+    let (body, found, next) = with_node(pages, leaf, |node| {
+        (node.body().to_vec(), node.search(key), node.next())
     })?;
-    let old_count = cells.len();
     let new_cell = node::encode_leaf_cell(key, &value);
+    let mut cells = NodeRef::trusted(NodeKind::Leaf, &body).cell_slices();
+    let old_count = cells.len();
     let (position, replaces) = match found {
         Ok(index) => {
-            cells[index] = new_cell;
+            cells[index] = &new_cell;
             (index, true)
         }
         Err(index) => {
-            cells.insert(index, new_cell);
+            cells.insert(index, &new_cell);
             (index, false)
         }
     };
@@ -95,8 +97,8 @@ pub(super) fn split_leaf<P: Pages>(
     assert!(node::cells_bytes(&cells[..middle]) <= limits.usable_bytes);
     assert!(node::cells_bytes(&cells[middle..]) <= limits.usable_bytes);
     let separator = separator(
-        node::cell_key(NodeKind::Leaf, &cells[middle - 1]),
-        node::cell_key(NodeKind::Leaf, &cells[middle]),
+        node::cell_key(NodeKind::Leaf, cells[middle - 1]),
+        node::cell_key(NodeKind::Leaf, cells[middle]),
     );
     if next.0 != 0 {
         check_links_back(pages, next, leaf)?;
@@ -163,10 +165,14 @@ fn insert_separator<P: Pages>(
 ) -> Result<()> {
     while let Some((parent, _)) = path.pop() {
         let cell = node::encode_branch_cell(&separator, child);
-        let (fits, mut cells, leftmost, found) = with_node(pages, parent, |node| {
+        let (fits, body, leftmost, found) = with_node(pages, parent, |node| {
             let fits = cell.len() + node::SLOT_BYTES <= node.free_bytes();
-            let cells = if fits { Vec::new() } else { node.cells() };
-            (fits, cells, node.leftmost(), node.search(&separator))
+            let body = if fits {
+                Vec::new()
+            } else {
+                node.body().to_vec()
+            };
+            (fits, body, node.leftmost(), node.search(&separator))
         })?;
         let Err(position) = found else {
             return Err(corrupt(
@@ -182,12 +188,14 @@ fn insert_separator<P: Pages>(
                 child,
             });
         }
+        // The cells borrowed from one copy of the branch's body.
+        let mut cells = NodeRef::trusted(NodeKind::Branch, &body).cell_slices();
         let old_count = cells.len();
-        cells.insert(position, cell);
+        cells.insert(position, &cell);
         let middle = split_point(&cells);
         assert!(node::cells_bytes(&cells[..middle]) <= limits.usable_bytes);
         assert!(node::cells_bytes(&cells[middle + 1..]) <= limits.usable_bytes);
-        let up = node::cell_key(NodeKind::Branch, &cells[middle]).to_vec();
+        let up = node::cell_key(NodeKind::Branch, cells[middle]).to_vec();
         if parent == root {
             return split_root(
                 pages,
@@ -207,7 +215,7 @@ fn insert_separator<P: Pages>(
             body: node_mut::build(
                 NodeKind::Branch,
                 limits,
-                node::branch_cell_child(&cells[middle]),
+                node::branch_cell_child(cells[middle]),
                 PageId(0),
                 &cells[middle + 1..],
             ),
@@ -249,7 +257,7 @@ fn split_root<P: Pages>(
     root: PageId,
     kind: NodeKind,
     leftmost: PageId,
-    cells: &[Vec<u8>],
+    cells: &[&[u8]],
     middle: usize,
     separator: Vec<u8>,
 ) -> Result<()> {
@@ -261,13 +269,13 @@ fn split_root<P: Pages>(
             node_mut::build(kind, limits, left, PageId(0), &cells[middle..]),
         ),
         NodeKind::Branch => {
-            assert_eq!(node::cell_key(kind, &cells[middle]), separator.as_slice());
+            assert_eq!(node::cell_key(kind, cells[middle]), separator.as_slice());
             (
                 node_mut::build(kind, limits, leftmost, PageId(0), &cells[..middle]),
                 node_mut::build(
                     kind,
                     limits,
-                    node::branch_cell_child(&cells[middle]),
+                    node::branch_cell_child(cells[middle]),
                     PageId(0),
                     &cells[middle + 1..],
                 ),

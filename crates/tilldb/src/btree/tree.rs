@@ -46,13 +46,13 @@ impl Tree {
 
     /// The value of `key`, if present.
     pub fn get<P: Pages>(self, pages: &P, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let (_, leaf) = self.descend(pages, key)?;
+        let leaf = walk::find_leaf(pages, self.root, key)?;
         let found = with_node(pages, leaf, |node| {
             node.search(key)
                 .ok()
                 .map(|index| node.value(index).to_owned())
         })?;
-        found.map(|value| resolve(pages, &value)).transpose()
+        found.map(|value| resolve(pages, value)).transpose()
     }
 
     /// Sets `key` to `value`, inserting or replacing. Returns whether it replaced a value.

@@ -42,11 +42,12 @@ pub(super) fn check_links_back<P: Pages>(pages: &P, leaf: PageId, prev: PageId) 
     }
 }
 
-/// The value of a leaf entry, read from its overflow pages if it has any.
-pub(super) fn resolve<P: Pages>(pages: &P, value: &LeafValue) -> Result<Vec<u8>> {
+/// The bytes of `value`, read from its overflow chain when it has one; an inline value is
+/// moved, not copied.
+pub(super) fn resolve<P: Pages>(pages: &P, value: LeafValue) -> Result<Vec<u8>> {
     match value {
-        LeafValue::Inline(bytes) => Ok(bytes.clone()),
-        LeafValue::Overflow { len, first } => overflow::read(pages, *first, *len),
+        LeafValue::Inline(bytes) => Ok(bytes),
+        LeafValue::Overflow { len, first } => overflow::read(pages, first, len),
     }
 }
 
@@ -55,36 +56,56 @@ pub(super) fn descend<P: Pages>(pages: &P, root: PageId, key: &[u8]) -> Result<(
     descend_by(pages, root, |node| node.child_index(key))
 }
 
+/// Descends from `root` to the leaf that holds `key` (or would), without recording the path:
+/// for reads.
+pub(super) fn find_leaf<P: Pages>(pages: &P, root: PageId, key: &[u8]) -> Result<PageId> {
+    walk_down(pages, root, |node| node.child_index(key), |_, _| {})
+}
+
 /// Descends from `root` choosing the child with `pick` at each branch.
 pub(super) fn descend_by<P: Pages>(
     pages: &P,
     root: PageId,
-    mut pick: impl FnMut(&NodeRef<'_>) -> usize,
+    pick: impl FnMut(&NodeRef<'_>) -> usize,
 ) -> Result<(Path, PageId)> {
     let mut path = Path::new();
+    let leaf = walk_down(pages, root, pick, |id, index| path.push((id, index)))?;
+    Ok((path, leaf))
+}
+
+/// Descends from `root` choosing the child with `pick` at each branch and telling `step`
+/// each branch passed and the index taken; returns the leaf.
+fn walk_down<P: Pages>(
+    pages: &P,
+    root: PageId,
+    mut pick: impl FnMut(&NodeRef<'_>) -> usize,
+    mut step: impl FnMut(PageId, usize),
+) -> Result<PageId> {
+    let mut depth = 0;
     let mut id = root;
     loop {
-        let step = with_node(pages, id, |node| match node.kind() {
+        let next = with_node(pages, id, |node| match node.kind() {
             NodeKind::Leaf => None,
             NodeKind::Branch => {
                 let index = pick(node);
                 Some((index, node.child(index)))
             }
         })?;
-        let Some((index, child)) = step else {
-            return Ok((path, id));
+        let Some((index, child)) = next else {
+            return Ok(id);
         };
         if child.0 == 0 {
             return Err(corrupt(pages, id, "branch has a child of page 0"));
         }
-        if path.len() == DEPTH_MAX {
+        if depth == DEPTH_MAX {
             return Err(corrupt(
                 pages,
                 id,
                 "tree is deeper than any real tree (a cycle)",
             ));
         }
-        path.push((id, index));
+        depth += 1;
+        step(id, index);
         id = child;
     }
 }

@@ -325,26 +325,26 @@ pub(super) fn apply(
     let provisional = before + 1;
     {
         let pages = db.read_pages();
-        let mut befores = Vec::new();
+        let mut befores = Vec::with_capacity(changes.writes.len());
         // A dropped table's catalog entry, for readers that still see it (and, if this
         // commit creates it anew, the one entry that hides the new table from them).
         for (table, root) in &drops {
             let entry = root.0.to_le_bytes().to_vec();
-            befores.push((CATALOG_TABLE, table.as_bytes().to_vec(), Some(entry)));
+            befores.push((CATALOG_TABLE, table.as_bytes(), Some(entry)));
         }
         for (table, root) in &roots {
             if root.is_none() && !drops.iter().any(|(t, _)| t == table) {
-                befores.push((CATALOG_TABLE, table.as_bytes().to_vec(), None));
+                befores.push((CATALOG_TABLE, table.as_bytes(), None));
             }
         }
         for (table, key) in changes.writes.keys() {
             if let Some(root) = roots[table] {
-                befores.push((root.0, key.clone(), Tree::open(root).get(&pages, key)?));
+                befores.push((root.0, key.as_slice(), Tree::open(root).get(&pages, key)?));
             }
         }
         let mut reads = inner.reads.lock();
         for (table_id, key, before) in befores {
-            reads.overlay.record(table_id, &key, provisional, before);
+            reads.overlay.record(table_id, key, provisional, before);
         }
     }
     let pages = TxnPages::new(&inner.pool, &inner.data_path, *alloc, db.image_below());

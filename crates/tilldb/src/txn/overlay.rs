@@ -16,8 +16,9 @@
 //! with `lsn > r`, or the tree's value when there is none. Entries are pruned once every
 //! reader's snapshot is at or past their lsn.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// Which table a key belongs to.
 pub type TableId = u64;
@@ -29,13 +30,65 @@ struct Before {
     value: Option<Vec<u8>>,
 }
 
+/// A key's hidden versions, oldest first, lsns strictly increasing. The first is inline: most
+/// keys have one (a second commit of the same key while the first is unacknowledged is rare).
+#[derive(Debug)]
+struct Versions {
+    oldest: Before,
+    newer: VecDeque<Before>,
+}
+
+impl Versions {
+    fn iter(&self) -> impl Iterator<Item = &Before> {
+        std::iter::once(&self.oldest).chain(&self.newer)
+    }
+
+    fn last(&self) -> &Before {
+        self.newer.back().unwrap_or(&self.oldest)
+    }
+}
+
+/// The overlay's key for `key` of `table`: the table id big-endian, then the key, so that the
+/// byte order is (table, key) order and a lookup borrows a `[u8]`. One allocation, shared by
+/// the versions map and the lsn index.
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "big-endian so that byte order is table order"
+)]
+fn entry_key(table: TableId, key: &[u8]) -> Arc<[u8]> {
+    // Collected from an iterator of known length: written straight into the `Arc`'s one
+    // allocation (a `Vec` converted would be a second).
+    table.to_be_bytes().iter().chain(key).copied().collect()
+}
+
+/// Bytes of the table id at the start of an entry key.
+const TABLE_BYTES: usize = 8;
+
+/// Calls `f` with the entry key of `key` in `table`, built on the stack when it is short (the
+/// reads that consult the overlay allocate nothing for it).
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "big-endian so that byte order is table order"
+)]
+fn with_entry_key<R>(table: TableId, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+    const STACK: usize = 256;
+    if TABLE_BYTES + key.len() <= STACK {
+        let mut buf = [0u8; STACK];
+        buf[..TABLE_BYTES].copy_from_slice(&table.to_be_bytes());
+        buf[TABLE_BYTES..TABLE_BYTES + key.len()].copy_from_slice(key);
+        f(&buf[..TABLE_BYTES + key.len()])
+    } else {
+        f(&entry_key(table, key))
+    }
+}
+
 /// Older values of recently changed keys (see the module doc).
 #[derive(Debug, Default)]
 pub struct Overlay {
-    /// Per key, oldest first; lsns strictly increase.
-    entries: BTreeMap<(TableId, Vec<u8>), Vec<Before>>,
-    /// Keys per commit lsn, for pruning in lsn order.
-    by_lsn: BTreeMap<u64, Vec<(TableId, Vec<u8>)>>,
+    /// Per (table, key) as an entry key.
+    entries: BTreeMap<Arc<[u8]>, Versions>,
+    /// Every version's (lsn, entry key), in recording order, which is lsn order: for pruning.
+    by_lsn: VecDeque<(u64, Arc<[u8]>)>,
 }
 
 /// What the overlay says a reader sees for one key.
@@ -51,31 +104,49 @@ impl Overlay {
     /// Records that the commit at `lsn` changed `key`, which held `before` until then.
     /// Commits are recorded in lsn order.
     pub fn record(&mut self, table: TableId, key: &[u8], lsn: u64, before: Option<Vec<u8>>) {
-        let versions = self.entries.entry((table, key.to_vec())).or_default();
-        if let Some(last) = versions.last() {
+        if let Some((last, _)) = self.by_lsn.back() {
             assert!(
-                last.lsn < lsn,
-                "overlay lsns must increase per key: {} then {lsn}",
-                last.lsn
+                *last <= lsn,
+                "overlay: commits recorded out of lsn order: {last} then {lsn}"
             );
         }
-        versions.push(Before { lsn, value: before });
-        self.by_lsn
-            .entry(lsn)
-            .or_default()
-            .push((table, key.to_vec()));
+        let version = Before { lsn, value: before };
+        let existing = with_entry_key(table, key, |probe| {
+            self.entries
+                .get_key_value(probe)
+                .map(|(shared, _)| Arc::clone(shared))
+        });
+        let shared = if let Some(shared) = existing {
+            let versions = self.entries.get_mut(&*shared).expect("found just above");
+            let last = versions.last().lsn;
+            assert!(
+                last < lsn,
+                "overlay lsns must increase per key: {last} then {lsn}"
+            );
+            versions.newer.push_back(version);
+            shared
+        } else {
+            let shared = entry_key(table, key);
+            let versions = Versions {
+                oldest: version,
+                newer: VecDeque::new(),
+            };
+            self.entries.insert(Arc::clone(&shared), versions);
+            shared
+        };
+        self.by_lsn.push_back((lsn, shared));
     }
 
     /// What a reader at snapshot `read_lsn` sees for `key`.
     #[must_use]
     pub fn seen(&self, table: TableId, key: &[u8], read_lsn: u64) -> Seen {
-        match self.entries.get(&(table, key.to_vec())) {
+        with_entry_key(table, key, |probe| match self.entries.get(probe) {
             None => Seen::Tree,
             Some(versions) => match versions.iter().find(|b| b.lsn > read_lsn) {
                 Some(b) => Seen::Value(b.value.clone()),
                 None => Seen::Tree,
             },
-        }
+        })
     }
 
     /// Keys of `table` in `[start, end)` (as bounds) that the overlay knows, in order: a
@@ -88,41 +159,42 @@ impl Overlay {
         end: Bound<&[u8]>,
     ) -> impl DoubleEndedIterator<Item = &[u8]> {
         let lo = match start {
-            Bound::Included(k) => Bound::Included((table, k.to_vec())),
-            Bound::Excluded(k) => Bound::Excluded((table, k.to_vec())),
-            Bound::Unbounded => Bound::Included((table, Vec::new())),
+            Bound::Included(k) => Bound::Included(entry_key(table, k)),
+            Bound::Excluded(k) => Bound::Excluded(entry_key(table, k)),
+            Bound::Unbounded => Bound::Included(entry_key(table, &[])),
         };
         let hi = match end {
-            Bound::Included(k) => Bound::Included((table, k.to_vec())),
-            Bound::Excluded(k) => Bound::Excluded((table, k.to_vec())),
-            Bound::Unbounded => Bound::Excluded((table + 1, Vec::new())),
+            Bound::Included(k) => Bound::Included(entry_key(table, k)),
+            Bound::Excluded(k) => Bound::Excluded(entry_key(table, k)),
+            Bound::Unbounded => match table.checked_add(1) {
+                Some(next) => Bound::Excluded(entry_key(next, &[])),
+                None => Bound::Unbounded,
+            },
         };
-        self.entries.range((lo, hi)).map(|((_, k), _)| k.as_slice())
+        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (as_slice(&lo), as_slice(&hi));
+        self.entries
+            .range::<[u8], _>(bounds)
+            .map(|(k, _)| &k[TABLE_BYTES..])
     }
 
     /// Forgets what no reader can need: entries of commits at or before `horizon` (the lowest
     /// snapshot any reader has or will get).
     pub fn prune(&mut self, horizon: u64) {
-        // Oldest first, without splitting the map (called after every commit, and mostly
-        // with one entry or none to drop).
-        while let Some(entry) = self.by_lsn.first_entry() {
-            if *entry.key() > horizon {
+        // Oldest first (called after every commit, mostly with one version or none to drop).
+        while let Some((lsn, _)) = self.by_lsn.front() {
+            if *lsn > horizon {
                 break;
             }
-            let (lsn, keys) = entry.remove_entry();
-            for key in keys {
-                let versions = self
-                    .entries
-                    .get_mut(&key)
-                    .expect("by_lsn and entries agree");
-                assert_eq!(
-                    versions.first().map(|b| b.lsn),
-                    Some(lsn),
-                    "pruning out of order"
-                );
-                versions.remove(0);
-                if versions.is_empty() {
-                    self.entries.remove(&key);
+            let (lsn, key) = self.by_lsn.pop_front().expect("looked at above");
+            let versions = self
+                .entries
+                .get_mut(&*key)
+                .expect("by_lsn and entries agree");
+            assert_eq!(versions.oldest.lsn, lsn, "pruning out of order");
+            match versions.newer.pop_front() {
+                Some(next) => versions.oldest = next,
+                None => {
+                    self.entries.remove(&*key);
                 }
             }
         }
@@ -140,43 +212,61 @@ impl Overlay {
         self.entries.is_empty()
     }
 
-    /// Panics unless every key's versions are non-empty and in strictly increasing lsn order,
-    /// none past `end` + 1 (a commit being appended records its values under a provisional
-    /// lsn one past the log end it read), and the by-lsn index lists exactly those versions.
-    /// O(entries).
+    /// Panics unless every key's versions are in strictly increasing lsn order, none past
+    /// `end` + 1 (a commit being appended records its values under a provisional lsn one past
+    /// the log end it read), and the by-lsn index lists exactly those versions, in lsn order.
+    /// O(entries log entries).
     pub fn check_invariants(&self, end: u64) {
+        let mut indexed: BTreeMap<(u64, &[u8]), usize> = BTreeMap::new();
+        let mut previous = 0;
+        for (lsn, key) in &self.by_lsn {
+            assert!(
+                previous <= *lsn,
+                "overlay: index out of lsn order: {previous} then {lsn}"
+            );
+            previous = *lsn;
+            *indexed.entry((*lsn, &**key)).or_default() += 1;
+        }
         let mut versions_total = 0;
         for (key, versions) in &self.entries {
-            assert!(!versions.is_empty(), "overlay: {key:?} with no version");
-            for pair in versions.windows(2) {
-                assert!(
-                    pair[0].lsn < pair[1].lsn,
-                    "overlay: {key:?} versions out of lsn order: {} then {}",
-                    pair[0].lsn,
-                    pair[1].lsn
-                );
-            }
-            for b in versions {
+            let mut last = None;
+            for b in versions.iter() {
+                if let Some(last) = last {
+                    assert!(
+                        last < b.lsn,
+                        "overlay: {key:?} versions out of lsn order: {last} then {}",
+                        b.lsn
+                    );
+                }
+                last = Some(b.lsn);
                 assert!(
                     b.lsn <= end + 1,
                     "overlay: version {} past the log end {end} + 1",
                     b.lsn
                 );
-                assert!(
-                    self.by_lsn
-                        .get(&b.lsn)
-                        .is_some_and(|keys| keys.contains(key)),
-                    "overlay: version {} of {key:?} missing from the index",
+                assert_eq!(
+                    indexed.get(&(b.lsn, &**key)),
+                    Some(&1),
+                    "overlay: version {} of {key:?} not in the index exactly once",
                     b.lsn
                 );
+                versions_total += 1;
             }
-            versions_total += versions.len();
         }
-        let indexed: usize = self.by_lsn.values().map(Vec::len).sum();
         assert_eq!(
-            indexed, versions_total,
+            self.by_lsn.len(),
+            versions_total,
             "overlay: the index and the versions disagree"
         );
+    }
+}
+
+/// A bound over an entry key, borrowed as bytes.
+fn as_slice(bound: &Bound<Arc<[u8]>>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
     }
 }
 
