@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use tilldb::{Db, Direction, Durability, Options};
 
 const VALUE_BYTES: usize = 4096;
+/// Values per loading commit, when the cache is large enough (see `load`).
 const PUTS_PER_COMMIT: usize = 256;
 
 #[derive(Args, Debug)]
@@ -178,11 +179,16 @@ fn load(
     let bar = super::progress_bar(entries);
     bar.set_message("loading");
     let db = Db::open(dir, options.clone())?;
+    // A commit's pages stay in the cache until it is logged: a quarter of the cache's frames
+    // per commit at most (each value takes an overflow page, plus its share of a leaf), so
+    // that a small --cache-mib loads instead of failing with every frame pinned.
+    let frames = options.cache_bytes / u64::from(options.page_bytes_or_default());
+    let puts = usize::try_from(frames / 4)?.clamp(1, PUTS_PER_COMMIT);
     let mut value = vec![0u8; VALUE_BYTES];
     let mut n = 0u64;
     while n < entries {
         let mut txn = db.begin()?;
-        for _ in 0..PUTS_PER_COMMIT.min(usize::try_from(entries - n)?) {
+        for _ in 0..puts.min(usize::try_from(entries - n)?) {
             value[..8].copy_from_slice(&n.to_le_bytes());
             txn.put_in("big", format!("{n:012}").as_bytes(), &value)?;
             n += 1;
