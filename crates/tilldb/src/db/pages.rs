@@ -22,7 +22,8 @@ pub struct TxnPages<'a> {
     path: &'a Path,
     alloc: RefCell<Alloc>,
     ops: RefCell<Vec<PageOp>>,
-    touched: RefCell<BTreeSet<PageId>>,
+    /// Every page an op changed, with repeats (sorted and deduplicated by `finish`).
+    touched: RefCell<Vec<PageId>>,
     /// Full-page images: a page whose lsn is at most this is logged whole at its first change
     /// in this commit (see "Full-page images" in `db/mod.rs`). `None`: other guards.
     image_below: Option<u64>,
@@ -48,13 +49,15 @@ impl<'a> TxnPages<'a> {
         }
     }
 
-    /// The ops, the allocator state after them, and the pages they changed.
+    /// The ops, the allocator state after them, and the pages they changed (in page order,
+    /// each once).
     pub fn finish(self) -> (Vec<PageOp>, Alloc, Vec<PageId>) {
-        (
-            self.ops.into_inner(),
-            self.alloc.into_inner(),
-            self.touched.into_inner().into_iter().collect(),
-        )
+        (self.ops.into_inner(), self.alloc.into_inner(), {
+            let mut touched = self.touched.into_inner();
+            touched.sort_unstable();
+            touched.dedup();
+            touched
+        })
     }
 
     fn never_allocated(&self, id: PageId) -> Error {
@@ -114,7 +117,7 @@ impl Pages for TxnPages<'_> {
         if self.image_below.is_some() && logged.rewrites_whole_page() {
             self.whole.borrow_mut().insert(id);
         }
-        self.touched.borrow_mut().insert(id);
+        self.touched.borrow_mut().push(id);
         self.ops.borrow_mut().push(logged);
         Ok(())
     }
