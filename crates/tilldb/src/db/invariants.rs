@@ -25,6 +25,11 @@ impl Db {
             }
             let end = inner.wal.end_lsn().0;
             reads.overlay.check_invariants(end);
+            assert_eq!(
+                inner.visible_hint.load(Ordering::Acquire),
+                reads.visibility.visible_lsn(),
+                "the published visible lsn differs from the tracker's"
+            );
             (
                 reads.visibility.visible_lsn(),
                 reads.snapshots.keys().next_back().copied(),

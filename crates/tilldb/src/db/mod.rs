@@ -148,6 +148,11 @@ struct Inner {
     /// changes them, so no reader sees a page half way through a split.
     tree_lock: RwLock<()>,
     reads: Mutex<Reads>,
+    /// The visible lsn as of the last advance, published for the committers' fast path: one
+    /// whose commit is visible already returns without taking `reads` (after a flush, the
+    /// committers it released all return at once). Written under `reads`; never ahead of
+    /// `reads.visibility`.
+    visible_hint: AtomicU64,
     header: Mutex<HeaderFile>,
     /// Held by the running checkpoint: one at a time.
     checkpointing: Mutex<()>,

@@ -505,6 +505,7 @@ fn assemble(
                 overlay: Overlay::default(),
                 snapshots: BTreeMap::new(),
             }),
+            visible_hint: AtomicU64::new(visible),
             header: Mutex::new(header),
             checkpointing: Mutex::new(()),
             poisoned,

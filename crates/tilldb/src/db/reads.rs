@@ -12,9 +12,25 @@ impl Db {
         let (written, durable) = (written.0, durable.0);
         let mut reads = self.inner.reads.lock();
         let visible = reads.visibility.advance(written, durable);
+        self.inner
+            .visible_hint
+            .store(visible, std::sync::atomic::Ordering::Release);
         let horizon = reads.horizon(visible);
         reads.overlay.prune(horizon);
         visible
+    }
+
+    /// Makes the commit whose record ends at `lsn` visible to this thread's next reads, if an
+    /// advance has not already: then the overlay was pruned past it too, by that advance.
+    pub(super) fn visible_through(&self, lsn: u64) {
+        if self
+            .inner
+            .visible_hint
+            .load(std::sync::atomic::Ordering::Acquire)
+            < lsn
+        {
+            self.visible_lsn();
+        }
     }
 
     /// The oldest snapshot a reader holds or may take from now on: every reader sees each

@@ -269,7 +269,7 @@ impl<'db> Txn<'db> {
             feed.publish(db.inner.wal.durable_lsn())
                 .map_err(|e| db.poison(e))?;
         }
-        db.visible_lsn();
+        db.visible_through(lsn.0);
         // Outside the writer lock: the next writer goes on while pages are written back.
         if let Err(e) = db.maybe_checkpoint() {
             db.poison(e);
