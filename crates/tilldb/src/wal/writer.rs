@@ -85,6 +85,11 @@ struct Shared {
     flushes: AtomicU64,
     bytes_written: AtomicU64,
     log_bytes: AtomicU64,
+    /// `progress.written` and `progress.durable`, published (stored under the state lock,
+    /// after the field) so that a committer whose record is there already returns from
+    /// [`Wal::wait`] without the lock: the committers a flush released come back all at once.
+    written_mark: AtomicU64,
+    durable_mark: AtomicU64,
 }
 
 /// Bytes appended but not yet taken by a writer, for one segment.
@@ -402,6 +407,8 @@ impl Wal {
             flushes: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             log_bytes: AtomicU64::new(0),
+            written_mark: AtomicU64::new(header.base_lsn),
+            durable_mark: AtomicU64::new(header.base_lsn),
         });
         let wal = Wal {
             shared,
@@ -480,6 +487,9 @@ impl Wal {
     /// Waits until `lsn` is as durable as `durability` asks (`Lazy` does not wait).
     pub fn wait(&self, lsn: Lsn, durability: Durability) -> Result<()> {
         match need_of(durability) {
+            // Already there: nothing to wait for or lead. A failure of the log after that
+            // point does not take the record back, so no poison check either.
+            Some(need) if self.shared.reached(lsn.0, need) => Ok(()),
             Some(need) => self.shared.wait_for(lsn.0, need),
             None => self.shared.check_poison(),
         }
@@ -765,6 +775,16 @@ impl Shared {
         }
     }
 
+    /// Whether the log is written (or durable, as `need` says) through `lsn`, from the
+    /// published marks: never ahead of the state's.
+    fn reached(&self, lsn: u64, need: Need) -> bool {
+        let mark = match need {
+            Need::Written => &self.written_mark,
+            Need::Durable => &self.durable_mark,
+        };
+        mark.load(Ordering::Acquire) >= lsn
+    }
+
     fn check_poison(&self) -> Result<()> {
         let st = self.state.lock();
         if st.poisoned {
@@ -818,6 +838,15 @@ impl Shared {
             st.progress.appended = lsn + len as u64;
             debug_assert!({
                 st.check_invariants(self.block_bytes);
+                // Published under this lock after each change: equal while it is held.
+                assert_eq!(
+                    self.written_mark.load(Ordering::Acquire),
+                    st.progress.written
+                );
+                assert_eq!(
+                    self.durable_mark.load(Ordering::Acquire),
+                    st.progress.durable
+                );
                 true
             });
             if st.returning > 0 {

@@ -128,6 +128,7 @@ impl Shared {
         }
         assert!(target >= st.progress.written, "written lsn went backwards");
         st.progress.written = target;
+        self.written_mark.store(target, Ordering::Release);
         let closed = self.closed_by_write(st.progress.closed, shadow, open_from, target);
         assert!(
             closed >= st.progress.closed && closed <= target,
@@ -138,6 +139,7 @@ impl Shared {
         if self.method.is_write_through() {
             assert_eq!(closed, target, "a write-through write left its block open");
             st.progress.durable = target;
+            self.durable_mark.store(target, Ordering::Release);
             st.check_tail_covered(self.block_bytes, self.options.tail);
         }
         wake_unlocked(st);
@@ -253,6 +255,7 @@ impl Shared {
         self.flushes.fetch_add(1, Ordering::Relaxed);
         assert!(target >= st.progress.durable, "durable lsn went backwards");
         st.progress.durable = target;
+        self.durable_mark.store(target, Ordering::Release);
         // No slot write ran during the flush (`Progress::shadowing`, and a closing write
         // starts only while no flush runs), so the newest slot copy written before it is
         // durable now.
