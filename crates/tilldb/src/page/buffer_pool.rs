@@ -19,7 +19,7 @@
 //! - A page has one frame at most.
 //! - Lock order: a frame latch may be held while taking the map lock, never the reverse.
 
-use super::{PageBuf, PageId, PageKind};
+use super::{PageBuf, PageId, PageIdHash, PageKind};
 use crate::error::{Error, Result};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::HashMap;
@@ -111,7 +111,7 @@ struct Frame {
 }
 
 struct Map {
-    ids: HashMap<PageId, usize>,
+    ids: HashMap<PageId, usize, PageIdHash>,
     hand: usize,
 }
 
@@ -235,7 +235,7 @@ impl BufferPool {
             backend,
             frames,
             map: Mutex::new(Map {
-                ids: HashMap::with_capacity(count),
+                ids: HashMap::with_capacity_and_hasher(count, PageIdHash::default()),
                 hand: 0,
             }),
             hits: AtomicU64::new(0),

@@ -80,6 +80,33 @@ impl PageId {
     }
 }
 
+/// Hashes page ids for the buffer pool's map with one multiplication instead of `SipHash`
+/// (every page access looks its frame up under the map lock). Page ids are not chosen by an
+/// adversary that could aim collisions at it.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PageIdHasher(u64);
+
+impl std::hash::Hasher for PageIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        // Fibonacci hashing: an odd multiplier spreads sequential ids over the high bits
+        // (hashbrown's tag) and keeps the low bits (its bucket index) a permutation.
+        self.0 = (self.0 ^ id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+}
+
+/// Builds [`PageIdHasher`]s.
+pub(crate) type PageIdHash = std::hash::BuildHasherDefault<PageIdHasher>;
+
 impl fmt::Display for PageId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "page {}", self.0)
@@ -352,6 +379,24 @@ impl DerefMut for PageBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_id_hashes_spread_sequential_ids_over_tags_and_buckets() {
+        use std::hash::BuildHasher;
+        let hash = PageIdHash::default();
+        let hashes: Vec<u64> = (1..=4096u64).map(|id| hash.hash_one(PageId(id))).collect();
+        let distinct: std::collections::BTreeSet<_> = hashes.iter().collect();
+        assert_eq!(distinct.len(), hashes.len(), "sequential ids collide");
+        // hashbrown takes its 7-bit tag from the top bits and the bucket from the low bits.
+        let tags: std::collections::BTreeSet<_> = hashes.iter().map(|h| h >> 57).collect();
+        assert_eq!(tags.len(), 128, "tags: {}", tags.len());
+        let buckets: std::collections::BTreeSet<_> = hashes.iter().map(|h| h & 1023).collect();
+        assert!(
+            buckets.len() >= 1000,
+            "buckets of 1024 used: {}",
+            buckets.len()
+        );
+    }
 
     #[test]
     fn seal_then_validate_round_trip() {
