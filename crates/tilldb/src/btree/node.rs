@@ -407,7 +407,17 @@ impl<'a> NodeRef<'a> {
     /// The key of cell `index`.
     #[must_use]
     pub fn key(&self, index: usize) -> &'a [u8] {
-        cell_key(self.kind, self.cell(index))
+        // Straight from the cell header (the search's inner loop): the node was checked when
+        // parsed, so the key lies inside its cell, and the slice is bounds-checked anyway.
+        let offset = self.cell_offset(index);
+        let start = offset
+            + match self.kind {
+                NodeKind::Leaf => LEAF_CELL_HEADER_BYTES,
+                NodeKind::Branch => BRANCH_CELL_HEADER_BYTES,
+            };
+        let key = &self.body[start..start + u16_at(self.body, offset)];
+        debug_assert_eq!(key, cell_key(self.kind, self.cell(index)));
+        key
     }
 
     /// Leaf: the value of cell `index`.
