@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 18] = [
+pub const ALL: [(&str, &str); 19] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -76,6 +76,10 @@ pub const ALL: [(&str, &str); 18] = [
     (
         "no-db-lock",
         "a database is opened without its exclusive lock: a second process opens it too",
+    ),
+    (
+        "durable-mark-at-write",
+        "the log publishes a record as durable once written: a Sync commit returns through the lock-free path before its flush",
     ),
     (
         "stale-redo-point",

@@ -129,6 +129,9 @@ impl Shared {
         assert!(target >= st.progress.written, "written lsn went backwards");
         st.progress.written = target;
         self.written_mark.store(target, Ordering::Release);
+        if crate::mutants::active("durable-mark-at-write") {
+            self.durable_mark.store(target, Ordering::Release);
+        }
         let closed = self.closed_by_write(st.progress.closed, shadow, open_from, target);
         assert!(
             closed >= st.progress.closed && closed <= target,
