@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub type TableId = u64;
 
 /// The value a key had before one commit, and that commit's lsn.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 struct Before {
     lsn: u64,
     value: Option<Vec<u8>>,
