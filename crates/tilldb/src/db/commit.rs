@@ -124,6 +124,7 @@ pub(super) fn commit_queued(db: &Db, changes: Changes, durability: Durability) -
             queue.queued.push(Arc::clone(&me));
             drop(queue);
             me.slot.park();
+            db.inner.wal.help_wake();
             let turn = std::mem::replace(&mut *me.turn.lock(), Turn::Waiting);
             match turn {
                 Turn::Finished(outcome) => return outcome,

@@ -28,6 +28,7 @@
 //! waiters it satisfied, plus the lowest-lsn waiter that can lead each free stage. Everyone
 //! else sleeps on.
 
+use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::Thread;
@@ -174,6 +175,44 @@ impl WaitSlot {
     }
 }
 
+/// Wakes a group of parked committers with the help of the ones already woken.
+///
+/// A flush releases tens of committers at once (27 per flush at 64 threads), and each wake-up
+/// is a futex call that costs the waker a few microseconds (on a VM, more when the woken
+/// thread's CPU is idle). Made by the flush leader alone they form a serial storm, and the
+/// last committer it releases starts tens of microseconds after the first. So the waking
+/// thread puts the group on the relay and wakes from it until it is empty, and every woken
+/// committer wakes one more ([`Relay::help`]) before it goes on: the wake-ups spread over the
+/// CPUs. Measured in docs/benchmarks.md ("Woken committers wake the next").
+///
+/// A slot on the relay has left the waiters' queue and is woken exactly once, by whoever
+/// pops it; [`Relay::wake_all`] returns only once the relay was empty, so none is left behind.
+#[derive(Debug, Default)]
+pub(crate) struct Relay {
+    queue: Mutex<Vec<Arc<WaitSlot>>>,
+}
+
+impl Relay {
+    /// Wakes every slot in `slots` (removed from the waiters' queue by the caller), helped by
+    /// the threads it wakes. Call without the log's state lock held.
+    pub fn wake_all(&self, slots: Vec<Arc<WaitSlot>>) {
+        let mut slots = slots.into_iter();
+        let Some(first) = slots.next() else {
+            return;
+        };
+        self.queue.lock().extend(slots);
+        first.wake();
+        while self.help() {}
+    }
+
+    /// Wakes one slot waiting on the relay, if there is one; `true` if it did. A thread the
+    /// relay woke calls this once, before it goes on.
+    pub fn help(&self) -> bool {
+        let next = self.queue.lock().pop();
+        next.map(|slot| slot.wake()).is_some()
+    }
+}
+
 /// Which waiters (indices into `waiters`) to wake after a stage completed: every waiter whose
 /// need is met, plus the lowest-lsn waiter able to lead each stage that is free.
 pub(crate) fn wake_plan(progress: &Progress, waiters: &[(u64, Need)]) -> Vec<usize> {
@@ -300,6 +339,56 @@ mod tests {
         };
         assert_eq!(shadowing.role(15, Durable), Role::Wait);
         assert_eq!(wake_plan(&shadowing, &[(15, Durable)]), Vec::<usize>::new());
+    }
+
+    /// Parks a thread on a new slot; the receiver hears when it has woken.
+    fn parked_thread(relay: &Arc<Relay>) -> (Arc<WaitSlot>, std::sync::mpsc::Receiver<()>) {
+        let (slot_tx, slot_rx) = std::sync::mpsc::channel();
+        let (woke_tx, woke_rx) = std::sync::mpsc::channel();
+        let relay = Arc::clone(relay);
+        std::thread::spawn(move || {
+            let slot = WaitSlot::for_current_thread();
+            slot_tx.send(Arc::clone(&slot)).expect("the test waits");
+            slot.park();
+            relay.help();
+            woke_tx.send(()).expect("the test waits");
+        });
+        (slot_rx.recv().expect("the thread made its slot"), woke_rx)
+    }
+
+    /// A woken committer wakes the next one on the relay: the waker woke only the first.
+    #[test]
+    fn a_woken_thread_wakes_the_next_on_the_relay() {
+        let relay = Arc::new(Relay::default());
+        let (first, first_woke) = parked_thread(&relay);
+        let (second, second_woke) = parked_thread(&relay);
+        relay.queue.lock().push(second);
+        first.wake();
+        let wait = std::time::Duration::from_secs(10);
+        first_woke
+            .recv_timeout(wait)
+            .expect("the first thread woke");
+        second_woke
+            .recv_timeout(wait)
+            .expect("the first thread woke the second");
+        assert!(relay.queue.lock().is_empty());
+    }
+
+    /// `wake_all` leaves nobody parked, however the woken threads race it for the relay.
+    #[test]
+    fn wake_all_wakes_every_slot() {
+        let relay = Arc::new(Relay::default());
+        for _ in 0..20 {
+            let parked: Vec<_> = (0..8).map(|_| parked_thread(&relay)).collect();
+            let (slots, woke): (Vec<_>, Vec<_>) = parked.into_iter().unzip();
+            relay.wake_all(slots);
+            assert!(relay.queue.lock().is_empty());
+            for rx in woke {
+                rx.recv_timeout(std::time::Duration::from_secs(10))
+                    .expect("every slot woken");
+            }
+        }
+        relay.wake_all(Vec::new());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! and copy a record (no I/O, no allocation beyond an occasional buffer growth) and to hand
 //! stages over; every write, flush and segment preparation runs with it released.
 
-use super::group_commit::{Need, Progress, Role, WaitSlot, Waiter, wake_plan};
+use super::group_commit::{Need, Progress, Relay, Role, WaitSlot, Waiter, wake_plan};
 use super::reader::{self, ChainSegment, Recovery, WalRecord};
 use super::record::{self, HEADER_BYTES as RECORD_HEADER_BYTES, RecordKind};
 use super::segment::{self, Segment, SegmentHeader};
@@ -80,6 +80,8 @@ struct Shared {
     preparer_wake: Condvar,
     /// Signalled when the committers a flush released have all appended again.
     gather_done: Condvar,
+    /// Wakes the committers a stage released, helped by the ones it woke.
+    relay: Relay,
     appends: AtomicU64,
     writes: AtomicU64,
     flushes: AtomicU64,
@@ -402,6 +404,7 @@ impl Wal {
             background_wake: Condvar::new(),
             preparer_wake: Condvar::new(),
             gather_done: Condvar::new(),
+            relay: Relay::default(),
             appends: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
@@ -522,9 +525,13 @@ impl Wal {
         }
         now.extend(st.take_wakeups());
         drop(st);
-        for slot in now {
-            slot.wake();
-        }
+        self.shared.relay.wake_all(now);
+    }
+
+    /// Wakes one committer waiting on the log's wake-up relay, if any: called by a thread the
+    /// log may have woken (the commit queue's, `db/commit.rs`) once it is awake.
+    pub(crate) fn help_wake(&self) {
+        self.shared.relay.help();
     }
 
     /// `Err` once the log is poisoned (a write or flush failed), naming the failure.
@@ -681,15 +688,6 @@ fn need_of(durability: Durability) -> Option<Need> {
     }
 }
 
-/// Wakes the waiters a completed stage released, with the state lock released: unparking a
-/// hundred threads under the lock would make each of them block on it again as it wakes.
-fn wake_unlocked(st: &mut MutexGuard<'_, State>) {
-    let slots = st.take_wakeups();
-    if !slots.is_empty() {
-        MutexGuard::unlocked(st, || slots.iter().for_each(|slot| slot.wake()));
-    }
-}
-
 /// `Err(Corruption)` unless the recovered log reaches `start`: the caller (a checkpoint)
 /// promises it does, and a log that ends before it lost records the data file already depends
 /// on. Checked before any write, so nothing is appended at an lsn the data file has passed.
@@ -783,6 +781,15 @@ impl Shared {
             Need::Durable => &self.durable_mark,
         };
         mark.load(Ordering::Acquire) >= lsn
+    }
+
+    /// Wakes the waiters a completed stage released, with the state lock released: unparking
+    /// a hundred threads under the lock would make each of them block on it again as it wakes.
+    fn wake_unlocked(&self, st: &mut MutexGuard<'_, State>) {
+        let slots = st.take_wakeups();
+        if !slots.is_empty() {
+            MutexGuard::unlocked(st, || self.relay.wake_all(slots));
+        }
     }
 
     fn check_poison(&self) -> Result<()> {

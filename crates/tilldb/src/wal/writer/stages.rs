@@ -7,7 +7,7 @@
 use super::{
     Arc, Chunk, Duration, Error, GATHER_IDLE_MIN, GATHER_MAX, Instant, MutexGuard, Need, Ordering,
     RECORD_HEADER_BYTES, Result, Role, Shared, SlotCopy, State, TailGuard, WaitSlot, Waiter,
-    record, wake_unlocked,
+    record,
 };
 use crate::io::AlignedBuf;
 use crate::wal::segment::Segment;
@@ -45,7 +45,10 @@ impl Shared {
                         need,
                         slot: Arc::clone(&slot),
                     });
-                    MutexGuard::unlocked(&mut st, || slot.park());
+                    MutexGuard::unlocked(&mut st, || {
+                        slot.park();
+                        self.relay.help();
+                    });
                 }
             }
         }
@@ -145,7 +148,7 @@ impl Shared {
             self.durable_mark.store(target, Ordering::Release);
             st.check_tail_covered(self.block_bytes, self.options.tail);
         }
-        wake_unlocked(st);
+        self.wake_unlocked(st);
         Ok(())
     }
 
@@ -284,7 +287,7 @@ impl Shared {
                 .filter(|w| w.need == Need::Durable && w.lsn <= target)
                 .count();
         }
-        wake_unlocked(st);
+        self.wake_unlocked(st);
         Ok(())
     }
 
