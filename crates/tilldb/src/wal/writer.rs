@@ -1,17 +1,18 @@
 //! [`Wal`]: appending, group commit, durability levels, the background flusher, segment
-//! switching and recycling, fail-stop on I/O errors.
+//! switching and recycling, fail-stop on I/O errors. Opening is in `open.rs`, the locked state
+//! in `state.rs`, the write and flush stages in `stages.rs`, segment switching in `spare.rs`.
 //!
 //! Locking: one mutex (`Shared::state`) guards everything below. It is held to reserve an lsn
 //! and copy a record (no I/O, no allocation beyond an occasional buffer growth) and to hand
 //! stages over; every write, flush and segment preparation runs with it released.
 
-use super::group_commit::{Need, Progress, Relay, Role, WaitSlot, Waiter, wake_plan};
-use super::reader::{self, ChainSegment, Recovery, WalRecord};
+use super::group_commit::{Need, Relay, Role, WaitSlot, Waiter};
+use super::reader::{self, ChainSegment, WalRecord};
 use super::record::{self, HEADER_BYTES as RECORD_HEADER_BYTES, RecordKind};
 use super::segment::{self, Segment, SegmentHeader};
 use super::{Lsn, TailGuard, WalOptions};
 use crate::error::{Error, IoOp, Result};
-use crate::io::{AlignedBuf, AlignedVec, IoGeometry, Storage, parent_dir};
+use crate::io::Storage;
 use crate::{Durability, FlushMethod};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::path::{Path, PathBuf};
@@ -20,8 +21,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod open;
 mod spare;
 mod stages;
+mod state;
+
+use state::{Chunk, SlotCopy, State, TailSlots};
 
 /// The write-ahead log. Share it between threads with `Arc`; dropping it flushes what was
 /// appended (errors ignored; call [`Wal::close`] to see them).
@@ -94,17 +99,6 @@ struct Shared {
     durable_mark: AtomicU64,
 }
 
-/// Bytes appended but not yet taken by a writer, for one segment.
-#[derive(Debug)]
-struct Chunk {
-    segment: Arc<Segment>,
-    /// Block-aligned offset of `buf[0]` in the segment file.
-    file_offset: u64,
-    /// Lsn of `buf[0]`.
-    start_lsn: u64,
-    buf: AlignedVec,
-}
-
 /// Free segments kept for recycling after a release; more are deleted.
 const FREE_SEGMENTS_KEPT: usize = 4;
 /// Longest a flush leader waits for released committers to return (see `Shared::gather`).
@@ -117,357 +111,7 @@ const CHUNK_BYTES_INITIAL: usize = 64 << 10;
 /// segment switch.
 const BUFFERS_POOLED: usize = 4;
 
-#[derive(Debug)]
-struct State {
-    progress: Progress,
-    /// Pending bytes in lsn order; the last chunk is the one appends go to. Never empty.
-    chunks: Vec<Chunk>,
-    /// The next segment, prepared ahead with base = the active segment's end.
-    spare: Option<Arc<Segment>>,
-    preparing: bool,
-    next_generation: u64,
-    /// Generations of segments free for recycling.
-    free: Vec<u64>,
-    /// Segments written since the last flush stage began.
-    dirty: Vec<Arc<Segment>>,
-    /// Cleared chunk buffers kept for reuse, so the commit path does not allocate.
-    buffers: Vec<AlignedVec>,
-    /// Closed segments of the log, oldest first, for reading and release.
-    chain: Vec<ChainSegment>,
-    waiters: Vec<Waiter>,
-    /// Committers the last flush released that have not appended since (see `gather`).
-    returning: usize,
-    /// Recent flush stage duration, an exponentially weighted average.
-    flush_ns_ewma: u64,
-    poisoned: bool,
-    /// The failure that poisoned the log, for the errors everyone else gets.
-    poison_cause: Option<String>,
-    closing: bool,
-    /// What the tail slots of the active segment hold (`TailGuard::Slots`).
-    slots: TailSlots,
-    /// A block-sized buffer for slot writes, kept between writes.
-    slot_buf: Option<AlignedBuf>,
-}
-
-/// Which tail slot holds which copy (`slot.rs`). A write goes to the slot that is not
-/// `durable`, so that slot's copy survives any tear of the write.
-#[derive(Debug, Default, Clone, Copy)]
-struct TailSlots {
-    /// The newest copy a completed flush made durable.
-    durable: Option<SlotCopy>,
-    /// The newest copy written since, not yet covered by a completed flush.
-    written: Option<SlotCopy>,
-}
-
-/// A copy of a tail block in a slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct SlotCopy {
-    generation: u64,
-    index: usize,
-    /// Lsn of the block's first byte.
-    block_lsn: u64,
-    /// Lsn after the last byte copied.
-    end: u64,
-}
-
-impl TailSlots {
-    /// The slot the next copy of a tail block in segment `generation` goes to.
-    fn next(&self, generation: u64) -> usize {
-        match self.durable {
-            Some(d) if crate::mutants::active("slot-overwrites-durable-copy") => d.index,
-            Some(d) if d.generation == generation => 1 - d.index,
-            _ => 0,
-        }
-    }
-}
-
-impl State {
-    fn active(&self) -> &Chunk {
-        self.chunks.last().expect("there is always an active chunk")
-    }
-
-    /// A cleared buffer from the pool, or a new one.
-    fn buffer(&mut self) -> AlignedVec {
-        self.buffers
-            .pop()
-            .unwrap_or_else(|| AlignedVec::with_capacity(CHUNK_BYTES_INITIAL))
-    }
-
-    /// Returns a written chunk's buffer to the pool (at most `BUFFERS_POOLED` are kept).
-    fn recycle_buffer(&mut self, mut buf: AlignedVec) {
-        if self.buffers.len() < BUFFERS_POOLED {
-            buf.clear();
-            self.buffers.push(buf);
-        }
-    }
-
-    /// Asserts the invariant tail slots keep: every acknowledged (durable) record in the
-    /// active segment's partly filled block has a durable copy in a slot, so a tear of the
-    /// block's rewrite at home cannot destroy it.
-    fn check_tail_covered(&self, block_bytes: u32, tail: TailGuard) {
-        if tail != TailGuard::Slots {
-            return;
-        }
-        let durable = self.progress.durable;
-        let header = &self.active().segment.header;
-        if durable <= header.base_lsn {
-            return;
-        }
-        let into = (durable - header.base_lsn) % u64::from(block_bytes);
-        if into == 0 {
-            return;
-        }
-        let block_lsn = durable - into;
-        assert!(
-            self.slots
-                .durable
-                .is_some_and(|d| d.generation == header.generation
-                    && d.block_lsn == block_lsn
-                    && d.end >= durable),
-            "durable lsn {durable} in block {block_lsn} of generation {} without a durable \
-             slot copy: {:?}",
-            header.generation,
-            self.slots
-        );
-    }
-
-    fn pending_bytes(&self) -> usize {
-        self.chunks.iter().map(|c| c.buf.len()).sum()
-    }
-
-    /// Records a segment in the chain once appends have moved past it.
-    fn close_segment_if_done(&mut self, segment: &Arc<Segment>) {
-        if Arc::ptr_eq(&self.active().segment, segment) {
-            return;
-        }
-        if self
-            .chain
-            .last()
-            .is_none_or(|c| c.header.generation < segment.header.generation)
-        {
-            self.chain.push(ChainSegment {
-                header: segment.header,
-                path: segment.path.clone(),
-                end_lsn: segment.end_lsn(),
-            });
-        }
-    }
-
-    /// Removes from the queue the waiters a completed stage satisfied, and one leader per free
-    /// stage, for the caller to wake.
-    fn take_wakeups(&mut self) -> Vec<Arc<WaitSlot>> {
-        let keys: Vec<(u64, Need)> = self.waiters.iter().map(|w| (w.lsn, w.need)).collect();
-        let mut wake = wake_plan(&self.progress, &keys);
-        wake.sort_unstable_by(|a, b| b.cmp(a));
-        wake.into_iter()
-            .map(|i| self.waiters.swap_remove(i).slot)
-            .collect()
-    }
-
-    /// Fail-stop: after a failed write or flush nothing more is acknowledged until reopen.
-    /// The caller gets the original error; everyone else gets `Poisoned`. Never retried: a
-    /// failed fsync may have dropped the data it was meant to save.
-    fn poison(&mut self, error: Error) -> Error {
-        self.poisoned = true;
-        if self.poison_cause.is_none() {
-            tracing::error!(
-                target: "tilldb",
-                cause = %error,
-                "log stopped after a failed write or flush (fail-stop); reopen to recover"
-            );
-            self.poison_cause = Some(error.to_string());
-        }
-        for w in self.waiters.drain(..) {
-            w.slot.wake();
-        }
-        error
-    }
-
-    fn check_invariants(&self, block: u32) {
-        self.progress.check_invariants();
-        assert!(!self.chunks.is_empty());
-        for c in &self.chunks {
-            assert!(
-                c.file_offset.is_multiple_of(u64::from(block)),
-                "chunk not block-aligned"
-            );
-            assert!(c.start_lsn >= c.segment.header.base_lsn);
-        }
-        let active = self.active();
-        assert_eq!(
-            active.start_lsn + active.buf.len() as u64,
-            self.progress.appended,
-            "active chunk end"
-        );
-        assert!(self.waiters.len() <= 1 << 20, "waiter queue bound");
-    }
-}
-
 impl Wal {
-    /// Opens the log in `dir` (created if missing), recovers it, and starts a fresh segment for
-    /// new records. Returns what recovery found.
-    pub fn open(
-        storage: Arc<dyn Storage>,
-        dir: &Path,
-        options: WalOptions,
-    ) -> Result<(Wal, Recovery)> {
-        Self::open_from(storage, dir, options, None)
-    }
-
-    /// Like [`Wal::open`], for a caller that needs nothing before `start` (a checkpoint):
-    /// recovery reads only the segments from the one holding `start`; older ones are free.
-    pub fn open_from(
-        storage: Arc<dyn Storage>,
-        dir: &Path,
-        options: WalOptions,
-        start: Option<Lsn>,
-    ) -> Result<(Wal, Recovery)> {
-        storage.create_dir_all(dir)?;
-        storage.flush_dir(&parent_dir(dir))?;
-        let scan = reader::scan(&*storage, dir, start)?;
-        check_begins(&scan, start)?;
-        check_reaches(&scan.recovery, dir, start)?;
-        let facts = storage.device_facts(dir)?;
-        let stored_block = scan.chain.first().map(|s| s.header.log_block_bytes);
-        let geometry = IoGeometry::resolve(
-            &facts,
-            options.flush_method,
-            stored_block.or(options.log_block_bytes),
-            16384,
-        )?;
-        let block = geometry.log_block_bytes;
-        if options.segment_bytes < 8 * u64::from(block)
-            || !options.segment_bytes.is_multiple_of(u64::from(block))
-        {
-            return Err(Error::InvalidOptions(format!(
-                "segment size {} must be a multiple of the log block ({block}) and at least 8 blocks",
-                options.segment_bytes
-            )));
-        }
-        let recovery = scan.recovery.clone();
-        let mut free = scan.free;
-        let generation = next_generation(scan.max_generation, dir)?;
-        let header = SegmentHeader {
-            version: segment::VERSION,
-            log_block_bytes: block,
-            segment_bytes: options.segment_bytes,
-            generation,
-            base_lsn: recovery.end_lsn.0,
-        };
-        let first = Arc::new(prepare_segment(
-            &*storage,
-            dir,
-            options.flush_method,
-            header,
-            free.pop(),
-        )?);
-        let chunk = Chunk {
-            file_offset: u64::from(block),
-            start_lsn: header.base_lsn,
-            buf: AlignedVec::with_capacity(64 << 10),
-            segment: first,
-        };
-        let progress = Progress {
-            appended: header.base_lsn,
-            written: header.base_lsn,
-            closed: header.base_lsn,
-            durable: header.base_lsn,
-            ..Progress::default()
-        };
-        let state = State {
-            progress,
-            chunks: vec![chunk],
-            spare: None,
-            preparing: false,
-            next_generation: header.generation + 1,
-            free,
-            dirty: Vec::new(),
-            buffers: Vec::new(),
-            chain: scan.chain,
-            waiters: Vec::new(),
-            returning: 0,
-            flush_ns_ewma: 0,
-            poisoned: false,
-            poison_cause: None,
-            closing: false,
-            slots: TailSlots::default(),
-            slot_buf: None,
-        };
-        let shared = Arc::new(Shared {
-            storage,
-            dir: dir.to_path_buf(),
-            method: options.flush_method,
-            block_bytes: block,
-            options,
-            state: Mutex::new(state),
-            spare_ready: Condvar::new(),
-            background_wake: Condvar::new(),
-            preparer_wake: Condvar::new(),
-            gather_done: Condvar::new(),
-            relay: Relay::default(),
-            appends: AtomicU64::new(0),
-            writes: AtomicU64::new(0),
-            flushes: AtomicU64::new(0),
-            bytes_written: AtomicU64::new(0),
-            log_bytes: AtomicU64::new(0),
-            written_mark: AtomicU64::new(header.base_lsn),
-            durable_mark: AtomicU64::new(header.base_lsn),
-        });
-        let wal = Wal {
-            shared,
-            background: Mutex::new(Vec::new()),
-        };
-        wal.start_threads(dir)?;
-        Ok((wal, recovery))
-    }
-
-    /// Starts the interval flusher and the segment preparer. On failure the threads already
-    /// started are stopped when the caller drops the log.
-    fn start_threads(&self, dir: &Path) -> Result<()> {
-        if !self.shared.options.background_threads {
-            return Ok(());
-        }
-        for (name, body) in [
-            ("tilldb-wal-flush", Shared::background as fn(&Shared)),
-            ("tilldb-wal-prep", Shared::preparer),
-        ] {
-            let worker = Arc::clone(&self.shared);
-            let handle = std::thread::Builder::new()
-                .name(name.into())
-                .spawn(move || {
-                    // A panic here (a failed assertion: a bug) stops the log, as a failed
-                    // write would, instead of leaving committers waiting for it forever.
-                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        body(&worker);
-                    }));
-                    if let Err(panic) = run {
-                        let what = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| (*s).to_owned())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_default();
-                        let source = std::io::Error::other(format!(
-                            "the log's background thread {name} panicked (a bug in tilldb): \
-                             {what}"
-                        ));
-                        let error = Error::Io {
-                            op: crate::IoOp::Write,
-                            path: worker.dir.clone(),
-                            source,
-                        };
-                        worker.state.lock().poison(error);
-                    }
-                })
-                .map_err(|source| Error::Io {
-                    op: crate::IoOp::Create,
-                    path: dir.to_path_buf(),
-                    source,
-                })?;
-            self.background.lock().push(handle);
-        }
-        Ok(())
-    }
-
     /// Largest payload one record can carry with these options.
     #[must_use]
     pub fn max_payload_bytes(&self) -> usize {
@@ -686,61 +330,6 @@ fn need_of(durability: Durability) -> Option<Need> {
         Durability::Buffered => Some(Need::Written),
         Durability::Lazy => None,
     }
-}
-
-/// `Err(Corruption)` unless the recovered log reaches `start`: the caller (a checkpoint)
-/// promises it does, and a log that ends before it lost records the data file already depends
-/// on. Checked before any write, so nothing is appended at an lsn the data file has passed.
-fn check_reaches(recovery: &Recovery, dir: &Path, start: Option<Lsn>) -> Result<()> {
-    match start {
-        Some(start) if recovery.end_lsn < start => {
-            let (file, offset) = recovery
-                .stop
-                .as_ref()
-                .map_or((dir.to_path_buf(), 0), |s| (s.path.clone(), s.offset));
-            Err(Error::Corruption {
-                file,
-                offset,
-                what: "the log ends before the checkpoint lsn its header names (damaged or \
-                       missing log records the data file depends on)",
-            })
-        }
-        _ => Ok(()),
-    }
-}
-
-/// `Err(LogMissing)` when the log begins after `start`: the caller (a checkpoint) promises
-/// that redo from `start` rebuilds the data file, and the segments holding the records from
-/// there to the first one present are gone (removed by hand, lost with a directory entry).
-/// Starting redo later would drop those records' commits without a word. Checked before any
-/// write.
-fn check_begins(scan: &reader::Scan, start: Option<Lsn>) -> Result<()> {
-    let (Some(start), Some(first)) = (start, scan.chain.first()) else {
-        return Ok(());
-    };
-    assert_eq!(
-        scan.recovery.start_lsn.0, first.header.base_lsn,
-        "the log starts at its first segment's base"
-    );
-    if first.header.base_lsn > start.0 {
-        return Err(Error::LogMissing {
-            file: first.path.clone(),
-            from_lsn: start.0,
-            to_lsn: first.header.base_lsn,
-        });
-    }
-    Ok(())
-}
-
-/// The generation after `max` (the highest a segment name in `dir` claims).
-fn next_generation(max: u64, dir: &Path) -> Result<u64> {
-    max.checked_add(1)
-        .filter(|&g| g <= segment::GENERATION_MAX)
-        .ok_or_else(|| Error::Corruption {
-            file: dir.to_path_buf(),
-            offset: 0,
-            what: "a log segment's name claims a generation no log reaches (found by fuzzing)",
-        })
 }
 
 fn prepare_segment(
