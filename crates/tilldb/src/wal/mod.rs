@@ -69,6 +69,7 @@
 
 pub(crate) mod follow;
 mod group_commit;
+mod inspect;
 mod reader;
 pub mod record;
 pub mod segment;
@@ -76,10 +77,8 @@ pub mod slot;
 mod writer;
 
 pub(crate) use group_commit::WaitSlot;
-pub use reader::{
-    LogEvent, LogInspection, Recovery, RecoveryStop, SegmentFile, SegmentRole, WalRecord,
-    inspect_log,
-};
+pub use inspect::{LogInspection, SegmentFile, SegmentRole, inspect_log};
+pub use reader::{LogEvent, Recovery, RecoveryStop, WalRecord};
 pub use record::RecordKind;
 pub use segment::SegmentHeader;
 pub(crate) use segment::{HeaderState, parse_segment_name};
