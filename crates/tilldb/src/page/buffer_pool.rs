@@ -21,11 +21,15 @@
 
 use super::{PageBuf, PageId, PageIdHash, PageKind};
 use crate::error::{Error, Result};
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fmt;
-use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+mod guards;
+mod writeback;
+
+pub use guards::{PageRead, PageWrite};
 
 /// What the pool needs from the rest of the engine.
 pub trait Backend: Send + Sync {
@@ -137,73 +141,6 @@ impl fmt::Debug for BufferPool {
             self.frames.len(),
             self.page_bytes
         )
-    }
-}
-
-/// A page held for reading. The page cannot change or leave the pool while this lives.
-pub struct PageRead<'a> {
-    pool: &'a BufferPool,
-    frame: usize,
-    guard: RwLockReadGuard<'a, FrameData>,
-}
-
-/// A page held for changing; it becomes dirty and *unlogged* until [`BufferPool::stamp`].
-pub struct PageWrite<'a> {
-    pool: &'a BufferPool,
-    frame: usize,
-    guard: RwLockWriteGuard<'a, FrameData>,
-}
-
-impl fmt::Debug for PageRead<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PageRead(frame {}, {:?})", self.frame, **self)
-    }
-}
-
-impl fmt::Debug for PageWrite<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PageWrite(frame {}, {:?})", self.frame, **self)
-    }
-}
-
-impl Deref for PageRead<'_> {
-    type Target = PageBuf;
-    fn deref(&self) -> &PageBuf {
-        self.guard
-            .page
-            .as_ref()
-            .expect("a pinned frame holds its page")
-    }
-}
-
-impl Drop for PageRead<'_> {
-    fn drop(&mut self) {
-        self.pool.unpin(self.frame);
-    }
-}
-
-impl Deref for PageWrite<'_> {
-    type Target = PageBuf;
-    fn deref(&self) -> &PageBuf {
-        self.guard
-            .page
-            .as_ref()
-            .expect("a pinned frame holds its page")
-    }
-}
-
-impl DerefMut for PageWrite<'_> {
-    fn deref_mut(&mut self) -> &mut PageBuf {
-        self.guard
-            .page
-            .as_mut()
-            .expect("a pinned frame holds its page")
-    }
-}
-
-impl Drop for PageWrite<'_> {
-    fn drop(&mut self) {
-        self.pool.unpin(self.frame);
     }
 }
 
@@ -528,143 +465,9 @@ impl BufferPool {
         }
     }
 
-    /// The write-ahead rule, then the write.
-    fn write_back(&self, pages: &mut [PageBuf]) -> Result<()> {
-        let max_lsn = pages.iter().map(PageBuf::lsn).max().unwrap_or(0);
-        let durable = if crate::mutants::active("page-before-log") {
-            max_lsn
-        } else {
-            self.backend.log_durable_to(max_lsn)?
-        };
-        for page in pages.iter() {
-            assert!(
-                page.lsn() <= durable,
-                "{} lsn {} written before the log is durable ({durable})",
-                page.id(),
-                page.lsn()
-            );
-        }
-        self.backend.write_pages(pages)?;
-        self.pages_written
-            .fetch_add(pages.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
     fn unpin(&self, frame: usize) {
         let before = self.frames[frame].pins.fetch_sub(1, Ordering::AcqRel);
         assert!(before > 0, "unpin of unpinned frame {frame}");
-    }
-
-    /// Writes back up to `max` dirty, logged pages in one batch; returns how many. Pages
-    /// changed again while being written stay dirty.
-    pub fn flush_dirty(&self, max: usize) -> Result<usize> {
-        self.flush_dirty_where(max, u64::MAX)
-    }
-
-    /// Writes back up to `max` dirty, logged pages whose redo point is before `before`
-    /// (checkpoints: every change logged before their start). Returns how many.
-    pub fn flush_dirty_before(&self, before: u64, max: usize) -> Result<usize> {
-        self.flush_dirty_where(max, before)
-    }
-
-    fn flush_dirty_where(&self, max: usize, before: u64) -> Result<usize> {
-        // Any change made to a page after its copy below is logged by a record appended after
-        // the copy, so one starting at or after this: the redo point of a page changed again
-        // while it is written back (see the loop after `write_back`).
-        let floor = self.backend.log_end();
-        let mut batch: Vec<(usize, PageBuf)> = Vec::new();
-        for (i, f) in self.frames.iter().enumerate() {
-            if batch.len() >= max {
-                break;
-            }
-            if !f.dirty.load(Ordering::Acquire) || f.unlogged.load(Ordering::Acquire) {
-                continue;
-            }
-            let data = f.data.read();
-            if data.dirty
-                && !f.unlogged.load(Ordering::Acquire)
-                && data.rec_lsn.is_some_and(|r| r < before)
-            {
-                batch.push((i, data.page.clone().expect("a dirty frame holds its page")));
-            }
-        }
-        if batch.is_empty() {
-            return Ok(0);
-        }
-        let mut pages: Vec<PageBuf> = batch.iter().map(|(_, p)| p.clone()).collect();
-        self.write_back(&mut pages)?;
-        for ((i, copy), _) in batch.iter().zip(&pages) {
-            let f = &self.frames[*i];
-            let mut data = f.data.write();
-            let same = data
-                .page
-                .as_ref()
-                .is_some_and(|p| p.id() == copy.id() && p.lsn() == copy.lsn())
-                && !f.unlogged.load(Ordering::Acquire);
-            if same {
-                data.dirty = false;
-                data.rec_lsn = None;
-                f.dirty.store(false, Ordering::Release);
-            } else if data.dirty && data.page.as_ref().is_some_and(|p| p.id() == copy.id()) {
-                // Changed again since the copy: the copy holds every change before `floor`,
-                // so redo for this page need only start there. Keeping the old redo point
-                // made checkpoints stall under hot pages (issue 21): a page always changed
-                // again never moved the checkpoint's redo point. (Not dirty: another
-                // write-back cleaned it meanwhile, and a commit changing it now stamps its
-                // own redo point.)
-                if !crate::mutants::active("stale-redo-point") {
-                    data.rec_lsn = data.rec_lsn.map(|r| r.max(floor));
-                }
-                self.changed_during_write_back
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        Ok(batch.len())
-    }
-
-    /// Makes the backend's record of the lsns written durable (checkpoints, before their
-    /// header).
-    pub fn save_ledger(&self) -> Result<()> {
-        self.backend.save_ledger()
-    }
-
-    /// Writes back every dirty, logged page (checkpoints). Returns how many.
-    pub fn flush_all(&self) -> Result<usize> {
-        let mut total = 0;
-        loop {
-            let n = self.flush_dirty(256)?;
-            total += n;
-            if n == 0 {
-                return Ok(total);
-            }
-            assert!(
-                total <= self.frames.len() * 64,
-                "flush_all does not converge"
-            );
-        }
-    }
-
-    /// The lowest `rec_lsn` of any dirty page: redo from here replays every change not yet
-    /// in the data file. `None` when nothing is dirty.
-    #[must_use]
-    pub fn min_rec_lsn(&self) -> Option<u64> {
-        self.frames
-            .iter()
-            .filter(|f| f.dirty.load(Ordering::Acquire))
-            .filter_map(|f| {
-                let d = f.data.read();
-                if d.dirty { d.rec_lsn } else { None }
-            })
-            .min()
-    }
-
-    /// Number of dirty frames.
-    #[must_use]
-    pub fn dirty_count(&self) -> usize {
-        self.frames
-            .iter()
-            .filter(|f| f.dirty.load(Ordering::Acquire))
-            .count()
     }
 
     /// Checks that map and frames agree and that no guard is outstanding. For tests and
