@@ -33,13 +33,15 @@ impl fmt::Debug for PageWrite<'_> {
     }
 }
 
+/// The page of a pinned frame, which always holds one.
+fn held(data: &FrameData) -> &PageBuf {
+    data.page.as_ref().expect("a pinned frame holds its page")
+}
+
 impl Deref for PageRead<'_> {
     type Target = PageBuf;
     fn deref(&self) -> &PageBuf {
-        self.guard
-            .page
-            .as_ref()
-            .expect("a pinned frame holds its page")
+        held(&self.guard)
     }
 }
 
@@ -52,10 +54,7 @@ impl Drop for PageRead<'_> {
 impl Deref for PageWrite<'_> {
     type Target = PageBuf;
     fn deref(&self) -> &PageBuf {
-        self.guard
-            .page
-            .as_ref()
-            .expect("a pinned frame holds its page")
+        held(&self.guard)
     }
 }
 
