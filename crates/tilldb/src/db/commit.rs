@@ -123,8 +123,7 @@ pub(super) fn commit_queued(db: &Db, changes: Changes, durability: Durability) -
         if queue.leading {
             queue.queued.push(Arc::clone(&me));
             drop(queue);
-            me.slot.park();
-            db.inner.wal.help_wake();
+            db.inner.wal.park(&me.slot);
             let turn = std::mem::replace(&mut *me.turn.lock(), Turn::Waiting);
             match turn {
                 Turn::Finished(outcome) => return outcome,

@@ -177,12 +177,12 @@ impl WaitSlot {
 
 /// Wakes a group of parked committers with the help of the ones already woken.
 ///
-/// A flush releases tens of committers at once (27 per flush at 64 threads), and each wake-up
+/// A flush releases tens of committers at once (about 30 per flush at 64 threads), and each wake-up
 /// is a futex call that costs the waker a few microseconds (on a VM, more when the woken
 /// thread's CPU is idle). Made by the flush leader alone they form a serial storm, and the
 /// last committer it releases starts tens of microseconds after the first. So the waking
 /// thread puts the group on the relay and wakes from it until it is empty, and every woken
-/// committer wakes one more ([`Relay::help`]) before it goes on: the wake-ups spread over the
+/// committer wakes one more ([`Relay::help`], from `Wal::park`) before it goes on: the wake-ups spread over the
 /// CPUs. Measured in docs/benchmarks.md ("Woken committers wake the next").
 ///
 /// A slot on the relay has left the waiters' queue and is woken exactly once, by whoever

@@ -172,10 +172,11 @@ impl Wal {
         self.shared.relay.wake_all(now);
     }
 
-    /// Wakes one committer waiting on the log's wake-up relay, if any: called by a thread the
-    /// log may have woken (the commit queue's, `db/commit.rs`) once it is awake.
-    pub(crate) fn help_wake(&self) {
-        self.shared.relay.help();
+    /// Parks the calling thread on its `slot` until woken, then wakes one more committer
+    /// from the log's wake-up relay: how every committer the log may wake sleeps (the commit
+    /// queue's, `db/commit.rs`, as the log's own waiters in `wait`).
+    pub(crate) fn park(&self, slot: &WaitSlot) {
+        self.shared.park(slot);
     }
 
     /// `Err` once the log is poisoned (a write or flush failed), naming the failure.
@@ -379,6 +380,12 @@ impl Shared {
         if !slots.is_empty() {
             MutexGuard::unlocked(st, || self.relay.wake_all(slots));
         }
+    }
+
+    /// See [`Wal::park`].
+    fn park(&self, slot: &WaitSlot) {
+        slot.park();
+        self.relay.help();
     }
 
     fn check_poison(&self) -> Result<()> {

@@ -45,10 +45,7 @@ impl Shared {
                         need,
                         slot: Arc::clone(&slot),
                     });
-                    MutexGuard::unlocked(&mut st, || {
-                        slot.park();
-                        self.relay.help();
-                    });
+                    MutexGuard::unlocked(&mut st, || self.park(&slot));
                 }
             }
         }
