@@ -33,7 +33,7 @@
 
 use clap::Args;
 use serde_json::json;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -378,15 +378,7 @@ fn commit_forever(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut n = count_present(db, thread)?;
     let path = acks_path(dir, thread);
-    let ends_cut = std::fs::read(&path).is_ok_and(|b| b.last().is_some_and(|&c| c != b'\n'));
-    let mut log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)?;
-    if ends_cut {
-        // End a line a kill cut short, so the next number starts a line of its own.
-        log.write_all(b"\n")?;
-    }
+    let mut acks = crate::acks::AckFile::open(&path)?;
     loop {
         let value = n.to_le_bytes();
         let mut txn = db.begin()?;
@@ -395,9 +387,7 @@ fn commit_forever(
         let filler = (n ^ (thread as u64) << 40).wrapping_mul(0x9E37_79B9_7F4A_7C15) % FILLER_KEYS;
         txn.put(format!("f{filler:06}").as_bytes(), &[0xF1; 400])?;
         txn.commit_with(durability)?;
-        // One write call per line: `writeln!` made two (the number, then the newline), and a
-        // kill between them glued the next run's first number onto this one.
-        log.write_all(format!("{n}\n").as_bytes())?;
+        acks.ack(n)?;
         n += 1;
     }
 }
@@ -427,19 +417,7 @@ fn count_present(db: &Db, thread: usize) -> tilldb::Result<u64> {
 
 /// The highest acknowledged commit + 1 (0 if none).
 fn read_acks(acks: &Path) -> Result<u64, Box<dyn std::error::Error>> {
-    let Ok(file) = std::fs::File::open(acks) else {
-        return Ok(0);
-    };
-    let mut text = String::new();
-    std::io::BufReader::new(file).read_to_string(&mut text)?;
-    let mut last = None;
-    // Only lines ended by a newline count: a line without one was never wholly written.
-    for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
-        if let Ok(n) = line.trim().parse::<u64>() {
-            last = Some(n);
-        }
-    }
-    Ok(last.map_or(0, |n| n + 1))
+    Ok(crate::acks::read(acks)?.last().map_or(0, |n| n + 1))
 }
 
 /// How the oracle failed.

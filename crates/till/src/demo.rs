@@ -8,10 +8,9 @@
 //! reordered a transaction shows it: its total is not the sum of its sales.
 //!
 //! `--ack-file F` appends `<id>\n` after each sale's commit returned (at `Sync`: durable), so
-//! a test that kills the process knows what was acknowledged.
+//! a test that kills the process knows what was acknowledged (`acks.rs`: one write per line).
 
 use clap::Args;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tilldb::{Db, Options};
@@ -49,15 +48,11 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
             ..Options::default()
         },
     )?;
-    let mut ack = match &args.ack_file {
-        Some(path) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?,
-        ),
-        None => None,
-    };
+    let mut ack = args
+        .ack_file
+        .as_deref()
+        .map(crate::acks::AckFile::open)
+        .transpose()?;
     let last = db
         .get_in("totals", b"last")?
         .map(|v| String::from_utf8_lossy(&v).parse::<u64>())
@@ -90,8 +85,8 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         txn.put_in("totals", b"all", total.to_string().as_bytes())?;
         txn.put_in("totals", b"last", id.to_string().as_bytes())?;
         txn.commit()?;
-        if let Some(file) = &mut ack {
-            writeln!(file, "{id}")?;
+        if let Some(acks) = &mut ack {
+            acks.ack(id)?;
         }
         made += 1;
         if let Some(pace) = pace {

@@ -5,6 +5,7 @@
 //! database's log and facts without changing anything. `till diskcheck`: prove with a power
 //! cut and a second machine whether the disk keeps what each flush method acknowledged.
 
+mod acks;
 mod backup;
 mod check;
 mod compact;

@@ -303,11 +303,14 @@ fn check_till(client: &mut Client, url: &str, t: &mut Till) {
     assert!(last.ok, "the last shipper run: {}", last.text());
     let sales = db_rows(&db, "sales");
     let totals = db_rows(&db, "totals");
-    // Every acknowledged sale is in the till (or voided by a later sale that is).
+    // Every acknowledged sale is in the till (or voided by a later sale that is). Only
+    // lines ended by a newline count, as `till`'s own reader of these files does
+    // (`acks.rs`): a line without one was never wholly written.
     let acked: Vec<u64> = std::fs::read_to_string(&t.acks)
         .expect("acks")
-        .lines()
-        .filter_map(|l| l.parse().ok())
+        .split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .filter_map(|l| l.trim().parse().ok())
         .collect();
     let last_sale: u64 = String::from_utf8_lossy(&totals[&b"last".to_vec()])
         .parse()
