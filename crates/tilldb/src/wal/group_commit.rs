@@ -148,17 +148,34 @@ pub(crate) struct WaitSlot {
     thread: Thread,
 }
 
+thread_local! {
+    /// Each thread's one slot, reused by every wait it makes (see [`WaitSlot::for_current_thread`]).
+    static SLOT: Arc<WaitSlot> = Arc::new(WaitSlot {
+        woken: AtomicBool::new(false),
+        thread: std::thread::current(),
+    });
+}
+
 impl WaitSlot {
+    /// The calling thread's slot, made ready for one wait: not woken.
+    ///
+    /// One slot per thread, reused (a commit waits once or twice, and a new slot each time was
+    /// an allocation, often freed by another thread). Sound because a slot is woken exactly
+    /// once per wait it is registered for, and its thread leaves a wait only after seeing that
+    /// wake-up (`park`), so no wake-up meant for an earlier wait is still to come when the
+    /// next one starts here. A late `unpark` of the earlier wake-up is harmless: `park` sleeps
+    /// again until `woken`.
     pub fn for_current_thread() -> Arc<WaitSlot> {
-        Arc::new(WaitSlot {
-            woken: AtomicBool::new(false),
-            thread: std::thread::current(),
+        SLOT.with(|slot| {
+            slot.woken.store(false, Ordering::Relaxed);
+            Arc::clone(slot)
         })
     }
 
     /// Wakes the thread. Call after removing its waiter from the queue.
     pub fn wake(&self) {
-        self.woken.store(true, Ordering::Release);
+        let twice = self.woken.swap(true, Ordering::Release);
+        assert!(!twice, "a wait slot woken twice for one wait");
         self.thread.unpark();
     }
 
@@ -354,6 +371,35 @@ mod tests {
             woke_tx.send(()).expect("the test waits");
         });
         (slot_rx.recv().expect("the thread made its slot"), woke_rx)
+    }
+
+    /// A thread's next wait reuses its slot, and starts unwoken: the wake-up that ended the
+    /// last wait does not end this one.
+    #[test]
+    fn a_thread_reuses_its_slot_unwoken() {
+        let first = WaitSlot::for_current_thread();
+        first.wake();
+        first.park();
+        let second = WaitSlot::for_current_thread();
+        assert!(Arc::ptr_eq(&first, &second), "a new slot per wait");
+        assert!(
+            !second.woken.load(Ordering::Acquire),
+            "the next wait starts woken"
+        );
+        let other = std::thread::spawn(WaitSlot::for_current_thread)
+            .join()
+            .expect("the thread ran");
+        assert!(!Arc::ptr_eq(&first, &other), "two threads share a slot");
+    }
+
+    /// Waking a slot twice for one wait is a bug (with reused slots, the second wake-up would
+    /// end the thread's next wait early).
+    #[test]
+    #[should_panic(expected = "woken twice")]
+    fn a_slot_woken_twice_for_one_wait_panics() {
+        let slot = WaitSlot::for_current_thread();
+        slot.wake();
+        slot.wake();
     }
 
     /// A woken committer wakes the next one on the relay: the waker woke only the first.
