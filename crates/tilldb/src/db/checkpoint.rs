@@ -135,15 +135,14 @@ impl Db {
     }
 
     /// Runs a checkpoint when enough log was written since the last one, or any log and
-    /// `checkpoint_interval` went by, unless one is running. Requires: the caller holds no
-    /// writer lock.
-    pub(super) fn maybe_checkpoint(&self) -> Result<()> {
+    /// `checkpoint_interval` went by, unless one is running. `end` is the log end as the
+    /// caller knows it (a committer: its own commit's end; reading the log's own end would
+    /// take its lock on every commit). Requires: the caller holds no writer lock.
+    pub(super) fn maybe_checkpoint(&self, end: Lsn) -> Result<()> {
         let inner = &self.inner;
-        // Saturating: another thread's checkpoint may store a newer end between the two
-        // loads (the random tier met the overflow, seed 2132).
-        let since = inner
-            .wal
-            .end_lsn()
+        // Saturating: another thread's checkpoint may have ended past `end` (the random
+        // tier met the overflow, seed 2132).
+        let since = end
             .0
             .saturating_sub(inner.checkpoint_end.load(Ordering::Acquire));
         let due = since >= inner.options.checkpoint_log_bytes

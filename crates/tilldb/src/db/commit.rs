@@ -92,7 +92,12 @@ pub(super) struct CommitQueue {
 /// A commit waiting in the queue.
 #[derive(Debug)]
 struct Queued {
-    changes: Mutex<Option<Changes>>,
+    /// Read by the leader, not taken: the leader lets go of a commit before the log can wake
+    /// it, so the committer's own thread usually drops it last, and the allocations a
+    /// transaction made go back to the thread that made them, whose allocator cache serves
+    /// its next transaction (freed by the leader, they went through the allocator's shared
+    /// arenas; docs/benchmarks.md, "Allocations freed where they were made").
+    changes: Changes,
     durability: Durability,
     turn: Mutex<Turn>,
     slot: Arc<WaitSlot>,
@@ -113,7 +118,7 @@ enum Turn {
 /// the log woke).
 pub(super) fn commit_queued(db: &Db, changes: Changes, durability: Durability) -> Result<Lsn> {
     let me = Arc::new(Queued {
-        changes: Mutex::new(Some(changes)),
+        changes,
         durability,
         turn: Mutex::new(Turn::Waiting),
         slot: WaitSlot::for_current_thread(),
@@ -155,16 +160,15 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
         let mut i = 0;
         while i < leader.batch.len() && applied < LEAD_COMMITS_MAX {
             let queued = Arc::clone(&leader.batch[i]);
-            let changes = queued
-                .changes
-                .lock()
-                .take()
-                .expect("a queued commit is applied once");
+            assert!(
+                matches!(*queued.turn.lock(), Turn::Waiting),
+                "a queued commit is applied once"
+            );
             // Checked under the lock, before every commit: one that failed in this batch (or
             // anywhere) poisoned the database, and may have left pages half changed.
             let outcome = db
                 .check_poison()
-                .and_then(|()| apply(db, &mut alloc, &changes, queued.durability))
+                .and_then(|()| apply(db, &mut alloc, &queued.changes, queued.durability))
                 .map_err(|e| db.poison(e));
             applied += 1;
             i += 1;
@@ -297,9 +301,6 @@ pub(super) fn apply(
     durability: Durability,
 ) -> Result<Lsn> {
     let inner = &db.inner;
-    // A log that failed in the background (the interval flusher) fails this commit before
-    // it changes a page or the overlay.
-    inner.wal.check_poison()?;
     let exclusive = inner.tree_lock.write();
     // Tables this commit drops that exist, with their roots.
     let mut drops: Vec<(String, PageId)> = Vec::new();
@@ -321,7 +322,9 @@ pub(super) fn apply(
     // snapshot and at most this commit's lsn. A table this commit creates is hidden by
     // its catalog entry; its keys need no entries.
     // The log end now, under the writer lock: this commit's record starts at or after it.
-    let before = inner.wal.end_lsn().0;
+    // A log that failed in the background (the interval flusher) fails this commit here,
+    // before it changes a page or the overlay.
+    let before = inner.wal.end_lsn_checked()?.0;
     let provisional = before + 1;
     {
         let pages = db.read_pages();

@@ -271,7 +271,7 @@ impl<'db> Txn<'db> {
         }
         db.visible_through(lsn.0);
         // Outside the writer lock: the next writer goes on while pages are written back.
-        if let Err(e) = db.maybe_checkpoint() {
+        if let Err(e) = db.maybe_checkpoint(lsn) {
             db.poison(e);
         }
         // Dropped tables no snapshot can see any more (this commit's own drops, or older

@@ -267,44 +267,50 @@ impl BufferPool {
     /// Gives the pages changed by one log record that record's lsn: stamps their page lsn and
     /// allows them to be written back once the log is durable to it.
     pub fn stamp(&self, ids: &[PageId], lsn: u64, redo_from: u64) {
+        const AT_ONCE: usize = 8;
         assert!(
             redo_from < lsn,
             "redo point {redo_from} not before the record's end {lsn}"
         );
         // Look the frames up, then latch them without the map lock: a reader may hold a latch
         // while it pins its next page, which takes the map lock. Unlogged frames cannot be
-        // evicted meanwhile, so the lookups stay true.
-        let frames: Vec<(PageId, usize)> = {
-            let map = self.map.lock();
-            ids.iter()
-                .map(|id| {
-                    (
-                        *id,
-                        *map.ids
-                            .get(id)
-                            .unwrap_or_else(|| panic!("stamped {id} is not in the pool")),
-                    )
-                })
-                .collect()
-        };
-        for (id, frame) in frames {
-            let f = &self.frames[frame];
-            assert!(
-                f.unlogged.load(Ordering::Acquire),
-                "stamped {id} was not changed"
-            );
-            let mut data = f.data.write();
-            let page = data
-                .page
-                .as_mut()
-                .expect("an unlogged frame holds its page");
-            assert_eq!(page.id(), id, "unlogged frame {frame} changed pages");
-            page.set_lsn(lsn);
-            if data.rec_lsn.is_none() {
-                data.rec_lsn = Some(redo_from);
+        // evicted meanwhile, so the lookups stay true. A few at a time, on the stack: most
+        // commits change one or two pages.
+        for ids in ids.chunks(AT_ONCE) {
+            let mut frames = [0usize; AT_ONCE];
+            {
+                let map = self.map.lock();
+                for (frame, id) in frames.iter_mut().zip(ids) {
+                    *frame = *map
+                        .ids
+                        .get(id)
+                        .unwrap_or_else(|| panic!("stamped {id} is not in the pool"));
+                }
             }
-            f.unlogged.store(false, Ordering::Release);
+            for (&id, &frame) in ids.iter().zip(&frames) {
+                self.stamp_frame(id, frame, lsn, redo_from);
+            }
         }
+    }
+
+    /// Stamps page `id`, changed and not yet logged, in `frame`: see [`BufferPool::stamp`].
+    fn stamp_frame(&self, id: PageId, frame: usize, lsn: u64, redo_from: u64) {
+        let f = &self.frames[frame];
+        assert!(
+            f.unlogged.load(Ordering::Acquire),
+            "stamped {id} was not changed"
+        );
+        let mut data = f.data.write();
+        let page = data
+            .page
+            .as_mut()
+            .expect("an unlogged frame holds its page");
+        assert_eq!(page.id(), id, "unlogged frame {frame} changed pages");
+        page.set_lsn(lsn);
+        if data.rec_lsn.is_none() {
+            data.rec_lsn = Some(redo_from);
+        }
+        f.unlogged.store(false, Ordering::Release);
     }
 
     /// Pins the frame holding `id`, loading (or creating, with `kind`) the page on a miss.

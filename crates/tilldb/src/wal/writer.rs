@@ -202,6 +202,16 @@ impl Wal {
         Lsn(self.shared.state.lock().progress.appended)
     }
 
+    /// [`Wal::end_lsn`], or `Err` once the log is poisoned: both under one take of the log's
+    /// lock (a commit asks for both, and the lock is the log's most contended).
+    pub fn end_lsn_checked(&self) -> Result<Lsn> {
+        let st = self.shared.state.lock();
+        if st.poisoned {
+            return Err(Error::poisoned_by(st.poison_cause.as_deref()));
+        }
+        Ok(Lsn(st.progress.appended))
+    }
+
     /// Everything before this lsn is durable.
     #[must_use]
     pub fn durable_lsn(&self) -> Lsn {
