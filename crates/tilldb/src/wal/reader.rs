@@ -37,13 +37,16 @@
 
 use super::Lsn;
 use super::record::{self, RecordFault, RecordKind, RecordRef};
-use super::segment::{HeaderState, SegmentHeader, parse_segment_name};
+use super::segment::SegmentHeader;
 use super::slot;
 use crate::FlushMethod;
 use crate::error::{Error, Result};
 use crate::io::Storage;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod chain;
+
+use chain::{in_chain, read_headers, successor_of, superseded};
 
 /// One record read back from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,119 +303,6 @@ pub(super) fn read_header_block(storage: &dyn Storage, path: &Path) -> Result<Ve
 /// Older segments are free, and only headers of them are read.
 pub(crate) fn scan(storage: &dyn Storage, dir: &Path, start: Option<Lsn>) -> Result<Scan> {
     scan_visit(storage, dir, start, &mut |_| {})
-}
-
-/// Generations that a newer valid segment with the same base supersedes: the spare of a
-/// failed preparation (its flush failed), whose place the writer gave to the next generation.
-/// Its header can land in a power cut without its zeros, leaving it short. Only a short one
-/// is set aside: a full-length one with the same base can be a real segment the chain
-/// passes through (an empty segment recovery left, before the one opened after it).
-fn superseded(found: &[(u64, SegmentHeader, PathBuf)]) -> Vec<u64> {
-    found
-        .iter()
-        .filter(|(g, h, _)| {
-            found
-                .iter()
-                .any(|(g2, h2, _)| g2 > g && h2.base_lsn == h.base_lsn)
-        })
-        .map(|(g, _, _)| *g)
-        .collect()
-}
-
-/// Whether a segment whose header continues the chain (`bytes` its whole file) is in it: one
-/// shorter than its header says is corruption, unless it is `superseded` (a short spare of a
-/// failed preparation, which holds nothing).
-fn in_chain(bytes: &[u8], header: &SegmentHeader, path: &Path, superseded: bool) -> Result<bool> {
-    if bytes.len() as u64 == header.segment_bytes {
-        return Ok(true);
-    }
-    if superseded {
-        return Ok(false);
-    }
-    Err(Error::Corruption {
-        file: path.to_path_buf(),
-        offset: bytes.len() as u64,
-        what: "log segment is shorter than its header says",
-    })
-}
-
-/// The segment `header`'s `SegmentEnd` would have led to (its header and first bytes), for
-/// the durable marks of its first groups; `None` when there is none, or when a newer segment
-/// starts where this one stops: an open accepted this end before and went on from it (an
-/// empty tail segment recovery left, or a torn tail), so later segments belong to that later
-/// life (the random tier's seed 1028).
-fn successor_of(
-    storage: &dyn Storage,
-    segments: &[(u64, SegmentHeader, PathBuf)],
-    generation: u64,
-    header: &SegmentHeader,
-    stop: &RecoveryStop,
-) -> Result<Option<(SegmentHeader, Vec<u8>)>> {
-    let went_on = segments
-        .iter()
-        .any(|(g, h, _)| *g > generation && h.base_lsn == stop.lsn.0);
-    // Newest last, so the newest segment with that base wins.
-    let by_base: BTreeMap<u64, &(u64, SegmentHeader, PathBuf)> =
-        segments.iter().map(|s| (s.1.base_lsn, s)).collect();
-    match by_base.get(&(header.base_lsn + header.capacity())) {
-        Some((_, h, path)) if !went_on => Ok(Some((
-            *h,
-            read_prefix(storage, path, SUCCESSOR_PROBE_BYTES)?,
-        ))),
-        _ => Ok(None),
-    }
-}
-
-/// Reads every segment header in `dir`: the valid segments (generation, header, path), and
-/// the older segments whose header does not validate, with the error. Zeroed, recycled and
-/// newest-invalid segments go to `scan.free`; `scan.max_generation` is set.
-///
-/// A header that does not validate belongs to a segment whose preparation a crash cut short,
-/// if it is newer than every valid segment: a header is flushed before its segment is used.
-/// An older one is a preparation that failed (its flush, say), whose place a newer segment
-/// took, unless the chain needs it: then the chain has a gap below, and this header's damage
-/// is the error reported (`scan_visit`).
-#[allow(clippy::type_complexity)]
-fn read_headers(
-    storage: &dyn Storage,
-    dir: &Path,
-    scan: &mut Scan,
-) -> Result<(Vec<(u64, SegmentHeader, PathBuf)>, Vec<(u64, Error)>)> {
-    let mut found = Vec::new();
-    let mut invalid = Vec::new();
-    for name in storage.list_dir(dir)? {
-        let Some(generation) = parse_segment_name(&name) else {
-            continue;
-        };
-        scan.max_generation = scan.max_generation.max(generation);
-        let path = dir.join(&name);
-        let bytes = read_header_block(storage, &path)?;
-        match SegmentHeader::decode(&bytes, &path) {
-            Ok(HeaderState::Valid(h)) if h.generation == generation => {
-                found.push((generation, h, path));
-            }
-            // An interrupted create (zeros) or recycle (the old generation's header).
-            Ok(HeaderState::Zero | HeaderState::Valid(_)) => scan.free.push(generation),
-            // A whole, checksummed header of another log version: no crash writes one, and
-            // taking the segment as free would read a newer tilldb's log as missing.
-            Err(e @ Error::Corruption { offset, .. })
-                if offset == super::segment::VERSION_OFFSET as u64 =>
-            {
-                return Err(e);
-            }
-            Err(e) => invalid.push((generation, e)),
-        }
-    }
-    let newest_valid = found.iter().map(|(g, _, _)| *g).max().unwrap_or(0);
-    let mut invalid_older = Vec::new();
-    for (generation, error) in invalid {
-        if generation > newest_valid {
-            scan.free.push(generation);
-        } else {
-            invalid_older.push((generation, error));
-        }
-    }
-    Ok((found, invalid_older))
 }
 
 /// [`scan`], showing `visit` each segment of the chain, each valid record in it and where its
