@@ -150,10 +150,7 @@ pub(crate) struct WaitSlot {
 
 thread_local! {
     /// Each thread's one slot, reused by every wait it makes (see [`WaitSlot::for_current_thread`]).
-    static SLOT: Arc<WaitSlot> = Arc::new(WaitSlot {
-        woken: AtomicBool::new(false),
-        thread: std::thread::current(),
-    });
+    static SLOT: Arc<WaitSlot> = WaitSlot::new();
 }
 
 impl WaitSlot {
@@ -165,10 +162,21 @@ impl WaitSlot {
     /// wake-up (`park`), so no wake-up meant for an earlier wait is still to come when the
     /// next one starts here. A late `unpark` of the earlier wake-up is harmless: `park` sleeps
     /// again until `woken`.
+    ///
+    /// A thread whose thread-locals are being torn down (a commit from another thread-local's
+    /// destructor) gets a slot of its own.
     pub fn for_current_thread() -> Arc<WaitSlot> {
-        SLOT.with(|slot| {
+        SLOT.try_with(|slot| {
             slot.woken.store(false, Ordering::Relaxed);
             Arc::clone(slot)
+        })
+        .unwrap_or_else(|_| WaitSlot::new())
+    }
+
+    fn new() -> Arc<WaitSlot> {
+        Arc::new(WaitSlot {
+            woken: AtomicBool::new(false),
+            thread: std::thread::current(),
         })
     }
 
