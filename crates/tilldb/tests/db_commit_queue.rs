@@ -205,6 +205,80 @@ fn a_panic_while_leading_the_queue_fails_the_queued_commits_instead_of_hanging_t
     );
 }
 
+/// Found by review: a thread handed the lead (its wait slot woken once already, for the
+/// hand-over) that panicked while applying its own commit was woken again by its own unwind,
+/// the "woken twice" assertion fired inside that unwind, and the process aborted. Now its own
+/// commit is not woken, the commits queued behind it fail, and the database stops.
+#[test]
+fn a_leader_handed_the_lead_that_panics_fails_the_queue_instead_of_aborting() {
+    const MANY: usize = 300;
+    // The first leader applies 256 commits, then hands the lead to writer 256.
+    const HANDED: usize = 256;
+    let disk = SimDisk::new(SimConfig::default());
+    {
+        let db = open(&disk);
+        let mut txn = db.begin().expect("begin");
+        for i in 0..2_000usize {
+            txn.put(format!("filler-{i:05}").as_bytes(), &[b'f'; 100])
+                .expect("put");
+        }
+        txn.commit().expect("commit");
+        db.close().expect("close");
+    }
+    let db = open(&disk);
+    let mut reader = db.begin().expect("begin");
+    reader.get(b"filler-00000").expect("get"); // takes the writer lock, caches that leaf
+    let queued = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for i in 0..MANY {
+        let (db, arrived) = (db.clone(), Arc::clone(&queued));
+        // Writers before the handed one hit the cached leaf; it and later ones a cold one.
+        let key = if i < HANDED {
+            "filler-00000".to_owned()
+        } else {
+            format!("filler-01990-{i:04}")
+        };
+        handles.push(std::thread::spawn(move || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut txn = db.begin()?;
+                txn.put(key.as_bytes(), b"v")?;
+                arrived.fetch_add(1, Ordering::SeqCst);
+                txn.commit()
+            }))
+        }));
+        // Queue in spawn order: each writer reaches commit before the next starts.
+        while queued.load(Ordering::SeqCst) <= i {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // The handed leader's first page read from the data file panics.
+    disk.inject(Fault::once(IoKind::Read, 1, FaultKind::Panic).on_path("data"));
+    reader.rollback();
+    let outcomes: Vec<_> = handles
+        .into_iter()
+        .map(|h| h.join().expect("a writer's panic is caught in it"))
+        .collect();
+    let panicked: Vec<usize> = (0..MANY).filter(|&i| outcomes[i].is_err()).collect();
+    assert_eq!(
+        panicked,
+        vec![HANDED],
+        "the handed leader, and only it, panicked"
+    );
+    for (i, outcome) in outcomes.iter().enumerate().skip(HANDED + 1) {
+        assert!(
+            matches!(outcome, Ok(Err(Error::PoisonedBy { .. }))),
+            "writer {i}, queued behind the panicked leader: {outcome:?}"
+        );
+    }
+    let after = db.begin().map(drop);
+    assert!(
+        matches!(after, Err(Error::PoisonedBy { ref cause }) if cause.contains("panicked")),
+        "{after:?}"
+    );
+}
+
 /// A leader applies at most 256 commits for others, then hands the lead to the first one
 /// still queued: with 300 blind commits queued behind a transaction that read, at least two
 /// threads lead, and every commit returns and is there.

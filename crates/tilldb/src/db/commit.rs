@@ -106,11 +106,14 @@ struct Queued {
 /// What a queued commit's thread does when it wakes.
 #[derive(Debug)]
 enum Turn {
+    /// Not applied yet (and, for a queued commit, asleep until it is).
     Waiting,
     /// Lead the queue: the previous leader applied its share and handed over.
     Lead,
     /// Applied (its lsn) or failed; the wait for the log is the thread's own.
     Finished(Result<Lsn>),
+    /// The thread took its outcome: nothing is left to apply, hand over or wake.
+    Taken,
 }
 
 /// Commits `changes` without the writer lock held: through the queue. Returns the commit's
@@ -129,11 +132,14 @@ pub(super) fn commit_queued(db: &Db, changes: Changes, durability: Durability) -
             queue.queued.push(Arc::clone(&me));
             drop(queue);
             db.inner.wal.park(&me.slot);
-            let turn = std::mem::replace(&mut *me.turn.lock(), Turn::Waiting);
+            let turn = std::mem::replace(&mut *me.turn.lock(), Turn::Taken);
             match turn {
                 Turn::Finished(outcome) => return outcome,
-                Turn::Lead => {}
-                Turn::Waiting => unreachable!("woken before its commit was finished"),
+                // Not applied: it applies its own commit first, as the leader.
+                Turn::Lead => *me.turn.lock() = Turn::Waiting,
+                Turn::Waiting | Turn::Taken => {
+                    unreachable!("woken before its commit was finished: {turn:?}")
+                }
             }
         } else {
             queue.leading = true;
@@ -150,6 +156,7 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
     let mut alloc = db.inner.writer.lock();
     let mut leader = Leader {
         db,
+        me: Arc::clone(me),
         batch: vec![Arc::clone(me)],
         enlisted: Vec::new(),
         done: false,
@@ -181,15 +188,18 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
                 finish(&queued, outcome, &mut leader.enlisted);
             }
         }
-        // Not applied (the lead's share is done): back to the front of the queue.
+        // Not applied (the lead's share is done): back to the front of the queue, before
+        // anything else can unwind, so that `Leader::drop` finds them there.
         let rest = leader.batch.split_off(i);
         leader.batch.clear();
+        if !rest.is_empty() {
+            db.inner.commits.lock().queued.splice(0..0, rest);
+        }
         // The log learns of this round's commits now, so that a follower can lead the write
         // and flush of this round while this thread applies the next.
         leader.enlist();
         let mut queue = db.inner.commits.lock();
         assert!(queue.leading, "a leader without the lead");
-        queue.queued.splice(0..0, rest);
         if queue.queued.is_empty() {
             queue.leading = false;
             break;
@@ -212,7 +222,7 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
 
 /// The outcome the leader recorded for its own commit.
 fn take_outcome(me: &Queued) -> Result<Lsn> {
-    match std::mem::replace(&mut *me.turn.lock(), Turn::Waiting) {
+    match std::mem::replace(&mut *me.turn.lock(), Turn::Taken) {
         Turn::Finished(outcome) => outcome,
         turn => unreachable!("the leader's own commit not finished: {turn:?}"),
     }
@@ -242,6 +252,8 @@ fn hand(queued: &Queued, turn: Turn) {
 /// database is poisoned: the pages may be half changed.
 struct Leader<'a> {
     db: &'a Db,
+    /// The leader's own commit: its thread is the one unwinding, not a sleeper to wake.
+    me: Arc<Queued>,
     batch: Vec<Arc<Queued>>,
     /// Commits of this round applied for others, for the log to wake once it is enlisted.
     enlisted: Vec<Arc<Queued>>,
@@ -282,6 +294,9 @@ impl Drop for Leader<'_> {
         // Applied ones not yet enlisted fail too: nothing is acknowledged after the panic.
         let unenlisted: Vec<_> = self.enlisted.drain(..).collect();
         for queued in stranded {
+            if Arc::ptr_eq(&queued, &self.me) {
+                continue;
+            }
             let asleep = matches!(*queued.turn.lock(), Turn::Waiting)
                 || unenlisted.iter().any(|q| Arc::ptr_eq(q, &queued));
             if asleep {
