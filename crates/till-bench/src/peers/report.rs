@@ -427,14 +427,14 @@ fn print_targets(run: &PeersRun) {
         .rows
         .iter()
         .find(|r| r.engine == Engine::Rocksdb && r.threads == 64);
-    if let Some(rocksdb) = rocksdb.filter(|r| r.commits > 0) {
+    if let Some(rocksdb) = rocksdb.filter(|r| r.commits_per_sec() > 0.0) {
         let x = many.commits_per_sec() / rocksdb.commits_per_sec();
         println!(
             "  64 threads >= {ROCKSDB_TARGET} x RocksDB: {x:.2} x, {}",
             verdict(x >= ROCKSDB_TARGET)
         );
     }
-    if let Some(one) = one.filter(|r| r.commits > 0) {
+    if let Some(one) = one.filter(|r| r.commits_per_sec() > 0.0) {
         let x = many.commits_per_sec() / one.commits_per_sec();
         println!(
             "  64 threads >= {SCALING_TARGET} x 1 thread: {x:.2} x, {}",
