@@ -24,6 +24,24 @@ fn open(disk: &SimDisk) -> Db {
     .expect("open")
 }
 
+/// A database of 2,000 `filler-NNNNN` keys (several leaves), closed cleanly and opened
+/// again: nothing of it is cached yet.
+fn open_cold() -> (SimDisk, Db) {
+    let disk = SimDisk::new(SimConfig::default());
+    {
+        let db = open(&disk);
+        let mut txn = db.begin().expect("begin");
+        for i in 0..2_000usize {
+            txn.put(format!("filler-{i:05}").as_bytes(), &[b'f'; 100])
+                .expect("put");
+        }
+        txn.commit().expect("commit");
+        db.close().expect("close");
+    }
+    let db = open(&disk);
+    (disk, db)
+}
+
 fn key(i: usize) -> Vec<u8> {
     format!("writer-{i:03}").into_bytes()
 }
@@ -161,19 +179,7 @@ fn queued_commits_of_every_durability_return_and_the_sync_ones_are_durable() {
 /// database is stopped, since the leader may have left pages half changed.
 #[test]
 fn a_panic_while_leading_the_queue_fails_the_queued_commits_instead_of_hanging_them() {
-    let disk = SimDisk::new(SimConfig::default());
-    {
-        // Enough keys for several leaves, then a clean close: the next open starts cold.
-        let db = open(&disk);
-        let mut txn = db.begin().expect("begin");
-        for i in 0..2_000usize {
-            txn.put(format!("filler-{i:05}").as_bytes(), &[b'f'; 100])
-                .expect("put");
-        }
-        txn.commit().expect("commit");
-        db.close().expect("close");
-    }
-    let db = open(&disk);
+    let (disk, db) = open_cold();
     let mut reader = db.begin().expect("begin");
     reader.get(b"filler-00000").expect("get"); // takes the writer lock
     let (receive, _) = spawn_writers(&db, |_| Durability::Sync);
@@ -214,18 +220,7 @@ fn a_leader_handed_the_lead_that_panics_fails_the_queue_instead_of_aborting() {
     const MANY: usize = 300;
     // The first leader applies 256 commits, then hands the lead to writer 256.
     const HANDED: usize = 256;
-    let disk = SimDisk::new(SimConfig::default());
-    {
-        let db = open(&disk);
-        let mut txn = db.begin().expect("begin");
-        for i in 0..2_000usize {
-            txn.put(format!("filler-{i:05}").as_bytes(), &[b'f'; 100])
-                .expect("put");
-        }
-        txn.commit().expect("commit");
-        db.close().expect("close");
-    }
-    let db = open(&disk);
+    let (disk, db) = open_cold();
     let mut reader = db.begin().expect("begin");
     reader.get(b"filler-00000").expect("get"); // takes the writer lock, caches that leaf
     let queued = Arc::new(AtomicUsize::new(0));
