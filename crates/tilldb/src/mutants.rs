@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 19] = [
+pub const ALL: [(&str, &str); 20] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -80,6 +80,10 @@ pub const ALL: [(&str, &str); 19] = [
     (
         "durable-mark-at-write",
         "the log publishes a record as durable once written: a Sync commit returns through the lock-free path before its flush",
+    ),
+    (
+        "no-recovery-checkpoint",
+        "an open that replayed log does not checkpoint: every crash keeps one more segment (issue 34)",
     ),
     (
         "stale-redo-point",

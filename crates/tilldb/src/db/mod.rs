@@ -242,6 +242,7 @@ impl Db {
                     })?
                 };
                 let db = open::open_existing(&storage, dir, options, existing, (started, lock))?;
+                db.checkpoint_after_recovery()?;
                 db.reclaim_after_open()?;
                 Ok(db)
             }
