@@ -279,10 +279,12 @@ pub struct Options {
     /// bounded too, whatever the uptime.
     ///
     /// The log directory (`wal/`), however often the process is killed or the power cut:
-    /// at most `2 * checkpoint_log_bytes / segment_bytes + 7` segment files (default: 15 of
-    /// 64 MiB; a lightly loaded database holds 2-3). The seven: the segment partly before the
-    /// redo point, the one being written, the next one prepared, and up to four free ones
-    /// kept for reuse. An open after a crash checkpoints once it has replayed the log, so a
+    /// at most `3 * checkpoint_log_bytes / segment_bytes + 7` segment files (default: 19 of
+    /// 64 MiB; a lightly loaded database holds 2-3). Three, not two, checkpoint distances:
+    /// the redo point may lag the last checkpoint's end by one under hot pages
+    /// (`tests/checkpoint_progress.rs` holds replay to that). The seven: the segment partly
+    /// before the redo point, the one being written, the next one prepared, and up to four
+    /// free ones kept for reuse. An open after a crash checkpoints once it has replayed the log, so a
     /// crash never leaves a segment more behind (`tests/log_bound.rs`: 100 kills and power
     /// cuts). With [`Options::change_feed`], add what the feed keeps
     /// ([`Options::feed_retention_bytes`]).

@@ -49,7 +49,7 @@ fn log_dir(disk: &SimDisk) -> (usize, u64) {
 
 /// The bound `Options::checkpoint_log_bytes` documents for the log directory, in segments.
 fn bound_segments(options: &Options) -> usize {
-    usize::try_from(2 * options.checkpoint_log_bytes / options.wal.segment_bytes).expect("small")
+    usize::try_from(3 * options.checkpoint_log_bytes / options.wal.segment_bytes).expect("small")
         + 7
 }
 
