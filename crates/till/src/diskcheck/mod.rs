@@ -279,7 +279,9 @@ fn check(args: &VerifyArgs) -> Result<(), Box<dyn std::error::Error>> {
             "first lost",
         ]);
         for r in &reports {
-            let lost = if r.lost_within_window > 0 {
+            let lost = if r.unflushed_by_design() {
+                format!("{} (unflushed)", r.lost)
+            } else if r.lost_within_window > 0 {
                 format!("{} (+{} allowed)", r.lost, r.lost_within_window)
             } else {
                 r.lost.to_string()

@@ -199,18 +199,62 @@ fn a_cache_that_drops_unflushed_writes_loses_nosync_writes_and_nothing_else() {
         seed: 3,
         flush_interval: None,
     });
-    let by_stream = violations(&reports);
-    assert!(by_stream[0].1 > 0, "{reports:?}");
+    assert!(
+        reports[0].lost + reports[0].torn + reports[0].corrupt > 0,
+        "the cut dropped no unflushed write: {reports:?}"
+    );
+    // Lost by design: no violation of the nosync stream, none of fdatasync.
     assert_eq!(
-        by_stream[1],
-        ("raw-fdatasync".to_string(), 0),
+        violations(&reports),
+        vec![
+            ("raw-nosync".to_string(), 0),
+            ("raw-fdatasync".to_string(), 0)
+        ],
         "{reports:?}"
     );
     let verdicts = verify::verdicts(&reports);
     assert!(
+        verdicts[0].starts_with("every acknowledged write"),
+        "{verdicts:?}"
+    );
+    assert!(
         verdicts
             .iter()
-            .any(|v| v.contains("method nosync") && v.contains("use fdatasync")),
+            .any(|v| v.starts_with("method nosync (raw-nosync):")
+                && v.contains("unflushed by design")
+                && v.contains("not a verdict on this disk")),
+        "{verdicts:?}"
+    );
+}
+
+/// Issue 34: `till diskcheck` said of a `nosync` stream's losses "this disk does not honour
+/// it", and counted them as violations (exit 1), on an honest disk: nosync never flushes, so
+/// its losses are no verdict on the disk, and it is never the method to advise.
+#[test]
+fn a_nosync_stream_losing_writes_is_not_called_a_lying_disk() {
+    let reports = run_and_cut(&Case {
+        mode: Mode::Raw,
+        methods: vec![FlushMethod::NoSync, FlushMethod::Fdatasync],
+        durability: Durability::Sync,
+        lying: true,
+        writes: 150,
+        seed: 5,
+        flush_interval: None,
+    });
+    let verdicts = verify::verdicts(&reports);
+    for line in &verdicts {
+        assert!(
+            !(line.contains("method nosync") && line.contains("does not honour")),
+            "{verdicts:?}"
+        );
+        assert!(!line.contains("use nosync"), "{verdicts:?}");
+    }
+    // The lying fdatasync stream is still caught, and its advice names no method.
+    assert!(
+        verdicts
+            .iter()
+            .any(|v| v.starts_with("method fdatasync (raw-fdatasync) lost")
+                && v.contains("turn the disk's write cache off")),
         "{verdicts:?}"
     );
 }

@@ -51,8 +51,25 @@ pub struct StreamReport {
 }
 
 impl StreamReport {
-    /// Acknowledged writes not found whole, beyond what the durability level allows.
+    /// Acknowledged writes not found whole, beyond what the durability level allows. A
+    /// `nosync` stream has none: it never flushes, so what it loses is lost by design and
+    /// says nothing of the disk ([`StreamReport::unflushed_by_design`]).
     pub fn violations(&self) -> u64 {
+        if self.unflushed_by_design() {
+            return 0;
+        }
+        self.lost + self.torn + self.corrupt
+    }
+
+    /// True for a stream that never asks the disk to flush (`nosync`): a power cut may take
+    /// any of its writes, whatever the disk. Its losses show that the cut dropped the
+    /// disk's cache (a control), not that the disk lies.
+    pub fn unflushed_by_design(&self) -> bool {
+        self.method == FlushMethod::NoSync.to_string()
+    }
+
+    /// Acknowledged writes not found whole, whatever the reason.
+    fn not_whole(&self) -> u64 {
         self.lost + self.torn + self.corrupt
     }
 
@@ -319,9 +336,10 @@ fn verify_db(
 
 /// The verdicts a shop can act on, one line each; the first says whether all is well.
 pub fn verdicts(reports: &[StreamReport]) -> Vec<String> {
+    // Only a method that flushes is advice: `nosync` keeps nothing across a power cut.
     let good: Vec<&str> = reports
         .iter()
-        .filter(|r| r.violations() == 0 && r.checked > 0)
+        .filter(|r| r.violations() == 0 && r.checked > 0 && !r.unflushed_by_design())
         .map(|r| r.method.as_str())
         .collect();
     let mut lines = Vec::new();
@@ -343,6 +361,24 @@ pub fn verdicts(reports: &[StreamReport]) -> Vec<String> {
             "method {} ({}) {what}: this disk does not honour it; {instead}",
             r.method, r.stream
         ));
+    }
+    for r in reports.iter().filter(|r| r.unflushed_by_design()) {
+        let gone = r.not_whole();
+        lines.push(if gone > 0 {
+            format!(
+                "method {} ({}): {gone} of {} acknowledged writes gone, unflushed by design \
+                 (nosync never flushes): not a verdict on this disk, only a sign that the cut \
+                 dropped its cache",
+                r.method, r.stream, r.checked
+            )
+        } else {
+            format!(
+                "method {} ({}): every write survived although nosync never flushes: the cut \
+                 may have come after the disk wrote its cache out (cut sooner after the \
+                 writes, or cut the power rather than reboot)",
+                r.method, r.stream
+            )
+        });
     }
     for r in reports.iter().filter(|r| r.lost_within_window > 0) {
         lines.push(format!(
