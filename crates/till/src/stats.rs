@@ -134,7 +134,7 @@ pub fn run(args: &StatsArgs) -> CliResult<()> {
         checkpoint_age_seconds,
         space,
     };
-    let feed = feed_json(&args.dir)?;
+    let feed = feed_json(&args.dir, chosen.checkpoint_lsn)?;
     if args.json {
         let mut out = stats.json(&args.dir, &chosen);
         out["feed"] = feed;
@@ -497,10 +497,11 @@ fn batch_text(batch: &BatchState) -> String {
     }
 }
 
-/// The change feed's facts: its start, the durable lsn its writer last published, and each
-/// named consumer (position, how far behind, dropped and why); `null` when the feed was
-/// never on.
-fn feed_json(dir: &Path) -> CliResult<Value> {
+/// The change feed's facts: its start, the durable lsn its writer last published, each named
+/// consumer (position, how far behind, dropped and why), and what the log is kept for (the
+/// oldest of the checkpoint's redo point `checkpoint` and what the feed holds, and who holds
+/// it); `null` when the feed was never on.
+fn feed_json(dir: &Path, checkpoint: tilldb::Lsn) -> CliResult<Value> {
     let start = match tilldb::feed::start(dir) {
         Ok(start) => start,
         Err(tilldb::Error::FeedUnavailable { .. }) => return Ok(Value::Null),
@@ -518,11 +519,53 @@ fn feed_json(dir: &Path) -> CliResult<Value> {
             })
         })
         .collect();
+    let (kept_from, kept_for) = log_kept_for(&tilldb::feed::consumers(dir)?, start, checkpoint);
     Ok(json!({
         "start": start.0,
         "published_durable": durable,
         "consumers": consumers,
+        "released_for_nobody_before": tilldb::feed::released(dir)?.map(|l| l.0),
+        "log_kept_from": kept_from.0,
+        "log_kept_for": kept_for,
     }))
+}
+
+/// Where the writer keeps the log from, and why: the oldest consumer not dropped, else the
+/// feed's start (no consumer registered), unless recovery's redo point `checkpoint` is older.
+fn log_kept_for(
+    consumers: &[tilldb::feed::ConsumerState],
+    start: tilldb::Lsn,
+    checkpoint: tilldb::Lsn,
+) -> (tilldb::Lsn, String) {
+    let oldest = consumers
+        .iter()
+        .filter(|c| c.dropped.is_none())
+        .min_by_key(|c| c.position);
+    let (held, why) = match oldest {
+        Some(c) => (
+            c.position,
+            format!(
+                "consumer {} (the oldest; up to feed_retention_bytes of log files)",
+                c.name
+            ),
+        ),
+        None if consumers.is_empty() => (
+            start,
+            "the feed's start: no consumer registered (up to the smaller of \
+             feed_retention_bytes and checkpoint_log_bytes of log files, then released)"
+                .to_owned(),
+        ),
+        // Every consumer dropped: the feed holds nothing.
+        None => (checkpoint, String::new()),
+    };
+    if held < checkpoint {
+        (held, why)
+    } else {
+        (
+            checkpoint,
+            "recovery: the checkpoint's redo point (the feed holds nothing older)".to_owned(),
+        )
+    }
 }
 
 fn print_feed(feed: &Value) {
@@ -533,12 +576,19 @@ fn print_feed(feed: &Value) {
         "change feed: from lsn {}, published durable to lsn {}",
         feed["start"], feed["published_durable"]
     );
-    let consumers = feed["consumers"].as_array().map_or(&[][..], Vec::as_slice);
-    if consumers.is_empty() {
+    println!(
+        "  the log is kept from lsn {} for {}",
+        feed["log_kept_from"],
+        feed["log_kept_for"].as_str().unwrap_or("?")
+    );
+    if let Some(released) = feed["released_for_nobody_before"].as_u64() {
         println!(
-            "  no consumer registered (the log is kept from the start, up to feed_retention_bytes)"
+            "  log released while no consumer was registered (the feed then began at lsn \
+             {released}): a new consumer is refused with the first lsn it can have (`till \
+             ship --resync` starts one from a copy of the database)"
         );
     }
+    let consumers = feed["consumers"].as_array().map_or(&[][..], Vec::as_slice);
     for c in consumers {
         match c["dropped"].as_str() {
             Some(why) => println!(

@@ -233,9 +233,26 @@ fn stats_lists_the_change_feed_and_its_consumers() {
         "{feed:#}"
     );
     assert_eq!(feed["consumers"][0]["dropped"], Value::Null, "{feed:#}");
+    // What the log is kept for, and why: the consumer, behind the clean close's checkpoint.
+    assert_eq!(feed["log_kept_from"], first.lsn.0, "{feed:#}");
+    assert!(
+        feed["log_kept_for"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("consumer head-office")),
+        "{feed:#}"
+    );
+    assert_eq!(feed["released_for_nobody_before"], Value::Null, "{feed:#}");
     let text = till(&["stats", dir.to_str().expect("utf-8")]);
     assert!(
         text.stdout.contains("consumer head-office: at lsn"),
+        "{}",
+        text.text()
+    );
+    assert!(
+        text.stdout.contains(&format!(
+            "the log is kept from lsn {} for consumer head-office",
+            first.lsn.0
+        )),
         "{}",
         text.text()
     );
@@ -247,4 +264,58 @@ fn stats_lists_the_change_feed_and_its_consumers() {
         .expect("close");
     let run = till(&["stats", "--json", plain.to_str().expect("utf-8")]);
     assert_eq!(run.json()["feed"], Value::Null);
+}
+
+/// Issue 34: with the feed on and nobody consuming it, `till stats` says what the log is kept
+/// for (the feed's start, within its bound), and once the feed released log for nobody, that
+/// a new consumer is refused and what to do.
+#[test]
+fn stats_says_what_the_log_is_kept_for_with_no_consumer_and_when_the_feed_released_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let feed_options = tilldb::Options {
+        change_feed: true,
+        ..tilldb::Options::for_tests()
+    };
+    let db = Db::open(&dir, feed_options.clone()).expect("open");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k", b"v").expect("put");
+    txn.commit().expect("commit");
+    db.close().expect("close");
+    let run = till(&["stats", "--json", dir.to_str().expect("utf-8")]);
+    assert!(run.ok, "{}", run.text());
+    let feed = &run.json()["feed"];
+    assert_eq!(feed["log_kept_from"], feed["start"], "{feed:#}");
+    assert!(
+        feed["log_kept_for"]
+            .as_str()
+            .is_some_and(|w| w.contains("no consumer registered")),
+        "{feed:#}"
+    );
+    // Reopens and sales until the feed releases log for nobody (1 MiB segments, 2 MiB of
+    // log files kept for nobody).
+    for day in 0..12 {
+        let db = Db::open(&dir, feed_options.clone()).expect("open");
+        for i in 0..400 {
+            let mut txn = db.begin().expect("begin");
+            txn.put(format!("{day}-{i}").as_bytes(), &[1; 150])
+                .expect("put");
+            txn.commit().expect("commit");
+        }
+        db.checkpoint().expect("checkpoint");
+        db.close().expect("close");
+    }
+    let run = till(&["stats", "--json", dir.to_str().expect("utf-8")]);
+    let feed = &run.json()["feed"];
+    assert_eq!(
+        feed["released_for_nobody_before"], feed["start"],
+        "{feed:#}"
+    );
+    let text = till(&["stats", dir.to_str().expect("utf-8")]);
+    assert!(
+        text.stdout
+            .contains("log released while no consumer was registered"),
+        "{}",
+        text.text()
+    );
 }

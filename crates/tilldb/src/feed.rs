@@ -18,18 +18,31 @@
 //! <name>.consumer    a named consumer's acknowledged position, made durable on acknowledge
 //! <name>.dropped     the reason a consumer was dropped (it fell too far behind); present
 //!                    until the consumer is removed
+//! released           present once the start moved up while no consumer was registered: the
+//!                    lsn the start moved to (the log before it is gone); a consumer
+//!                    registering after that is refused rather than silently start late
 //! ```
 //!
-//! `durable`, `start` and each `.consumer` file are 16 bytes: the lsn (u64 LE), the CRC32C of
+//! `durable`, `start`, `released` and each `.consumer` file are 16 bytes: the lsn (u64 LE), the CRC32C of
 //! those 8 bytes (u32 LE), 4 zero bytes. Anything else is an error naming the file and offset.
 //!
 //! ## Retention
 //!
 //! The writing process keeps the log from the oldest position a consumer that is not dropped
-//! has acknowledged (with no consumer yet: from `start`), as well as what recovery needs. A
-//! consumer more than `Options::feed_retention_bytes` behind the log's end at a checkpoint is
-//! dropped (its `.dropped` file names the lsns), and with no consumer at all `start` moves up
-//! instead; either way the log never grows past the limit for a feed.
+//! has acknowledged (with no consumer yet: from `start`), as well as what recovery needs.
+//! What is kept is measured in log files on disk, not in lsns (every open starts a fresh
+//! segment, so a few kilobytes of commits can span many segment files):
+//!
+//! - a consumer whose position would keep more than `Options::feed_retention_bytes` of log
+//!   files at a checkpoint is dropped (its `.dropped` file names the lsns);
+//! - with no consumer registered, the feed keeps at most the smaller of
+//!   `feed_retention_bytes` and `Options::checkpoint_log_bytes` of log files (default
+//!   256 MiB); past that, `start` moves up to the checkpoint's redo point and `released`
+//!   says so. A consumer that registers afterwards gets [`Error::FeedUnavailable`] naming
+//!   the first lsn it can have; it starts there only when told to ([`register_consumer`],
+//!   after copying the database's state, as `till ship --resync` does).
+//!
+//! Either way the log never grows past the limit for a feed.
 
 use crate::checksum::crc32c;
 use crate::error::{Error, Result};
@@ -47,6 +60,7 @@ pub use crate::db::record::Change;
 pub(crate) const FEED_DIR_NAME: &str = "feed";
 pub(crate) const DURABLE_FILE: &str = "durable";
 pub(crate) const START_FILE: &str = "start";
+pub(crate) const RELEASED_FILE: &str = "released";
 const CONSUMER_SUFFIX: &str = ".consumer";
 const DROPPED_SUFFIX: &str = ".dropped";
 const LSN_FILE_BYTES: usize = 16;
@@ -105,10 +119,20 @@ impl Feed {
     /// The named consumer `name` of the database in `dir`: resumes from its acknowledged
     /// position, or registers it at the feed's start. Its acknowledgements hold the log for
     /// it (see the module doc, "Retention"); a consumer that fell too far behind fails with
-    /// [`Error::FeedConsumerDropped`] until [`remove_consumer`] clears it.
+    /// [`Error::FeedConsumerDropped`] until [`remove_consumer`] clears it. A new consumer
+    /// after the feed released log while nobody consumed it fails with
+    /// [`Error::FeedUnavailable`] naming the first lsn it can have: the transactions before
+    /// it are gone from the feed ([`register_consumer`] starts it there knowingly).
     pub fn open_consumer(dir: impl AsRef<Path>, name: &str) -> Result<Feed> {
-        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new());
-        let dir = dir.as_ref();
+        Feed::open_consumer_with_storage(Arc::new(FileStorage::new()), dir.as_ref(), name)
+    }
+
+    /// [`Feed::open_consumer`] on any storage (the simulated disk in tests).
+    pub fn open_consumer_with_storage(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        name: &str,
+    ) -> Result<Feed> {
         check_name(dir, name)?;
         let feed_dir = dir.join(FEED_DIR_NAME);
         check_not_dropped(&*storage, dir, name)?;
@@ -117,6 +141,20 @@ impl Feed {
             lsn
         } else {
             let from = start_with_storage(&*storage, dir)?;
+            if let Some(released) = read_lsn_file(&*storage, &feed_dir.join(RELEASED_FILE))? {
+                return Err(Error::FeedUnavailable {
+                    dir: dir.to_path_buf(),
+                    lsn: from.0,
+                    reason: format!(
+                        "consumer {name:?} is new, but the feed released the log before lsn \
+                         {} while no consumer was registered (it keeps at most \
+                         checkpoint_log_bytes of log files for nobody): the first lsn it can \
+                         have is {}; copy the database's state first and register there \
+                         (`till ship --resync`, or tilldb::feed::register_consumer)",
+                        released.0, from.0
+                    ),
+                });
+            }
             write_lsn_file_durably(&*storage, &path, from)?;
             from
         };
@@ -285,9 +323,23 @@ pub fn published_durable(dir: impl AsRef<Path>) -> Result<Option<Lsn>> {
     )
 }
 
+/// Where the feed of the database in `dir` released log while no consumer was registered
+/// (`feed/released`): the first lsn still held then. `None` when it never did.
+pub fn released(dir: impl AsRef<Path>) -> Result<Option<Lsn>> {
+    read_lsn_file(
+        &FileStorage::read_only(),
+        &dir.as_ref().join(FEED_DIR_NAME).join(RELEASED_FILE),
+    )
+}
+
 /// The named consumers of the database in `dir`.
 pub fn consumers(dir: impl AsRef<Path>) -> Result<Vec<ConsumerState>> {
     consumers_with(&FileStorage::read_only(), dir.as_ref())
+}
+
+/// [`consumers`] on any storage.
+pub fn consumers_with_storage(storage: &dyn Storage, dir: &Path) -> Result<Vec<ConsumerState>> {
+    consumers_with(storage, dir)
 }
 
 pub(crate) fn consumers_with(storage: &dyn Storage, dir: &Path) -> Result<Vec<ConsumerState>> {
@@ -310,6 +362,40 @@ pub(crate) fn consumers_with(storage: &dyn Storage, dir: &Path) -> Result<Vec<Co
         });
     }
     Ok(out)
+}
+
+/// Registers the named consumer of the database in `dir` at `at`, or moves it there: from
+/// now on the log is kept for it from `at`, and [`Feed::open_consumer`] resumes there. For a
+/// consumer that copied the database's state as of `at` by other means (`till ship
+/// --resync`). Fails with [`Error::FeedUnavailable`] when `at` is before the feed's start (the
+/// log there is gone), and clears a dropped mark (the consumer starts afresh).
+pub fn register_consumer(dir: impl AsRef<Path>, name: &str, at: Lsn) -> Result<()> {
+    let storage = FileStorage::new();
+    let dir = dir.as_ref();
+    check_name(dir, name)?;
+    let start = start_with_storage(&storage, dir)?;
+    if at < start {
+        return Err(Error::FeedUnavailable {
+            dir: dir.to_path_buf(),
+            lsn: at.0,
+            reason: format!(
+                "the feed starts at lsn {}: the log before it is gone",
+                start.0
+            ),
+        });
+    }
+    let feed_dir = dir.join(FEED_DIR_NAME);
+    write_lsn_file_durably(
+        &storage,
+        &feed_dir.join(format!("{name}{CONSUMER_SUFFIX}")),
+        at,
+    )?;
+    let dropped = feed_dir.join(format!("{name}{DROPPED_SUFFIX}"));
+    if storage.exists(&dropped)? {
+        storage.remove(&dropped)?;
+        storage.flush_dir(&feed_dir)?;
+    }
+    Ok(())
 }
 
 /// Removes the named consumer (and its dropped mark): the log is no longer kept for it.

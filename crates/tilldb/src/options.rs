@@ -308,10 +308,13 @@ pub struct Options {
     /// While on, the log is kept from the oldest position a feed consumer still needs,
     /// up to `feed_retention_bytes`. Default: off.
     pub change_feed: bool,
-    /// With `change_feed`: the most log kept for feed consumers beyond what recovery needs. A
-    /// consumer that falls further behind is dropped (its `read` fails with
+    /// With `change_feed`: the most log files (bytes on disk, in `wal/`) kept for a feed
+    /// consumer. A consumer whose position would keep more is dropped (its `read` fails with
     /// [`crate::Error::FeedConsumerDropped`], `till stats` lists it) rather than let the log
-    /// fill the disk. Default: 4 GiB.
+    /// fill the disk. With no consumer registered the feed keeps at most the smaller of this
+    /// and `checkpoint_log_bytes` of log files; then its start moves up, and a consumer that
+    /// registers later gets [`crate::Error::FeedUnavailable`] naming the first lsn it can
+    /// have (`crate::feed`, "Retention"). Default: 4 GiB.
     pub feed_retention_bytes: u64,
 }
 

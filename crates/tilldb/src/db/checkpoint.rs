@@ -100,7 +100,7 @@ impl Db {
             ..newest
         };
         let keep = match &inner.feed {
-            Some(feed) => Lsn(redo).min(feed.keep_from(end, Lsn(redo))?),
+            Some(feed) => Lsn(redo).min(feed.keep_from(end, Lsn(redo), &inner.wal)?),
             None => Lsn(redo),
         };
         if crate::mutants::active("release-before-header") {

@@ -3,7 +3,7 @@
 //! flushes, and how far back the log must be kept for consumers.
 
 use crate::error::Result;
-use crate::feed::{self, DURABLE_FILE, FEED_DIR_NAME, START_FILE};
+use crate::feed::{self, DURABLE_FILE, FEED_DIR_NAME, RELEASED_FILE, START_FILE};
 use crate::io::{Storage, StorageFile};
 use crate::wal::{Lsn, Wal};
 use crate::{FlushMethod, Options};
@@ -39,7 +39,11 @@ pub(crate) struct FeedWriter {
     /// The database directory.
     dir: PathBuf,
     durable: Mutex<Published>,
+    /// Most log files kept for a consumer (`Options::feed_retention_bytes`).
     retention_bytes: u64,
+    /// Most log files kept for the start while no consumer is registered: the smaller of
+    /// `feed_retention_bytes` and `checkpoint_log_bytes`.
+    unconsumed_bytes: u64,
     stop: Arc<(Mutex<bool>, Condvar)>,
     publisher: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -86,6 +90,9 @@ impl FeedWriter {
             dir: dir.to_path_buf(),
             durable: Mutex::new(Published { file, lsn: durable }),
             retention_bytes: options.feed_retention_bytes,
+            unconsumed_bytes: options
+                .feed_retention_bytes
+                .min(options.checkpoint_log_bytes),
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             publisher: Mutex::new(None),
         })
@@ -132,12 +139,14 @@ impl FeedWriter {
 
     /// The oldest lsn the log must keep for the feed, given that it ends at `end` and
     /// recovery needs it from `redo` (a record boundary): the oldest position of a consumer
-    /// not dropped, else the feed's start. A consumer more than `feed_retention_bytes` behind
-    /// is dropped here (durably, with the reason); with no consumer ever registered, the
-    /// start moves up to `redo` instead once it is that far behind.
-    pub(crate) fn keep_from(&self, end: Lsn, redo: Lsn) -> Result<Lsn> {
+    /// not dropped, else the feed's start. Measured in log files on disk (`wal`): a consumer
+    /// whose position would keep more than `feed_retention_bytes` of them is dropped here
+    /// (durably, with the reason); with no consumer registered, the start moves up to `redo`
+    /// once it would keep more than `unconsumed_bytes`, and `feed/released` records that the
+    /// log before it is gone (a consumer registering later is refused, `Feed::open_consumer`).
+    pub(crate) fn keep_from(&self, end: Lsn, redo: Lsn, wal: &Wal) -> Result<Lsn> {
         let storage = &*self.storage;
-        let limit = end.0.saturating_sub(self.retention_bytes);
+        let limit = wal.lsn_kept_within(self.retention_bytes);
         let mut oldest: Option<Lsn> = None;
         let mut any = false;
         for consumer in feed::consumers_with(storage, &self.dir)? {
@@ -145,10 +154,10 @@ impl FeedWriter {
                 continue;
             }
             any = true;
-            if consumer.position.0 < limit {
+            if consumer.position < limit && consumer.position < redo {
                 let why = format!(
-                    "it had acknowledged lsn {} while the log reached lsn {}: more than \
-                     feed_retention_bytes ({}) behind",
+                    "it had acknowledged lsn {} while the log reached lsn {}: keeping the log \
+                     from there would keep more than feed_retention_bytes ({}) of log files",
                     consumer.position.0, end.0, self.retention_bytes
                 );
                 tracing::warn!(
@@ -166,16 +175,22 @@ impl FeedWriter {
         if let Some(oldest) = oldest {
             return Ok(oldest);
         }
-        let start_path = self.dir.join(FEED_DIR_NAME).join(START_FILE);
+        let feed_dir = self.dir.join(FEED_DIR_NAME);
+        let start_path = feed_dir.join(START_FILE);
         let start = feed::read_lsn_file(storage, &start_path)?.unwrap_or(end);
-        if !any && start.0 < limit && start < redo {
-            // No consumer yet: the start moves up rather than keep the log growing.
+        if !any && start < redo && start < wal.lsn_kept_within(self.unconsumed_bytes) {
+            // No consumer yet: the start moves up rather than keep the log growing. The
+            // released mark first: a crash between the two leaves a start that could still
+            // be read but is refused to new consumers, never the other way round.
             tracing::warn!(
                 target: "tilldb",
                 start = start.0,
                 new_start = redo.0,
-                "change feed start moved: no consumer registered within feed_retention_bytes"
+                "change feed start moved: no consumer registered, and keeping the log from \
+                 the start would keep more than checkpoint_log_bytes (or feed_retention_bytes) \
+                 of log files"
             );
+            feed::write_lsn_file_durably(storage, &feed_dir.join(RELEASED_FILE), redo)?;
             feed::write_lsn_file_durably(storage, &start_path, redo)?;
             return Ok(redo);
         }

@@ -455,7 +455,7 @@ fn assemble(
     // Segments wholly before the checkpoint (and what feed consumers still need) are not
     // needed: free them for recycling now, or every open would add a segment.
     let keep = match &feed {
-        Some(feed) => checkpoint.min(feed.keep_from(wal.end_lsn(), checkpoint)?),
+        Some(feed) => checkpoint.min(feed.keep_from(wal.end_lsn(), checkpoint, &wal)?),
         None => checkpoint,
     };
     wal.release_before(keep)?;

@@ -273,6 +273,32 @@ impl Wal {
         reader::read_records(&*self.shared.storage, &chain, from, Lsn(limit))
     }
 
+    /// The oldest lsn the log can be kept from within `bytes` of segment files: keeping it
+    /// from there keeps the closed segments from the one holding it on, plus the segment
+    /// being written, and their files total at most `bytes` (the newest segment alone may
+    /// be more). Retention measured on disk, not in lsns: every open starts a fresh
+    /// segment, so a few kilobytes of lsns can span many 64 MiB files (issue 34).
+    #[must_use]
+    pub fn lsn_kept_within(&self, bytes: u64) -> Lsn {
+        let st = self.shared.state.lock();
+        // The segment being written is kept whatever the answer.
+        let mut total = self.shared.options.segment_bytes;
+        let mut oldest = st.chain.last().map_or(Lsn(0), |s| Lsn(s.end_lsn));
+        for segment in st.chain.iter().rev() {
+            total += segment.header.segment_bytes;
+            if total > bytes {
+                break;
+            }
+            assert!(
+                segment.header.base_lsn <= oldest.0,
+                "the log's chain is not in lsn order at generation {}",
+                segment.header.generation
+            );
+            oldest = Lsn(segment.header.base_lsn);
+        }
+        oldest
+    }
+
     /// Lets closed segments wholly before `lsn` be recycled: the caller (a checkpoint) no
     /// longer needs their records. Segments not yet durable are kept whatever `lsn` says.
     /// Returns how many segments were released. A failed directory flush after removing the
