@@ -80,7 +80,8 @@ fn main() -> ExitCode {
         Command::DumpLog(args) => dump_log::run(&args),
         Command::Stats(args) => stats::run(&args),
         Command::Diskcheck { command } => diskcheck::run(&command),
-        Command::Ship(args) => ship::run(&args),
+        // `till ship`'s exit status says which failure it was (docs/feed.md).
+        Command::Ship(args) => return ship::main(&args),
         Command::Backup(args) => backup::run(&args),
         Command::Compact(args) => compact::run(&args),
         Command::Demo(args) => demo::run(&args),
