@@ -268,3 +268,59 @@ fn a_flush_beside_an_open_block_acknowledges_only_the_closed_part() {
         ]
     );
 }
+
+/// Issue 35, item 1: a `Sync` committer whose record another thread wrote returns through the
+/// lock-free path (`Wal::wait` on the published marks) only once the log is flushed past it.
+/// C's record is appended while A's flush is held; B's write carries it; C then waits. Each
+/// committer records the log's durable lsn (read under its lock) as it returns: it must cover
+/// its record. With the mutant `durable-mark-at-write` (the durable mark published at the
+/// write), B and C returned during A's flush, before any flush covered them.
+#[test]
+fn a_sync_commit_whose_record_another_thread_wrote_returns_only_once_flushed() {
+    let disk = SimDisk::new(SimConfig::default());
+    let flushes = Arc::new(Gate::default());
+    let storage = gated(&disk, &flushes, &Arc::new(Gate::default()));
+    let (wal, _) = Wal::open(storage, Path::new("/log"), options()).expect("open");
+    let wal = Arc::new(wal);
+    flushes.arm(2);
+    // Returns (its record's end, the durable lsn when its wait returned).
+    let committed = |wal: &Arc<Wal>, payload: &'static [u8]| {
+        let wal = Arc::clone(wal);
+        std::thread::spawn(move || {
+            let end = wal.commit(payload, Durability::Sync).expect("commit");
+            (end, wal.durable_lsn())
+        })
+    };
+    let a = committed(&wal, b"record A");
+    flushes.wait_held();
+    let before = wal.stats();
+    let c_end = wal.append(b"record C").expect("append C");
+    let b = committed(&wal, b"record B");
+    wait_until("B's write", || wal.stats().since(before).writes == 1);
+    assert!(
+        wal.written_lsn() >= c_end,
+        "B's write did not carry C's record"
+    );
+    let c = {
+        let wal = Arc::clone(&wal);
+        std::thread::spawn(move || {
+            wal.wait(c_end, Durability::Sync).expect("wait");
+            (c_end, wal.durable_lsn())
+        })
+    };
+    flushes.release();
+    flushes.wait_held();
+    flushes.release();
+    for (name, thread) in [("A", a), ("B", b), ("C", c)] {
+        let (end, durable) = thread.join().expect("committer");
+        assert!(
+            durable >= end,
+            "{name} returned with the log durable to {durable:?}, before its record's end \
+             {end:?}: a Sync commit acknowledged before its flush"
+        );
+    }
+    Arc::try_unwrap(wal)
+        .expect("threads joined")
+        .close()
+        .expect("close");
+}

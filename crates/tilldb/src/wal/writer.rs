@@ -477,17 +477,23 @@ impl Shared {
             st.progress.appended = lsn + len as u64;
             debug_assert!({
                 st.check_invariants(self.block_bytes);
-                // Published under this lock after each change: equal while it is held.
-                assert_eq!(
-                    self.written_mark.load(Ordering::Acquire),
-                    st.progress.written
-                );
-                assert_eq!(
-                    self.durable_mark.load(Ordering::Acquire),
-                    st.progress.durable
-                );
                 true
             });
+            // The published marks are stored under this lock after each change: equal while
+            // it is held. Checked in release builds too (two loads per append): a durable
+            // mark ahead of the state would let a `Sync` committer return through
+            // `Wal::wait`'s lock-free path before its flush (issue 35).
+            assert_eq!(
+                self.written_mark.load(Ordering::Acquire),
+                st.progress.written,
+                "the published written mark differs from the log's"
+            );
+            assert_eq!(
+                self.durable_mark.load(Ordering::Acquire),
+                st.progress.durable,
+                "the published durable mark differs from the log's: a Sync commit could \
+                 return before its flush"
+            );
             if st.returning > 0 {
                 st.returning -= 1;
                 if st.returning == 0 {
