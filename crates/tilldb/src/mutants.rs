@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 20] = [
+pub const ALL: [(&str, &str); 22] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -84,6 +84,14 @@ pub const ALL: [(&str, &str); 20] = [
     (
         "no-recovery-checkpoint",
         "an open that replayed log does not checkpoint: every crash keeps one more segment (issue 34)",
+    ),
+    (
+        "unlock-before-close",
+        "the database lock is released as the close begins, before its last checkpoint and header write",
+    ),
+    (
+        "header-read-before-lock",
+        "an open reads the header before it takes the database lock, and uses what it read",
     ),
     (
         "stale-redo-point",

@@ -15,9 +15,11 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tilldb::io::{LockMode, SimConfig, SimDisk, Storage};
+use tilldb::io::{Call, HookedStorage, Hooks, LockMode, SimConfig, SimDisk, Storage};
 use tilldb::{Db, Error, Options};
 
 const CHILD_DIR_ENV: &str = "TILLDB_LOCK_CHILD_DIR";
@@ -360,4 +362,136 @@ fn a_lock_released_a_moment_later_as_by_a_forked_child_does_not_refuse_the_open(
         let db = Db::open(&dir, options()).expect("open once the lent lock is gone");
         drop(db);
     });
+}
+
+/// Holds each write of the header file, once armed, until the test lets it go: the test can
+/// act while a close is in the middle of its last file operations.
+#[derive(Debug, Clone)]
+struct HeaderWriteGate {
+    armed: Arc<AtomicBool>,
+    held: Arc<Mutex<Sender<()>>>,
+    release: Arc<Mutex<Receiver<()>>>,
+}
+
+impl Hooks for HeaderWriteGate {
+    fn before(&self, call: &Call<'_>) -> tilldb::Result<()> {
+        let header = call.path().file_name().is_some_and(|n| n == "tilldb.meta");
+        if self.armed.load(Ordering::Acquire) && header && matches!(call, Call::Write { .. }) {
+            self.held
+                .lock()
+                .expect("gate")
+                .send(())
+                .expect("the test listens");
+            self.release
+                .lock()
+                .expect("gate")
+                .recv()
+                .expect("the test releases");
+        }
+        Ok(())
+    }
+}
+
+/// Issue 35, item 2: the database lock is held until the close's last file operation (its
+/// checkpoint's header write and the final one) has finished: an open during either is
+/// `Locked`. With the mutant `unlock-before-close` (the lock let go as the close began), a
+/// second open succeeded while the first still wrote its header.
+#[test]
+fn an_open_while_the_close_writes_its_last_header_is_locked_out() {
+    let disk = SimDisk::new(SimConfig::default());
+    let (held_tx, held_rx) = channel();
+    let (release_tx, release_rx) = channel();
+    let gate = HeaderWriteGate {
+        armed: Arc::new(AtomicBool::new(false)),
+        held: Arc::new(Mutex::new(held_tx)),
+        release: Arc::new(Mutex::new(release_rx)),
+    };
+    let storage = Arc::new(HookedStorage::new(Arc::new(disk.clone()), gate.clone()));
+    let options = Options {
+        background_threads: false,
+        ..options()
+    };
+    let db = Db::open_with_storage(storage, Path::new("/db"), options.clone()).expect("create");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k", b"v").expect("put");
+    txn.commit().expect("commit");
+    gate.armed.store(true, Ordering::Release);
+    let closer = std::thread::spawn(move || db.close());
+    let open = || Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), options.clone());
+    let mut held = 0;
+    loop {
+        match held_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(()) => {
+                held += 1;
+                expect_locked(open(), Path::new("/db"), None);
+                release_tx.send(()).expect("the gate waits");
+            }
+            Err(RecvTimeoutError::Timeout) if closer.is_finished() => break,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => panic!("the gate is gone"),
+        }
+    }
+    closer.join().expect("closer").expect("close");
+    assert!(
+        held >= 2,
+        "the close wrote the header {held} times: the checkpoint's and the final one expected"
+    );
+    let db = open().expect("open after the close");
+    assert_eq!(db.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+}
+
+/// Every call an open makes, in order: (kind, file name).
+#[derive(Debug, Default, Clone)]
+struct CallLog(Arc<Mutex<Vec<(&'static str, String)>>>);
+
+impl Hooks for CallLog {
+    fn before(&self, call: &Call<'_>) -> tilldb::Result<()> {
+        let kind = match call {
+            Call::Lock { .. } => "lock",
+            Call::Open { .. } => "open",
+            Call::Read { .. } => "read",
+            Call::Create { .. } => "create",
+            Call::Write { .. } => "write",
+            _ => "other",
+        };
+        let name = call
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.0.lock().expect("log").push((kind, name));
+        Ok(())
+    }
+}
+
+/// Issue 35, item 3: an open takes the database lock before it opens or reads any file of
+/// the database, so a holder that checkpoints or closes until that moment cannot hand it a
+/// header (or log) it has since replaced. With the mutant `header-read-before-lock` the
+/// header was opened and read before the lock, and that reading used.
+#[test]
+fn an_open_reads_nothing_of_the_database_before_it_holds_the_lock() {
+    let disk = SimDisk::new(SimConfig::default());
+    let dir = Path::new("/db");
+    let db = Db::open_with_storage(Arc::new(disk.clone()), dir, options()).expect("create");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k", b"v").expect("put");
+    txn.commit().expect("commit");
+    db.close().expect("close");
+    let log = CallLog::default();
+    let storage = Arc::new(HookedStorage::new(Arc::new(disk.clone()), log.clone()));
+    let db = Db::open_with_storage(storage, dir, options()).expect("open");
+    drop(db);
+    let calls = log.0.lock().expect("log").clone();
+    let locked_at = calls
+        .iter()
+        .position(|(kind, _)| *kind == "lock")
+        .unwrap_or_else(|| panic!("the open took no lock: {calls:?}"));
+    let before: Vec<_> = calls[..locked_at]
+        .iter()
+        .filter(|(kind, _)| matches!(*kind, "open" | "read" | "create" | "write"))
+        .collect();
+    assert!(
+        before.is_empty(),
+        "the open touched the database's files before its lock: {before:?}"
+    );
 }

@@ -188,7 +188,18 @@ impl Db {
 }
 
 impl Drop for Inner {
+    /// The database lock (`Inner::_lock`, the last field) is released only after this body
+    /// and every other field's drop (the log's last flush among them): no other opener may
+    /// read the files while the close still writes them (`tests/db_lock.rs`).
     fn drop(&mut self) {
+        if crate::mutants::active("unlock-before-close") {
+            #[expect(
+                clippy::used_underscore_binding,
+                reason = "the lock is only held, never read; the mutant lets it go early"
+            )]
+            let early = &mut self._lock;
+            *early = Box::new(crate::io::NoLock);
+        }
         // Join the writer first: nothing may write these files once the handle is gone.
         self.writeback.lock().stop();
         if let Some(feed) = &self.feed {

@@ -96,7 +96,9 @@ fn refuse_foreign(dir: &Path, names: &[String]) -> Result<()> {
         return Err(Error::NotADatabase {
             dir: dir.to_path_buf(),
             reason: format!(
-                "it holds a backup that was cut short ({BACKUP_INCOMPLETE_FILE_NAME}, no                  {HEADER_FILE_NAME}): the copy never completed; remove the directory and back                  up again"
+                "it holds a backup that was cut short ({BACKUP_INCOMPLETE_FILE_NAME}, no \
+                 {HEADER_FILE_NAME}): the copy never completed; remove the directory and back \
+                 up again"
             ),
         });
     }

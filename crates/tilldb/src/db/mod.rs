@@ -218,16 +218,32 @@ impl Db {
         let started = std::time::Instant::now();
         let _span = tracing::info_span!("tilldb.open", dir = %dir.display()).entered();
         options.validate()?;
-        // Before anything else touches the directory: one process at a time.
-        let lock = claim::claim(&*storage, dir)?;
         let header_path = dir.join(crate::header::HEADER_FILE_NAME);
+        let early =
+            if crate::mutants::active("header-read-before-lock") && storage.exists(&header_path)? {
+                Some(HeaderFile::open(
+                    &*storage,
+                    dir,
+                    crate::FlushMethod::Fdatasync,
+                )?)
+            } else {
+                None
+            };
+        // Before anything else touches the directory: one process at a time. Nothing of the
+        // database is read before this (a holder may checkpoint or close until it lets go;
+        // `tests/db_lock.rs` checks the order of the calls).
+        let lock = claim::claim(&*storage, dir)?;
         if !storage.exists(&header_path)? {
             return open::create(&storage, dir, options, (started, lock));
         }
         // Read with any method; then flushed, as every file of the database, with the method
         // stored at create, whatever `options.flush_method` says (a header flushed with
         // `NoSync` while the log before it is reused would lose the log the old header needs).
-        match HeaderFile::open(&*storage, dir, crate::FlushMethod::Fdatasync)? {
+        let read = match early {
+            Some(early) => early,
+            None => HeaderFile::open(&*storage, dir, crate::FlushMethod::Fdatasync)?,
+        };
+        match read {
             Some((header_file, header)) => {
                 let existing = if header.flush_method == crate::FlushMethod::Fdatasync {
                     (header_file, header)
