@@ -642,3 +642,145 @@ fn an_unreachable_server_with_once_gives_up_after_bounded_retries() {
         run.text
     );
 }
+
+/// A table of one till in PostgreSQL, or empty when PostgreSQL has no such table.
+fn pg_rows_of(client: &mut Client, table: &str, till: &str) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    pg_rows(client, table, till)
+}
+
+/// Asserts that PostgreSQL holds exactly the till's sales and totals, with the watermark at
+/// the consumer's position, and no row write of one lsn applied twice.
+fn assert_head_office_equals_till(client: &mut Client, dir: &Path, till_id: &str) {
+    let db = Db::open(
+        dir,
+        Options {
+            change_feed: true,
+            ..Options::default()
+        },
+    )
+    .expect("the till opens");
+    for table in ["sales", "totals"] {
+        let pg = pg_rows_of(client, &format!("tilldb_{table}"), till_id);
+        let till_rows = db_rows(&db, table);
+        assert_eq!(pg.len(), till_rows.len(), "{table}: rows");
+        assert!(pg == till_rows, "{table}: PostgreSQL differs from the till");
+    }
+    db.close().expect("close");
+    let watermark = watermark_of(client, till_id).expect("a watermark");
+    assert_eq!(
+        u64::try_from(watermark).expect("lsn"),
+        consumer_position(dir),
+        "the watermark is the consumer's position"
+    );
+    let repeated = count(
+        client,
+        "SELECT count(*) FROM (SELECT 1 FROM audit GROUP BY tbl, till_id, key, lsn
+         HAVING count(*) > 1) AS twice",
+    );
+    assert_eq!(repeated, 0, "row writes applied more than once");
+}
+
+/// Issue 34: after a refusal there was no way on but by hand. `--resync` ships the till's
+/// whole state to the empty head office B from one snapshot, deletes what B held for the
+/// till that the till does not have (a stale sale, a table the till never had), leaves
+/// other tills' rows alone, sets the watermark to the snapshot's lsn, then follows the feed:
+/// later sales arrive once each, and B equals the till.
+#[test]
+fn resync_ships_the_whole_state_then_follows_the_feed_exactly_once() {
+    let test = "resync_ships_the_whole_state_then_follows_the_feed_exactly_once";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = work.path().join("t1");
+    demo(&dir, 200);
+    assert_eq!(ship_once(&dir, &pg.url(), "a", &[]).code, Some(0));
+    pg.client()
+        .batch_execute("CREATE DATABASE headoffice_b")
+        .expect("create B");
+    let url_b = pg.url_of("headoffice_b");
+    let mut b = Client::connect(&url_b, postgres::NoTls).expect("B");
+    audit_applications(&mut b);
+    b.batch_execute(
+        "INSERT INTO tilldb_sales VALUES ('b', 'stale', 'amount=1', 1), ('other', 'k', 'v', 1);
+         CREATE TABLE tilldb_gone (till_id text NOT NULL, key bytea NOT NULL,
+             value bytea NOT NULL, lsn bigint NOT NULL, PRIMARY KEY (till_id, key));
+         INSERT INTO tilldb_gone VALUES ('b', 'k', 'v', 1), ('other', 'k', 'v', 1);",
+    )
+    .expect("stale rows");
+    assert_eq!(
+        ship_once(&dir, &url_b, "b", &[]).code,
+        Some(EXIT_REFUSED),
+        "before --resync"
+    );
+
+    let resync = ship_once(&dir, &url_b, "b", &["--resync"]);
+    assert_eq!(resync.code, Some(0), "{}", resync.text);
+    assert!(resync.text.contains("resynchronised"), "{}", resync.text);
+    assert_head_office_equals_till(&mut b, &dir, "b");
+    assert_eq!(
+        count(
+            &mut b,
+            "SELECT count(*) FROM tilldb_gone WHERE till_id = 'b'"
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &mut b,
+            "SELECT count(*) FROM tilldb_sales WHERE till_id = 'other'"
+        ) + count(
+            &mut b,
+            "SELECT count(*) FROM tilldb_gone WHERE till_id = 'other'"
+        ),
+        2,
+        "another till's rows were touched"
+    );
+
+    // The feed from the snapshot's lsn on: each later sale once.
+    demo(&dir, 50);
+    let follow = ship_once(&dir, &url_b, "b", &[]);
+    assert_eq!(follow.code, Some(0), "{}", follow.text);
+    assert!(follow.text.contains("50 transactions"), "{}", follow.text);
+    assert_head_office_equals_till(&mut b, &dir, "b");
+}
+
+/// `--resync` needs the till's database to itself (its snapshot and lsn come from opening
+/// it): beside the till's live application it refuses with exit status 6, says what to do,
+/// and creates nothing in PostgreSQL.
+#[test]
+fn resync_beside_a_live_writer_is_refused_as_locked_and_changes_nothing() {
+    let test = "resync_beside_a_live_writer_is_refused_as_locked_and_changes_nothing";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = work.path().join("t1");
+    let acks = work.path().join("acks.txt");
+    demo(&dir, 20);
+    let _writer = Till::writer(&dir, &acks);
+    // The writer holds the database once it acknowledged a sale.
+    let started = Instant::now();
+    while std::fs::read_to_string(&acks).map_or(true, |a| a.is_empty()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the writer never sold"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let run = ship_once(&dir, &pg.url(), "a", &["--resync"]);
+    assert_eq!(run.code, Some(6), "{}", run.text);
+    assert!(
+        run.text.contains("stop the till's application"),
+        "{}",
+        run.text
+    );
+    assert_eq!(
+        count(
+            &mut pg.client(),
+            "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'tilldb%'"
+        ),
+        0,
+        "a refusal created tables"
+    );
+}

@@ -73,12 +73,21 @@ impl From<postgres::Error> for Failure {
 
 impl From<tilldb::Error> for Failure {
     fn from(e: tilldb::Error) -> Self {
-        let exit = match e {
-            tilldb::Error::FeedConsumerDropped { .. } => Exit::Refused,
-            tilldb::Error::Locked { .. } => Exit::Locked,
-            _ => Exit::Till,
-        };
-        Failure::new(exit, e.to_string())
+        match e {
+            // The feed cannot give what PostgreSQL lacks: the log is gone, or never held the
+            // writes. Only a copy of the whole state helps, which an operator decides on.
+            tilldb::Error::FeedConsumerDropped { .. } | tilldb::Error::FeedUnavailable { .. } => {
+                Failure::new(
+                    Exit::Refused,
+                    format!(
+                        "refused: {e}. Nothing was changed in PostgreSQL; `till ship --resync` \
+                         ships the till's whole current state and follows the feed from there"
+                    ),
+                )
+            }
+            tilldb::Error::Locked { .. } => Failure::new(Exit::Locked, e.to_string()),
+            _ => Failure::new(Exit::Till, e.to_string()),
+        }
     }
 }
 

@@ -38,6 +38,7 @@
 mod exit;
 mod pg;
 mod positions;
+mod resync;
 
 use clap::Args;
 use exit::{Exit, Failure};
@@ -81,6 +82,12 @@ pub struct ShipArgs {
     /// giving up with exit status 5. Default: 4 with `--once`, no limit otherwise.
     #[arg(long)]
     retries: Option<u32>,
+    /// First ship the till's whole current state from one snapshot (every table's live
+    /// rows, and deletes of the keys PostgreSQL holds for this till that the till no longer
+    /// has), with the watermark at the snapshot's lsn, then follow the feed from there. For
+    /// what a refusal (exit status 3) names; the database must not be open elsewhere.
+    #[arg(long)]
+    resync: bool,
     /// Seconds between progress lines.
     #[arg(long, default_value_t = 5.0)]
     report_seconds: f64,
@@ -127,17 +134,34 @@ fn run(args: &ShipArgs) -> Result<(), Failure> {
         .unwrap_or_else(crate::platform::host_name);
     let retries_max = args.retries.or(args.once.then_some(ONCE_RETRIES_DEFAULT));
     let mut totals = Shipped::default();
+    if args.resync {
+        with_retries(retries_max, &mut totals, |_| {
+            resync::resync(args, &config, &till_id)
+        })?;
+    }
+    with_retries(retries_max, &mut totals, |totals| {
+        ship(args, &config, &till_id, totals)
+    })
+}
+
+/// Runs `attempt` until it succeeds, fails for good, or failed transiently `retries_max`
+/// times in a row (`None`: until stopped), with backoff between attempts. An attempt that
+/// shipped a batch before failing starts the count again.
+fn with_retries(
+    retries_max: Option<u32>,
+    totals: &mut Shipped,
+    mut attempt: impl FnMut(&mut Shipped) -> Result<(), Failure>,
+) -> Result<(), Failure> {
     let mut backoff = BACKOFF_FIRST;
     let mut retries = 0u32;
     loop {
         let batches_before = totals.batches;
-        let failure = match ship(args, &config, &till_id, &mut totals) {
+        let failure = match attempt(totals) {
             Ok(()) => return Ok(()),
             Err(failure) if !failure.is_transient() => return Err(failure),
             Err(failure) => failure,
         };
         if totals.batches > batches_before {
-            // It shipped since the last failure: the count is of failures in a row.
             retries = 0;
             backoff = BACKOFF_FIRST;
         }

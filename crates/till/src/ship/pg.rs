@@ -75,8 +75,14 @@ pub fn create_table(client: &mut Client, table: &str) -> Result<(), Failure> {
 
 /// Locks the till's watermark row (`SELECT ... FOR UPDATE`) and returns it (0: none). Every
 /// writer of the till's rows takes this lock first, so two shippers of one till never apply
-/// the same transaction twice.
+/// the same transaction twice. A till without a row gets one at 0 first, in this
+/// transaction: a missing row cannot be locked, and two first shipments (or a shipment and
+/// a `--resync`) would both go ahead; the second insert waits for the first's commit.
 pub fn lock_watermark(pg: &mut Transaction<'_>, till_id: &str) -> Result<Lsn, Failure> {
+    pg.execute(
+        "INSERT INTO tilldb_watermark (till_id, lsn) VALUES ($1, 0) ON CONFLICT (till_id) DO NOTHING",
+        &[&till_id],
+    )?;
     let locked = pg.query_opt(
         "SELECT lsn FROM tilldb_watermark WHERE till_id = $1 FOR UPDATE",
         &[&till_id],
@@ -145,6 +151,96 @@ pub fn apply(pg: &mut Transaction<'_>, till_id: &str, batch: &[FeedTxn]) -> Resu
         set_watermark(pg, till_id, last)?;
     }
     Ok(applied)
+}
+
+/// Rows per statement when a `--resync` copies a table: one round trip for many rows.
+const RESYNC_CHUNK_ROWS: usize = 1000;
+
+/// What a `--resync` did to one table.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Resynced {
+    /// The till's live rows, each upserted (unchanged values keep their row and lsn).
+    pub rows: u64,
+    /// Rows PostgreSQL held for this till that the till no longer has, deleted.
+    pub deleted: u64,
+}
+
+/// Makes PostgreSQL's `table` for this till equal to `entries` (the till's table in one
+/// snapshot, keys in order): upserts every entry with `lsn`, the snapshot's, then deletes
+/// the till's other keys. Requires: the caller locked the watermark in this transaction.
+pub fn resync_table(
+    pg: &mut Transaction<'_>,
+    till_id: &str,
+    table: &str,
+    entries: impl Iterator<Item = tilldb::Result<(Vec<u8>, Vec<u8>)>>,
+    lsn: Lsn,
+) -> Result<Resynced, Failure> {
+    let name = pg_table_or_fail(table)?;
+    // The snapshot's keys, to find those PostgreSQL holds beyond them; dropped at commit.
+    pg.batch_execute(
+        "CREATE TEMP TABLE IF NOT EXISTS tilldb_resync_keys (key bytea PRIMARY KEY)
+             ON COMMIT DROP;
+         TRUNCATE tilldb_resync_keys",
+    )?;
+    let upsert = pg.prepare(&format!(
+        "INSERT INTO {name} (till_id, key, value, lsn)
+         SELECT $1, k, v, $4 FROM unnest($2::bytea[], $3::bytea[]) AS u(k, v)
+         ON CONFLICT (till_id, key) DO UPDATE SET value = EXCLUDED.value, lsn = EXCLUDED.lsn
+         WHERE {name}.value IS DISTINCT FROM EXCLUDED.value"
+    ))?;
+    let remember = pg.prepare("INSERT INTO tilldb_resync_keys SELECT unnest($1::bytea[])")?;
+    let mut done = Resynced::default();
+    let mut entries = entries.peekable();
+    while entries.peek().is_some() {
+        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(RESYNC_CHUNK_ROWS);
+        let mut values: Vec<Vec<u8>> = Vec::with_capacity(RESYNC_CHUNK_ROWS);
+        for entry in entries.by_ref().take(RESYNC_CHUNK_ROWS) {
+            let (key, value) = entry?;
+            keys.push(key);
+            values.push(value);
+        }
+        assert!(keys.len() <= RESYNC_CHUNK_ROWS);
+        pg.execute(&upsert, &[&till_id, &keys, &values, &pg_lsn(lsn)])?;
+        pg.execute(&remember, &[&keys])?;
+        done.rows += keys.len() as u64;
+    }
+    done.deleted = pg.execute(
+        &format!(
+            "DELETE FROM {name} AS t WHERE t.till_id = $1
+             AND NOT EXISTS (SELECT 1 FROM tilldb_resync_keys AS r WHERE r.key = t.key)"
+        ),
+        &[&till_id],
+    )?;
+    Ok(done)
+}
+
+/// Deletes this till's rows from the shipped tables (`tilldb_*` with a `till_id` column)
+/// that are not among `kept` (the PostgreSQL names of the till's tables, quoted): tables the
+/// till dropped. Returns the rows deleted.
+pub fn delete_other_tables(
+    pg: &mut Transaction<'_>,
+    till_id: &str,
+    kept: &[String],
+) -> Result<u64, Failure> {
+    let tables = pg.query(
+        "SELECT c.table_name FROM information_schema.columns AS c
+         WHERE c.table_schema = current_schema() AND c.column_name = 'till_id'
+         AND c.table_name LIKE 'tilldb\\_%' AND c.table_name <> 'tilldb_watermark'",
+        &[],
+    )?;
+    let mut deleted = 0;
+    for row in tables {
+        let table_name: String = row.get(0);
+        let quoted = format!("\"{}\"", table_name.replace('"', "\"\""));
+        if kept.contains(&quoted) {
+            continue;
+        }
+        deleted += pg.execute(
+            &format!("DELETE FROM {quoted} WHERE till_id = $1"),
+            &[&till_id],
+        )?;
+    }
+    Ok(deleted)
 }
 
 #[cfg(test)]
