@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 22] = [
+pub const ALL: [(&str, &str); 25] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -92,6 +92,18 @@ pub const ALL: [(&str, &str); 22] = [
     (
         "header-read-before-lock",
         "an open reads the header before it takes the database lock, and uses what it read",
+    ),
+    (
+        "feed-skips-missing-log",
+        "a feed whose position lies in a removed segment goes on at the next segment, skipping the gap",
+    ),
+    (
+        "feed-publishes-written",
+        "the feed's publisher publishes the log's written lsn, not its durable one",
+    ),
+    (
+        "reopen-from-newer",
+        "a reopened log begins at the newer of a feed consumer's position and the checkpoint, not the older",
     ),
     (
         "stale-redo-point",

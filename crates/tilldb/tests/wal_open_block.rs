@@ -5,65 +5,16 @@
 //! commit is written (padded) and its flush blocks; B's commit is written during that flush;
 //! then the flush is let go.
 
+#[path = "common/gate.rs"]
+mod gate;
+
+use gate::Gate;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tilldb::internals::wal::{TailGuard, Wal, WalOptions};
 use tilldb::io::{Call, CrashMode, HookedStorage, Hooks, SimConfig, SimDisk, Storage};
 use tilldb::{Durability, FlushMethod, Result};
-
-/// Holds log-file flushes: `arm(n)` holds the next `n`, each until one `release`.
-#[derive(Debug, Default)]
-struct Gate {
-    state: Mutex<GateState>,
-    changed: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct GateState {
-    to_hold: usize,
-    held: usize,
-    releases: usize,
-}
-
-impl Gate {
-    fn arm(&self, flushes: usize) {
-        self.state.lock().expect("gate").to_hold += flushes;
-    }
-
-    /// In a flush: waits for a release if this flush is one to hold.
-    fn pass(&self) {
-        let mut st = self.state.lock().expect("gate");
-        if st.to_hold == 0 {
-            return;
-        }
-        st.to_hold -= 1;
-        st.held += 1;
-        self.changed.notify_all();
-        while st.releases == 0 {
-            st = self.changed.wait(st).expect("gate");
-        }
-        st.releases -= 1;
-        st.held -= 1;
-        self.changed.notify_all();
-    }
-
-    /// Waits until a flush is held at the gate.
-    fn wait_held(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut st = self.state.lock().expect("gate");
-        while st.held == 0 || st.releases > 0 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "no flush reached the gate in 10 s");
-            st = self.changed.wait_timeout(st, left).expect("gate").0;
-        }
-    }
-
-    fn release(&self) {
-        self.state.lock().expect("gate").releases += 1;
-        self.changed.notify_all();
-    }
-}
 
 /// Gates on the log files' flushes and writes, as hooks on the simulated disk.
 #[derive(Debug)]

@@ -110,7 +110,12 @@ impl FeedWriter {
                 let mut guard = stopped.lock();
                 while !*guard {
                     // A failed publish is retried next round; readers only see less.
-                    let _ = feed.publish(wal.durable_lsn());
+                    let durable = if crate::mutants::active("feed-publishes-written") {
+                        wal.written_lsn()
+                    } else {
+                        wal.durable_lsn()
+                    };
+                    let _ = feed.publish(durable);
                     wake.wait_for(&mut guard, PUBLISH_EVERY);
                 }
             })?;

@@ -535,8 +535,16 @@ fn open_log(
     checkpoint: crate::wal::Lsn,
 ) -> Result<Wal> {
     let wal_dir = dir.join(super::claim::WAL_DIR_NAME);
-    let begin =
-        super::feed::retain_hint(&**storage, dir)?.map_or(checkpoint, |r| r.min(checkpoint));
+    // The older of the two: the log's open frees what lies before `begin`, and recovery
+    // replays from the checkpoint whatever a consumer acknowledged.
+    let begin = super::feed::retain_hint(&**storage, dir)?.map_or(checkpoint, |r| {
+        if crate::mutants::active("reopen-from-newer") {
+            r.max(checkpoint)
+        } else {
+            r.min(checkpoint)
+        }
+    });
+    assert!(begin <= checkpoint, "the log reopened after its redo point");
     let opened = Wal::open_from(
         Arc::clone(storage),
         &wal_dir,

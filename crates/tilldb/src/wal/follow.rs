@@ -11,6 +11,7 @@
 //! | a valid `SegmentEnd`                              | go on at the next segment's base      |
 //! | no valid record, but a newer segment begins here  | go on in it (a reopened log starts a new segment where the old one's records ended) |
 //! | anything else, below `limit`                      | `Error::Corruption` naming file and offset: what the writer published as durable does not validate (its segment was reused under a consumer it dropped, or the log is damaged) |
+//! | no segment holds the position, a later one exists | `Error::LogMissing` naming that segment and the lsns gone (never skipped) |
 //! | no segment holds the position                     | `Error::FeedUnavailable`: the log no longer holds it |
 //!
 //! The segment holding the position is the one whose valid header (naming the file's
@@ -81,9 +82,9 @@ impl LogFollower {
         let mut out = Vec::new();
         let mut payload_bytes = 0;
         while self.position < limit.0 && payload_bytes < max_bytes {
+            let header = self.segment()?.header;
             let position = self.position;
-            let current = self.segment()?;
-            let header = current.header;
+            let current = self.current.as_ref().expect("segment() opened it");
             let end = limit.0.min(header.base_lsn + header.capacity());
             let block = u64::from(header.log_block_bytes);
             let from = block + (position - header.base_lsn);
@@ -165,6 +166,8 @@ impl LogFollower {
         }
         self.current = None;
         let mut best: Option<Current> = None;
+        // The valid segment that begins first after the position, if none holds it.
+        let mut after: Option<(u64, PathBuf)> = None;
         for name in self.storage.list_dir(&self.dir)? {
             let Some(generation) = parse_segment_name(&name) else {
                 continue;
@@ -189,7 +192,29 @@ impl LogFollower {
             };
             if candidate.covers(self.position) {
                 best = Some(candidate);
+            } else if candidate.header.base_lsn > self.position
+                && after
+                    .as_ref()
+                    .is_none_or(|(base, _)| candidate.header.base_lsn < *base)
+            {
+                after = Some((candidate.header.base_lsn, candidate.path));
             }
+        }
+        if best.is_none()
+            && let Some((base, path)) = after
+        {
+            if crate::mutants::active("feed-skips-missing-log") {
+                self.position = base;
+                return self.segment();
+            }
+            // The log goes on after a gap: the records from the position to `base` are gone
+            // (a segment removed under a consumer behind). Never skipped: the consumer would
+            // miss transactions in silence.
+            return Err(Error::LogMissing {
+                file: path,
+                from_lsn: self.position,
+                to_lsn: base,
+            });
         }
         let dir = self.dir.parent().unwrap_or(&self.dir).to_path_buf();
         let found = best.ok_or_else(|| Error::FeedUnavailable {

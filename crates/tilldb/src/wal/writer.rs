@@ -276,8 +276,10 @@ impl Wal {
     /// The oldest lsn the log can be kept from within `bytes` of segment files: keeping it
     /// from there keeps the closed segments from the one holding it on, plus the segment
     /// being written, and their files total at most `bytes` (the newest segment alone may
-    /// be more). Retention measured on disk, not in lsns: every open starts a fresh
-    /// segment, so a few kilobytes of lsns can span many 64 MiB files (issue 34).
+    /// be more). `Lsn(0)` when every segment the log holds fits: keeping more costs nothing
+    /// (and an lsn the log no longer holds is no reason to give up on it here). Retention
+    /// measured on disk, not in lsns: every open starts a fresh segment, so a few kilobytes
+    /// of lsns can span many 64 MiB files (issue 34).
     #[must_use]
     pub fn lsn_kept_within(&self, bytes: u64) -> Lsn {
         let st = self.shared.state.lock();
@@ -287,7 +289,7 @@ impl Wal {
         for segment in st.chain.iter().rev() {
             total += segment.header.segment_bytes;
             if total > bytes {
-                break;
+                return oldest;
             }
             assert!(
                 segment.header.base_lsn <= oldest.0,
@@ -296,7 +298,7 @@ impl Wal {
             );
             oldest = Lsn(segment.header.base_lsn);
         }
-        oldest
+        Lsn(0)
     }
 
     /// Lets closed segments wholly before `lsn` be recycled: the caller (a checkpoint) no

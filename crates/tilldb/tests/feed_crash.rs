@@ -1,0 +1,198 @@
+//! The change feed across crashes (issue 35, items 4 and 5): where the log reopens when a
+//! consumer holds it, what a consumer behind a removed segment is told, and that the feed's
+//! publisher never publishes past what is durable.
+
+#[path = "common/gate.rs"]
+mod gate;
+
+use gate::Gate;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tilldb::feed::Feed;
+use tilldb::io::{Call, CrashMode, HookedStorage, Hooks, SimConfig, SimDisk, Storage};
+use tilldb::{Db, Error, Options};
+
+const DIR: &str = "/db";
+
+fn options() -> Options {
+    Options {
+        change_feed: true,
+        background_threads: false,
+        ..Options::for_tests()
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("sale-{i:06}").into_bytes()
+}
+
+fn sell(db: &Db, from: u32, to: u32) {
+    for i in from..to {
+        let mut txn = db.begin().expect("begin");
+        txn.put(&key(i), &[7; 300]).expect("put");
+        txn.commit().expect("commit");
+    }
+}
+
+fn open(disk: &SimDisk) -> Db {
+    Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options()).expect("open")
+}
+
+fn consumer(disk: &SimDisk) -> Feed {
+    Feed::open_consumer_with_storage(Arc::new(disk.clone()), Path::new(DIR), "office")
+        .expect("consumer")
+}
+
+/// Reads the feed until it is caught up; returns how many transactions and the last lsn.
+fn drain(feed: &mut Feed) -> (usize, Option<tilldb::Lsn>) {
+    let mut count = 0;
+    let mut last = None;
+    while let Some(txn) = feed.next(Duration::from_millis(20)).expect("feed") {
+        count += 1;
+        last = Some(txn.lsn);
+    }
+    (count, last)
+}
+
+/// Item 4: a consumer ahead of the last checkpoint, past a segment switch, then a crash: the
+/// log reopens from the older of the two (the checkpoint), so redo finds every commit. With
+/// the mutant `reopen-from-newer` the log reopened at the consumer's position, freed the
+/// segments before it, and the commits between the checkpoint and it were gone.
+#[test]
+fn a_consumer_ahead_of_the_checkpoint_loses_nothing_across_a_crash() {
+    for mode in [
+        CrashMode::ProcessKill,
+        CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: true,
+        },
+    ] {
+        let disk = SimDisk::new(SimConfig::default());
+        let db = open(&disk);
+        let mut feed = consumer(&disk);
+        sell(&db, 0, 500);
+        db.checkpoint().expect("checkpoint");
+        // About 1.7 MiB of log after the checkpoint: past at least one segment switch (1 MiB
+        // segments), below the next checkpoint (2 MiB).
+        sell(&db, 500, 5000);
+        let (read, last) = drain(&mut feed);
+        assert_eq!(read, 5000, "{mode:?}");
+        feed.acknowledge(last.expect("read")).expect("acknowledge");
+        std::mem::forget(db);
+        disk.crash(mode);
+        let db = open(&disk);
+        for i in 0..5000 {
+            assert!(
+                db.get(&key(i)).expect("get").is_some(),
+                "{mode:?}: sale {i} lost after a crash with the consumer ahead of the checkpoint"
+            );
+        }
+        db.close().expect("close");
+    }
+}
+
+/// Item 4: a consumer behind, and a segment it needs removed (by hand, or by a bug): the
+/// database still opens (recovery needs only the log from its checkpoint), and the consumer's
+/// next read fails with `LogMissing` naming the lsns gone, never skipping them. With the
+/// mutant `feed-skips-missing-log` it went on at the next segment and returned transactions
+/// after the gap as if none were missing.
+#[test]
+fn a_consumer_behind_a_removed_segment_gets_log_missing_not_a_silent_gap() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = open(&disk);
+    let mut feed = consumer(&disk);
+    sell(&db, 0, 10);
+    let (read, last) = drain(&mut feed);
+    assert_eq!(read, 10);
+    feed.acknowledge(last.expect("read")).expect("acknowledge");
+    // About 3 MiB more: the consumer, holding the log, falls behind by three segments.
+    sell(&db, 10, 9000);
+    db.checkpoint().expect("checkpoint");
+    db.close().expect("close");
+    drop(feed);
+    // The oldest segment, which holds the consumer's position, removed.
+    let wal = Path::new(DIR).join("wal");
+    let mut names = disk.list_dir(&wal).expect("list");
+    names.sort();
+    let oldest = wal.join(&names[0]);
+    disk.remove(&oldest).expect("remove");
+    let db = open(&disk);
+    assert!(db.get(&key(8999)).expect("get").is_some());
+    let mut feed = consumer(&disk);
+    let err = feed
+        .next(Duration::from_millis(200))
+        .expect_err("a read across the removed segment");
+    let Error::LogMissing {
+        from_lsn, to_lsn, ..
+    } = &err
+    else {
+        panic!("expected LogMissing, got {err}");
+    };
+    assert_eq!(*from_lsn, last.expect("read").0, "{err}");
+    assert!(to_lsn > from_lsn, "{err}");
+    db.close().expect("close");
+}
+
+/// Holds the log files' flushes at a gate.
+#[derive(Debug)]
+struct FlushGate(Arc<Gate>);
+
+impl Hooks for FlushGate {
+    fn before(&self, call: &Call<'_>) -> tilldb::Result<()> {
+        if matches!(call, Call::Flush { .. }) && call.path().extension().is_some_and(|e| e == "wal")
+        {
+            self.0.pass();
+        }
+        Ok(())
+    }
+}
+
+/// Item 5: the feed's publisher thread (background threads on, as in production) publishes
+/// only what the log made durable. A `Sync` commit is written and its flush held at a gate:
+/// for as long as it is held, the feed returns nothing of it; once let go, it does. With the
+/// mutant `feed-publishes-written` (the written lsn published) the feed returned the sale
+/// during its flush: a head office could hold a sale the till then lost to a power cut.
+#[test]
+fn the_feed_returns_no_sync_commit_while_its_flush_runs() {
+    let disk = SimDisk::new(SimConfig::default());
+    let gate = Arc::new(Gate::default());
+    let storage = Arc::new(HookedStorage::new(
+        Arc::new(disk.clone()),
+        FlushGate(Arc::clone(&gate)),
+    ));
+    let options = Options {
+        background_threads: true,
+        ..options()
+    };
+    let db = Arc::new(Db::open_with_storage(storage, Path::new(DIR), options).expect("open"));
+    let mut feed = consumer(&disk);
+    sell(&db, 0, 1);
+    assert_eq!(drain(&mut feed).0, 1, "the first sale, flushed");
+    gate.arm(1);
+    let seller = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || sell(&db, 1, 2))
+    };
+    gate.wait_held();
+    // The publisher looks every 2 ms: 300 ms is a hundred and fifty chances to publish.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        let early = feed.next(Duration::from_millis(10)).expect("feed");
+        assert!(
+            early.is_none(),
+            "the feed returned a Sync commit while its flush was held: {early:?}"
+        );
+    }
+    gate.release();
+    seller.join().expect("seller");
+    let txn = feed
+        .next(Duration::from_secs(5))
+        .expect("feed")
+        .expect("the sale, once flushed");
+    assert_eq!(txn.changes[0].key, key(1));
+    Arc::try_unwrap(db)
+        .expect("seller joined")
+        .close()
+        .expect("close");
+}
