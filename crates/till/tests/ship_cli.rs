@@ -784,3 +784,65 @@ fn resync_beside_a_live_writer_is_refused_as_locked_and_changes_nothing() {
         "a refusal created tables"
     );
 }
+
+/// Issue 34 ("never silent"): a second till shipping under a till id another till already
+/// shipped (two machines with one host name, the default id) found PostgreSQL's watermark
+/// past its own log, skipped every transaction of its own at or below it, and printed
+/// "caught up: 0 transactions (20 already there)". Refused: the watermark is past the end of
+/// this till's durable log, which no honest state allows.
+#[test]
+fn a_watermark_past_the_tills_log_end_is_refused_not_skipped_over() {
+    let test = "a_watermark_past_the_tills_log_end_is_refused_not_skipped_over";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let (first, second) = (work.path().join("t1"), work.path().join("t2"));
+    demo(&first, 200);
+    demo(&second, 20);
+    assert_eq!(ship_once(&first, &pg.url(), "shop", &[]).code, Some(0));
+    let mut client = pg.client();
+    let watermark = watermark_of(&mut client, "shop").expect("a watermark");
+    let durable = feed::published_durable(&second)
+        .expect("durable")
+        .expect("published")
+        .0;
+    assert!(u64::try_from(watermark).expect("lsn") > durable);
+    let till_files = snapshot(&second);
+    let run = ship_once(&second, &pg.url(), "shop", &[]);
+    assert_refused(&run, &[u64::try_from(watermark).expect("lsn"), durable]);
+    assert_eq!(watermark_of(&mut client, "shop"), Some(watermark));
+    assert!(
+        snapshot(&second) == till_files,
+        "a refusal changed the till's files"
+    );
+}
+
+/// A consumer the till dropped (it fell past `feed_retention_bytes`: the log it needed was
+/// reused) is refused with exit status 3 naming `--resync`, and `--resync` starts it afresh
+/// at its snapshot: the head office equals the till again, and the dropped mark is gone.
+#[test]
+fn a_dropped_consumer_is_refused_and_resync_starts_it_afresh() {
+    let test = "a_dropped_consumer_is_refused_and_resync_starts_it_afresh";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = work.path().join("t1");
+    let mut client = pg.client();
+    audit_applications(&mut client);
+    demo(&dir, 100);
+    assert_eq!(ship_once(&dir, &pg.url(), "a", &[]).code, Some(0));
+    demo(&dir, 100);
+    // What the till's checkpoint writes when it drops a consumer (`feed::mark_dropped`).
+    let mark = dir.join("feed").join("ship.dropped");
+    std::fs::write(&mark, "fell 5 GiB of log files behind").expect("dropped mark");
+    let dropped = ship_once(&dir, &pg.url(), "a", &[]);
+    assert_eq!(dropped.code, Some(EXIT_REFUSED), "{}", dropped.text);
+    assert!(dropped.text.contains("dropped"), "{}", dropped.text);
+    assert!(dropped.text.contains("--resync"), "{}", dropped.text);
+    let resync = ship_once(&dir, &pg.url(), "a", &["--resync"]);
+    assert_eq!(resync.code, Some(0), "{}", resync.text);
+    assert!(!mark.exists(), "the dropped mark outlived --resync");
+    assert_head_office_equals_till(&mut client, &dir, "a");
+}

@@ -195,8 +195,23 @@ fn till_positions(dir: &Path, consumer: &str) -> Result<Positions, Failure> {
         start,
         consumer: state.as_ref().map(|c| c.position),
         dropped: state.and_then(|c| c.dropped),
+        durable: published_durable(dir),
         watermark: None,
     })
+}
+
+/// The durable lsn the till's writer published; `None` when it cannot be read. The writer
+/// rewrites those 16 bytes in place, so a read may catch half a write (its checksum fails)
+/// and is tried again, as the feed's own reader does; the check it serves is skipped, not
+/// failed, when the file stays unreadable.
+fn published_durable(dir: &Path) -> Option<Lsn> {
+    for _ in 0..4 {
+        match feed::published_durable(dir) {
+            Ok(durable) => return durable,
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    None
 }
 
 /// Connects, checks the positions, resumes after the watermark and ships until caught up
@@ -297,8 +312,5 @@ fn next_batch(feed: &mut Feed, args: &ShipArgs) -> Result<Vec<FeedTxn>, Failure>
 
 /// How far the till's durable log is ahead of `shipped`, in bytes (0 when unknown).
 fn durable_lag(dir: &Path, shipped: Lsn) -> u64 {
-    tilldb::feed::published_durable(dir)
-        .ok()
-        .flatten()
-        .map_or(0, |durable| durable.0.saturating_sub(shipped.0))
+    published_durable(dir).map_or(0, |durable| durable.0.saturating_sub(shipped.0))
 }

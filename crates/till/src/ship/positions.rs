@@ -20,6 +20,9 @@ pub struct Positions {
     pub consumer: Option<Lsn>,
     /// Why the consumer was dropped, if it was.
     pub dropped: Option<String>,
+    /// The lsn the till's log is durable to, as its writer published it (`feed/durable`);
+    /// `None` when it could not be read.
+    pub durable: Option<Lsn>,
     /// PostgreSQL's watermark for this till id; `None` when it holds none.
     pub watermark: Option<Lsn>,
 }
@@ -35,6 +38,9 @@ pub struct Names<'a> {
 /// ```text
 /// consumer           watermark W            decision
 /// dropped            any                    refuse: the till reused log it never shipped
+/// any                past the till's        refuse: PostgreSQL holds transactions this till
+///                    durable log end        never made (another till ships under this id,
+///                                           or the till's database was restored)
 /// never registered   none                   ship from the feed's start (the first shipment)
 /// never registered   at or past the start   ship, skipping up to W
 /// never registered   before the start       refuse: commits between W and the start are not
@@ -60,6 +66,21 @@ pub fn decide(p: &Positions, names: &Names<'_>) -> Result<(), Failure> {
             p.consumer.map_or("none".to_owned(), |c| c.0.to_string()),
             p.watermark
                 .map_or("none".to_owned(), |w| format!("lsn {}", w.0))
+        )));
+    }
+    if let (Some(w), Some(durable)) = (p.watermark, p.durable)
+        && w > durable
+    {
+        // Everything shipped was durable in the till when read, and a reopened till
+        // publishes its log's end: a watermark past it came from elsewhere.
+        return Err(refused(&format!(
+            "PostgreSQL's watermark for till {till_id} is lsn {}, past the end of this \
+             till's durable log (lsn {}): PostgreSQL holds transactions this till never \
+             made. Another till ships as {till_id} (two machines with one host name?), or \
+             this till's database was restored from an older copy (after a power cut, open \
+             the till first: it publishes its log's end when it opens). Shipping on would \
+             skip this till's transactions up to lsn {}. {what_to_do}",
+            w.0, durable.0, w.0
         )));
     }
     match (p.consumer, p.watermark) {
@@ -106,6 +127,7 @@ mod tests {
             consumer: "ship",
         };
         let start = Lsn(100);
+        let durable = Lsn(1000);
         let cases: &[(Option<u64>, Option<u64>, bool, bool)] = &[
             // consumer, watermark, dropped, ships
             (None, None, false, true),
@@ -119,20 +141,32 @@ mod tests {
             (Some(300), Some(299), false, false),
             (Some(100), Some(100), true, false),
             (None, None, true, false),
+            (Some(300), Some(1000), false, true),
+            (Some(300), Some(1001), false, false),
+            (None, Some(1001), false, false),
         ];
         for &(consumer, watermark, dropped, ships) in cases {
             let p = Positions {
                 start,
                 consumer: consumer.map(Lsn),
                 dropped: dropped.then(|| "too far behind".to_owned()),
+                durable: Some(durable),
                 watermark: watermark.map(Lsn),
             };
             let decision = decide(&p, &names);
             assert_eq!(decision.is_ok(), ships, "{p:?}: {decision:?}");
             if let Err(f) = decision {
                 assert_eq!(f.exit, Exit::Refused);
+                assert!(f.message.contains("Nothing was changed"), "{}", f.message);
                 assert!(f.message.contains("--resync"), "{}", f.message);
-                for lsn in consumer.iter().chain(watermark.iter()) {
+                // Both positions that disagree: the till's log end for a watermark past it,
+                // else the consumer's.
+                let till_side = if watermark.is_some_and(|w| w > durable.0) {
+                    Some(durable.0)
+                } else {
+                    consumer
+                };
+                for lsn in till_side.iter().chain(watermark.iter()) {
                     assert!(f.message.contains(&lsn.to_string()), "{}", f.message);
                 }
             }
