@@ -233,8 +233,10 @@ fn ship(
             consumer: &args.consumer,
         },
     )?;
-    pg::create_watermark_table(&mut client)?;
+    // The consumer first: it refuses (a feed that released the log a new consumer needs)
+    // before PostgreSQL gets so much as a table.
     let mut feed = Feed::open_consumer(&args.dir, &args.consumer)?;
+    pg::create_watermark_table(&mut client)?;
     println!(
         "till ship: till {till_id} from {} to PostgreSQL, after lsn {}",
         args.dir.display(),
