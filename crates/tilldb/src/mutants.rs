@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 25] = [
+pub const ALL: [(&str, &str); 26] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -100,6 +100,10 @@ pub const ALL: [(&str, &str); 25] = [
     (
         "feed-publishes-written",
         "the feed's publisher publishes the log's written lsn, not its durable one",
+    ),
+    (
+        "no-backpressure-wait",
+        "a commit past twice the checkpoint distance is counted as waiting but does not wait",
     ),
     (
         "reopen-from-newer",
