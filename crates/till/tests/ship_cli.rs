@@ -846,3 +846,73 @@ fn a_dropped_consumer_is_refused_and_resync_starts_it_afresh() {
     assert!(!mark.exists(), "the dropped mark outlived --resync");
     assert_head_office_equals_till(&mut client, &dir, "a");
 }
+
+/// Makes `sales` sales in table `sales` of the till at `dir` through the API, with `options`.
+fn api_sales(dir: &Path, options: &Options, day: u32, sales: u32) {
+    let db = Db::open(dir, options.clone()).expect("open the till");
+    for i in 0..sales {
+        let mut txn = db.begin().expect("begin");
+        txn.put_in("sales", format!("{day:04}-{i:03}").as_bytes(), &[b'x'; 150])
+            .expect("put");
+        txn.commit().expect("commit");
+    }
+    db.checkpoint().expect("checkpoint");
+    db.close().expect("close");
+}
+
+/// A till's life (issue 34): switched on and off for days with the feed on and nothing
+/// shipping, its feed released the log it kept for nobody, so the first `till ship` cannot
+/// have what came before. It is refused (exit status 3) naming `--resync`, before PostgreSQL
+/// gets a table, and `--resync` ships the whole state, after which later sales follow.
+#[test]
+fn a_first_shipment_after_the_feed_released_its_log_is_refused_and_resync_ships_it_all() {
+    let test =
+        "a_first_shipment_after_the_feed_released_its_log_is_refused_and_resync_ships_it_all";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let dir = work.path().join("t1");
+    // Small log segments and checkpoint distance, as tilldb's tests/feed_retention.rs: 12
+    // days of 400 sales release the log (Buffered: the close makes them durable).
+    let options = Options {
+        change_feed: true,
+        durability: tilldb::Durability::Buffered,
+        ..Options::for_tests()
+    };
+    for day in 0..12 {
+        api_sales(&dir, &options, day, 400);
+    }
+    assert!(
+        feed::consumers(&dir).expect("consumers").is_empty(),
+        "nothing consumed the feed"
+    );
+    let till_files = snapshot(&dir);
+    let first = ship_once(&dir, &pg.url(), "r", &[]);
+    assert_eq!(first.code, Some(EXIT_REFUSED), "{}", first.text);
+    assert!(first.text.contains("--resync"), "{}", first.text);
+    let mut client = pg.client();
+    assert_eq!(
+        count(
+            &mut client,
+            "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'tilldb%'"
+        ),
+        0,
+        "a refusal created tables"
+    );
+    assert!(
+        snapshot(&dir) == till_files,
+        "a refusal changed the till's files"
+    );
+
+    audit_applications(&mut client);
+    let resync = ship_once(&dir, &pg.url(), "r", &["--resync"]);
+    assert_eq!(resync.code, Some(0), "{}", resync.text);
+    assert!(resync.text.contains("4800 rows"), "{}", resync.text);
+    assert_head_office_equals_till(&mut client, &dir, "r");
+    api_sales(&dir, &options, 99, 10);
+    let follow = ship_once(&dir, &pg.url(), "r", &[]);
+    assert_eq!(follow.code, Some(0), "{}", follow.text);
+    assert!(follow.text.contains("10 transactions"), "{}", follow.text);
+    assert_head_office_equals_till(&mut client, &dir, "r");
+}
