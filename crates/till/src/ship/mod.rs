@@ -185,7 +185,7 @@ fn with_retries(
 }
 
 /// Where the till stands: its feed's start, and the shipper's consumer (read-only: a
-/// refusal must not register it).
+/// refusal must not register it). The caller adds the watermark and the durable end.
 fn till_positions(dir: &Path, consumer: &str) -> Result<Positions, Failure> {
     let start = feed::start(dir)?;
     let state = feed::consumers(dir)?
@@ -195,7 +195,7 @@ fn till_positions(dir: &Path, consumer: &str) -> Result<Positions, Failure> {
         start,
         consumer: state.as_ref().map(|c| c.position),
         dropped: state.and_then(|c| c.dropped),
-        durable: published_durable(dir),
+        durable: None,
         watermark: None,
     })
 }
@@ -222,10 +222,12 @@ fn ship(
     till_id: &str,
     totals: &mut Shipped,
 ) -> Result<(), Failure> {
-    // The consumer before the watermark: see `positions.rs`.
+    // The consumer, then the watermark, then the till's durable end: each can only have
+    // moved up to the next by the time it is read (see `positions.rs`).
     let mut positions = till_positions(&args.dir, &args.consumer)?;
     let mut client = config.connect(NoTls)?;
     positions.watermark = pg::watermark(&mut client, till_id)?;
+    positions.durable = published_durable(&args.dir);
     positions::decide(
         &positions,
         &Names {

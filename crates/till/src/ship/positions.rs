@@ -3,10 +3,16 @@
 //! (the till's watermark). When they disagree it refuses, naming both positions and what to
 //! do: shipping on would skip transactions PostgreSQL never got, and say nothing.
 //!
-//! The consumer acknowledges only after PostgreSQL committed (`mod.rs`), so in every honest
-//! state the watermark is at or past the consumer's position. The positions are read in that
-//! order (the consumer first), so a second shipper moving both between the reads cannot make
-//! an honest state look like a disagreement.
+//! The consumer acknowledges only after PostgreSQL committed (`mod.rs`), and PostgreSQL gets
+//! only what the till published as durable, so in every honest state
+//!
+//! ```text
+//! consumer position  <=  watermark  <=  the till's published durable lsn
+//! ```
+//!
+//! The three are read in that order, each after the one it must not pass, so a second
+//! shipper (or the till's writer) moving them between the reads cannot make an honest state
+//! look like a disagreement.
 
 use super::exit::{Exit, Failure};
 use tilldb::Lsn;
