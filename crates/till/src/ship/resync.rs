@@ -70,7 +70,7 @@ pub fn resync(args: &ShipArgs, config: &Config, till_id: &str) -> Result<(), Fai
     txn.commit()?;
     // After PostgreSQL's commit: a crash between the two leaves the consumer behind the
     // watermark, which ships on (skipping up to it), or dropped, which refuses again.
-    feed::register_consumer(&args.dir, &args.consumer, lsn)?;
+    feed::register_consumer(&args.dir, &args.consumer, lsn).map_err(|e| failed(&e))?;
     drop(read);
     db.close()?;
     println!(
@@ -153,12 +153,20 @@ fn snapshot_lsn(dir: &Path) -> Result<Lsn, Failure> {
         )
     })?;
     let start = feed::start(dir)?;
-    assert!(
-        lsn >= start,
-        "the published durable lsn {lsn:?} is before the feed's start {start:?}"
-    );
-    let mut after = Feed::open(dir, lsn)?;
-    if let Some(txn) = after.next(Duration::ZERO)? {
+    // Read from files: a value out of order is a damaged file, reported, not asserted.
+    if lsn < start {
+        return Err(Failure::new(
+            Exit::Till,
+            format!(
+                "{}: the published durable lsn {} is before the feed's start {}",
+                dir.display(),
+                lsn.0,
+                start.0
+            ),
+        ));
+    }
+    let mut after = Feed::open(dir, lsn).map_err(|e| failed(&e))?;
+    if let Some(txn) = after.next(Duration::ZERO).map_err(|e| failed(&e))? {
         return Err(Failure::new(
             Exit::Till,
             format!(
@@ -171,4 +179,10 @@ fn snapshot_lsn(dir: &Path) -> Result<Lsn, Failure> {
         ));
     }
     Ok(lsn)
+}
+
+/// A feed error inside a resync is a failure of the till's database (exit status 1), not a
+/// refusal: the refusals' advice, `--resync`, is what is running.
+fn failed(e: &tilldb::Error) -> Failure {
+    Failure::new(Exit::Till, format!("--resync: {e}"))
 }
