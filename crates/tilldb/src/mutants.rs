@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 26] = [
+pub const ALL: [(&str, &str); 27] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -100,6 +100,10 @@ pub const ALL: [(&str, &str); 26] = [
     (
         "feed-publishes-written",
         "the feed's publisher publishes the log's written lsn, not its durable one",
+    ),
+    (
+        "release-to-checkpoint-end",
+        "a checkpoint frees log segments up to its end, not its redo point (which lags when a page stays dirty)",
     ),
     (
         "no-backpressure-wait",

@@ -166,3 +166,157 @@ fn commits_wait_for_a_checkpoint_that_cannot_finish_once_the_log_passes_twice_it
          distance ({distance} B): commits did not wait"
     );
 }
+
+/// Holds, once armed, the first data-file write (a checkpoint's write-back) and the first
+/// preparation of a log segment (a commit's append that needs a new segment), each at its own
+/// gate.
+#[derive(Debug)]
+struct WriteBackAndSegmentGates {
+    data: Arc<Gate>,
+    segment: Arc<Gate>,
+}
+
+impl Hooks for WriteBackAndSegmentGates {
+    fn before(&self, call: &Call<'_>) -> tilldb::Result<()> {
+        let in_log = call.path().parent().is_some_and(|d| d.ends_with("wal"));
+        match call {
+            Call::Write { path, .. } if path.file_name().is_some_and(|n| n == "data.tdb") => {
+                self.data.pass();
+            }
+            Call::Create { .. } | Call::Rename { .. } if in_log => self.segment.pass(),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Item 6: a checkpoint frees log segments only below its redo point, which lies before its
+/// end when a page dirtied before the end is still dirty after the write-back. Page P (the
+/// root of table `p`, logged in an early segment) is changed by a commit that is held in its
+/// log append (it needs a new segment) while the checkpoint writes back: P stays dirty and
+/// unlogged through every pass, so the redo point is P's, segments before the checkpoint's end
+/// still hold what redo needs. More commits then recycle every free segment, and a crash
+/// follows. With the mutant `release-to-checkpoint-end` (segments released up to the end,
+/// not the redo point) the segment holding P's change was reused and the reopen failed.
+#[test]
+fn a_checkpoint_whose_redo_point_lags_its_end_keeps_the_segments_redo_needs() {
+    let disk = SimDisk::new(SimConfig::default());
+    let data = Arc::new(Gate::default());
+    let segment = Arc::new(Gate::default());
+    let storage = Arc::new(HookedStorage::new(
+        Arc::new(disk.clone()),
+        WriteBackAndSegmentGates {
+            data: Arc::clone(&data),
+            segment: Arc::clone(&segment),
+        },
+    ));
+    let options = Options {
+        background_threads: false,
+        torn_page_guard: TornPageGuard::Doublewrite,
+        cache_bytes: 16 << 20,
+        // No checkpoint but the test's.
+        checkpoint_log_bytes: 256 << 20,
+        ..Options::for_tests()
+    };
+    let db =
+        Arc::new(Db::open_with_storage(storage, Path::new(DIR), options.clone()).expect("create"));
+    let put = |db: &Db, table: &str, k: &[u8], v: &[u8]| {
+        let mut txn = db.begin().expect("begin");
+        txn.put_in(table, k, v).expect("put");
+        txn.commit().expect("commit");
+    };
+    // More dirty pages than one write-back batch (256), P's frame after them.
+    for i in 0..8000 {
+        put(&db, "bulk", &key(i), &[1; 200]);
+    }
+    put(&db, "p", b"p", b"before the checkpoint");
+    let p_lsn = active_segment(&disk).2;
+    // Large values (about half a segment each) until the active segment begins after P's
+    // change and has no room for another: the checkpoint's end then lies a segment past P's,
+    // and the held commit's append needs a new segment.
+    let big = vec![9u8; 500 << 10];
+    let before = db.stats().log.log_bytes;
+    put(&db, "big", b"first", &big);
+    let record = db.stats().log.log_bytes - before;
+    for i in 0.. {
+        let (base, capacity, end) = active_segment(&disk);
+        if base > p_lsn && base + capacity - end < record + 4096 {
+            break;
+        }
+        assert!(i < 8, "the log never reached a full segment past P's");
+        put(&db, "big", format!("fill-{i}").as_bytes(), &big);
+    }
+    data.arm(1);
+    let checkpointer = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || db.checkpoint())
+    };
+    data.wait_held();
+    segment.arm(1);
+    let holder = {
+        let (db, big) = (Arc::clone(&db), big.clone());
+        std::thread::spawn(move || {
+            let mut txn = db.begin().expect("begin");
+            txn.put_in("p", b"p", b"during the checkpoint")
+                .expect("put");
+            txn.put_in("big", b"second", &big).expect("put");
+            txn.commit().expect("commit");
+        })
+    };
+    segment.wait_held();
+    data.release();
+    checkpointer
+        .join()
+        .expect("checkpointer")
+        .expect("checkpoint");
+    let (_, header) = tilldb::internals::header::HeaderFile::open(
+        &disk,
+        Path::new(DIR),
+        tilldb::FlushMethod::Fdatasync,
+    )
+    .expect("header")
+    .expect("a header");
+    // The redo point lags the end: P is still dirty from before it.
+    assert!(
+        header.checkpoint_lsn.0 <= p_lsn,
+        "the redo point {:?} does not lag to P's change (before lsn {p_lsn}): no test",
+        header.checkpoint_lsn
+    );
+    segment.release();
+    holder.join().expect("the held commit");
+    // Segment switches enough to reuse every free segment (two such values to a segment).
+    for i in 0..12u32 {
+        put(&db, "big", format!("more-{i}").as_bytes(), &big);
+    }
+    let db = Arc::try_unwrap(db).expect("threads joined");
+    std::mem::forget(db);
+    disk.crash(CrashMode::ProcessKill);
+    let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options)
+        .unwrap_or_else(|e| panic!("reopen after the checkpoint whose redo point lagged: {e}"));
+    assert_eq!(
+        db.get_in("p", b"p").expect("get").as_deref(),
+        Some(&b"during the checkpoint"[..])
+    );
+    for i in 0..8000 {
+        assert!(
+            db.get_in("bulk", &key(i)).expect("get").is_some(),
+            "bulk {i}"
+        );
+    }
+    db.check().expect("check");
+}
+
+/// The active (last) segment of the log on `disk`: its base lsn, capacity and end (what was
+/// made durable in it).
+fn active_segment(disk: &SimDisk) -> (u64, u64, u64) {
+    let log = tilldb::internals::wal::inspect_log(disk, &Path::new(DIR).join("wal"), None, |_| {})
+        .expect("inspect the log");
+    let last = log
+        .segments
+        .iter()
+        .rfind(|s| matches!(s.role, tilldb::internals::wal::SegmentRole::Chain { .. }))
+        .expect("a chain");
+    let header = last.header.expect("a chained segment has a header");
+    let capacity = header.segment_bytes - 3 * u64::from(header.log_block_bytes);
+    (header.base_lsn, capacity, log.recovery.end_lsn.0)
+}

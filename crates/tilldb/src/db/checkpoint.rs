@@ -99,9 +99,16 @@ impl Db {
             page_count: alloc.page_count,
             ..newest
         };
+        // Segments below the redo point only: redo lies before `end` when a page dirtied
+        // before it is still dirty (a commit held it unlogged through every pass).
+        let release_to = if crate::mutants::active("release-to-checkpoint-end") {
+            end
+        } else {
+            Lsn(redo)
+        };
         let keep = match &inner.feed {
-            Some(feed) => Lsn(redo).min(feed.keep_from(end, Lsn(redo), &inner.wal)?),
-            None => Lsn(redo),
+            Some(feed) => release_to.min(feed.keep_from(end, Lsn(redo), &inner.wal)?),
+            None => release_to,
         };
         if crate::mutants::active("release-before-header") {
             inner.wal.release_before(keep)?;
