@@ -217,9 +217,9 @@ fn a_head_office_restored_from_before_the_shipments_is_refused_naming_both_posit
     );
 }
 
-/// Issue 34: PostgreSQL's errors printed as "db error", without the server's message: a
-/// missing database or a `tilldb_sales` of another schema said nothing an operator could
-/// act on. Each must print the server's message and SQLSTATE and exit 4.
+/// Issue 34: PostgreSQL's errors printed as "db error", without the server's message: an
+/// unknown role, a missing database or a `tilldb_sales` of another schema said nothing an
+/// operator could act on. Each must print the server's message and SQLSTATE and exit 4.
 #[test]
 fn postgres_errors_print_the_servers_message_and_sqlstate_not_just_db_error() {
     let test = "postgres_errors_print_the_servers_message_and_sqlstate_not_just_db_error";
@@ -229,6 +229,18 @@ fn postgres_errors_print_the_servers_message_and_sqlstate_not_just_db_error() {
     let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let dir = work.path().join("t1");
     demo(&dir, 20);
+
+    // A server that refuses the connection: an unknown role, at once, not after retries.
+    let url = pg.url_of("postgres").replace("tilldb@", "nosuchrole@");
+    let role = ship_once(&dir, &url, "a", &[]);
+    assert_eq!(role.code, Some(EXIT_POSTGRES_REFUSED), "{}", role.text);
+    assert!(role.text.contains("28000"), "no SQLSTATE: {}", role.text);
+    assert!(
+        role.text.contains("role \"nosuchrole\" does not exist"),
+        "no server message: {}",
+        role.text
+    );
+    assert!(!role.text.contains("retrying"), "{}", role.text);
 
     let missing = ship_once(&dir, &pg.url_of("nosuch"), "a", &[]);
     assert_eq!(
