@@ -86,8 +86,14 @@ fn seed_runs_each_method_and_durability_and_counts_one_flush_per_sync_commit() {
         }
         assert!(number(r, "p50_us") <= number(r, "p99_us"), "{r}");
         assert!(number(r, "p99_us") <= number(r, "max_us"), "{r}");
+        // Both rates are printed rounded to 0.1/s, so the ratio recomputed from them is off
+        // by up to about 0.05 / raw_flushes_per_sec of itself (0.015 at 108 x a raw rate of
+        // 353/s, which failed a fixed 0.01 bound on a slow hour): compare relatively.
         let ratio = number(r, "commits_per_sec") / number(r, "raw_flushes_per_sec");
-        assert!((number(r, "ratio_to_raw") - ratio).abs() < 0.01, "{r}");
+        assert!(
+            (number(r, "ratio_to_raw") - ratio).abs() <= 0.01 + ratio * 0.001,
+            "{r}"
+        );
         let (method, durability) = (r["flush_method"].as_str(), r["durability"].as_str());
         let flushes = r["flushes"].as_u64().expect("flushes");
         match (method, durability) {
