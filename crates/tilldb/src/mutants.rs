@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 27] = [
+pub const ALL: [(&str, &str); 32] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -116,6 +116,26 @@ pub const ALL: [(&str, &str); 27] = [
     (
         "stale-redo-point",
         "a page changed again while written back keeps its old redo point (checkpoints stall, issue 21)",
+    ),
+    (
+        "queued-sync-as-buffered",
+        "a queued Sync commit is registered and enlisted as Buffered: readers see it once written, before its flush",
+    ),
+    (
+        "wait-reads-written-mark",
+        "the lock-free Wal::wait checks a Sync commit against the published written mark, not the durable one",
+    ),
+    (
+        "redo-point-at-record-end",
+        "a commit's pages are stamped with its record's end, not its start, as their redo point",
+    ),
+    (
+        "wait-slot-not-reset",
+        "a thread's reused wait slot starts its next wait already woken",
+    ),
+    (
+        "queue-skips-poison-check",
+        "a commit queue leader applies queued commits without checking the database's poison first",
     ),
 ];
 

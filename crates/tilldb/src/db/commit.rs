@@ -122,7 +122,13 @@ enum Turn {
 pub(super) fn commit_queued(db: &Db, changes: Changes, durability: Durability) -> Result<Lsn> {
     let me = Arc::new(Queued {
         changes,
-        durability,
+        durability: if crate::mutants::active("queued-sync-as-buffered")
+            && durability == Durability::Sync
+        {
+            Durability::Buffered
+        } else {
+            durability
+        },
         turn: Mutex::new(Turn::Waiting),
         slot: WaitSlot::for_current_thread(),
     });
@@ -173,8 +179,12 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
             );
             // Checked under the lock, before every commit: one that failed in this batch (or
             // anywhere) poisoned the database, and may have left pages half changed.
-            let outcome = db
-                .check_poison()
+            let checked = if crate::mutants::active("queue-skips-poison-check") {
+                Ok(())
+            } else {
+                db.check_poison()
+            };
+            let outcome = checked
                 .and_then(|()| apply(db, &mut alloc, &queued.changes, queued.durability))
                 .map_err(|e| db.poison(e));
             applied += 1;
@@ -396,7 +406,12 @@ pub(super) fn apply(
         lsn.0 >= provisional,
         "commit lsn {lsn} below its provisional lsn {provisional}"
     );
-    inner.pool.stamp(&touched, lsn.0, before);
+    let redo_from = if crate::mutants::active("redo-point-at-record-end") {
+        lsn.0
+    } else {
+        before
+    };
+    inner.pool.stamp(&touched, lsn.0, redo_from);
     *alloc = new_alloc;
     inner.reads.lock().visibility.committed(lsn.0, durability);
     if !drops.is_empty() {

@@ -167,7 +167,9 @@ impl WaitSlot {
     /// destructor) gets a slot of its own.
     pub fn for_current_thread() -> Arc<WaitSlot> {
         SLOT.try_with(|slot| {
-            slot.woken.store(false, Ordering::Relaxed);
+            if !crate::mutants::active("wait-slot-not-reset") {
+                slot.woken.store(false, Ordering::Relaxed);
+            }
             Arc::clone(slot)
         })
         .unwrap_or_else(|_| WaitSlot::new())

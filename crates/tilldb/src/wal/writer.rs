@@ -406,6 +406,9 @@ impl Shared {
     fn reached(&self, lsn: u64, need: Need) -> bool {
         let mark = match need {
             Need::Written => &self.written_mark,
+            Need::Durable if crate::mutants::active("wait-reads-written-mark") => {
+                &self.written_mark
+            }
             Need::Durable => &self.durable_mark,
         };
         mark.load(Ordering::Acquire) >= lsn

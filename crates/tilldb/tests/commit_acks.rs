@@ -1,0 +1,151 @@
+//! What the commit queue may acknowledge and show (issue 35, "five mutants of our own"): a
+//! queued `Sync` commit is visible to other readers only once its flush completes, and no
+//! commit queued behind a failed one is applied or acknowledged.
+//!
+//! Each order is exact: a log flush is held at a gate, or the failure is injected at the one
+//! read that fails; no test depends on timing.
+
+#[path = "common/gate.rs"]
+mod gate;
+
+use gate::Gate;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tilldb::io::{Call, Fault, FaultKind, HookedStorage, Hooks, IoKind, SimConfig, SimDisk};
+use tilldb::{Db, Durability, Options};
+
+const DIR: &str = "/db";
+
+/// Holds the log files' flushes at a gate.
+#[derive(Debug)]
+struct FlushGate(Arc<Gate>);
+
+impl Hooks for FlushGate {
+    fn before(&self, call: &Call<'_>) -> tilldb::Result<()> {
+        if matches!(call, Call::Flush { .. }) && call.path().extension().is_some_and(|e| e == "wal")
+        {
+            self.0.pass();
+        }
+        Ok(())
+    }
+}
+
+/// A transaction that only writes commits through the commit queue, leading it alone, with
+/// the durability it was given recorded in its queue entry: that entry's durability decides
+/// when readers see the commit. Its flush is held at a gate; while it is held, neither a
+/// point read nor a snapshot sees the sale, and once it completes both do. With the mutant
+/// `queued-sync-as-buffered` (the entry says `Buffered` for a `Sync` commit) a reader saw
+/// the sale as soon as it was written: a reader could act on a sale a power cut then takes.
+#[test]
+fn a_queued_sync_commit_is_invisible_to_readers_while_its_flush_is_held() {
+    let disk = SimDisk::new(SimConfig::default());
+    let gate = Arc::new(Gate::default());
+    let storage = Arc::new(HookedStorage::new(
+        Arc::new(disk.clone()),
+        FlushGate(Arc::clone(&gate)),
+    ));
+    let options = Options {
+        background_threads: false,
+        ..Options::for_tests()
+    };
+    let db = Db::open_with_storage(storage, Path::new(DIR), options).expect("open");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"sale-0", b"flushed").expect("put");
+    txn.commit_with(Durability::Sync).expect("commit");
+    gate.arm(1);
+    let seller = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut txn = db.begin().expect("begin");
+            txn.put(b"sale-1", b"held").expect("put");
+            txn.commit_with(Durability::Sync).expect("commit");
+        })
+    };
+    gate.wait_held();
+    assert_eq!(
+        db.get(b"sale-1").expect("get"),
+        None,
+        "a reader saw a Sync commit while its flush was held"
+    );
+    let snapshot = db.begin_read().expect("begin_read");
+    assert_eq!(
+        snapshot.get(b"sale-1").expect("get"),
+        None,
+        "a snapshot taken during the flush saw the Sync commit"
+    );
+    gate.release();
+    seller.join().expect("seller");
+    assert_eq!(
+        snapshot.get(b"sale-1").expect("get"),
+        None,
+        "snapshot moved"
+    );
+    drop(snapshot);
+    assert_eq!(
+        db.get(b"sale-1").expect("get"),
+        Some(b"held".to_vec()),
+        "the sale, once flushed"
+    );
+    db.close().expect("close");
+}
+
+/// Writers whose blind commits queue behind a transaction that read, whose commit then fails
+/// in the middle of applying (a page read fails: its pages may be half changed, and the
+/// database is poisoned). Every queued commit must fail too: the leader checks the poison
+/// before each commit it applies. With the mutant `queue-skips-poison-check` all eight were
+/// applied over the failed commit's pages and acknowledged, after the database had stopped.
+#[test]
+fn commits_queued_behind_a_failed_commit_fail_instead_of_being_acknowledged() {
+    const WRITERS: usize = 8;
+    let disk = SimDisk::new(SimConfig::default());
+    let options = Options::for_tests();
+    {
+        let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options.clone())
+            .expect("create");
+        let mut txn = db.begin().expect("begin");
+        for i in 0..2_000usize {
+            txn.put(format!("filler-{i:05}").as_bytes(), &[b'f'; 100])
+                .expect("put");
+        }
+        txn.commit().expect("commit");
+        db.close().expect("close");
+    }
+    // Opened again: nothing cached but what the reader reads.
+    let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options).expect("open");
+    let mut reader = db.begin().expect("begin");
+    // Takes the writer lock, and caches the path to the writers' leaf.
+    reader.get(b"filler-00000").expect("get");
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|i| {
+            let (db, arrived) = (db.clone(), Arc::clone(&arrived));
+            std::thread::spawn(move || {
+                let mut txn = db.begin()?;
+                txn.put(format!("filler-00000-{i}").as_bytes(), b"v")?;
+                arrived.fetch_add(1, Ordering::SeqCst);
+                txn.commit()
+            })
+        })
+        .collect();
+    // Every writer is past `begin` (which checks the poison): whenever it reaches the queue,
+    // only the leader's check stands between it and an acknowledgement.
+    while arrived.load(Ordering::SeqCst) < WRITERS {
+        std::thread::yield_now();
+    }
+    // The reader's key is in a leaf not cached: its commit's first read fails.
+    reader.put(b"filler-01990-r", b"v").expect("put");
+    disk.inject(Fault::once(IoKind::Read, 1, FaultKind::Eio).on_path("data"));
+    reader
+        .commit()
+        .expect_err("the reader's commit, whose page read failed");
+    for (i, writer) in writers.into_iter().enumerate() {
+        let outcome = writer.join().expect("writer");
+        assert!(
+            outcome.is_err(),
+            "writer {i}, queued behind a commit that failed and poisoned the database, was \
+             acknowledged"
+        );
+    }
+    assert!(db.begin().is_err(), "the database did not stop");
+}
