@@ -196,3 +196,72 @@ fn the_feed_returns_no_sync_commit_while_its_flush_runs() {
         .close()
         .expect("close");
 }
+
+/// Found by `till ship`'s chaos test (issue 34: a head office thousands of sales short while
+/// `till ship --once` said "caught up"). A writer killed mid-write left a torn record at lsn
+/// P; the reopened log went on in a newer segment based at P. A feed that had read up to P
+/// through the old segment took the torn record's garbage length for a record running past
+/// the durable mark, "not durable yet", and waited for ever; a feed opened afresh found the
+/// newer segment. Here the torn record is laid at P by hand, then a crash, a reopen and more
+/// sales: the feed that was open all along returns them.
+#[test]
+fn a_feed_at_a_torn_record_reads_on_in_the_segment_the_reopened_log_began_there() {
+    let disk = SimDisk::new(SimConfig::default());
+    let options = Options {
+        background_threads: true,
+        ..options()
+    };
+    let open = || {
+        Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options.clone())
+            .expect("open")
+    };
+    let db = open();
+    let mut feed = consumer(&disk);
+    sell(&db, 0, 3);
+    let (read, last) = drain(&mut feed);
+    assert_eq!(read, 3);
+    let p = last.expect("read").0;
+    // The writer goes (closed here: the simulated disk's crash would end the feed's process
+    // too), and a torn record is left at P: a header whose length runs far past any durable
+    // mark, garbage after it, in the segment the feed reads.
+    db.close().expect("close");
+    let wal = Path::new(DIR).join("wal");
+    let log = tilldb::internals::wal::inspect_log(&disk, &wal, None, |_| {}).expect("inspect");
+    let first = log
+        .segments
+        .iter()
+        .find(|s| matches!(s.role, tilldb::internals::wal::SegmentRole::Chain { .. }))
+        .expect("a chained segment");
+    let header = first.header.expect("a chained segment's header");
+    let file = disk
+        .open(&first.path, tilldb::FlushMethod::Fdatasync)
+        .expect("open the segment");
+    assert!(p >= header.base_lsn, "P lies in the first segment");
+    let mut torn = vec![0xA5u8; 512];
+    torn[4..8].copy_from_slice(&0x00F0_0000u32.to_le_bytes());
+    file.write_at(
+        &torn,
+        u64::from(header.log_block_bytes) + (p - header.base_lsn),
+    )
+    .expect("lay the torn record");
+    file.flush().expect("flush");
+    drop(file);
+    let db = open();
+    sell(&db, 3, 6);
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got < 3 && Instant::now() < deadline {
+        if feed
+            .next(Duration::from_millis(50))
+            .expect("feed")
+            .is_some()
+        {
+            got += 1;
+        }
+    }
+    assert_eq!(
+        got, 3,
+        "the feed stopped at lsn {p}, the torn record, while the reopened log went on past it"
+    );
+    db.close().expect("close");
+}

@@ -39,7 +39,6 @@ mod exit;
 mod pg;
 mod positions;
 mod resync;
-mod stall;
 
 use clap::Args;
 use exit::{Exit, Failure};
@@ -248,16 +247,8 @@ fn ship(
     let mut created: BTreeSet<String> = BTreeSet::new();
     let mut last_report = Instant::now();
     let report_every = Duration::from_secs_f64(args.report_seconds.max(0.1));
-    // Where the feed was last reopened after it stalled (`stall.rs`).
-    let mut reopened_at: Option<Lsn> = None;
     loop {
-        let mut batch = next_batch(&mut feed, args)?;
-        if batch.is_empty()
-            && let Some(txn) =
-                stall::after_empty_read(&args.dir, &args.consumer, &mut feed, &mut reopened_at)?
-        {
-            batch.push(txn);
-        }
+        let batch = next_batch(&mut feed, args)?;
         if batch.is_empty() {
             if args.once {
                 println!(

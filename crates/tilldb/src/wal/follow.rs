@@ -6,6 +6,7 @@
 //! | at the position                                   | decision                              |
 //! |---------------------------------------------------|---------------------------------------|
 //! | a valid `Data` record ending at or before `limit` | return it; go on after it             |
+//! | a record that runs past `limit`, a newer segment begins here | go on in it (a torn record a killed writer left, the reopened log based here) |
 //! | a record that runs past `limit`                   | stop there: not durable yet (the writer's durable mark is a block boundary, which a record may cross) |
 //! | a valid `Pad`                                     | skip it                               |
 //! | a valid `SegmentEnd`                              | go on at the next segment's base      |
@@ -103,7 +104,17 @@ impl LogFollower {
                 let decoded = record::decode(&bytes[at..], header.generation, self.position);
                 if decoded.is_err() && n == len && straddles(&bytes[at..]) {
                     // The writer's durable mark is a block boundary, not a record's end: a
-                    // record that goes on past it is not durable yet. Read it next time.
+                    // record that goes on past it is not durable yet. Read it next time;
+                    // unless the log went on in a newer segment based here (a reopened log
+                    // after a torn record, whose garbage length looks like a record running
+                    // past the mark): then that segment holds the position, and the
+                    // follower, which opened the old one before, would wait for ever.
+                    let old_generation = header.generation;
+                    self.current = None;
+                    if self.segment()?.header.generation > old_generation {
+                        next_segment = true;
+                        break;
+                    }
                     return Ok(out);
                 }
                 let Ok(rec) = decoded else {
