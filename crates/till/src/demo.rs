@@ -40,6 +40,34 @@ pub fn amount(id: u64) -> u64 {
     100 + (id * 7919) % 9900
 }
 
+/// Sale `id`, committed at `Sync` (see the module doc): the sale, the running total, the
+/// last id, and every tenth sale voids the one five before it.
+pub fn sell(db: &Db, id: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let mut txn = db.begin()?;
+    let total: u64 = txn
+        .get_in("totals", b"all")?
+        .map(|v| String::from_utf8_lossy(&v).parse::<u64>())
+        .transpose()?
+        .unwrap_or(0);
+    let mut total = total + amount(id);
+    txn.put_in(
+        "sales",
+        &sale_key(id),
+        format!("amount={}", amount(id)).as_bytes(),
+    )?;
+    if id.is_multiple_of(10) && id > 5 {
+        let void = id - 5;
+        if txn.get_in("sales", &sale_key(void))?.is_some() {
+            txn.delete_in("sales", &sale_key(void))?;
+            total -= amount(void);
+        }
+    }
+    txn.put_in("totals", b"all", total.to_string().as_bytes())?;
+    txn.put_in("totals", b"last", id.to_string().as_bytes())?;
+    txn.commit()?;
+    Ok(())
+}
+
 pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     let db = Db::open(
         &args.dir,
@@ -74,28 +102,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut made = 0u64;
     while args.sales.is_none_or(|n| made < n) {
         let id = last + made + 1;
-        let mut txn = db.begin()?;
-        let total: u64 = txn
-            .get_in("totals", b"all")?
-            .map(|v| String::from_utf8_lossy(&v).parse::<u64>())
-            .transpose()?
-            .unwrap_or(0);
-        let mut total = total + amount(id);
-        txn.put_in(
-            "sales",
-            &sale_key(id),
-            format!("amount={}", amount(id)).as_bytes(),
-        )?;
-        if id.is_multiple_of(10) && id > 5 {
-            let void = id - 5;
-            if txn.get_in("sales", &sale_key(void))?.is_some() {
-                txn.delete_in("sales", &sale_key(void))?;
-                total -= amount(void);
-            }
-        }
-        txn.put_in("totals", b"all", total.to_string().as_bytes())?;
-        txn.put_in("totals", b"last", id.to_string().as_bytes())?;
-        txn.commit()?;
+        sell(&db, id)?;
         if let Some(acks) = &mut ack {
             acks.ack(id)?;
         }

@@ -6,6 +6,32 @@
 //! cut and a second machine whether the disk keeps what each flush method acknowledged.
 
 mod acks;
+/// For the unit tests that include `tests/common/postgres.rs` (the year-long shipping test):
+/// its `skip_missing`, as `tests/common` has it. Unix only: the test ships into a
+/// PostgreSQL it starts with Debian's tools (not run under Wine).
+#[cfg(all(test, unix))]
+mod common {
+    /// A check that needs what this machine lacks: skipped here, a failure under CI (which
+    /// installs everything the tests need). Recorded in `target/tmp/skipped.txt`, which
+    /// `scripts/test` prints.
+    pub fn skip_missing(test: &str, reason: &str) {
+        use std::io::Write;
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"),
+            "{test} cannot run under CI: {reason} (.ci/run must provide it)"
+        );
+        let line = format!("SKIPPED {test}: {reason}");
+        eprintln!("{line}");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/tmp/skipped.txt");
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
 mod backup;
 mod check;
 mod compact;
@@ -15,6 +41,9 @@ mod diskcheck;
 mod dump_log;
 mod inspect;
 mod platform;
+#[cfg(all(test, unix))]
+#[path = "../tests/common/postgres.rs"]
+mod postgres_server;
 mod probe;
 mod ship;
 mod stats;

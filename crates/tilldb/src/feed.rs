@@ -317,10 +317,12 @@ fn not_on(dir: &Path, lsn: Lsn) -> Error {
 /// The durable lsn the writer of the database in `dir` last published (`feed/durable`);
 /// `None` when the feed was never on.
 pub fn published_durable(dir: impl AsRef<Path>) -> Result<Option<Lsn>> {
-    read_lsn_file(
-        &FileStorage::read_only(),
-        &dir.as_ref().join(FEED_DIR_NAME).join(DURABLE_FILE),
-    )
+    published_durable_with_storage(&FileStorage::read_only(), dir.as_ref())
+}
+
+/// [`published_durable`] on any storage.
+pub fn published_durable_with_storage(storage: &dyn Storage, dir: &Path) -> Result<Option<Lsn>> {
+    read_lsn_file(storage, &dir.join(FEED_DIR_NAME).join(DURABLE_FILE))
 }
 
 /// Where the feed of the database in `dir` released log while no consumer was registered
@@ -370,10 +372,18 @@ pub(crate) fn consumers_with(storage: &dyn Storage, dir: &Path) -> Result<Vec<Co
 /// --resync`). Fails with [`Error::FeedUnavailable`] when `at` is before the feed's start (the
 /// log there is gone), and clears a dropped mark (the consumer starts afresh).
 pub fn register_consumer(dir: impl AsRef<Path>, name: &str, at: Lsn) -> Result<()> {
-    let storage = FileStorage::new();
-    let dir = dir.as_ref();
+    register_consumer_with_storage(&FileStorage::new(), dir.as_ref(), name, at)
+}
+
+/// [`register_consumer`] on any storage.
+pub fn register_consumer_with_storage(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    at: Lsn,
+) -> Result<()> {
     check_name(dir, name)?;
-    let start = start_with_storage(&storage, dir)?;
+    let start = start_with_storage(storage, dir)?;
     if at < start {
         return Err(Error::FeedUnavailable {
             dir: dir.to_path_buf(),
@@ -386,7 +396,7 @@ pub fn register_consumer(dir: impl AsRef<Path>, name: &str, at: Lsn) -> Result<(
     }
     let feed_dir = dir.join(FEED_DIR_NAME);
     write_lsn_file_durably(
-        &storage,
+        storage,
         &feed_dir.join(format!("{name}{CONSUMER_SUFFIX}")),
         at,
     )?;

@@ -39,18 +39,22 @@ mod exit;
 mod pg;
 mod positions;
 mod resync;
+mod till;
+#[cfg(all(test, unix))]
+mod year;
 
 use clap::Args;
 use exit::{Exit, Failure};
 use positions::{Names, Positions};
 use postgres::{Config, NoTls};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
+use till::Till;
 use tilldb::Lsn;
-use tilldb::feed::{self, Feed, FeedTxn};
+use tilldb::feed::{Feed, FeedTxn};
 
 /// Transient failures in a row `--once` retries before it gives up (exit status 5): with the
 /// backoff from 100 ms, about 1.5 s of trying.
@@ -91,6 +95,11 @@ pub struct ShipArgs {
     /// Seconds between progress lines.
     #[arg(long, default_value_t = 5.0)]
     report_seconds: f64,
+    /// How long `--once` waits for one more transaction before it says caught up (a till
+    /// being written publishes its durable end every few milliseconds). Not a flag: the
+    /// year-long test, whose till is closed while it ships, waits for nothing.
+    #[arg(skip = Duration::from_millis(200))]
+    once_wait: Duration,
 }
 
 /// What the shipper did, for progress lines and tests.
@@ -134,13 +143,14 @@ fn run(args: &ShipArgs) -> Result<(), Failure> {
         .unwrap_or_else(crate::platform::host_name);
     let retries_max = args.retries.or(args.once.then_some(ONCE_RETRIES_DEFAULT));
     let mut totals = Shipped::default();
+    let till = Till::on_files(&args.dir);
     if args.resync {
         with_retries(retries_max, &mut totals, |_| {
-            resync::resync(args, &config, &till_id)
+            resync::resync(&till, args, &config, &till_id)
         })?;
     }
     with_retries(retries_max, &mut totals, |totals| {
-        ship(args, &config, &till_id, totals)
+        ship(&till, args, &config, &till_id, totals)
     })
 }
 
@@ -186,11 +196,9 @@ fn with_retries(
 
 /// Where the till stands: its feed's start, and the shipper's consumer (read-only: a
 /// refusal must not register it). The caller adds the watermark and the durable end.
-fn till_positions(dir: &Path, consumer: &str) -> Result<Positions, Failure> {
-    let start = feed::start(dir)?;
-    let state = feed::consumers(dir)?
-        .into_iter()
-        .find(|c| c.name == consumer);
+fn till_positions(till: &Till, consumer: &str) -> Result<Positions, Failure> {
+    let start = till.start()?;
+    let state = till.consumers()?.into_iter().find(|c| c.name == consumer);
     Ok(Positions {
         start,
         consumer: state.as_ref().map(|c| c.position),
@@ -204,9 +212,9 @@ fn till_positions(dir: &Path, consumer: &str) -> Result<Positions, Failure> {
 /// rewrites those 16 bytes in place, so a read may catch half a write (its checksum fails)
 /// and is tried again, as the feed's own reader does; the check it serves is skipped, not
 /// failed, when the file stays unreadable.
-fn published_durable(dir: &Path) -> Option<Lsn> {
+fn published_durable(till: &Till) -> Option<Lsn> {
     for _ in 0..4 {
-        match feed::published_durable(dir) {
+        match till.published_durable() {
             Ok(durable) => return durable,
             Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
@@ -217,6 +225,7 @@ fn published_durable(dir: &Path) -> Option<Lsn> {
 /// Connects, checks the positions, resumes after the watermark and ships until caught up
 /// (`--once`) or failed.
 fn ship(
+    till: &Till,
     args: &ShipArgs,
     config: &Config,
     till_id: &str,
@@ -224,10 +233,10 @@ fn ship(
 ) -> Result<(), Failure> {
     // The consumer, then the watermark, then the till's durable end: each can only have
     // moved up to the next by the time it is read (see `positions.rs`).
-    let mut positions = till_positions(&args.dir, &args.consumer)?;
+    let mut positions = till_positions(till, &args.consumer)?;
     let mut client = config.connect(NoTls)?;
     positions.watermark = pg::watermark(&mut client, till_id)?;
-    positions.durable = published_durable(&args.dir);
+    positions.durable = published_durable(till);
     positions::decide(
         &positions,
         &Names {
@@ -237,7 +246,7 @@ fn ship(
     )?;
     // The consumer first: it refuses (a feed that released the log a new consumer needs)
     // before PostgreSQL gets so much as a table.
-    let mut feed = Feed::open_consumer(&args.dir, &args.consumer)?;
+    let mut feed = till.open_consumer(&args.consumer)?;
     pg::create_watermark_table(&mut client)?;
     println!(
         "till ship: till {till_id} from {} to PostgreSQL, after lsn {}",
@@ -285,7 +294,7 @@ fn ship(
                 "till ship: {} transactions shipped, watermark lsn {}, lag {} bytes of log",
                 totals.transactions,
                 last.0,
-                durable_lag(&args.dir, last)
+                durable_lag(till, last)
             );
         }
     }
@@ -294,7 +303,7 @@ fn ship(
 /// Up to `--batch` transactions: waits for the first, takes what is there after it.
 fn next_batch(feed: &mut Feed, args: &ShipArgs) -> Result<Vec<FeedTxn>, Failure> {
     let wait = if args.once {
-        Duration::from_millis(200)
+        args.once_wait
     } else {
         Duration::from_millis(500)
     };
@@ -315,6 +324,6 @@ fn next_batch(feed: &mut Feed, args: &ShipArgs) -> Result<Vec<FeedTxn>, Failure>
 }
 
 /// How far the till's durable log is ahead of `shipped`, in bytes (0 when unknown).
-fn durable_lag(dir: &Path, shipped: Lsn) -> u64 {
-    published_durable(dir).map_or(0, |durable| durable.0.saturating_sub(shipped.0))
+fn durable_lag(till: &Till, shipped: Lsn) -> u64 {
+    published_durable(till).map_or(0, |durable| durable.0.saturating_sub(shipped.0))
 }

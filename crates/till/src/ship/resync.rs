@@ -24,20 +24,19 @@
 //! needs the engine to tell a read snapshot's lsn, which it does not yet.
 
 use super::exit::{Exit, Failure};
+use super::till::Till;
 use super::{ShipArgs, pg};
 use postgres::{Config, NoTls};
 use std::ops::Bound;
-use std::path::Path;
 use std::time::{Duration, Instant};
-use tilldb::feed::{self, Feed};
 use tilldb::{Db, Direction, Lsn, Options, ReadTxn};
 
 /// Ships the till's current state (see the module doc); the watermark and the consumer are
 /// then at the snapshot's lsn.
-pub fn resync(args: &ShipArgs, config: &Config, till_id: &str) -> Result<(), Failure> {
+pub fn resync(till: &Till, args: &ShipArgs, config: &Config, till_id: &str) -> Result<(), Failure> {
     let started = Instant::now();
-    let db = open_alone(&args.dir)?;
-    let lsn = snapshot_lsn(&args.dir)?;
+    let db = open_alone(till)?;
+    let lsn = snapshot_lsn(till)?;
     let read = db.begin_read()?;
     let tables = tables_with_entries(&db, &read)?;
     // Every name is checked before anything is written.
@@ -70,7 +69,8 @@ pub fn resync(args: &ShipArgs, config: &Config, till_id: &str) -> Result<(), Fai
     txn.commit()?;
     // After PostgreSQL's commit: a crash between the two leaves the consumer behind the
     // watermark, which ships on (skipping up to it), or dropped, which refuses again.
-    feed::register_consumer(&args.dir, &args.consumer, lsn).map_err(|e| failed(&e))?;
+    till.register_consumer(&args.consumer, lsn)
+        .map_err(|e| failed(&e))?;
     drop(read);
     db.close()?;
     println!(
@@ -109,16 +109,15 @@ fn tables_with_entries(db: &Db, read: &ReadTxn<'_>) -> Result<Vec<String>, Failu
 }
 
 /// Opens the till's database, which no other process may have open (see the module doc).
-fn open_alone(dir: &Path) -> Result<Db, Failure> {
+fn open_alone(till: &Till) -> Result<Db, Failure> {
     // `Db::open` creates a database where there is none: a mistyped DIR must not become one.
-    let header = dir.join(tilldb::internals::header::HEADER_FILE_NAME);
-    if !header.exists() {
+    if !till.has_database()? {
         return Err(Failure::new(
             Exit::Till,
             format!(
                 "{} is not a tilldb database (no {})",
-                dir.display(),
-                header.display()
+                till.dir().display(),
+                tilldb::internals::header::HEADER_FILE_NAME
             ),
         ));
     }
@@ -126,7 +125,7 @@ fn open_alone(dir: &Path) -> Result<Db, Failure> {
         change_feed: true,
         ..Options::default()
     };
-    Db::open(dir, options).map_err(|e| match e {
+    till.open_db(options).map_err(|e| match e {
         tilldb::Error::Locked { .. } => Failure::new(
             Exit::Locked,
             format!(
@@ -142,8 +141,9 @@ fn open_alone(dir: &Path) -> Result<Db, Failure> {
 /// The lsn of the snapshot a reader of the database, held by this process alone, sees: the
 /// durable lsn its open published. Checked as a feed position: the feed opened there reads
 /// no record, and no torn or foreign one.
-fn snapshot_lsn(dir: &Path) -> Result<Lsn, Failure> {
-    let lsn = feed::published_durable(dir)?.ok_or_else(|| {
+fn snapshot_lsn(till: &Till) -> Result<Lsn, Failure> {
+    let dir = till.dir();
+    let lsn = till.published_durable()?.ok_or_else(|| {
         Failure::new(
             Exit::Till,
             format!(
@@ -152,7 +152,7 @@ fn snapshot_lsn(dir: &Path) -> Result<Lsn, Failure> {
             ),
         )
     })?;
-    let start = feed::start(dir)?;
+    let start = till.start()?;
     // Read from files: a value out of order is a damaged file, reported, not asserted.
     if lsn < start {
         return Err(Failure::new(
@@ -165,7 +165,7 @@ fn snapshot_lsn(dir: &Path) -> Result<Lsn, Failure> {
             ),
         ));
     }
-    let mut after = Feed::open(dir, lsn).map_err(|e| failed(&e))?;
+    let mut after = till.open_feed(lsn).map_err(|e| failed(&e))?;
     if let Some(txn) = after.next(Duration::ZERO).map_err(|e| failed(&e))? {
         return Err(Failure::new(
             Exit::Till,

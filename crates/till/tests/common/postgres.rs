@@ -2,6 +2,11 @@
 //! directory, `pg_ctl` on a free port), for the `till ship` tests. Included by path, so only
 //! the test binaries that ship compile it.
 
+#![allow(
+    dead_code,
+    reason = "each test binary that includes it uses a different subset"
+)]
+
 use crate::common::skip_missing;
 use postgres::{Client, NoTls};
 use std::path::{Path, PathBuf};
@@ -131,6 +136,16 @@ impl Postgres {
     pub fn crash_restart(&self) {
         self.ctl(&["restart", "-m", "immediate"])
             .expect("PostgreSQL restarts");
+    }
+
+    /// Stops the server (a fast shutdown): connections are refused until [`Self::start_again`].
+    pub fn stop(&self) {
+        self.ctl(&["stop", "-m", "fast"]).expect("PostgreSQL stops");
+    }
+
+    /// Starts the server [`Self::stop`] stopped.
+    pub fn start_again(&self) {
+        self.ctl(&["start"]).expect("PostgreSQL starts again");
     }
 
     pub fn client(&self) -> Client {
