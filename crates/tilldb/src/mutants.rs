@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 32] = [
+pub const ALL: [(&str, &str); 34] = [
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",
@@ -112,6 +112,14 @@ pub const ALL: [(&str, &str); 32] = [
     (
         "reopen-from-newer",
         "a reopened log begins at the newer of a feed consumer's position and the checkpoint, not the older",
+    ),
+    (
+        "ship-ack-before-commit",
+        "till ship acknowledges a batch to the till's feed before PostgreSQL commits it",
+    ),
+    (
+        "ship-watermark-unlocked",
+        "till ship reads the watermark without locking its row: two shippers of one till apply a batch twice",
     ),
     (
         "stale-redo-point",

@@ -38,6 +38,8 @@
 mod exit;
 mod pg;
 mod positions;
+#[cfg(all(test, unix))]
+mod proof;
 mod resync;
 mod till;
 #[cfg(all(test, unix))]
@@ -283,6 +285,11 @@ fn ship(
         let last = batch.last().expect("not empty").lsn;
         let mut txn = client.transaction()?;
         let applied = pg::apply(&mut txn, till_id, &batch)?;
+        if tilldb::mutants::active("ship-ack-before-commit") {
+            feed.acknowledge(last)?;
+        }
+        // Only after PostgreSQL's commit: an acknowledged position lets the till reuse its
+        // log, and one past the watermark is a refusal at the next start (`proof.rs`).
         txn.commit()?;
         totals.transactions += applied;
         totals.skipped += batch.len() as u64 - applied;
