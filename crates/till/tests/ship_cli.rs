@@ -18,7 +18,7 @@ mod resync;
 
 use common::{snapshot, till};
 use postgres::Client;
-use postgres_server::Postgres;
+use postgres_server::{Postgres, audit_applications};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -136,30 +136,6 @@ fn total(rows: &BTreeMap<Vec<u8>, Vec<u8>>) -> u64 {
                 .expect("an amount")
         })
         .sum()
-}
-
-/// The shipper's tables made ahead of it (with the documented schema) with a trigger that
-/// records every row write: a transaction applied twice shows as the same (table, till, key,
-/// lsn) twice, which the final state alone would hide (a repeated upsert converges).
-fn audit_applications(client: &mut Client) {
-    client
-        .batch_execute(
-            "CREATE TABLE audit (tbl text, till_id text, key bytea, lsn bigint);
-             CREATE FUNCTION audit_write() RETURNS trigger AS $$
-             BEGIN
-                 INSERT INTO audit VALUES (TG_TABLE_NAME, NEW.till_id, NEW.key, NEW.lsn);
-                 RETURN NEW;
-             END $$ LANGUAGE plpgsql;
-             CREATE TABLE tilldb_sales (till_id text NOT NULL, key bytea NOT NULL,
-                 value bytea NOT NULL, lsn bigint NOT NULL, PRIMARY KEY (till_id, key));
-             CREATE TABLE tilldb_totals (till_id text NOT NULL, key bytea NOT NULL,
-                 value bytea NOT NULL, lsn bigint NOT NULL, PRIMARY KEY (till_id, key));
-             CREATE TRIGGER audit_sales AFTER INSERT OR UPDATE ON tilldb_sales
-                 FOR EACH ROW EXECUTE FUNCTION audit_write();
-             CREATE TRIGGER audit_totals AFTER INSERT OR UPDATE ON tilldb_totals
-                 FOR EACH ROW EXECUTE FUNCTION audit_write();",
-        )
-        .expect("audit tables");
 }
 
 /// Stops a till's writer and shipper, ships the rest, and checks PostgreSQL against it.

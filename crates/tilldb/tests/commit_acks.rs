@@ -8,28 +8,14 @@
 #[path = "common/gate.rs"]
 mod gate;
 
-use gate::Gate;
+use gate::{FlushGate, Gate};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tilldb::io::{Call, Fault, FaultKind, HookedStorage, Hooks, IoKind, SimConfig, SimDisk};
+use tilldb::io::{Fault, FaultKind, HookedStorage, IoKind, SimConfig, SimDisk};
 use tilldb::{Db, Durability, Options};
 
 const DIR: &str = "/db";
-
-/// Holds the log files' flushes at a gate.
-#[derive(Debug)]
-struct FlushGate(Arc<Gate>);
-
-impl Hooks for FlushGate {
-    fn before(&self, call: &Call<'_>) -> tilldb::Result<()> {
-        if matches!(call, Call::Flush { .. }) && call.path().extension().is_some_and(|e| e == "wal")
-        {
-            self.0.pass();
-        }
-        Ok(())
-    }
-}
 
 /// A transaction that only writes commits through the commit queue, leading it alone, with
 /// the durability it was given recorded in its queue entry: that entry's durability decides

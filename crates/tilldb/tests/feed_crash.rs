@@ -5,12 +5,12 @@
 #[path = "common/gate.rs"]
 mod gate;
 
-use gate::Gate;
+use gate::{FlushGate, Gate};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tilldb::feed::Feed;
-use tilldb::io::{Call, CrashMode, HookedStorage, Hooks, SimConfig, SimDisk, Storage};
+use tilldb::io::{CrashMode, HookedStorage, SimConfig, SimDisk, Storage};
 use tilldb::{Db, Error, Options};
 
 const DIR: &str = "/db";
@@ -132,20 +132,6 @@ fn a_consumer_behind_a_removed_segment_gets_log_missing_not_a_silent_gap() {
     assert_eq!(*from_lsn, last.expect("read").0, "{err}");
     assert!(to_lsn > from_lsn, "{err}");
     db.close().expect("close");
-}
-
-/// Holds the log files' flushes at a gate.
-#[derive(Debug)]
-struct FlushGate(Arc<Gate>);
-
-impl Hooks for FlushGate {
-    fn before(&self, call: &Call<'_>) -> tilldb::Result<()> {
-        if matches!(call, Call::Flush { .. }) && call.path().extension().is_some_and(|e| e == "wal")
-        {
-            self.0.pass();
-        }
-        Ok(())
-    }
 }
 
 /// Item 5: the feed's publisher thread (background threads on, as in production) publishes

@@ -7,7 +7,7 @@ use super::exit::Exit;
 use super::till::Till;
 use super::{ShipArgs, Shipped, ship};
 use crate::demo;
-use crate::postgres_server::Postgres;
+use crate::postgres_server::{Postgres, audit_applications};
 use postgres::{Client, Config};
 use std::path::Path;
 use std::str::FromStr;
@@ -62,28 +62,6 @@ fn watermark(client: &mut Client) -> Lsn {
     Lsn(u64::try_from(row.get::<_, i64>(0)).expect("an lsn"))
 }
 
-/// The shipper's tables ahead of it, with an audit of every row written (as `year.rs`).
-fn head_office(client: &mut Client) {
-    client
-        .batch_execute(
-            "CREATE TABLE audit (tbl text, till_id text, key bytea, lsn bigint);
-             CREATE FUNCTION audit_write() RETURNS trigger AS $$
-             BEGIN
-                 INSERT INTO audit VALUES (TG_TABLE_NAME, NEW.till_id, NEW.key, NEW.lsn);
-                 RETURN NEW;
-             END $$ LANGUAGE plpgsql;
-             CREATE TABLE tilldb_sales (till_id text NOT NULL, key bytea NOT NULL,
-                 value bytea NOT NULL, lsn bigint NOT NULL, PRIMARY KEY (till_id, key));
-             CREATE TABLE tilldb_totals (till_id text NOT NULL, key bytea NOT NULL,
-                 value bytea NOT NULL, lsn bigint NOT NULL, PRIMARY KEY (till_id, key));
-             CREATE TRIGGER audit_sales AFTER INSERT OR UPDATE ON tilldb_sales
-                 FOR EACH ROW EXECUTE FUNCTION audit_write();
-             CREATE TRIGGER audit_totals AFTER INSERT OR UPDATE ON tilldb_totals
-                 FOR EACH ROW EXECUTE FUNCTION audit_write();",
-        )
-        .expect("the head office's tables");
-}
-
 /// Waits until `n` PostgreSQL backends wait for a lock (the gates below hold them).
 fn wait_for_blocked(client: &mut Client, n: i64, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -115,7 +93,7 @@ fn a_batch_whose_postgres_commit_fails_is_not_acknowledged_to_the_feed() {
         return;
     };
     let mut client = pg.client();
-    head_office(&mut client);
+    audit_applications(&mut client);
     let seventh = String::from_utf8(demo::sale_key(7)).expect("a sale key is text");
     client
         .batch_execute(&format!(
@@ -175,7 +153,7 @@ fn two_shippers_of_one_till_at_once_apply_nothing_twice() {
         return;
     };
     let mut client = pg.client();
-    head_office(&mut client);
+    audit_applications(&mut client);
     let disk = SimDisk::new(SimConfig::default());
     let url = pg.url();
     let config = Config::from_str(&url).expect("url");

@@ -16,7 +16,7 @@ use super::exit::Exit;
 use super::till::Till;
 use super::{ShipArgs, Shipped, resync, ship};
 use crate::demo;
-use crate::postgres_server::Postgres;
+use crate::postgres_server::{Postgres, audit_applications};
 use postgres::{Client, Config};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -71,30 +71,6 @@ fn roll(day: u64, salt: u64) -> u64 {
     x ^ (x >> 29)
 }
 
-/// The shipper's tables with the documented schema, and a trigger recording every row
-/// written (as `ship_cli.rs` does): a transaction applied twice shows as the same (table,
-/// key, lsn) twice.
-fn head_office(client: &mut Client) {
-    client
-        .batch_execute(
-            "CREATE TABLE audit (tbl text, till_id text, key bytea, lsn bigint);
-             CREATE FUNCTION audit_write() RETURNS trigger AS $$
-             BEGIN
-                 INSERT INTO audit VALUES (TG_TABLE_NAME, NEW.till_id, NEW.key, NEW.lsn);
-                 RETURN NEW;
-             END $$ LANGUAGE plpgsql;
-             CREATE TABLE tilldb_sales (till_id text NOT NULL, key bytea NOT NULL,
-                 value bytea NOT NULL, lsn bigint NOT NULL, PRIMARY KEY (till_id, key));
-             CREATE TABLE tilldb_totals (till_id text NOT NULL, key bytea NOT NULL,
-                 value bytea NOT NULL, lsn bigint NOT NULL, PRIMARY KEY (till_id, key));
-             CREATE TRIGGER audit_sales AFTER INSERT OR UPDATE ON tilldb_sales
-                 FOR EACH ROW EXECUTE FUNCTION audit_write();
-             CREATE TRIGGER audit_totals AFTER INSERT OR UPDATE ON tilldb_totals
-                 FOR EACH ROW EXECUTE FUNCTION audit_write();",
-        )
-        .expect("the head office's tables");
-}
-
 /// Segment files in the till's log directory.
 fn log_segments(disk: &SimDisk) -> usize {
     disk.list_dir(&Path::new(DIR).join("wal"))
@@ -144,7 +120,7 @@ fn a_year_of_a_till_power_cut_killed_or_closed_every_night_ships_every_sale_exac
         return;
     };
     let mut client = pg.client();
-    head_office(&mut client);
+    audit_applications(&mut client);
     let disk = SimDisk::new(SimConfig::default());
     let options = options();
     let bound = log_bound(&options);

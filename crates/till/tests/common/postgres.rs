@@ -158,3 +158,28 @@ impl Drop for Postgres {
         let _ = self.ctl(&["stop", "-m", "immediate"]);
     }
 }
+
+/// The shipper's tables made ahead of it (with the documented schema, `till ship`'s module
+/// doc) with a trigger that records every row write: a transaction applied twice shows as the
+/// same (table, till, key, lsn) twice, which the final state alone would hide (a repeated
+/// upsert converges).
+pub fn audit_applications(client: &mut Client) {
+    client
+        .batch_execute(
+            "CREATE TABLE audit (tbl text, till_id text, key bytea, lsn bigint);
+             CREATE FUNCTION audit_write() RETURNS trigger AS $$
+             BEGIN
+                 INSERT INTO audit VALUES (TG_TABLE_NAME, NEW.till_id, NEW.key, NEW.lsn);
+                 RETURN NEW;
+             END $$ LANGUAGE plpgsql;
+             CREATE TABLE tilldb_sales (till_id text NOT NULL, key bytea NOT NULL,
+                 value bytea NOT NULL, lsn bigint NOT NULL, PRIMARY KEY (till_id, key));
+             CREATE TABLE tilldb_totals (till_id text NOT NULL, key bytea NOT NULL,
+                 value bytea NOT NULL, lsn bigint NOT NULL, PRIMARY KEY (till_id, key));
+             CREATE TRIGGER audit_sales AFTER INSERT OR UPDATE ON tilldb_sales
+                 FOR EACH ROW EXECUTE FUNCTION audit_write();
+             CREATE TRIGGER audit_totals AFTER INSERT OR UPDATE ON tilldb_totals
+                 FOR EACH ROW EXECUTE FUNCTION audit_write();",
+        )
+        .expect("audit tables");
+}

@@ -3,8 +3,9 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use tilldb::io::{Call, Hooks};
 
 /// Holds log-file flushes: `arm(n)` holds the next `n`, each until one `release`.
 #[derive(Debug, Default)]
@@ -56,5 +57,19 @@ impl Gate {
     pub fn release(&self) {
         self.state.lock().expect("gate").releases += 1;
         self.changed.notify_all();
+    }
+}
+
+/// Hooks that hold the log files' flushes at a gate.
+#[derive(Debug)]
+pub struct FlushGate(pub Arc<Gate>);
+
+impl Hooks for FlushGate {
+    fn before(&self, call: &Call<'_>) -> tilldb::Result<()> {
+        if matches!(call, Call::Flush { .. }) && call.path().extension().is_some_and(|e| e == "wal")
+        {
+            self.0.pass();
+        }
+        Ok(())
     }
 }
