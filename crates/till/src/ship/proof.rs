@@ -52,6 +52,18 @@ fn till(disk: &SimDisk) -> Till {
     Till::on(Arc::new(disk.clone()), Path::new(DIR))
 }
 
+/// `till ship --once` of the till on `disk`, which must succeed (`what` names it if not).
+fn ship_all(disk: &SimDisk, url: &str, config: &Config, what: &str) {
+    ship(
+        &till(disk),
+        &args(url, 256),
+        config,
+        TILL_ID,
+        &mut Shipped::default(),
+    )
+    .unwrap_or_else(|f| panic!("{what}: {}", f.message));
+}
+
 fn watermark(client: &mut Client) -> Lsn {
     let row = client
         .query_one(
@@ -159,14 +171,7 @@ fn two_shippers_of_one_till_at_once_apply_nothing_twice() {
     let config = Config::from_str(&url).expect("url");
     // A first shipment: the watermark row exists and is committed.
     sell(&disk, 1, 3);
-    ship(
-        &till(&disk),
-        &args(&url, 256),
-        &config,
-        TILL_ID,
-        &mut Shipped::default(),
-    )
-    .unwrap_or_else(|f| panic!("the first shipment: {}", f.message));
+    ship_all(&disk, &url, &config, "the first shipment");
     sell(&disk, 4, 20);
     client
         .batch_execute(
@@ -184,14 +189,7 @@ fn two_shippers_of_one_till_at_once_apply_nothing_twice() {
     let shipper = |name: &'static str| {
         let (disk, url, config) = (disk.clone(), url.clone(), config.clone());
         std::thread::spawn(move || {
-            ship(
-                &till(&disk),
-                &args(&url, 256),
-                &config,
-                TILL_ID,
-                &mut Shipped::default(),
-            )
-            .unwrap_or_else(|f| panic!("shipper {name}: {}", f.message));
+            ship_all(&disk, &url, &config, name);
         })
     };
     let first = shipper("A");
