@@ -21,6 +21,10 @@
 //!   stores a user would pick instead, in one run; the peers only with the `peers` feature.
 //! - `till bench store` (`store.rs`): the whole store on a database kept in a directory:
 //!   open or recovery, load, one-put transactions against threads, point reads, close.
+//! - `till bench kv` (`kv.rs`): the whole embedded-store workload (bulk load, durable and
+//!   no-flush commits, sorted inserts, point reads against threads, range reads, removals,
+//!   length, size before and after compaction) on tilldb and its peers, one table per run
+//!   with each row's ratio to the best engine; the peers only with the `peers` feature.
 //!
 //! `log_load.rs` runs the committer threads, `log_report.rs` holds the run and its rows and
 //! prints and plots them, `log_json.rs` is the JSON document; `store_load.rs`,
@@ -39,6 +43,7 @@ mod commit;
 mod counting_storage;
 pub mod disk_usage;
 mod feed;
+mod kv;
 mod latency;
 mod log;
 mod log_json;
@@ -98,6 +103,11 @@ pub enum BenchCommand {
     /// tilldb next to its peers (sqlite, lmdb, redb, fjall, rocksdb): durable one-insert
     /// commits against thread count, in one run. Needs the `peers` feature.
     Peers(peers::PeersArgs),
+    /// The whole embedded-store workload on tilldb and its peers (sqlite, lmdb, redb, fjall,
+    /// rocksdb): bulk load, durable and no-flush commits, sorted inserts, point reads against
+    /// threads, range reads, removals, length, size before and after compaction, each row
+    /// with tilldb's ratio to the best engine. Needs the `peers` feature.
+    Kv(kv::KvArgs),
 }
 
 pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
@@ -113,6 +123,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Torn(args) => torn::run(args),
         BenchCommand::Store(args) => store::run(args),
         BenchCommand::Peers(args) => peers::run(args),
+        BenchCommand::Kv(args) => kv::run(args),
     }
 }
 

@@ -1,0 +1,156 @@
+//! tilldb with `Options::default()` and the cache set to `--cache-bytes`: `Sync` transactions
+//! `commit_with(Durability::Sync)`, no-flush ones `commit_with(Durability::Buffered)`. Reads
+//! run in a `ReadTxn` per thread. tilldb keeps no entry count yet, so the length is a scan
+//! of the table (when `Db` gains a `len`, this file calls it). Compaction is
+//! `Db::compact_to` into a new directory, whose size is measured.
+//!
+//! A failed commit poisons the database until it is reopened (docs/durability.md), so
+//! [`KvStore::recover`] drops it and opens it again (recovery), and the run goes on.
+
+use super::super::workload::{Key, value_of};
+use super::{BoxError, Commit, Compacted, KvReader, KvStore, Settings};
+use ::tilldb::internals::header::HeaderFile;
+use ::tilldb::{Db, Direction, Durability, FlushMethod, Options, ReadTxn};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+pub const CONFIGURATION: &str = "Options::default() (16 KiB pages, 64 MiB log segments, \
+     torn-page guard auto, flush method probed at create unless --flush-method) with \
+     cache_bytes = --cache-bytes; commit_with(Durability::Sync): acknowledged once the log is \
+     flushed up to the commit. Length: a scan (no count kept yet). Compaction: \
+     Db::compact_to into a new directory.";
+pub const NO_FLUSH: &str = "commit_with(Durability::Buffered): acknowledged once the commit \
+     record is written to the OS; a background flush follows within the flush interval.";
+
+struct TilldbStore {
+    dir: PathBuf,
+    options: Options,
+    /// `None` only between a failed reopen and the end of the run.
+    db: Option<Db>,
+}
+
+struct TilldbReader<'a> {
+    txn: ReadTxn<'a>,
+}
+
+pub fn open(dir: &Path, settings: Settings) -> Result<Box<dyn KvStore>, BoxError> {
+    let options = Options {
+        cache_bytes: settings.cache_bytes,
+        flush_method: settings.flush_method,
+        ..Options::default()
+    };
+    options.validate()?;
+    let db = Db::open(dir, options.clone())?;
+    Ok(Box::new(TilldbStore {
+        dir: dir.to_path_buf(),
+        options,
+        db: Some(db),
+    }))
+}
+
+impl TilldbStore {
+    fn db(&self) -> Result<&Db, BoxError> {
+        self.db
+            .as_ref()
+            .ok_or_else(|| "tilldb: not open (a reopen after an error failed)".into())
+    }
+
+    fn write(
+        &mut self,
+        keys: &[Key],
+        commit: Commit,
+        op: fn(&mut ::tilldb::Txn<'_>, &Key) -> ::tilldb::Result<()>,
+    ) -> Result<(), BoxError> {
+        let durability = match commit {
+            Commit::Sync => Durability::Sync,
+            Commit::NoFlush => Durability::Buffered,
+        };
+        let mut txn = self.db()?.begin()?;
+        for key in keys {
+            op(&mut txn, key)?;
+        }
+        txn.commit_with(durability)?;
+        Ok(())
+    }
+}
+
+impl KvStore for TilldbStore {
+    fn put_txn(&mut self, keys: &[Key], commit: Commit) -> Result<(), BoxError> {
+        self.write(keys, commit, |txn, key| txn.put(key, &value_of(key)))
+    }
+
+    fn remove_txn(&mut self, keys: &[Key], commit: Commit) -> Result<(), BoxError> {
+        self.write(keys, commit, |txn, key| txn.delete(key))
+    }
+
+    fn reader(&self) -> Result<Box<dyn KvReader + '_>, BoxError> {
+        Ok(Box::new(TilldbReader {
+            txn: self.db()?.begin_read()?,
+        }))
+    }
+
+    fn count_entries(&self) -> Result<u64, BoxError> {
+        // TODO(issue 37): `Db::len` once the engine keeps a count.
+        let read = self.db()?.begin_read()?;
+        let mut count = 0u64;
+        for entry in read.range(Bound::Unbounded, Bound::Unbounded, Direction::Forward)? {
+            entry?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    fn compact(&mut self, copy_dir: &Path) -> Result<Compacted, BoxError> {
+        self.db()?.compact_to(copy_dir)?;
+        Ok(Compacted::Copy)
+    }
+
+    fn recover(&mut self) -> Result<(), BoxError> {
+        // Dropping the handle closes what can be closed and ignores the poison; the open runs
+        // recovery, as after a crash.
+        drop(self.db.take());
+        self.db = Some(Db::open(&self.dir, self.options.clone())?);
+        Ok(())
+    }
+
+    fn notes(&self) -> Option<String> {
+        let storage = crate::raw::storage(0);
+        let (_, header) = HeaderFile::open(&*storage, &self.dir, FlushMethod::Fdatasync)
+            .ok()
+            .flatten()?;
+        let how = if self.options.flush_method.is_some() {
+            "--flush-method"
+        } else {
+            "probed at create"
+        };
+        Some(format!(
+            "flush method {} ({how}), torn-page guard {}, page size {} B",
+            header.flush_method, header.torn_page_guard, header.page_bytes
+        ))
+    }
+
+    fn close(self: Box<Self>) -> Result<(), BoxError> {
+        if let Some(db) = self.db {
+            db.close()?;
+        }
+        Ok(())
+    }
+}
+
+impl KvReader for TilldbReader<'_> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<usize>, BoxError> {
+        Ok(self.txn.get(key)?.map(|v| v.len()))
+    }
+
+    fn range(&mut self, from: &[u8], count: usize) -> Result<usize, BoxError> {
+        let mut read = 0;
+        let entries =
+            self.txn
+                .range(Bound::Included(from), Bound::Unbounded, Direction::Forward)?;
+        for entry in entries.take(count) {
+            entry?;
+            read += 1;
+        }
+        Ok(read)
+    }
+}
