@@ -69,6 +69,8 @@ mod engines;
 #[cfg(feature = "peers")]
 mod plot;
 #[cfg(feature = "peers")]
+mod reads;
+#[cfg(feature = "peers")]
 mod report;
 #[cfg(feature = "peers")]
 mod run;

@@ -10,13 +10,12 @@
 
 use super::KvArgs;
 use super::engines::{self, BoxError, Commit, Compacted, KvStore, Settings};
+use super::reads;
 use super::report::{EngineRun, KvRun, Outcome, Status};
-use super::workload::{BATCH_ROWS, Key, Keys, RANGE_KEYS, SORTED_TXN_ROWS, VALUE_BYTES, Workload};
+use super::workload::{BATCH_ROWS, Key, Keys, SORTED_TXN_ROWS, Workload};
 use crate::disk_usage::DiskUsage;
 use crate::machine::Setting;
-use crate::store_load::XorShift;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// Rows per transaction when a one-transaction row is refused and run again in parts
@@ -31,8 +30,6 @@ const CACHE_BYTES_DEFAULT: u64 = 4 << 30;
 /// The smallest `--cache-bytes`: tilldb's pool needs eight 16 KiB pages, and less measures
 /// nothing a user would run.
 const CACHE_BYTES_MIN: u64 = 1 << 20;
-/// Seed of the point and range reads' key choice (per thread: plus the thread's number).
-const SEED_READS: u64 = 0x4B56_5245_4144_0000;
 
 pub fn run(args: &KvArgs) -> Result<(), Box<dyn std::error::Error>> {
     let engines = validate(args)?;
@@ -327,75 +324,40 @@ impl EngineCtx<'_> {
         }
     }
 
-    /// N random gets of loaded keys from `threads` threads, N/T each, each thread with its
-    /// own reader (read transaction), made before the clock starts. The row's time runs from
-    /// the first thread's start to the last one's end: on two CPUs a thread (the main one
-    /// too) may wait a whole slice for a CPU after the gate opens.
+    /// N random gets of loaded keys from `threads` threads (`reads.rs`).
     fn point_reads(&mut self, workload: Workload, threads: usize) -> Outcome {
         let keys: &[Key] = &self.keys.loaded;
-        let per_thread = (keys.len() / threads).max(1);
-        let barrier = Barrier::new(threads);
-        let store = match self.store() {
-            Ok(store) => &**store,
-            Err(e) => return Outcome::failed(workload, e.to_string()),
-        };
-        let results: Vec<Result<ThreadReads, String>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let barrier = &barrier;
-                    let seed = SEED_READS + t as u64;
-                    s.spawn(move || read_thread(store, barrier, keys, per_thread, seed))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("a reader panicked".to_owned()))
-                })
-                .collect()
-        });
-        let results = match results.into_iter().collect::<Result<Vec<_>, String>>() {
-            Ok(results) => results,
-            Err(e) => return Outcome::failed(workload, e),
-        };
-        let first = results.iter().map(|r| r.started).min();
-        let last = results.iter().map(|r| r.ended).max();
-        let elapsed = first
-            .zip(last)
-            .map_or(Duration::ZERO, |(first, last)| last - first);
-        let found: u64 = results.iter().map(|r| r.found).sum();
-        let reads = (per_thread * threads) as u64;
-        if found != reads {
-            return Outcome::failed(
+        let timed = self
+            .store()
+            .map_err(|e| e.to_string())
+            .and_then(|store| reads::point_reads(&**store, keys, threads));
+        match timed {
+            Ok(t) if t.found == t.operations => {
+                let mut outcome = Outcome::rate(workload, t.operations, t.elapsed);
+                outcome.threads = Some(threads);
+                outcome
+            }
+            Ok(t) => Outcome::failed(
                 workload,
-                format!("found {found} of {reads} loaded keys (the bulk load failed?)"),
-            );
+                format!(
+                    "found {} of {} loaded keys (the bulk load failed?)",
+                    t.found, t.operations
+                ),
+            ),
+            Err(e) => Outcome::failed(workload, e),
         }
-        let mut outcome = Outcome::rate(workload, reads, elapsed);
-        outcome.threads = Some(threads);
-        outcome
     }
 
-    /// N/10 ranges of 10 entries, each from a random loaded key, on one thread.
+    /// N/10 ranges of 10 entries from random loaded keys (`reads.rs`).
     fn range_reads(&mut self, workload: Workload) -> Outcome {
         let keys: &[Key] = &self.keys.loaded;
-        let ranges = (keys.len() / 10).max(1);
-        let outcome = self.store().and_then(|store| {
-            let mut reader = store.reader()?;
-            let mut rng = XorShift::new(SEED_READS.wrapping_sub(1));
-            let started = Instant::now();
-            let mut entries = 0u64;
-            for _ in 0..ranges {
-                let key = pick(&mut rng, keys);
-                entries += reader.range(key, RANGE_KEYS)? as u64;
-            }
-            Ok((started.elapsed(), entries))
-        });
-        match outcome {
-            Ok((elapsed, entries)) => {
-                let mut outcome = Outcome::rate(workload, ranges as u64, elapsed);
-                outcome.entries = Some(entries);
+        let timed = self
+            .store()
+            .and_then(|store| reads::range_reads(&**store, keys));
+        match timed {
+            Ok(t) => {
+                let mut outcome = Outcome::rate(workload, t.operations, t.elapsed);
+                outcome.entries = Some(t.found);
                 outcome
             }
             Err(e) => Outcome::failed(workload, e.to_string()),
@@ -489,55 +451,6 @@ fn bytes_outcome(workload: Workload, usage: &DiskUsage, elapsed: Duration) -> Ou
     let mut outcome = Outcome::measured(workload, 1, elapsed, value);
     outcome.parts = Some(usage.parts.iter().cloned().collect());
     outcome
-}
-
-/// What one reading thread did, and when.
-struct ThreadReads {
-    started: Instant,
-    ended: Instant,
-    found: u64,
-}
-
-/// One thread of the point reads: its reader, the gate, `reads` gets of random `keys`.
-fn read_thread(
-    store: &dyn KvStore,
-    barrier: &Barrier,
-    keys: &[Key],
-    reads: usize,
-    seed: u64,
-) -> Result<ThreadReads, String> {
-    // Every thread reaches the gate, whatever making its reader did.
-    let reader = catch_unwind(AssertUnwindSafe(|| store.reader()));
-    barrier.wait();
-    let mut reader = match reader {
-        Ok(Ok(reader)) => reader,
-        Ok(Err(e)) => return Err(format!("reader: {e}")),
-        Err(_) => return Err("making a reader panicked".to_owned()),
-    };
-    let mut rng = XorShift::new(seed);
-    let started = Instant::now();
-    let mut found = 0u64;
-    for _ in 0..reads {
-        match reader
-            .get(pick(&mut rng, keys))
-            .map_err(|e| e.to_string())?
-        {
-            Some(VALUE_BYTES) => found += 1,
-            Some(len) => return Err(format!("a value of {len} bytes, not {VALUE_BYTES}")),
-            None => {}
-        }
-    }
-    Ok(ThreadReads {
-        started,
-        ended: Instant::now(),
-        found,
-    })
-}
-
-/// A random one of `keys`.
-fn pick<'k>(rng: &mut XorShift, keys: &'k [Key]) -> &'k Key {
-    let index = rng.below(keys.len() as u64);
-    &keys[usize::try_from(index).expect("an index below a slice's length fits usize")]
 }
 
 fn millis(d: Duration) -> f64 {
