@@ -1,5 +1,7 @@
 /* A till's sales through tilldb's C ABI: one transaction of 100 sales, a read, a lazy scan
- * that sums them, a rollback that leaves nothing behind, and an error with its message.
+ * that sums them, a rollback that leaves nothing behind, a new price list of 200,000 products
+ * in one transaction (larger than one log record: committed in parts, all or nothing), and
+ * an error with its message.
  *
  * Build (scripts/test does this, through crates/tilldb-c/tests/c_example.rs):
  *   cargo build -p tilldb-c
@@ -114,6 +116,28 @@ int main(int argc, char **argv) {
     fprintf(stderr, "scan saw %d sales summing to %ld, expected 100 and %ld\n", count, sum, expected);
     return 1;
   }
+
+  /* A new price list, all or nothing: 200,000 products of 400 bytes in one transaction, about
+   * 90 MB of log, more than one record holds (tilldb commits it in parts). */
+  CHECK(tilldb_begin(db, &txn));
+  static uint8_t price[400];
+  for (int i = 0; i < 200000; i++) {
+    char key[32];
+    int key_len = snprintf(key, sizeof key, "product-%07d", (i * 7919) % 200000);
+    memset(price, 'a' + i % 26, sizeof price);
+    CHECK(tilldb_put(txn, "prices", (const uint8_t *)key, (size_t)key_len, price, sizeof price));
+  }
+  CHECK(tilldb_commit(txn, TILLDB_SYNC));
+  CHECK(tilldb_scan(db, "prices", NULL, 0, NULL, 0, 0, &it));
+  int products = 0;
+  while ((status = tilldb_iter_next(it, &k, &kl, &v, &vl)) == TILLDB_OK) {
+    products++;
+  }
+  tilldb_iter_free(it);
+  if (status != TILLDB_NOT_FOUND || products != 200000) {
+    fprintf(stderr, "the price list holds %d products, not 200000\n", products);
+    return 1;
+  }
   CHECK(tilldb_close(db));
 
   /* An error names what is wrong. */
@@ -122,6 +146,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "a file opened as a database\n");
     return 1;
   }
-  printf("ok: 100 sales, total %ld; error text: %s\n", sum, tilldb_last_error());
+  printf("ok: 100 sales, total %ld; 200000 prices; error text: %s\n", sum,
+         tilldb_last_error());
   return 0;
 }

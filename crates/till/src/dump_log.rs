@@ -56,6 +56,7 @@ use crate::inspect::{self, CliResult, CommitSummary};
 use clap::Args;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
+use tilldb::internals::record::{Runs, Step};
 use tilldb::internals::wal::record::RecordRef;
 use tilldb::internals::wal::{
     LogEvent, LogInspection, Lsn, RecordKind, RecoveryStop, SegmentFile, SegmentHeader,
@@ -106,6 +107,9 @@ pub fn run(args: &DumpLogArgs) -> CliResult<()> {
         bad_commits: Vec::new(),
         stops: Vec::new(),
         records: Vec::new(),
+        runs: Runs::default(),
+        run_from: 0,
+        unfinished: Vec::new(),
     };
     if !args.json {
         match &header {
@@ -164,6 +168,12 @@ struct Dump<'a> {
     stops: Vec<(u64, RecoveryStop)>,
     /// Records shown, as JSON (`--json` only).
     records: Vec<Value>,
+    /// Where the records stand in their commits (a commit logged in parts).
+    runs: Runs,
+    /// The lsn of the first part of the commit being read in parts.
+    run_from: u64,
+    /// The first lsns of commits logged in parts whose last part never came.
+    unfinished: Vec<u64>,
 }
 
 impl Dump<'_> {
@@ -209,6 +219,18 @@ impl Dump<'_> {
             RecordKind::Data => self.commits += 1,
             RecordKind::Pad => self.pads += 1,
             RecordKind::SegmentEnd => {}
+        }
+        if let Some(Ok(c)) = &commit {
+            // A dump from --from-lsn, or from a log whose start was recycled, may begin in
+            // the middle of a commit logged in parts: its tail is not followed.
+            if let Ok((step, abandoned)) = self.runs.step(c.part) {
+                if abandoned {
+                    self.unfinished.push(self.run_from);
+                }
+                if step == Step::Begins {
+                    self.run_from = record.lsn;
+                }
+            }
         }
         if let Some(Err(what)) = &commit {
             self.bad_commits.push(inspect::BadCommit {
@@ -302,6 +324,21 @@ impl Dump<'_> {
             recovery.end_lsn,
             self.shown
         );
+        for lsn in self.unfinished_commits() {
+            println!(
+                "the commit logged in parts from lsn {lsn} never got its last part: recovery \
+                 applies none of it"
+            );
+        }
+    }
+
+    /// The first lsns of commits logged in parts whose last part is not in the log.
+    fn unfinished_commits(&self) -> Vec<u64> {
+        let mut all = self.unfinished.clone();
+        if self.runs.is_open() {
+            all.push(self.run_from);
+        }
+        all
     }
 
     fn json(&self, result: &tilldb::Result<LogInspection>) -> Value {
@@ -329,6 +366,7 @@ impl Dump<'_> {
             "commit_records": self.commits,
             "pad_records": self.pads,
             "records_shown": self.shown,
+            "unfinished_commits": self.unfinished_commits(),
             "end": found.recovery.stop.as_ref().map(stop_json),
             "error": result.as_ref().err().map(ToString::to_string),
         })
@@ -410,6 +448,8 @@ pub fn stop_json(stop: &RecoveryStop) -> Value {
 
 fn commit_json(c: &CommitSummary) -> Value {
     json!({
+        "part": c.part.index,
+        "last_part": c.part.last,
         "payload_bytes": c.payload_bytes,
         "ops": c.ops,
         "op_kinds": c.op_kinds,

@@ -10,6 +10,7 @@ use tilldb::internals::header::{
     HEADER_FILE_NAME, Header, SLOT_BYTES, SLOT_COUNT, SlotState, choose_slot,
 };
 use tilldb::internals::page::{PageBuf, PageId, PageStore};
+use tilldb::internals::record::Part;
 use tilldb::internals::wal::record::RecordFault;
 use tilldb::internals::wal::{LogEvent, LogInspection, RecordKind, RecoveryStop, inspect_log};
 use tilldb::{Db, Error};
@@ -135,6 +136,9 @@ pub fn describe_stop(stop: &RecoveryStop) -> String {
 /// One commit record in brief.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitSummary {
+    /// Where the record stands in its commit (a whole commit, or a part of one logged in
+    /// parts).
+    pub part: Part,
     pub payload_bytes: usize,
     /// Pages the allocator had handed out after the commit, page 0 included.
     pub page_count: u64,
@@ -158,6 +162,7 @@ impl CommitSummary {
         pages.sort_unstable();
         pages.dedup();
         Ok(CommitSummary {
+            part: commit.part,
             payload_bytes: payload.len(),
             page_count: commit.alloc.page_count,
             free_head: commit.alloc.free_head,
@@ -183,8 +188,16 @@ impl CommitSummary {
         if self.pages.len() > pages_shown {
             pages.push(format!("+{} more", self.pages.len() - pages_shown));
         }
+        let part = match self.part {
+            Part {
+                index: 0,
+                last: true,
+            } => String::new(),
+            Part { index, last: false } => format!("part {index} (not the last) of a commit: "),
+            Part { index, last: true } => format!("part {index}, the last, of a commit: "),
+        };
         format!(
-            "{} ops ({}) on {} pages [{}]; page_count {}, free_head {}",
+            "{part}{} ops ({}) on {} pages [{}]; page_count {}, free_head {}",
             self.ops,
             kinds.join(", "),
             self.pages.len(),
@@ -263,7 +276,9 @@ pub fn read_log_facts(dir: &Path, checkpoint: u64) -> LogFacts {
                     facts.commits_after_checkpoint += 1;
                 }
                 match CommitSummary::of(record.payload) {
-                    Ok(c) => facts.last_alloc = Some((c.page_count, c.free_head)),
+                    // An allocator state counts once its commit happened (its last part).
+                    Ok(c) if c.part.last => facts.last_alloc = Some((c.page_count, c.free_head)),
+                    Ok(_) => {}
                     Err(what) => facts.bad_commits.push(BadCommit {
                         path: path.clone(),
                         offset,
@@ -402,7 +417,11 @@ mod tests {
 
     #[test]
     fn a_commit_summary_lists_pages_once_and_in_order() {
-        let summary = CommitSummary {
+        let mut summary = CommitSummary {
+            part: Part {
+                index: 0,
+                last: true,
+            },
             payload_bytes: 100,
             page_count: 9,
             free_head: PageId(0),
@@ -413,6 +432,17 @@ mod tests {
         assert_eq!(
             summary.line(2),
             "3 ops (1 format, 2 leaf_put) on 4 pages [2 3 +2 more]; page_count 9, free_head 0"
+        );
+        summary.part = Part {
+            index: 2,
+            last: false,
+        };
+        assert!(
+            summary
+                .line(2)
+                .starts_with("part 2 (not the last) of a commit: 3 ops"),
+            "{}",
+            summary.line(2)
         );
     }
 

@@ -29,12 +29,14 @@ fn populate(dir: &Path) {
     db.close().expect("close");
 }
 
+/// The commit records that end a commit: a whole commit, or the last part of one logged in
+/// parts (the test's small cache cuts a commit that changes a few pages into parts).
 fn commits(dump: &Value) -> Vec<&Value> {
     dump["records"]
         .as_array()
         .expect("records")
         .iter()
-        .filter(|r| r["kind"] == "commit")
+        .filter(|r| r["kind"] == "commit" && r["commit"]["last_part"] == true)
         .collect()
 }
 
@@ -49,10 +51,12 @@ fn dump_log_lists_every_commit_and_changes_nothing() {
     let run = till(&["dump-log", "--json", dir_arg]);
     assert!(run.ok, "{}", run.text());
     let dump = run.json();
-    // The create commit (catalog and default table), then one per transaction.
-    assert_eq!(dump["commit_records"], COMMITS + 1, "{dump:#}");
+    // The create commit (catalog and default table), then one per transaction; some in
+    // several records.
     let records = commits(&dump);
-    assert_eq!(records.len() as u64, COMMITS + 1);
+    assert_eq!(records.len() as u64, COMMITS + 1, "{dump:#}");
+    assert!(dump["commit_records"].as_u64() >= Some(COMMITS + 1));
+    assert_eq!(dump["unfinished_commits"], serde_json::json!([]));
     assert!(
         records
             .windows(2)
@@ -161,7 +165,11 @@ fn dump_log_names_a_damaged_record_and_a_truncated_segment() {
         run.text()
     );
     let damaged = run.json();
-    assert_eq!(damaged["commit_records"], COMMITS, "{damaged:#}");
+    assert_eq!(
+        damaged["commit_records"].as_u64(),
+        dump["commit_records"].as_u64().map(|n| n - 1),
+        "{damaged:#}"
+    );
     let end = &damaged["end"];
     assert_eq!(end["file"], file.as_str());
     assert_eq!(end["offset"], offset);

@@ -81,7 +81,7 @@ fn the_c_example_builds_and_runs() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(
-        out.starts_with("ok: 100 sales, total 126250; error text: "),
+        out.starts_with("ok: 100 sales, total 126250; 200000 prices; error text: "),
         "{out}"
     );
     assert!(

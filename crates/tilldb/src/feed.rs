@@ -106,6 +106,10 @@ pub struct Feed {
     durable_file: Option<Box<dyn crate::io::StorageFile>>,
     /// When the consumer's dropped mark was last looked for.
     dropped_checked: Option<Instant>,
+    /// Where the records read stand in their commits (`db/record.rs`, parts).
+    runs: crate::db::record::Runs,
+    /// The changes of the parts read of a commit logged in parts, until its last part.
+    parts: Vec<crate::db::record::Change>,
 }
 
 impl Feed {
@@ -179,6 +183,8 @@ impl Feed {
             follower,
             consumer,
             pending: std::collections::VecDeque::new(),
+            runs: crate::db::record::Runs::default(),
+            parts: Vec::new(),
             returned: from,
             durable_file: None,
             dropped_checked: None,
@@ -203,8 +209,9 @@ impl Feed {
                 self.returned = txn.lsn;
                 return Ok(Some(txn));
             }
-            self.fill()?;
-            if !self.pending.is_empty() {
+            // Records read but no transaction yet (the parts of a large commit): read on
+            // before waiting.
+            if self.fill()? || !self.pending.is_empty() {
                 continue;
             }
             let now = Instant::now();
@@ -216,8 +223,10 @@ impl Feed {
         }
     }
 
-    /// Reads what the writer published as durable since the last read.
-    fn fill(&mut self) -> Result<()> {
+    /// Reads what the writer published as durable since the last read. Returns whether it
+    /// read any record.
+    fn fill(&mut self) -> Result<bool> {
+        use crate::db::record::Step;
         if let Some(name) = &self.consumer
             && self
                 .dropped_checked
@@ -227,9 +236,10 @@ impl Feed {
             self.dropped_checked = Some(Instant::now());
         }
         let Some(durable) = self.published_durable()? else {
-            return Ok(());
+            return Ok(false);
         };
         let records = self.follower.read(durable, READ_BYTES)?;
+        let read_any = !records.is_empty();
         for rec in records {
             let commit =
                 crate::db::record::decode(&rec.payload).map_err(|what| Error::FeedUnavailable {
@@ -244,12 +254,43 @@ impl Feed {
                          not hold its writes"
                     .to_owned(),
             })?;
+            // A commit logged in parts is returned whole, at its last part; one whose last
+            // part never came (a crash) is never returned.
+            let step = match self.runs.step(commit.part) {
+                Ok((step, _abandoned)) => step,
+                // The tail of a commit whose first parts are before where this feed began
+                // (its start moved past them when nobody consumed): not a commit it can have.
+                Err(_) if !self.runs.is_open() => continue,
+                Err(what) => {
+                    return Err(Error::FeedUnavailable {
+                        dir: self.dir.clone(),
+                        lsn: rec.lsn.0,
+                        reason: format!("the log's commit records are out of place: {what}"),
+                    });
+                }
+            };
+            let changes = match step {
+                Step::Whole => changes,
+                Step::Begins => {
+                    self.parts = changes;
+                    continue;
+                }
+                Step::Continues => {
+                    self.parts.extend(changes);
+                    continue;
+                }
+                Step::Ends => {
+                    let mut whole = std::mem::take(&mut self.parts);
+                    whole.extend(changes);
+                    whole
+                }
+            };
             self.pending.push_back(FeedTxn {
                 lsn: rec.end_lsn,
                 changes,
             });
         }
-        Ok(())
+        Ok(read_any)
     }
 
     /// The durable lsn the writer published, read through a handle kept open.

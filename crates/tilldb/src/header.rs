@@ -1,4 +1,4 @@
-//! # Database header format (header version 1)
+//! # Database header format (header version 2; version 1 is read)
 //!
 //! `tilldb.meta` in the database directory holds two *slots*, each one 4 KiB unit: slot 0 at
 //! offset 0, slot 1 at offset 4096. Each slot is a complete header; the valid slot with the
@@ -7,7 +7,8 @@
 //! ```text
 //! offset size field
 //!      0    8 magic            "TILLDB01"
-//!      8    4 version          1
+//!      8    4 version          2 (1: written by builds whose log held no commit in parts; read,
+//!                              and written as 2 at the next header write)
 //!     12    4 page_bytes       4096..=65536, a power of two
 //!     16    1 flush_method     1 Fsync · 2 Fdatasync · 3 Dsync · 4 Direct · 5 DirectDsync
 //!                              · 6 NoSync · 7 BarrierFsync (macOS)
@@ -75,7 +76,12 @@ pub const SLOT_BYTES: usize = 4096;
 pub const SLOT_COUNT: usize = 2;
 
 const MAGIC: [u8; 8] = *b"TILLDB01";
-const VERSION: u32 = 1;
+/// The version this build writes. Version 2 says the log may hold commits logged in parts
+/// (`db/record.rs`), which a build that knows only version 1 would misread as damage: it
+/// refuses the header instead.
+const VERSION: u32 = 2;
+/// The oldest version this build reads (its fields are version 2's).
+const VERSION_OLDEST_READ: u32 = 1;
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
 const PAGE_BYTES_OFFSET: usize = VERSION_OFFSET + size_of::<u32>();
@@ -238,8 +244,12 @@ impl Header {
         if bytes[MAGIC_OFFSET..VERSION_OFFSET] != MAGIC {
             return Err((MAGIC_OFFSET, "not a tilldb database header (bad magic)"));
         }
-        if u32_at(VERSION_OFFSET) != VERSION {
-            return Err((VERSION_OFFSET, "header version not supported by this build"));
+        if !(VERSION_OLDEST_READ..=VERSION).contains(&u32_at(VERSION_OFFSET)) {
+            return Err((
+                VERSION_OFFSET,
+                "header version not supported by this build (it reads versions 1 and 2): a \
+                 newer tilldb wrote it; open the database with that version or a later one",
+            ));
         }
         let page_bytes = u32_at(PAGE_BYTES_OFFSET);
         if !page_bytes.is_power_of_two() || !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes)
@@ -527,7 +537,7 @@ mod tests {
         let hex = hex.concat();
         assert_eq!(
             hex,
-            "54494c4c44423031010000000040000002020000000000000400000000000000\
+            "54494c4c44423031020000000040000002020000000000000400000000000000\
              0010000000000000010000000000000000000000000000000900000000000000\
              0000000000000000000000000000000000000000000000000000000000000000\
              0000000000000000000000000000000000000000000000000000000000000000"
@@ -574,11 +584,34 @@ mod tests {
         bytes
     }
 
+    /// A database of the previous version opens: its header reads, and is written back as the
+    /// current version (at the next header write, one slot at a time).
+    #[test]
+    fn a_version_1_header_reads_and_is_written_as_version_2() {
+        let mut bytes = header(3).encode(0);
+        bytes[VERSION_OFFSET..PAGE_BYTES_OFFSET].copy_from_slice(&1u32.to_le_bytes());
+        let bytes = with_crc(bytes, 0);
+        let read = match Header::decode(&bytes, 0) {
+            Ok(SlotState::Valid(h)) => h,
+            other => panic!("a version 1 header: {other:?}"),
+        };
+        assert_eq!(read, header(3));
+        let again = read.encode(0);
+        assert_eq!(
+            u32::from_le_bytes(
+                again[VERSION_OFFSET..PAGE_BYTES_OFFSET]
+                    .try_into()
+                    .expect("4")
+            ),
+            2
+        );
+    }
+
     #[test]
     fn bad_fields_under_a_good_crc_are_corruption_not_a_fallback() {
         let cases: [(usize, u8, usize); 9] = [
             (MAGIC_OFFSET, b'X', MAGIC_OFFSET),
-            (VERSION_OFFSET, 2, VERSION_OFFSET),
+            (VERSION_OFFSET, 3, VERSION_OFFSET),
             (PAGE_BYTES_OFFSET + 1, 0x41, PAGE_BYTES_OFFSET),
             (FLUSH_METHOD_OFFSET, 9, FLUSH_METHOD_OFFSET),
             (GUARD_OFFSET, 0, GUARD_OFFSET),

@@ -67,6 +67,10 @@ pub mod internals {
     pub mod header {
         pub use crate::header::*;
     }
+    /// The commit record format: parts, and how records follow each other (`Runs`).
+    pub mod record {
+        pub use crate::db::record::*;
+    }
     /// Pages, the buffer pool, the page store and the torn-page guards.
     pub mod page {
         pub use crate::page::*;

@@ -8,7 +8,15 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 34] = [
+pub const ALL: [(&str, &str); 36] = [
+    (
+        "replay-applies-unfinished-parts",
+        "recovery applies the parts of a commit whose last part the log does not hold (a prefix)",
+    ),
+    (
+        "held-pages-written",
+        "pages of a commit logged in parts are written to the data file before its last part",
+    ),
     (
         "ack-before-flush",
         "a Sync commit is acknowledged once written, before its flush",

@@ -316,6 +316,14 @@ pub struct Options {
     /// registers later gets [`crate::Error::FeedUnavailable`] naming the first lsn it can
     /// have (`crate::feed`, "Retention"). Default: 4 GiB.
     pub feed_retention_bytes: u64,
+    /// A commit whose page operations (and, with `change_feed`, writes) pass this many bytes
+    /// is logged as several records, its *parts*, instead of one (`db/record.rs`): a
+    /// transaction is bounded by the disk, not by the largest log record. It is durable and
+    /// visible only once its last part is, recovery applies all of it or none, and until its
+    /// last part the pages it changed stay out of the data file (in the cache, or in the
+    /// spill file `txn-spill.tdb`). At most half the largest record a log segment holds.
+    /// Default: 8 MiB.
+    pub commit_part_bytes: u64,
 }
 
 impl Default for Options {
@@ -337,6 +345,7 @@ impl Default for Options {
             background_threads: true,
             change_feed: false,
             feed_retention_bytes: 4 << 30,
+            commit_part_bytes: 8 << 20,
         }
     }
 }
@@ -360,6 +369,7 @@ impl Options {
             background_threads: true,
             change_feed: false,
             feed_retention_bytes: 64 << 20,
+            commit_part_bytes: 64 << 10,
         }
     }
 
@@ -383,6 +393,9 @@ impl Options {
                 "cache of {} bytes holds fewer than 8 pages of {page_bytes}",
                 self.cache_bytes
             ));
+        }
+        if self.commit_part_bytes == 0 {
+            return bad("commit_part_bytes must be above zero".to_owned());
         }
         if self.checkpoint_interval.is_zero() {
             return bad("checkpoint_interval must be above zero".to_owned());

@@ -11,3 +11,21 @@ fn the_till_sales_example_records_every_sale_and_the_total_matches() {
     let expected: u64 = (1..=100u64).map(|n| (n % 7 + 1) * 250).sum();
     assert_eq!(total, expected);
 }
+
+#[path = "../examples/price_list.rs"]
+mod price_list;
+
+#[test]
+fn the_price_list_example_imports_every_row_in_one_transaction_of_parts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The test options' 64 KiB parts and 64-page cache: 5,000 rows make many parts and spill.
+    let import = price_list::run(
+        &dir.path().join("till"),
+        5_000,
+        tilldb::Options::for_tests(),
+    )
+    .expect("the example runs");
+    assert_eq!(import.rows, 5_000);
+    assert!(import.parts > 2, "{import:?}");
+    assert!(import.spilled_pages > 0, "{import:?}");
+}

@@ -44,6 +44,7 @@ pub fn is_database_file_name(name: &str) -> bool {
         DATA_FILE_NAME,
         DOUBLEWRITE_FILE_NAME,
         LEDGER_FILE_NAME,
+        crate::page::SPILL_FILE_NAME,
         LOCK_FILE_NAME,
         WAL_DIR_NAME,
         crate::feed::FEED_DIR_NAME,

@@ -1,6 +1,13 @@
 //! Committing: a transaction's changes applied to the tree and appended to the log, under the
 //! writer lock, one transaction at a time; then the wait for the log.
 //!
+//! A commit is one log record, or, when its page operations outgrow `Options::commit_part_bytes`
+//! (or the pages it leaves unlogged crowd the cache), several: [`apply`] cuts a *part* between
+//! two writes, appends it, and has the pool *hold* the pages it changed (never written to the
+//! data file; spilled when their frames are needed) until the last part is appended, stamped
+//! and the held pages released, all under the tree lock (`db/record.rs` has the format and
+//! the rules readers of the log follow).
+//!
 //! A transaction that read holds the writer lock since its first read and applies its own
 //! changes. One that only wrote reaches commit without it, and joins the *commit queue*: the
 //! first to arrive leads, takes the writer lock once and applies every commit that queues
@@ -33,6 +40,7 @@ use super::pages::TxnPages;
 use super::record::{self, Alloc};
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
 use crate::Durability;
+use crate::btree::PageOp;
 use crate::btree::Tree;
 use crate::error::{Error, Result};
 use crate::page::PageId;
@@ -317,7 +325,10 @@ impl Drop for Leader<'_> {
     }
 }
 
-/// Applies `changes` to the tree and appends their record to the log; returns its lsn.
+/// Applies `changes` to the tree and appends their record to the log; returns its lsn. A
+/// commit whose page operations outgrow one part ([`part_limit`]) is logged in several
+/// records (`db/record.rs`, "parts"): the pages the earlier parts changed are held by the
+/// pool (never written to the data file) until the last part is appended.
 /// Requires: the writer lock (`alloc` is its state).
 pub(super) fn apply(
     db: &Db,
@@ -351,30 +362,7 @@ pub(super) fn apply(
     // before it changes a page or the overlay.
     let before = inner.wal.end_lsn_checked()?.0;
     let provisional = before + 1;
-    {
-        let pages = db.read_pages();
-        let mut befores = Vec::with_capacity(changes.writes.len());
-        // A dropped table's catalog entry, for readers that still see it (and, if this
-        // commit creates it anew, the one entry that hides the new table from them).
-        for (table, root) in &drops {
-            let entry = root.0.to_le_bytes().to_vec();
-            befores.push((CATALOG_TABLE, table.as_bytes(), Some(entry)));
-        }
-        for (table, root) in &roots {
-            if root.is_none() && !drops.iter().any(|(t, _)| t == table) {
-                befores.push((CATALOG_TABLE, table.as_bytes(), None));
-            }
-        }
-        for (table, key) in changes.writes.keys() {
-            if let Some(root) = roots[table] {
-                befores.push((root.0, key.as_slice(), Tree::open(root).get(&pages, key)?));
-            }
-        }
-        let mut reads = inner.reads.lock();
-        for (table_id, key, before) in befores {
-            reads.overlay.record(table_id, key, provisional, before);
-        }
-    }
+    keep_befores(db, changes, &drops, &roots, provisional)?;
     let pages = TxnPages::new(&inner.pool, &inner.data_path, *alloc, db.image_below());
     super::drop::apply_drops(&pages, &drops)?;
     for (table, root) in &mut roots {
@@ -384,24 +372,29 @@ pub(super) fn apply(
             *root = Some(tree.root());
         }
     }
-    for ((table, key), value) in &changes.writes {
-        let tree = Tree::open(roots[table].expect("every table has a root by now"));
-        match value {
-            Some(v) => {
-                tree.put(&pages, key, v)?;
-            }
-            None => {
-                tree.delete(&pages, key)?;
-            }
-        }
-    }
+    let feed = inner.options.change_feed;
+    let (parts, part_writes) = write_in_parts(db, &pages, changes, &roots)?;
     // The pages are whole again (no node half split) and the overlay hides this commit
     // from readers until it is acknowledged: readers may go on while the record is
-    // appended, which can wait for a log segment to be prepared.
-    drop(exclusive);
+    // appended, which can wait for a log segment to be prepared. Not after parts: the
+    // held pages must all be released before anyone can read one back from the spill.
+    let exclusive = if parts == 0 {
+        drop(exclusive);
+        None
+    } else {
+        Some(exclusive)
+    };
     let (ops, new_alloc, touched) = pages.finish();
-    let feed = inner.options.change_feed.then(|| changes.writes.iter());
-    let lsn = inner.wal.append(&record::encode(new_alloc, &ops, feed))?;
+    let held = parts > 0;
+    let mut records = parts;
+    let lsn = if held {
+        let feed = feed.then(|| part_writes.iter().copied());
+        append_parts(db, &ops, new_alloc, feed.as_ref(), &mut records, true)?
+    } else {
+        let feed = feed.then(|| changes.writes.iter());
+        append_parts(db, &ops, new_alloc, feed.as_ref(), &mut records, true)?
+    };
+    drop(ops);
     assert!(
         lsn.0 >= provisional,
         "commit lsn {lsn} below its provisional lsn {provisional}"
@@ -412,6 +405,15 @@ pub(super) fn apply(
         before
     };
     inner.pool.stamp(&touched, lsn.0, redo_from);
+    if held {
+        inner.pool.release_held(lsn.0, redo_from)?;
+    }
+    if records > 1 {
+        inner
+            .parts_logged
+            .fetch_add(u64::from(records), std::sync::atomic::Ordering::Relaxed);
+    }
+    drop(exclusive);
     *alloc = new_alloc;
     inner.reads.lock().visibility.committed(lsn.0, durability);
     if !drops.is_empty() {
@@ -422,4 +424,163 @@ pub(super) fn apply(
         }
     }
     Ok(lsn)
+}
+
+/// Applies `changes`' writes to their trees through `pages`, cutting a part (appended to the
+/// log, its pages held by the pool) before the next write once the current one holds
+/// [`part_limit`] bytes, or once the pages it left unlogged would crowd the cache. Returns how many parts
+/// it appended, and the writes since the last (the last part's, for its changes section).
+/// Requires: the writer lock and the tree lock, exclusive.
+fn write_in_parts<'c>(
+    db: &Db,
+    pages: &TxnPages<'_>,
+    changes: &'c Changes,
+    roots: &BTreeMap<String, Option<PageId>>,
+) -> Result<(u32, Vec<record::Write<'c>>)> {
+    let inner = &db.inner;
+    let feed = inner.options.change_feed;
+    let limit = part_limit(db);
+    // Unlogged frames the pool cannot evict: a part is cut before they crowd it.
+    let unlogged_max = (inner.pool.capacity() / 4).max(4);
+    let mut parts = 0u32;
+    // The writes whose ops the current part holds, for its changes section, and its bytes.
+    let mut part_writes: Vec<record::Write<'_>> = Vec::new();
+    let mut part_changes_bytes = 0;
+    for write in &changes.writes {
+        let ((table, key), value) = write;
+        let cut = pages.ops_bytes() + part_changes_bytes >= limit
+            || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
+        if cut {
+            let (ops, now, touched) = pages.take_part();
+            let feed = feed.then(|| part_writes.iter().copied());
+            append_parts(db, &ops, now, feed.as_ref(), &mut parts, false)?;
+            drop(ops);
+            inner.pool.hold(&touched);
+            part_writes.clear();
+            part_changes_bytes = 0;
+        }
+        let tree = Tree::open(roots[table].expect("every table has a root by now"));
+        match value {
+            Some(v) => {
+                tree.put(pages, key, v)?;
+            }
+            None => {
+                tree.delete(pages, key)?;
+            }
+        }
+        if feed {
+            part_writes.push(write);
+            part_changes_bytes += record::changes_len([write]) - 4;
+        }
+    }
+    Ok((parts, part_writes))
+}
+
+/// Records in the overlay the values readers with older snapshots still need, before the
+/// pages change: each key's value now, a dropped table's catalog entry, and the entry that
+/// hides a table this commit creates. `provisional` is above every current snapshot and at
+/// most this commit's lsn.
+/// Requires: the tree lock, exclusive.
+fn keep_befores(
+    db: &Db,
+    changes: &Changes,
+    drops: &[(String, PageId)],
+    roots: &BTreeMap<String, Option<PageId>>,
+    provisional: u64,
+) -> Result<()> {
+    let inner = &db.inner;
+    let pages = db.read_pages();
+    let mut befores = Vec::with_capacity(changes.writes.len());
+    // A dropped table's catalog entry, for readers that still see it (and, if this
+    // commit creates it anew, the one entry that hides the new table from them).
+    for (table, root) in drops {
+        let entry = root.0.to_le_bytes().to_vec();
+        befores.push((CATALOG_TABLE, table.as_bytes(), Some(entry)));
+    }
+    for (table, root) in roots {
+        if root.is_none() && !drops.iter().any(|(t, _)| t == table) {
+            befores.push((CATALOG_TABLE, table.as_bytes(), None));
+        }
+    }
+    for (table, key) in changes.writes.keys() {
+        if let Some(root) = roots[table] {
+            befores.push((root.0, key.as_slice(), Tree::open(root).get(&pages, key)?));
+        }
+    }
+    let mut reads = inner.reads.lock();
+    for (table_id, key, before) in befores {
+        reads.overlay.record(table_id, key, provisional, before);
+    }
+    Ok(())
+}
+
+/// The most bytes of ops one record of a commit holds: `Options::commit_part_bytes`, at most
+/// half of what one log record can carry (the changes section rides beside them).
+fn part_limit(db: &Db) -> usize {
+    let max = db.inner.wal.max_payload_bytes();
+    usize::try_from(db.inner.options.commit_part_bytes)
+        .unwrap_or(usize::MAX)
+        .min(max / 2)
+        .max(1)
+}
+
+/// Appends `ops`, and the changes section of `writes` (with the change feed), as records
+/// `*records..` of one commit, and counts them in `records`: as few as hold them with at most
+/// [`part_limit`] bytes of ops each (and at least one op: an op is at most a page and its
+/// header), the changes on the last (or in a record of their own where they do not fit
+/// beside its ops). With `last`, the last record ends the commit. The parts of one commit may
+/// divide its ops anywhere, even inside one write's split: replay applies all of them or
+/// none. Returns the last record's end.
+fn append_parts<'a, I>(
+    db: &Db,
+    ops: &[PageOp],
+    alloc: Alloc,
+    writes: Option<&I>,
+    records: &mut u32,
+    last: bool,
+) -> Result<Lsn>
+where
+    I: IntoIterator<Item = record::Write<'a>> + Clone,
+{
+    let limit = part_limit(db);
+    let max = db.inner.wal.max_payload_bytes();
+    let changes_bytes = writes.map_or(0, |w| record::changes_len(w.clone()));
+    // The ops in chunks of at most `limit` bytes (an op at least; none for no ops).
+    let mut chunks: Vec<&[PageOp]> = Vec::new();
+    let (mut from, mut bytes) = (0, 0);
+    for (i, op) in ops.iter().enumerate() {
+        let len = op.encoded_len();
+        if i > from && bytes + len > limit {
+            chunks.push(&ops[from..i]);
+            (from, bytes) = (i, 0);
+        }
+        bytes += len;
+    }
+    chunks.push(&ops[from..]);
+    if record::HEADER_BYTES + bytes + changes_bytes > max {
+        // The changes do not fit beside the last chunk: a record of their own.
+        chunks.push(&[]);
+    }
+    let count = chunks.len();
+    let mut end = Lsn(0);
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        let part = record::Part {
+            index: *records,
+            last: last && i + 1 == count,
+        };
+        let feed = if i + 1 == count {
+            writes.cloned()
+        } else {
+            None
+        };
+        let payload = record::encode(part, alloc, chunk, feed);
+        assert!(
+            payload.len() <= max,
+            "a commit part of {} bytes",
+            payload.len()
+        );
+        end = db.inner.wal.append(&payload)?;
+        *records += 1;
+    }
+    Ok(end)
 }

@@ -234,7 +234,10 @@ impl Db {
             // No reader sees the dropped tree, so the commit changes nothing a change feed
             // shows: with the feed on it carries an empty changes section.
             let changes = inner.options.change_feed.then(Vec::<Write<'_>>::new);
-            let lsn = inner.wal.append(&record::encode(next, &ops, changes))?;
+            let lsn =
+                inner
+                    .wal
+                    .append(&record::encode(record::Part::WHOLE, next, &ops, changes))?;
             inner.pool.stamp(&touched, lsn.0, before);
             **alloc = next;
             // Not waited for: a reclaim lost in a crash is done again at the next open.

@@ -118,6 +118,9 @@ pub struct Stats {
     /// Commits applied for their thread by another committer leading the commit queue (the
     /// commits of transactions that only wrote, queued while the writer lock was taken).
     pub queued_commits: u64,
+    /// Log records of commits too large for one record, logged in parts (`db/record.rs`),
+    /// their last parts included.
+    pub commit_parts: u64,
 }
 
 /// An open database. Cheap to share: clone it, or wrap it in an `Arc`.
@@ -172,6 +175,8 @@ struct Inner {
     backpressure_waits: AtomicU64,
     /// Commits a queue leader applied for another thread (`commit.rs`).
     queued_commits: AtomicU64,
+    /// Records of commits logged in parts (`commit.rs`).
+    parts_logged: AtomicU64,
     /// Dropped tables whose pages are not reclaimed yet (`drop.rs`). Changed under the
     /// writer lock.
     graveyard: Mutex<drop::Graveyard>,
@@ -417,6 +422,7 @@ impl Db {
             pool: self.inner.pool.stats(),
             backpressure_waits: self.inner.backpressure_waits.load(Ordering::Relaxed),
             queued_commits: self.inner.queued_commits.load(Ordering::Relaxed),
+            commit_parts: self.inner.parts_logged.load(Ordering::Relaxed),
         }
     }
 

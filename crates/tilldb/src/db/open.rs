@@ -9,7 +9,7 @@ use crate::header::{Header, HeaderFile};
 use crate::io::{HeldLock, IoGeometry, LockMode, Storage, choose_flush_method};
 use crate::page::{
     BufferPool, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, LEDGER_FILE_NAME, PageGuard, PageId,
-    PageStore, TornPageGuard, check_atomic_pages, choose_guard, data_file_method,
+    PageStore, SpillFile, TornPageGuard, check_atomic_pages, choose_guard, data_file_method,
 };
 use crate::txn::{Overlay, Visibility};
 use crate::wal::Wal;
@@ -33,8 +33,11 @@ pub struct RecoveryReport {
     pub torn_pages_restored: usize,
     /// Log bytes from the checkpoint to the end of the valid log: what redo read.
     pub log_bytes: u64,
-    /// Commit records redo read.
+    /// Commit records redo applied (each part of a commit logged in parts counts).
     pub records: u64,
+    /// Records of a commit logged in parts that never finished (the log ends before its
+    /// last part, or a reopen's records follow it): skipped, none of it applied.
+    pub parts_skipped: u64,
     /// Page operations redo applied (the others were on pages already newer).
     pub ops_applied: u64,
     /// Pages redo could not read (torn by a crash, or garbage past a cut file extension)
@@ -111,7 +114,8 @@ pub(super) fn create(
         wal_options,
     )?;
     let wal = Arc::new(wal);
-    let (pool, poisoned) = pool_over(page_bytes, options.cache_bytes, &wal, store, guard);
+    let spill = SpillFile::new(Arc::clone(storage), dir, page_bytes)?;
+    let (pool, poisoned) = pool_over(page_bytes, options.cache_bytes, &wal, (store, guard, spill));
     let data_path = dir.join(DATA_FILE_NAME);
     let first = Alloc {
         page_count: 1,
@@ -296,21 +300,64 @@ pub(super) fn open_existing(
         torn_page_guard: header.torn_page_guard,
         ..options
     };
-    let (pool, poisoned) = pool_over(header.page_bytes, options.cache_bytes, &wal, store, guard);
+    let spill = SpillFile::new(Arc::clone(storage), dir, header.page_bytes)?;
+    let (pool, poisoned) = pool_over(
+        header.page_bytes,
+        options.cache_bytes,
+        &wal,
+        (store, guard, spill),
+    );
+    let alloc = replay(&wal, &pool, dir, &header, &mut report)?;
+    report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
+    report.elapsed = started.elapsed();
+    assemble(
+        (storage, dir),
+        options,
+        wal,
+        (pool, poisoned),
+        header_file,
+        alloc,
+        (report, lock),
+    )
+}
+
+/// Redo: applies the log from the header's checkpoint to the pages (each op only to a page
+/// older than its record), skipping the records of commits logged in parts that never got
+/// their last part. Returns the allocator state of the last commit.
+fn replay(
+    wal: &Wal,
+    pool: &BufferPool,
+    dir: &Path,
+    header: &Header,
+    report: &mut RecoveryReport,
+) -> Result<Alloc> {
     let mut alloc = Alloc {
         page_count: header.page_count,
         free_head: header.free_head,
     };
-    for rec in wal.read_from(header.checkpoint_lsn)? {
-        let commit = record::decode(&rec.payload).map_err(|what| Error::Corruption {
-            file: dir.join(super::claim::WAL_DIR_NAME),
-            offset: rec.lsn.0,
-            what,
-        })?;
+    let records = wal.read_from(header.checkpoint_lsn)?;
+    let corrupt = |lsn: crate::wal::Lsn, what| Error::Corruption {
+        file: dir.join(super::claim::WAL_DIR_NAME),
+        offset: lsn.0,
+        what,
+    };
+    // A commit logged in parts counts only with its last part (`record.rs`): the records of
+    // one the log ends before, or a reopen's records follow, are skipped.
+    let parts = records
+        .iter()
+        .map(|rec| record::part_of(&rec.payload).map_err(|what| corrupt(rec.lsn, what)))
+        .collect::<Result<Vec<_>>>()?;
+    let applies = record::committed(&parts).map_err(|(i, what)| corrupt(records[i].lsn, what))?;
+    for (rec, applies) in records.iter().zip(applies) {
+        if !applies {
+            report.parts_skipped += 1;
+            continue;
+        }
+        let commit = record::decode(&rec.payload).map_err(|what| corrupt(rec.lsn, what))?;
         let mut touched = Vec::new();
         for op in &commit.ops {
             if redo_op(
-                &pool,
+                pool,
                 &dir.join(DATA_FILE_NAME),
                 op,
                 rec.end_lsn.0,
@@ -324,19 +371,11 @@ pub(super) fn open_existing(
         touched.sort_unstable();
         touched.dedup();
         pool.stamp(&touched, rec.end_lsn.0, rec.lsn.0);
-        alloc = commit.alloc;
+        if commit.part.last {
+            alloc = commit.alloc;
+        }
     }
-    report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
-    report.elapsed = started.elapsed();
-    assemble(
-        (storage, dir),
-        options,
-        wal,
-        (pool, poisoned),
-        header_file,
-        alloc,
-        (report, lock),
-    )
+    Ok(alloc)
 }
 
 /// `Err(InvalidOptions)` when `options` ask for a page size or torn-page guard other than the
@@ -412,8 +451,7 @@ fn pool_over(
     page_bytes: u32,
     cache_bytes: u64,
     wal: &Arc<Wal>,
-    store: PageStore,
-    guard: PageGuard,
+    (store, guard, spill): (PageStore, PageGuard, SpillFile),
 ) -> (BufferPool, Arc<super::Poison>) {
     let poisoned = Arc::new(super::Poison::default());
     let pool = BufferPool::new(
@@ -423,6 +461,7 @@ fn pool_over(
             wal: Arc::clone(wal),
             files: Mutex::new(pages::Files::new(store, guard)),
             poison: Arc::clone(&poisoned),
+            spill,
         }),
     );
     (pool, poisoned)
@@ -517,6 +556,7 @@ fn assemble(
             recovery,
             backpressure_waits: AtomicU64::new(0),
             queued_commits: AtomicU64::new(0),
+            parts_logged: AtomicU64::new(0),
             graveyard: Mutex::new(super::drop::Graveyard::new()),
             feed,
             _lock: lock,

@@ -7,11 +7,12 @@ use crate::btree::{PageOp, Pages};
 use crate::error::{Error, Result};
 use crate::page::{
     Backend, BufferPool, HEADER_BYTES, PageBuf, PageGuard, PageId, PageKind, PageRead, PageStore,
+    SpillFile,
 };
 use crate::wal::Wal;
 use parking_lot::Mutex;
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -22,8 +23,10 @@ pub struct TxnPages<'a> {
     path: &'a Path,
     alloc: RefCell<Alloc>,
     ops: RefCell<Vec<PageOp>>,
-    /// Every page an op changed, with repeats (sorted and deduplicated by `finish`).
-    touched: RefCell<Vec<PageId>>,
+    /// Every page an op changed (since the last part): the frames left unlogged.
+    touched: RefCell<HashSet<PageId>>,
+    /// Bytes the ops take encoded.
+    ops_bytes: std::cell::Cell<usize>,
     /// Full-page images: a page whose lsn is at most this is logged whole at its first change
     /// in this commit (see "Full-page images" in `db/mod.rs`). `None`: other guards.
     image_below: Option<u64>,
@@ -44,6 +47,7 @@ impl<'a> TxnPages<'a> {
             alloc: RefCell::new(alloc),
             ops: RefCell::default(),
             touched: RefCell::default(),
+            ops_bytes: std::cell::Cell::new(0),
             image_below,
             whole: RefCell::default(),
         }
@@ -53,11 +57,33 @@ impl<'a> TxnPages<'a> {
     /// each once).
     pub fn finish(self) -> (Vec<PageOp>, Alloc, Vec<PageId>) {
         (self.ops.into_inner(), self.alloc.into_inner(), {
-            let mut touched = self.touched.into_inner();
+            let mut touched: Vec<PageId> = self.touched.into_inner().into_iter().collect();
             touched.sort_unstable();
-            touched.dedup();
             touched
         })
+    }
+
+    /// Bytes the ops so far take encoded.
+    pub fn ops_bytes(&self) -> usize {
+        self.ops_bytes.get()
+    }
+
+    /// Pages changed since the last part: the frames they hold are unlogged.
+    pub fn touched_len(&self) -> usize {
+        self.touched.borrow().len()
+    }
+
+    /// One part of a commit logged in parts: the ops so far, the allocator state now, and the
+    /// pages they changed; the next part starts empty. Pages logged whole stay so for the whole
+    /// commit (replay applies all of it or none).
+    pub fn take_part(&self) -> (Vec<PageOp>, Alloc, Vec<PageId>) {
+        self.ops_bytes.set(0);
+        let ops = std::mem::take(&mut *self.ops.borrow_mut());
+        let mut touched: Vec<PageId> = std::mem::take(&mut *self.touched.borrow_mut())
+            .into_iter()
+            .collect();
+        touched.sort_unstable();
+        (ops, *self.alloc.borrow(), touched)
     }
 
     fn never_allocated(&self, id: PageId) -> Error {
@@ -117,7 +143,9 @@ impl Pages for TxnPages<'_> {
         if self.image_below.is_some() && logged.rewrites_whole_page() {
             self.whole.borrow_mut().insert(id);
         }
-        self.touched.borrow_mut().push(id);
+        self.touched.borrow_mut().insert(id);
+        self.ops_bytes
+            .set(self.ops_bytes.get() + logged.encoded_len());
         self.ops.borrow_mut().push(logged);
         Ok(())
     }
@@ -221,6 +249,8 @@ pub struct DataFiles {
     /// later commit is acknowledged (the random tier's seed 1524 met a read whose eviction
     /// failed while another thread's commit went on).
     pub poison: Arc<Poison>,
+    /// Where held pages go when their frames are needed (`page/spill.rs`).
+    pub spill: SpillFile,
 }
 
 /// The data file, its guard, and the newest lsn written for each page.
@@ -290,6 +320,14 @@ impl Backend for DataFiles {
     fn with_files_quiet(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         let _files = self.files.lock();
         f()
+    }
+
+    fn spill_write(&self, slot: u64, page: &mut PageBuf) -> Result<()> {
+        self.spill.write(slot, page)
+    }
+
+    fn spill_read(&self, slot: u64, id: PageId) -> Result<PageBuf> {
+        self.spill.read(slot, id)
     }
 }
 
@@ -367,6 +405,7 @@ mod tests {
             wal: Arc::new(wal),
             files: Mutex::new(Files::new(store, guard)),
             poison: Arc::default(),
+            spill: SpillFile::new(Arc::clone(&storage), dir, 4096).expect("spill"),
         }
     }
 

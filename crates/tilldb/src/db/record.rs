@@ -1,23 +1,30 @@
-//! # Commit record format (store version 1)
+//! # Commit record format (store version 2; version 1 records read as whole commits)
 //!
-//! The payload of one log record (`wal::RecordKind::Data`) per commit. Little-endian.
+//! The payload of a log record (`wal::RecordKind::Data`) of a commit. A commit is one record,
+//! or, when its page operations would not fit one (a large transaction), several *parts* in a
+//! row: parts `0..n-1` of kind `Part`, then part `n` of kind `Commit`. Little-endian.
 //!
 //! ```text
 //! offset size field
-//!      0    1 kind         1 Commit
+//!      0    1 kind         1 Commit (a whole commit, or the last part of one) · 2 Part (not
+//!                          the last)
 //!      1    1 flags        bit 0: the changes section follows the ops (`Options::change_feed`);
 //!                          the other bits must be zero
-//!      2    6 zero         must be zero
-//!      8    8 page_count   allocator state after the commit: pages handed out, page 0 included
-//!     16    8 free_head    first page of the free list after the commit (0: empty)
+//!      2    2 zero         must be zero
+//!      4    4 part         this record's place in its commit, from 0 (0 and kind Commit: a
+//!                          whole commit; version 1 wrote zero here)
+//!      8    8 page_count   allocator state after the record: pages handed out, page 0 included
+//!     16    8 free_head    first page of the free list after the record (0: empty)
 //!     24    4 op_count     page operations that follow
 //!     28    4 zero         must be zero
 //!     32    … ops          `op_count` page operations, each as `btree::redo` encodes it
-//!      …    … changes      with flag bit 0 only: the commit's writes as the application made
-//!                          them, for the change feed (`feed.rs`); replay ignores them
+//!      …    … changes      with flag bit 0 only: the writes whose ops this record holds, as
+//!                          the application made them, for the change feed (`feed.rs`); replay
+//!                          ignores them
 //! ```
 //!
-//! The changes section, in key order within each table, tables in name order:
+//! The changes section, in key order within each table, tables in name order (across the
+//! parts of a commit too):
 //!
 //! ```text
 //! size field
@@ -32,17 +39,28 @@
 //!    … value        puts only
 //! ```
 //!
+//! The parts of one commit are adjacent in the log: the writer lock is held from the first to
+//! the last. A part `i > 0` follows part `i - 1` of the same commit; a run of parts that the
+//! log ends before its `Commit` (a crash while a large transaction committed), or that a
+//! record of part 0 interrupts (the log a reopen wrote after such a crash), is a commit that
+//! never happened: replay applies none of it ([`Commits`]), the feed delivers none of it. A
+//! part's pages are never written to the data file before its commit's last part is durable
+//! (the buffer pool holds or spills them, `page/buffer_pool.rs`), so the data file never holds
+//! a change replay would not make.
+//!
 //! Replay applies each op to its page iff the page's lsn is below the record's end lsn, then
-//! sets the allocator state from the record. Bytes that break this format are corruption of a
-//! record whose checksum matched: reported with the log file and offset, never applied. A
+//! sets the allocator state from the last part. Bytes that break this format are corruption of
+//! a record whose checksum matched: reported with the log file and offset, never applied. A
 //! build older than the changes section reads a flagged record as such corruption: a database
-//! with the change feed on needs this build or a later one.
+//! with the change feed on needs this build or a later one; the header's version says whether
+//! the log may hold parts (`header.rs`).
 
 use crate::btree::PageOp;
 use crate::btree::redo;
 use crate::page::PageId;
 
 const KIND_COMMIT: u8 = 1;
+const KIND_PART: u8 = 2;
 const FLAG_CHANGES: u8 = 1;
 const CHANGE_PUT: u8 = 1;
 const CHANGE_DELETE: u8 = 2;
@@ -52,7 +70,9 @@ pub const HEADER_BYTES: usize = 32;
 /// The allocator's state: what a commit leaves behind for the next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Alloc {
+    /// Pages handed out, page 0 included.
     pub page_count: u64,
+    /// The first page of the free list (0: empty).
     pub free_head: PageId,
 }
 
@@ -67,13 +87,114 @@ pub struct Change {
     pub value: Option<Vec<u8>>,
 }
 
-/// A decoded commit record.
+/// Where a record stands in its commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// From 0.
+    pub index: u32,
+    /// The commit's last record (kind Commit): the commit happened once this is in the log.
+    pub last: bool,
+}
+
+impl Part {
+    /// A commit in one record.
+    pub const WHOLE: Part = Part {
+        index: 0,
+        last: true,
+    };
+}
+
+/// A decoded commit record: a whole commit, or one part of one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Commit {
+    /// Where the record stands in its commit.
+    pub part: Part,
+    /// The allocator state after the record.
     pub alloc: Alloc,
+    /// The page operations, in the order replay applies them.
     pub ops: Vec<PageOp>,
     /// The writes, when the record carries them (`Options::change_feed`).
     pub changes: Option<Vec<Change>>,
+}
+
+/// How a record stands to the records before it, as [`Runs::step`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A whole commit.
+    Whole,
+    /// The first part of a commit logged in parts.
+    Begins,
+    /// A later part, not the last.
+    Continues,
+    /// The last part: the commit whose parts came before is whole.
+    Ends,
+}
+
+/// Follows the parts of commits along the log (the rules at the top of this file). Replay,
+/// the change feed and `till dump-log` read records through one of these.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Runs {
+    /// The index of the last part of the commit being read in parts, if one is open.
+    open: Option<u32>,
+}
+
+impl Runs {
+    /// The next record's place. Also returns whether a commit read in parts was left
+    /// unfinished by it (the record starts a new commit: that one never happened). `Err`: the
+    /// part cannot be where it is (a later part with no open commit, or out of order).
+    pub fn step(&mut self, part: Part) -> Result<(Step, bool), &'static str> {
+        let open = self.open;
+        let (step, next) = match (open, part.index, part.last) {
+            (_, 0, true) => (Step::Whole, None),
+            (_, 0, false) => (Step::Begins, Some(0)),
+            (Some(k), i, last) if k.checked_add(1) == Some(i) => {
+                if last {
+                    (Step::Ends, None)
+                } else {
+                    (Step::Continues, Some(i))
+                }
+            }
+            (None, _, _) => {
+                return Err("a later part of a commit whose first part is not in the log read");
+            }
+            (Some(_), _, _) => return Err("a part of a commit out of order"),
+        };
+        let abandoned = open.is_some() && part.index == 0;
+        self.open = next;
+        Ok((step, abandoned))
+    }
+
+    /// Whether a commit read in parts is open (its last part not read yet).
+    #[must_use]
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+}
+
+/// For each record of a stretch of log (their parts in log order), whether it belongs to a
+/// commit that happened: a whole commit, or a part of one whose last part is there too.
+/// `Err`: the index of a part out of place, and what is wrong.
+pub fn committed(parts: &[Part]) -> Result<Vec<bool>, (usize, &'static str)> {
+    let mut runs = Runs::default();
+    let mut applies = vec![false; parts.len()];
+    let mut begun = 0;
+    for (i, &part) in parts.iter().enumerate() {
+        match runs.step(part).map_err(|what| (i, what))?.0 {
+            Step::Whole => applies[i] = true,
+            Step::Begins => begun = i,
+            Step::Continues => {}
+            Step::Ends => applies[begun..=i].fill(true),
+        }
+    }
+    if crate::mutants::active("replay-applies-unfinished-parts") {
+        applies.fill(true);
+    }
+    Ok(applies)
+}
+
+/// The part a commit record is (its header alone, checked as [`decode`] checks it).
+pub fn part_of(bytes: &[u8]) -> Result<Part, &'static str> {
+    header_part(bytes)
 }
 
 /// One write as a transaction holds it: ((table, key), value or `None` to delete).
@@ -95,7 +216,7 @@ const OPS_BYTES_GUESS: usize = 512;
 
 /// Encodes a commit record; with `changes`, the changes section too.
 #[must_use]
-pub fn encode<'a, I>(alloc: Alloc, ops: &[PageOp], changes: Option<I>) -> Vec<u8>
+pub fn encode<'a, I>(part: Part, alloc: Alloc, ops: &[PageOp], changes: Option<I>) -> Vec<u8>
 where
     I: IntoIterator<Item = Write<'a>> + Clone,
 {
@@ -103,9 +224,10 @@ where
     // it exactly meant encoding every op twice).
     let changes_bytes = changes.clone().map_or(0, changes_len);
     let mut out = Vec::with_capacity(HEADER_BYTES + OPS_BYTES_GUESS + changes_bytes);
-    out.push(KIND_COMMIT);
+    out.push(if part.last { KIND_COMMIT } else { KIND_PART });
     out.push(if changes.is_some() { FLAG_CHANGES } else { 0 });
-    out.extend_from_slice(&[0; 6]);
+    out.extend_from_slice(&[0; 2]);
+    out.extend_from_slice(&part.index.to_le_bytes());
     out.extend_from_slice(&alloc.page_count.to_le_bytes());
     out.extend_from_slice(&alloc.free_head.0.to_le_bytes());
     out.extend_from_slice(&u32::try_from(ops.len()).expect("ops fit u32").to_le_bytes());
@@ -153,21 +275,12 @@ where
 /// Encodes a commit record without the changes section (the one a create makes).
 #[must_use]
 pub fn encode_plain(alloc: Alloc, ops: &[PageOp]) -> Vec<u8> {
-    encode::<[Write<'_>; 0]>(alloc, ops, None)
+    encode::<[Write<'_>; 0]>(Part::WHOLE, alloc, ops, None)
 }
 
 /// Decodes a commit record; `Err` names what is wrong.
 pub fn decode(bytes: &[u8]) -> Result<Commit, &'static str> {
-    if bytes.len() < HEADER_BYTES {
-        return Err("commit record shorter than its header");
-    }
-    if bytes[0] != KIND_COMMIT
-        || bytes[1] & !FLAG_CHANGES != 0
-        || bytes[2..8] != [0; 6]
-        || bytes[28..32] != [0; 4]
-    {
-        return Err("commit record header has an unknown kind, flag or nonzero reserved bytes");
-    }
+    let part = header_part(bytes)?;
     let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
     let alloc = Alloc {
         page_count: u64_at(8),
@@ -192,9 +305,28 @@ pub fn decode(bytes: &[u8]) -> Result<Commit, &'static str> {
         return Err("commit record has bytes after its last op or change");
     }
     Ok(Commit {
+        part,
         alloc,
         ops,
         changes,
+    })
+}
+
+/// Checks a commit record's header; returns its part.
+fn header_part(bytes: &[u8]) -> Result<Part, &'static str> {
+    if bytes.len() < HEADER_BYTES {
+        return Err("commit record shorter than its header");
+    }
+    if !matches!(bytes[0], KIND_COMMIT | KIND_PART)
+        || bytes[1] & !FLAG_CHANGES != 0
+        || bytes[2..4] != [0; 2]
+        || bytes[28..32] != [0; 4]
+    {
+        return Err("commit record header has an unknown kind, flag or nonzero reserved bytes");
+    }
+    Ok(Part {
+        index: u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes")),
+        last: bytes[0] == KIND_COMMIT,
     })
 }
 
@@ -252,10 +384,11 @@ mod tests {
                 key: b"k".to_vec(),
             },
         ];
-        let bytes = encode::<[Write<'_>; 0]>(alloc, &ops, None);
+        let bytes = encode::<[Write<'_>; 0]>(Part::WHOLE, alloc, &ops, None);
         assert_eq!(
             decode(&bytes),
             Ok(Commit {
+                part: Part::WHOLE,
                 alloc,
                 ops: ops.clone(),
                 changes: None
@@ -267,6 +400,73 @@ mod tests {
         let mut bad = bytes.clone();
         bad[3] = 1;
         assert!(decode(&bad).is_err());
+    }
+
+    fn part(index: u32, last: bool) -> Part {
+        Part { index, last }
+    }
+
+    /// Every (open run, record) pair the log can show, and what `Runs::step` makes of it:
+    /// the rules at the top of the file as data, each input matching exactly one row.
+    #[test]
+    fn runs_step_table() {
+        type Row = (Option<u32>, Part, Result<(Step, bool, Option<u32>), ()>);
+        let table: [Row; 10] = [
+            (None, part(0, true), Ok((Step::Whole, false, None))),
+            (Some(3), part(0, true), Ok((Step::Whole, true, None))),
+            (None, part(0, false), Ok((Step::Begins, false, Some(0)))),
+            (Some(3), part(0, false), Ok((Step::Begins, true, Some(0)))),
+            (
+                Some(3),
+                part(4, false),
+                Ok((Step::Continues, false, Some(4))),
+            ),
+            (Some(3), part(4, true), Ok((Step::Ends, false, None))),
+            (None, part(4, false), Err(())),
+            (None, part(4, true), Err(())),
+            (Some(3), part(5, true), Err(())),
+            (Some(3), part(3, false), Err(())),
+        ];
+        for (open, p, expect) in table {
+            let mut runs = Runs { open };
+            let got = runs
+                .step(p)
+                .map(|(step, abandoned)| (step, abandoned, runs.open));
+            assert_eq!(got.map_err(|_| ()), expect, "open {open:?}, {p:?}");
+        }
+        // Exhaustive over small inputs: an `Ok` leaves a state the next record can follow.
+        for open in [None, Some(0), Some(1), Some(u32::MAX)] {
+            for index in [0, 1, 2, u32::MAX] {
+                for last in [false, true] {
+                    let mut runs = Runs { open };
+                    if let Ok((step, _)) = runs.step(part(index, last)) {
+                        assert_eq!(
+                            runs.is_open(),
+                            matches!(step, Step::Begins | Step::Continues)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_finished_commits_are_committed() {
+        let log = [
+            part(0, true),
+            part(0, false),
+            part(1, false),
+            part(2, true),
+            part(0, false),
+            part(1, false),
+            part(0, true),
+            part(0, false),
+        ];
+        assert_eq!(
+            committed(&log),
+            Ok(vec![true, true, true, true, false, false, true, false])
+        );
+        assert_eq!(committed(&[part(1, true)]).map_err(|e| e.0), Err(0));
     }
 
     #[test]
@@ -282,7 +482,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let bytes = encode(alloc, &[], Some(writes.iter()));
+        let bytes = encode(Part::WHOLE, alloc, &[], Some(writes.iter()));
         let commit = decode(&bytes).expect("decodes");
         let changes = commit.changes.expect("carried");
         assert_eq!(changes.len(), 3);

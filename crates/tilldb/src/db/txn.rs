@@ -239,9 +239,8 @@ impl<'db> Txn<'db> {
         if self.changes.is_empty() {
             return Ok(());
         }
-        // A transaction too large as a whole fails alone, before any page changes: what
-        // fails later (in `commit::apply`) leaves pages half changed and must poison.
-        self.check_fits()?;
+        // No size check here: a transaction of any size commits, in parts when it must
+        // (`commit::apply`); each key and value passed its own limit at `put`.
         let db = self.db;
         let changes = std::mem::take(&mut self.changes);
         let lsn = match self.alloc.take() {
@@ -293,49 +292,6 @@ impl<'db> Txn<'db> {
         self.changes.visible_root_of(self.db, table)
     }
 
-    /// Refuses, with `TooLarge`, a transaction that certainly cannot commit: its keys and
-    /// values (every byte of which its one log record holds) beyond what a log record can
-    /// hold, or its values' overflow pages (each held in the cache, unlogged, until the
-    /// record is appended) beyond the cache's frames. Each value and key passed its own limit
-    /// at `put`; this is their sum. Cheaper bounds only: a transaction under them can still
-    /// fail in `apply_and_log` (page images and splits add to both), and that poisons.
-    fn check_fits(&self) -> Result<()> {
-        let inner = &self.db.inner;
-        let limits = crate::btree::Limits::new(inner.pool.page_bytes());
-        let mut logged = 0u64;
-        let mut overflow_pages = 0u64;
-        for ((table, key), value) in &self.changes.writes {
-            let value_bytes = value.as_ref().map_or(0, Vec::len);
-            logged += (table.len() + key.len() + value_bytes) as u64;
-            if inner.options.change_feed {
-                // The changes section holds them again.
-                logged += (1 + 2 + 4 + 4 + table.len() + key.len() + value_bytes) as u64;
-            }
-            if value.is_some() && !limits.is_inline(key.len(), value_bytes) {
-                overflow_pages += value_bytes.div_ceil(limits.overflow_data_bytes) as u64;
-            }
-        }
-        let log_max = inner.wal.max_payload_bytes() as u64;
-        if logged > log_max {
-            return Err(Error::TooLarge {
-                what: "transaction (its keys and values, which one log record holds)",
-                bytes: logged,
-                max: log_max,
-            });
-        }
-        let page_bytes = u64::from(inner.pool.page_bytes());
-        let frames = inner.pool.capacity() as u64;
-        if overflow_pages > frames {
-            return Err(Error::TooLarge {
-                what: "transaction (the pages of its values, which the cache holds until \
-                       commit; raise cache_bytes)",
-                bytes: overflow_pages * page_bytes,
-                max: frames * page_bytes,
-            });
-        }
-        Ok(())
-    }
-
     fn check_sizes(&self, table: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         if table.len() > TABLE_NAME_BYTES_MAX {
             return Err(Error::TooLarge {
@@ -360,6 +316,20 @@ impl<'db> Txn<'db> {
                     what: "value",
                     bytes: v.len() as u64,
                     max,
+                });
+            }
+            // A value's overflow pages are changed by one write, so the cache holds them all
+            // (unlogged) until its part is logged: at most half the cache, the rest left for
+            // the part before it and the tree.
+            let frames = self.db.inner.pool.capacity() as u64;
+            if !limits.is_inline(key.len(), v.len())
+                && (v.len() as u64).div_ceil(limits.overflow_data_bytes as u64) > frames / 2
+            {
+                return Err(Error::TooLarge {
+                    what: "value (its overflow pages, which the cache holds until they are \
+                           logged: at most half of cache_bytes)",
+                    bytes: v.len() as u64,
+                    max: frames / 2 * limits.overflow_data_bytes as u64,
                 });
             }
         }

@@ -15,6 +15,9 @@
 //! - A page changed by work whose log record has no lsn yet (*unlogged*) is never written back
 //!   or evicted: its change could reach the disk before its log record. [`BufferPool::stamp`]
 //!   gives it the record's lsn and lifts the ban.
+//! - A page changed by a commit whose last part is not logged yet (*held*, see `held.rs`) is
+//!   never written to the data file: evicted, it goes to the spill file, and comes back from
+//!   there. [`BufferPool::release_held`] lifts the ban once the last part is logged.
 //! - A pinned frame is never evicted; every guard unpins exactly once on drop.
 //! - A page has one frame at most.
 //! - Lock order: a frame latch may be held while taking the map lock, never the reverse.
@@ -27,6 +30,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 mod guards;
+mod held;
 mod writeback;
 
 pub use guards::{PageRead, PageWrite};
@@ -43,6 +47,11 @@ pub trait Backend: Send + Sync {
     fn save_ledger(&self) -> Result<()>;
     /// The log's end now: every record appended later starts at or after it.
     fn log_end(&self) -> u64;
+
+    /// Writes a held page to `slot` of the spill file (`page/spill.rs`).
+    fn spill_write(&self, slot: u64, page: &mut PageBuf) -> Result<()>;
+    /// Reads held page `id` back from `slot` of the spill file.
+    fn spill_read(&self, slot: u64, id: PageId) -> Result<PageBuf>;
 
     /// Runs `f` while no page is written or read and no ledger saved (a backup copying the
     /// data files at one moment). Default: just runs it.
@@ -70,6 +79,9 @@ pub struct PoolStats {
     /// Pages changed again while a write-back of theirs was under way: they stay dirty, with
     /// their redo point moved up to the log end at the copy (the hot pages of issue 21).
     pub changed_during_write_back: u64,
+    /// Held pages written to the spill file: the pages of a commit logged in parts that the
+    /// cache could not keep until its last part (`held.rs`).
+    pub spills: u64,
     /// Frames dirty when the stats were taken (a gauge, not a counter).
     pub dirty: u64,
 }
@@ -86,6 +98,7 @@ impl PoolStats {
             pages_written: self.pages_written - before.pages_written,
             changed_during_write_back: self.changed_during_write_back
                 - before.changed_during_write_back,
+            spills: self.spills - before.spills,
             dirty: self.dirty,
         }
     }
@@ -107,6 +120,8 @@ struct Frame {
     referenced: AtomicBool,
     /// Changed by work whose log record has no lsn yet (see the module rules).
     unlogged: AtomicBool,
+    /// Changed by a commit whose last part is not logged yet (see the module rules); dirty.
+    held: AtomicBool,
     /// Mirrors `FrameData::dirty`, readable without the latch.
     dirty: AtomicBool,
     /// The id the frame holds, 0 for none; readable without the latch.
@@ -125,12 +140,15 @@ pub struct BufferPool {
     backend: Box<dyn Backend>,
     frames: Box<[Frame]>,
     map: Mutex<Map>,
+    /// Held pages written to the spill file. Lock order: after a frame latch and the map.
+    spilled: Mutex<held::Spilled>,
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
     eviction_writes: AtomicU64,
     pages_written: AtomicU64,
     changed_during_write_back: AtomicU64,
+    spills: AtomicU64,
 }
 
 impl fmt::Debug for BufferPool {
@@ -162,6 +180,7 @@ impl BufferPool {
                 pins: AtomicU32::new(0),
                 referenced: AtomicBool::new(false),
                 unlogged: AtomicBool::new(false),
+                held: AtomicBool::new(false),
                 dirty: AtomicBool::new(false),
                 id: AtomicU64::new(0),
                 data: RwLock::new(FrameData::default()),
@@ -175,12 +194,14 @@ impl BufferPool {
                 ids: HashMap::with_capacity_and_hasher(count, PageIdHash::default()),
                 hand: 0,
             }),
+            spilled: Mutex::default(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             eviction_writes: AtomicU64::new(0),
             pages_written: AtomicU64::new(0),
             changed_during_write_back: AtomicU64::new(0),
+            spills: AtomicU64::new(0),
         }
     }
 
@@ -206,6 +227,7 @@ impl BufferPool {
             eviction_writes: self.eviction_writes.load(Ordering::Relaxed),
             pages_written: self.pages_written.load(Ordering::Relaxed),
             changed_during_write_back: self.changed_during_write_back.load(Ordering::Relaxed),
+            spills: self.spills.load(Ordering::Relaxed),
             dirty: self.dirty_count() as u64,
         }
     }
@@ -310,6 +332,7 @@ impl BufferPool {
         if data.rec_lsn.is_none() {
             data.rec_lsn = Some(redo_from);
         }
+        f.held.store(false, Ordering::Release);
         f.unlogged.store(false, Ordering::Release);
     }
 
@@ -398,6 +421,36 @@ impl BufferPool {
         )))
     }
 
+    /// Page `id` as a miss loads it: made afresh (`create`), read back from the spill file, or
+    /// read from the data file. With it, for a page that was spilled, its redo point and
+    /// whether it comes back held (read back: held and dirty as it left; made afresh: its
+    /// spilled copy dropped, its redo point kept).
+    fn load_page(
+        &self,
+        id: PageId,
+        create: Option<PageKind>,
+    ) -> (Result<PageBuf>, Option<(Option<u64>, bool)>) {
+        match create {
+            Some(kind) => {
+                let from_spill = match self.spilled.lock().forget(id) {
+                    held::Forgotten::Spilled { rec_lsn } => Some((rec_lsn, false)),
+                    held::Forgotten::NotSpilled => None,
+                };
+                (Ok(PageBuf::new(id, kind, self.page_bytes)), from_spill)
+            }
+            None => match self.spill_in(id) {
+                Some(Ok((page, rec_lsn))) => (Ok(page), Some((rec_lsn, true))),
+                Some(Err(e)) => (Err(e), None),
+                None => (
+                    self.backend.read_page(id).map(|p| {
+                        p.unwrap_or_else(|| PageBuf::new(id, PageKind::Free, self.page_bytes))
+                    }),
+                    None,
+                ),
+            },
+        }
+    }
+
     /// Writes back the victim if dirty, then maps `id` to it and loads the page. Returns
     /// `None` (victim released) when another thread got in first.
     fn load_into(
@@ -408,28 +461,56 @@ impl BufferPool {
     ) -> Result<Option<usize>> {
         let f = &self.frames[victim];
         let mut data = f.data.write();
+        // A held victim goes to the spill file, never to the data file: (its id, the slot,
+        // its redo point), recorded once the frame is surely this load's.
+        let mut spill = None;
         if data.dirty {
+            let rec_lsn = data.rec_lsn;
             let page = data.page.as_mut().expect("a dirty frame holds its page");
             assert!(
                 !f.unlogged.load(Ordering::Acquire),
                 "evicting an unlogged page"
             );
-            if let Err(e) = self.write_back(std::slice::from_mut(page)) {
-                drop(data);
-                self.unpin(victim);
-                return Err(e);
+            if f.held.load(Ordering::Acquire) && !crate::mutants::active("held-pages-written") {
+                match self.spill_out(page) {
+                    Ok(slot) => spill = Some((page.id(), slot, rec_lsn)),
+                    Err(e) => {
+                        drop(data);
+                        self.unpin(victim);
+                        return Err(e);
+                    }
+                }
+            } else {
+                if let Err(e) = self.write_back(std::slice::from_mut(page)) {
+                    drop(data);
+                    self.unpin(victim);
+                    return Err(e);
+                }
+                data.dirty = false;
+                data.rec_lsn = None;
+                f.held.store(false, Ordering::Release);
+                f.dirty.store(false, Ordering::Release);
+                self.eviction_writes.fetch_add(1, Ordering::Relaxed);
             }
-            data.dirty = false;
-            data.rec_lsn = None;
-            f.dirty.store(false, Ordering::Release);
-            self.eviction_writes.fetch_add(1, Ordering::Relaxed);
         }
         let mut map = self.map.lock();
         if f.pins.load(Ordering::Acquire) != 1 || map.ids.contains_key(&id) {
             drop(map);
+            if let Some((_, slot, _)) = spill {
+                // The frame keeps its page, still held: the copy is not needed.
+                self.spilled.lock().free_slot(slot);
+            }
             drop(data);
             self.unpin(victim);
             return Ok(None);
+        }
+        if let Some((old, slot, rec_lsn)) = spill {
+            // Under the map lock, as the map forgets `old`: a miss on it finds it spilled.
+            self.spilled.lock().insert(old, slot, rec_lsn);
+            data.dirty = false;
+            data.rec_lsn = None;
+            f.held.store(false, Ordering::Release);
+            f.dirty.store(false, Ordering::Release);
         }
         if let Some(old) = data.page.as_ref().map(PageBuf::id) {
             assert_eq!(
@@ -443,18 +524,20 @@ impl BufferPool {
         f.id.store(id.0, Ordering::Release);
         drop(map);
         // Readers of `id` now find this frame and wait on its latch until the page is in.
-        let loaded = match create {
-            Some(kind) => Ok(PageBuf::new(id, kind, self.page_bytes)),
-            None => self
-                .backend
-                .read_page(id)
-                .map(|p| p.unwrap_or_else(|| PageBuf::new(id, PageKind::Free, self.page_bytes))),
-        };
+        let (loaded, from_spill) = self.load_page(id, create);
         match loaded {
             Ok(page) => {
                 assert_eq!(page.id(), id);
                 assert_eq!(page.page_bytes(), self.page_bytes as usize);
                 data.page = Some(page);
+                if let Some((rec_lsn, held)) = from_spill {
+                    data.rec_lsn = rec_lsn;
+                    if held {
+                        data.dirty = true;
+                        f.dirty.store(true, Ordering::Release);
+                        f.held.store(true, Ordering::Release);
+                    }
+                }
                 f.referenced.store(true, Ordering::Relaxed);
                 Ok(Some(victim))
             }
@@ -491,6 +574,10 @@ impl BufferPool {
                 f.dirty.load(Ordering::Acquire),
                 "frame {i} dirty flag"
             );
+            assert!(
+                d.dirty || !f.held.load(Ordering::Acquire),
+                "frame {i} held but clean"
+            );
         }
         for (i, f) in self.frames.iter().enumerate() {
             assert_eq!(f.pins.load(Ordering::Acquire), 0, "frame {i} still pinned");
@@ -510,6 +597,7 @@ mod tests {
         durable: AtomicU64,
         fail_writes: AtomicBool,
         writes: AtomicU64,
+        spill: Mutex<HashMap<u64, PageBuf>>,
     }
 
     impl Backend for Arc<FakeBackend> {
@@ -538,6 +626,15 @@ mod tests {
         }
         fn save_ledger(&self) -> Result<()> {
             Ok(())
+        }
+        fn spill_write(&self, slot: u64, page: &mut PageBuf) -> Result<()> {
+            self.spill.lock().insert(slot, page.clone());
+            Ok(())
+        }
+        fn spill_read(&self, slot: u64, id: PageId) -> Result<PageBuf> {
+            let page = self.spill.lock().get(&slot).cloned().expect("spilled");
+            assert_eq!(page.id(), id, "slot {slot} holds another page");
+            Ok(page)
         }
     }
 

@@ -27,6 +27,7 @@ mod buffer_pool;
 mod doublewrite;
 mod guard;
 mod ledger;
+mod spill;
 mod store;
 
 pub use buffer_pool::{Backend, BufferPool, PageRead, PageWrite, PoolStats};
@@ -38,6 +39,7 @@ pub use guard::{
     ATOMIC_CHECK_FILE, PageGuard, TornPageGuard, check_atomic_pages, choose_guard, data_file_method,
 };
 pub use ledger::LEDGER_FILE_NAME;
+pub use spill::{SPILL_FILE_NAME, SpillFile};
 pub use store::{
     BATCH_PAGES_MAX, COALESCE_BYTES_MAX, DATA_FILE_NAME, PAGE_COUNT_MAX, PageSlot, PageStore,
 };

@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 
 mod chain;
 
-use chain::{in_chain, read_headers, successor_of, superseded};
+use chain::{in_chain, read_headers, read_successor, successors_of, superseded};
 
 /// One record read back from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,27 +174,30 @@ fn scan_segment(
     }
 }
 
-/// Bytes of a successor segment read to look for durable marks: its first groups.
-const SUCCESSOR_PROBE_BYTES: u64 = 256 << 10;
-
 /// Where the records of a segment stop at `stop`: `Err(Corruption)` if a valid `Pad` later in
-/// the segment, or early in `successor` (the segment its `SegmentEnd` would have led to:
-/// header and its first bytes), carries a durable mark at or past the end of the record at
-/// `stop`: that record was durable, then damaged. Else `Ok`: a torn or never-written tail.
+/// the segment, or in one of its `successors` (the segments the log would have gone on in,
+/// read one by one until a mark vouches), carries a durable mark at or past the end of the
+/// record at `stop`: that record was durable, then damaged. Else `Ok`: a torn or
+/// never-written tail.
 fn check_not_damaged(
+    storage: &dyn Storage,
     bytes: &[u8],
     header: &SegmentHeader,
     stop: &RecoveryStop,
-    successor: Option<(&SegmentHeader, &[u8])>,
+    successors: &[(SegmentHeader, PathBuf)],
 ) -> Result<()> {
     if crate::mutants::active("mid-log-damage-is-end") {
         return Ok(());
     }
-    let here = highest_mark(bytes, header, stop.offset + 1);
-    let next = successor.and_then(|(h, b)| highest_mark(b, h, u64::from(h.log_block_bytes)));
-    let vouched = here
-        .max(next)
-        .is_some_and(|mark| durable_under(bytes, header, stop, mark));
+    let under = |mark: Option<u64>| mark.is_some_and(|m| durable_under(bytes, header, stop, m));
+    let mut vouched = under(highest_mark(bytes, header, stop.offset + 1));
+    for (h, path) in successors {
+        if vouched {
+            break;
+        }
+        let later = read_successor(storage, h, path)?;
+        vouched = under(highest_mark(&later, h, u64::from(h.log_block_bytes)));
+    }
     if vouched {
         return Err(Error::Corruption {
             file: stop.path.clone(),
@@ -222,6 +225,11 @@ fn durable_under(bytes: &[u8], header: &SegmentHeader, stop: &RecoveryStop, mark
     if mark < start + record::HEADER_BYTES as u64 {
         return false;
     }
+    // A valid record after it, in its place, that begins at or before the mark: the damaged
+    // one ended before that, whatever its (possibly damaged) length field says.
+    if valid_record_between(bytes, header, stop, mark) {
+        return true;
+    }
     let at = usize::try_from(stop.offset).expect("a segment offset fits usize");
     let len = bytes
         .get(at + 4..at + 8)
@@ -236,6 +244,40 @@ fn durable_under(bytes: &[u8], header: &SegmentHeader, stop: &RecoveryStop, mark
         }
         _ => true,
     }
+}
+
+/// Whether a valid record lies after the record at `stop`, in the place its lsn gives it,
+/// beginning at or before lsn `until`.
+fn valid_record_between(
+    bytes: &[u8],
+    header: &SegmentHeader,
+    stop: &RecoveryStop,
+    until: u64,
+) -> bool {
+    let block = u64::from(header.log_block_bytes);
+    let end = (block + header.capacity()).min(bytes.len() as u64);
+    let align = record::ALIGN_BYTES as u64;
+    let mut offset = stop.offset + align;
+    while offset + record::HEADER_BYTES as u64 <= end {
+        let expected = header.base_lsn + (offset - block);
+        if expected > until {
+            return false;
+        }
+        let at = usize::try_from(offset).expect("a segment offset fits usize");
+        // The lsn field first: cheap, and it rules out most bytes before a checksum.
+        if bytes[at + 8..at + 16] == expected.to_le_bytes()
+            && record::decode(
+                &bytes[at..usize::try_from(end).expect("fits")],
+                header.generation,
+                expected,
+            )
+            .is_ok()
+        {
+            return true;
+        }
+        offset += align;
+    }
+    false
 }
 
 /// The highest durable mark of a valid `Pad` at or after file offset `from` of a segment, or
@@ -367,9 +409,8 @@ pub(super) fn scan_visit(
                 next
             }
             SegmentEnd::Stop(stop) => {
-                let next = successor_of(storage, &segments, generation, &header, &stop)?;
-                let successor = next.as_ref().map(|(h, b)| (h, b.as_slice()));
-                check_not_damaged(&bytes, &header, &stop, successor)?;
+                let successors = successors_of(&segments, generation, &header, &stop);
+                check_not_damaged(storage, &bytes, &header, &stop, &successors)?;
                 visit(LogEvent::Stop(&stop));
                 let lsn = stop.lsn.0;
                 scan.recovery.stop = Some(stop);

@@ -150,6 +150,10 @@ pub fn record(scenario: &Scenario) -> Recording {
             }
         }
     }
+    if scenario.workload.name == "multi-part-commit" {
+        let parts = db.stats().commit_parts;
+        assert!(parts >= 4, "{}: only {parts} commit parts", scenario.name());
+    }
     db.close()
         .unwrap_or_else(|e| panic!("{}: close: {e}", scenario.name()));
     let mut points = disk.take_crash_points();

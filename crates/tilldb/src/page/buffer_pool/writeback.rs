@@ -52,14 +52,16 @@ impl BufferPool {
             if batch.len() >= max {
                 break;
             }
-            if !f.dirty.load(Ordering::Acquire) || f.unlogged.load(Ordering::Acquire) {
+            let banned = |f: &super::Frame| {
+                f.unlogged.load(Ordering::Acquire)
+                    || (f.held.load(Ordering::Acquire)
+                        && !crate::mutants::active("held-pages-written"))
+            };
+            if !f.dirty.load(Ordering::Acquire) || banned(f) {
                 continue;
             }
             let data = f.data.read();
-            if data.dirty
-                && !f.unlogged.load(Ordering::Acquire)
-                && data.rec_lsn.is_some_and(|r| r < before)
-            {
+            if data.dirty && !banned(f) && data.rec_lsn.is_some_and(|r| r < before) {
                 batch.push((i, data.page.clone().expect("a dirty frame holds its page")));
             }
         }
@@ -75,7 +77,8 @@ impl BufferPool {
                 .page
                 .as_ref()
                 .is_some_and(|p| p.id() == copy.id() && p.lsn() == copy.lsn())
-                && !f.unlogged.load(Ordering::Acquire);
+                && !f.unlogged.load(Ordering::Acquire)
+                && !f.held.load(Ordering::Acquire);
             if same {
                 data.dirty = false;
                 data.rec_lsn = None;
@@ -130,6 +133,7 @@ impl BufferPool {
                 let d = f.data.read();
                 if d.dirty { d.rec_lsn } else { None }
             })
+            .chain(self.spilled_min_rec_lsn())
             .min()
     }
 

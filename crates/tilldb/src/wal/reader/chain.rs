@@ -2,7 +2,7 @@
 //! superseded, damaged but unneeded), and the segment a `SegmentEnd` leads to (see the chain
 //! rules at the top of `reader.rs`, whose scan uses these).
 
-use super::{RecoveryStop, SUCCESSOR_PROBE_BYTES, Scan, read_header_block, read_prefix};
+use super::{RecoveryStop, Scan, read_header_block, read_prefix};
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::wal::segment::{HeaderState, SegmentHeader, parse_segment_name};
@@ -48,31 +48,49 @@ pub(super) fn in_chain(
     })
 }
 
-/// The segment `header`'s `SegmentEnd` would have led to (its header and first bytes), for
-/// the durable marks of its first groups; `None` when there is none, or when a newer segment
-/// starts where this one stops: an open accepted this end before and went on from it (an
-/// empty tail segment recovery left, or a torn tail), so later segments belong to that later
-/// life (the random tier's seed 1028).
-pub(super) fn successor_of(
-    storage: &dyn Storage,
+/// The segments the log would have gone on in after `header`'s: the one its `SegmentEnd`
+/// would have led to, the one that one's would have, and so on (each newer than the one
+/// before), for the durable marks of their groups. Empty when there is none, or when a newer
+/// segment starts where this one stops: an open accepted this end before and went on from it
+/// (an empty tail segment recovery left, or a torn tail), so later segments belong to that
+/// later life (the random tier's seed 1028). Read lazily by the caller: a commit logged in
+/// parts writes whole blocks, without a durable mark, for as many segments as it fills, so
+/// the mark that vouches for a record before it may be several segments on.
+pub(super) fn successors_of(
     segments: &[(u64, SegmentHeader, PathBuf)],
     generation: u64,
     header: &SegmentHeader,
     stop: &RecoveryStop,
-) -> Result<Option<(SegmentHeader, Vec<u8>)>> {
+) -> Vec<(SegmentHeader, PathBuf)> {
     let went_on = segments
         .iter()
         .any(|(g, h, _)| *g > generation && h.base_lsn == stop.lsn.0);
+    if went_on {
+        return Vec::new();
+    }
     // Newest last, so the newest segment with that base wins.
     let by_base: BTreeMap<u64, &(u64, SegmentHeader, PathBuf)> =
         segments.iter().map(|s| (s.1.base_lsn, s)).collect();
-    match by_base.get(&(header.base_lsn + header.capacity())) {
-        Some((_, h, path)) if !went_on => Ok(Some((
-            *h,
-            read_prefix(storage, path, SUCCESSOR_PROBE_BYTES)?,
-        ))),
-        _ => Ok(None),
+    let mut found = Vec::new();
+    let (mut previous, mut next_base) = (generation, header.base_lsn + header.capacity());
+    while let Some((g, h, path)) = by_base.get(&next_base) {
+        if *g <= previous {
+            break;
+        }
+        found.push((*h, path.clone()));
+        previous = *g;
+        next_base = h.base_lsn + h.capacity();
     }
+    found
+}
+
+/// A successor's bytes, for its marks: all of it (its slots are at its end).
+pub(super) fn read_successor(
+    storage: &dyn Storage,
+    header: &SegmentHeader,
+    path: &Path,
+) -> Result<Vec<u8>> {
+    read_prefix(storage, path, header.segment_bytes)
 }
 
 /// Reads every segment header in `dir`: the valid segments (generation, header, path), and

@@ -1,0 +1,194 @@
+//! Held pages: the pages of a commit logged in parts (`db/record.rs`), between its first part
+//! and its last.
+//!
+//! ```text
+//!   commit changes a page ──> unlogged ──(a part is appended: hold)──> held, dirty
+//!        held ──(frame needed)──> spill file slot ──(page needed again)──> held frame
+//!        held or spilled ──(last part appended: stamp, release_held)──> dirty, logged
+//! ```
+//!
+//! A held page is never written to the data file (the write-back passes skip it, eviction
+//! spills it), so a crash before the last part leaves the data file as if the commit never
+//! began, which is what replay makes of an unfinished commit. Memory: the frames, plus 24
+//! bytes per spilled page for where it is. [`BufferPool::release_held`] stamps every held
+//! page with the last part's lsn and reads every spilled one back, as ordinary dirty pages
+//! (evicting some of them to the data file on the way, the log durable first as always).
+
+use super::BufferPool;
+use crate::error::Result;
+use crate::page::{PageBuf, PageId};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+/// Where each spilled page is, and the slots free for reuse.
+#[derive(Debug, Default)]
+pub(super) struct Spilled {
+    /// Page -> (slot, the page's redo point when it was spilled).
+    pages: HashMap<PageId, (u64, Option<u64>)>,
+    free: Vec<u64>,
+    /// Slots ever used: the file's length in pages.
+    slots: u64,
+}
+
+impl Spilled {
+    fn take_slot(&mut self) -> u64 {
+        self.free.pop().unwrap_or_else(|| {
+            self.slots += 1;
+            self.slots - 1
+        })
+    }
+
+    pub(super) fn free_slot(&mut self, slot: u64) {
+        debug_assert!(!self.free.contains(&slot), "slot {slot} freed twice");
+        self.free.push(slot);
+    }
+
+    pub(super) fn insert(&mut self, id: PageId, slot: u64, rec_lsn: Option<u64>) {
+        let earlier = self.pages.insert(id, (slot, rec_lsn));
+        assert!(earlier.is_none(), "{id} spilled twice");
+    }
+
+    /// Drops `id`'s spilled copy (it is made afresh); whether it was spilled, and its redo
+    /// point then.
+    pub(super) fn forget(&mut self, id: PageId) -> Forgotten {
+        match self.pages.remove(&id) {
+            Some((slot, rec_lsn)) => {
+                self.free_slot(slot);
+                Forgotten::Spilled { rec_lsn }
+            }
+            None => Forgotten::NotSpilled,
+        }
+    }
+}
+
+/// What [`Spilled::forget`] found.
+pub(super) enum Forgotten {
+    NotSpilled,
+    /// A copy was spilled; the page's redo point when it was.
+    Spilled {
+        rec_lsn: Option<u64>,
+    },
+}
+
+impl BufferPool {
+    /// Gives the pages changed by one part of a commit (not its last) their place until the
+    /// last part: held, so never written to the data file. They were unlogged; they stay
+    /// dirty. Requires: the caller holds no guard on these pages.
+    pub fn hold(&self, ids: &[PageId]) {
+        for &id in ids {
+            let frame = *self
+                .map
+                .lock()
+                .ids
+                .get(&id)
+                .unwrap_or_else(|| panic!("held {id} is not in the pool"));
+            let f = &self.frames[frame];
+            assert!(
+                f.unlogged.load(Ordering::Acquire) && f.dirty.load(Ordering::Acquire),
+                "held {id} was not changed"
+            );
+            let data = f.data.write();
+            assert_eq!(
+                data.page.as_ref().map(PageBuf::id),
+                Some(id),
+                "unlogged frame {frame} changed pages"
+            );
+            f.held.store(true, Ordering::Release);
+            f.unlogged.store(false, Ordering::Release);
+        }
+    }
+
+    /// The commit's last part is appended at `lsn` (its first began at `redo_from`): every
+    /// held page, in a frame or spilled, becomes an ordinary dirty page with that lsn. Pages
+    /// the last part changed were stamped already. Requires: no guard held on a held page.
+    pub fn release_held(&self, lsn: u64, redo_from: u64) -> Result<()> {
+        assert!(redo_from < lsn, "redo point {redo_from} not before {lsn}");
+        for f in &self.frames {
+            if f.held.load(Ordering::Acquire) {
+                Self::release_frame(f, lsn, redo_from);
+            }
+        }
+        loop {
+            let Some(&id) = self.spilled.lock().pages.keys().next() else {
+                break;
+            };
+            // Read back held; released before the next one is read, so that no release
+            // spills another.
+            let frame = self.pin(id, None)?;
+            let f = &self.frames[frame];
+            assert!(f.held.load(Ordering::Acquire), "{id} came back unheld");
+            Self::release_frame(f, lsn, redo_from);
+            self.unpin(frame);
+        }
+        let spilled = self.spilled.lock();
+        assert_eq!(
+            spilled.free.len() as u64,
+            spilled.slots,
+            "a spill slot leaked"
+        );
+        Ok(())
+    }
+
+    /// Stamps a held frame's page, unless an eviction spilled it meanwhile (the frame holds
+    /// another page then; the spilled copy is released from the spill file).
+    fn release_frame(f: &super::Frame, lsn: u64, redo_from: u64) {
+        let mut data = f.data.write();
+        if !f.held.load(Ordering::Acquire) {
+            return;
+        }
+        assert!(
+            !f.unlogged.load(Ordering::Acquire),
+            "a held page changed again but not stamped by the last part"
+        );
+        assert!(data.dirty, "a held page is dirty");
+        data.page
+            .as_mut()
+            .expect("a held frame holds its page")
+            .set_lsn(lsn);
+        if data.rec_lsn.is_none() {
+            data.rec_lsn = Some(redo_from);
+        }
+        f.held.store(false, Ordering::Release);
+    }
+
+    /// Pages in the spill file now.
+    #[must_use]
+    pub fn spilled_pages(&self) -> usize {
+        self.spilled.lock().pages.len()
+    }
+
+    /// Writes held `page` to a free slot of the spill file; returns the slot.
+    pub(super) fn spill_out(&self, page: &mut PageBuf) -> Result<u64> {
+        let slot = self.spilled.lock().take_slot();
+        match self.backend.spill_write(slot, page) {
+            Ok(()) => {
+                self.spills.fetch_add(1, Ordering::Relaxed);
+                Ok(slot)
+            }
+            Err(e) => {
+                self.spilled.lock().free_slot(slot);
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads `id` back from the spill file if it is there: the page and its redo point.
+    pub(super) fn spill_in(&self, id: PageId) -> Option<Result<(PageBuf, Option<u64>)>> {
+        let (slot, rec_lsn) = self.spilled.lock().pages.remove(&id)?;
+        match self.backend.spill_read(slot, id) {
+            Ok(page) => {
+                self.spilled.lock().free_slot(slot);
+                Some(Ok((page, rec_lsn)))
+            }
+            Err(e) => {
+                self.spilled.lock().insert(id, slot, rec_lsn);
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// The lowest redo point of a spilled page.
+    pub(super) fn spilled_min_rec_lsn(&self) -> Option<u64> {
+        self.spilled.lock().pages.values().filter_map(|e| e.1).min()
+    }
+}

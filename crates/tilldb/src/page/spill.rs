@@ -1,0 +1,97 @@
+//! # The spill file (`txn-spill.tdb`): pages of a commit not yet whole
+//!
+//! A large commit is logged in parts (`db/record.rs`). Until its last part is in the log, the
+//! pages it changed may not reach the data file: a crash then would leave there a change that
+//! replay, which applies none of an unfinished commit, never undoes. The buffer pool keeps such
+//! pages in memory (*held*), and when it needs the frame of one it writes the page here
+//! instead (`page/buffer_pool/held.rs`), reading it back when it is needed again or when the
+//! commit's last part is logged.
+//!
+//! ```text
+//! offset          size        field
+//! slot * page     page_bytes  one page as the data file holds it (crc seeded with its id)
+//! ```
+//!
+//! Which page is in which slot lives only in the pool's memory. The file is scratch: never
+//! flushed, never read by recovery, removed when the database opens (`SpillFile::new`) and
+//! made only when a commit first spills. A page read back is checked like a data page; one
+//! that fails is `Corruption` naming this file and the offset.
+
+use super::{PageBuf, PageId};
+use crate::FlushMethod;
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, Storage, StorageFile};
+use parking_lot::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The spill file's name in the database directory.
+pub const SPILL_FILE_NAME: &str = "txn-spill.tdb";
+
+/// The spill file of one open database.
+pub struct SpillFile {
+    storage: Arc<dyn Storage>,
+    path: PathBuf,
+    page_bytes: u32,
+    /// Made at the first spill.
+    file: Mutex<Option<Box<dyn StorageFile>>>,
+}
+
+impl std::fmt::Debug for SpillFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SpillFile({})", self.path.display())
+    }
+}
+
+impl SpillFile {
+    /// The spill file of the database in `dir`; removes one a previous run left behind.
+    pub fn new(storage: Arc<dyn Storage>, dir: &Path, page_bytes: u32) -> Result<Self> {
+        let path = dir.join(SPILL_FILE_NAME);
+        if storage.exists(&path)? {
+            storage.remove(&path)?;
+        }
+        Ok(SpillFile {
+            storage,
+            path,
+            page_bytes,
+            file: Mutex::new(None),
+        })
+    }
+
+    /// Writes `page` to `slot`.
+    pub fn write(&self, slot: u64, page: &mut PageBuf) -> Result<()> {
+        assert_eq!(page.page_bytes(), self.page_bytes as usize, "page size");
+        let mut file = self.file.lock();
+        if file.is_none() {
+            // Buffered: nothing here needs to outlive the process, and a direct method would
+            // ask for alignment this scratch file does not need.
+            *file = Some(self.storage.create(&self.path, FlushMethod::Fdatasync)?);
+        }
+        let file = file.as_ref().expect("made above");
+        file.write_at(page.seal(), slot * u64::from(self.page_bytes))
+    }
+
+    /// Reads back page `id` from `slot`, checked.
+    pub fn read(&self, slot: u64, id: PageId) -> Result<PageBuf> {
+        let offset = slot * u64::from(self.page_bytes);
+        let corrupt = |what| Error::Corruption {
+            file: self.path.clone(),
+            offset,
+            what,
+        };
+        let file = self.file.lock();
+        let file = file
+            .as_ref()
+            .ok_or_else(|| corrupt("a page read back from a spill file never written"))?;
+        let mut buf = AlignedBuf::zeroed(self.page_bytes as usize);
+        let n = file.read_at(&mut buf, offset)?;
+        if n != buf.len() {
+            return Err(corrupt("spill file shorter than a page written to it"));
+        }
+        match PageBuf::from_bytes(id, buf) {
+            Ok(Some(page)) => Ok(page),
+            Ok(None) => Err(corrupt("a spilled page reads back as zeros")),
+            Err(fault) => Err(corrupt(fault.what())),
+        }
+    }
+}
