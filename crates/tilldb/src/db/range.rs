@@ -1,5 +1,5 @@
-//! Lazy range iterators: a scan that reads the tree a batch at a time (`SCAN_BATCH` entries,
-//! merged with the overlay, `reads.rs`) as it is consumed, so a scan of a table of any size
+//! Lazy range iterators: a scan that reads the tree a batch at a time (16 entries, then twice
+//! as many each time up to `SCAN_BATCH`, merged with the overlay, `reads.rs`) as it is consumed, so a scan of a table of any size
 //! holds one batch, not the range. Each iterator reads one snapshot: the acknowledged state
 //! when it was made, whatever commits while it is read.
 

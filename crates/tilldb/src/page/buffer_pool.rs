@@ -149,6 +149,10 @@ pub struct BufferPool {
     pages_written: AtomicU64,
     changed_during_write_back: AtomicU64,
     spills: AtomicU64,
+    /// Frames whose `dirty` flag is set: kept with every change of a flag, so that the
+    /// background writer's check costs one load, not a pass over every frame (it read all of
+    /// a 4 GiB cache's 262,144 flags every 20 ms: 21 % of the CPU in `till bench kv`).
+    dirty_frames: AtomicU64,
 }
 
 impl fmt::Debug for BufferPool {
@@ -202,6 +206,20 @@ impl BufferPool {
             pages_written: AtomicU64::new(0),
             changed_during_write_back: AtomicU64::new(0),
             spills: AtomicU64::new(0),
+            dirty_frames: AtomicU64::new(0),
+        }
+    }
+
+    /// Sets or clears `f`'s dirty flag, keeping the count of dirty frames. Requires: `f`'s
+    /// latch, exclusive (so two threads never change one frame's flag at once).
+    fn mark_dirty(&self, f: &Frame, dirty: bool) {
+        if f.dirty.swap(dirty, Ordering::AcqRel) != dirty {
+            if dirty {
+                self.dirty_frames.fetch_add(1, Ordering::AcqRel);
+            } else {
+                let before = self.dirty_frames.fetch_sub(1, Ordering::AcqRel);
+                assert!(before > 0, "more frames cleaned than dirtied");
+            }
         }
     }
 
@@ -272,7 +290,7 @@ impl BufferPool {
             "frame {frame} holds the wrong page"
         );
         f.unlogged.store(true, Ordering::Release);
-        f.dirty.store(true, Ordering::Release);
+        self.mark_dirty(f, true);
         guard.dirty = true;
         PageWrite {
             pool: self,
@@ -489,7 +507,7 @@ impl BufferPool {
                 data.dirty = false;
                 data.rec_lsn = None;
                 f.held.store(false, Ordering::Release);
-                f.dirty.store(false, Ordering::Release);
+                self.mark_dirty(f, false);
                 self.eviction_writes.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -510,7 +528,7 @@ impl BufferPool {
             data.dirty = false;
             data.rec_lsn = None;
             f.held.store(false, Ordering::Release);
-            f.dirty.store(false, Ordering::Release);
+            self.mark_dirty(f, false);
         }
         if let Some(old) = data.page.as_ref().map(PageBuf::id) {
             assert_eq!(
@@ -534,7 +552,7 @@ impl BufferPool {
                     data.rec_lsn = rec_lsn;
                     if held {
                         data.dirty = true;
-                        f.dirty.store(true, Ordering::Release);
+                        self.mark_dirty(f, true);
                         f.held.store(true, Ordering::Release);
                     }
                 }
@@ -582,6 +600,16 @@ impl BufferPool {
         for (i, f) in self.frames.iter().enumerate() {
             assert_eq!(f.pins.load(Ordering::Acquire), 0, "frame {i} still pinned");
         }
+        let dirty = self
+            .frames
+            .iter()
+            .filter(|f| f.dirty.load(Ordering::Acquire))
+            .count();
+        assert_eq!(
+            self.dirty_count(),
+            dirty,
+            "the count of dirty frames drifted from their flags"
+        );
     }
 }
 

@@ -82,7 +82,7 @@ impl BufferPool {
             if same {
                 data.dirty = false;
                 data.rec_lsn = None;
-                f.dirty.store(false, Ordering::Release);
+                self.mark_dirty(f, false);
             } else if data.dirty && data.page.as_ref().is_some_and(|p| p.id() == copy.id()) {
                 // Changed again since the copy: the copy holds every change before `floor`,
                 // so redo for this page need only start there. Keeping the old redo point
@@ -140,9 +140,6 @@ impl BufferPool {
     /// Number of dirty frames.
     #[must_use]
     pub fn dirty_count(&self) -> usize {
-        self.frames
-            .iter()
-            .filter(|f| f.dirty.load(Ordering::Acquire))
-            .count()
+        usize::try_from(self.dirty_frames.load(Ordering::Acquire)).expect("at most the frames")
     }
 }
