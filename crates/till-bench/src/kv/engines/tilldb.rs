@@ -90,7 +90,7 @@ impl KvStore for TilldbStore {
     }
 
     fn count_entries(&self) -> Result<u64, BoxError> {
-        // TODO(issue 37): `Db::len` once the engine keeps a count.
+        // A scan: the engine keeps no count yet (issue 37 asks for an O(1) `Db::len`).
         let read = self.db()?.begin_read()?;
         let mut count = 0u64;
         for entry in read.range(Bound::Unbounded, Bound::Unbounded, Direction::Forward)? {
