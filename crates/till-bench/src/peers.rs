@@ -50,7 +50,7 @@
 #[cfg(feature = "peers")]
 mod counters;
 #[cfg(feature = "peers")]
-mod engines;
+pub(crate) mod engines;
 #[cfg(feature = "peers")]
 mod plot;
 #[cfg(feature = "peers")]

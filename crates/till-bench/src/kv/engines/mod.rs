@@ -115,9 +115,8 @@ pub fn open(engine: Engine, dir: &Path, settings: Settings) -> Result<Box<dyn Kv
     }
 }
 
-/// Why `--engines rocksdb` fails in a build without it.
-pub const ROCKSDB_NOT_BUILT: &str = "rocksdb: this till was built without RocksDB; rebuild \
-     with `--features peers-rocksdb` (needs `apt-get install libclang-dev`)";
+/// Why `--engines rocksdb` fails in a build without it (the same words as `till bench peers`).
+pub use crate::peers::engines::ROCKSDB_NOT_BUILT;
 
 /// The engines run when `--engines` is not given: all that this build has.
 pub fn default_engines() -> Vec<Engine> {
