@@ -4,6 +4,7 @@
 //! and check its log, pages, trees and free space; `till dump-log` and `till stats`: show a
 //! database's log and facts without changing anything. `till diskcheck`: prove with a power
 //! cut and a second machine whether the disk keeps what each flush method acknowledged.
+//! `till tables`, `get`, `scan`, `export` and `import`: the rows themselves (`data/`).
 
 mod acks;
 /// For the unit tests that include `tests/common/postgres.rs` (the year-long shipping test):
@@ -36,6 +37,7 @@ mod backup;
 mod check;
 mod compact;
 mod crashtest;
+mod data;
 mod demo;
 mod diskcheck;
 mod dump_log;
@@ -93,6 +95,18 @@ enum Command {
         #[command(subcommand)]
         command: diskcheck::DiskcheckCommand,
     },
+    /// List every table and its rows.
+    Tables(data::TablesArgs),
+    /// Print the value of one key (a missing key is an error, exit status 1).
+    Get(data::GetArgs),
+    /// Print the rows of a table in key order, `key<TAB>value` a line (or JSONL): all, a
+    /// prefix or a range, forward or reversed.
+    Scan(data::ScanArgs),
+    /// Write every row of one table, or of every table, as JSONL or CSV.
+    Export(data::ExportArgs),
+    /// Put the rows of a JSONL or CSV file into a database: in one transaction (all or
+    /// nothing), or committed every --batch rows.
+    Import(data::ImportArgs),
     /// Benchmarks: how fast each layer commits, measured against the disk.
     Bench {
         #[command(subcommand)]
@@ -114,6 +128,11 @@ fn main() -> ExitCode {
         Command::Backup(args) => backup::run(&args),
         Command::Compact(args) => compact::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Tables(args) => data::tables(&args),
+        Command::Get(args) => data::get(&args),
+        Command::Scan(args) => data::scan(&args),
+        Command::Export(args) => data::export(&args),
+        Command::Import(args) => data::import(&args),
         Command::Bench { command } => till_bench::run(&command),
     };
     match result {
