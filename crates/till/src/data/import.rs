@@ -173,6 +173,10 @@ fn import_rows<R: std::io::BufRead>(
         );
     }
     if tally.rows > tally.committed_rows {
+        bar.set_message(format!(
+            "committing {} rows",
+            tally.rows - tally.committed_rows
+        ));
         txn.commit().map_err(|e| stop_at(None)(e.to_string()))?;
         tally.committed_rows = tally.rows;
         tally.commits += 1;

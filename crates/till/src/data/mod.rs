@@ -70,10 +70,12 @@ use tilldb::{Db, Error, Options};
 /// How keys and values are written: the flags `--hex` and `--base64`.
 #[derive(Args, Debug, Clone, Copy)]
 pub struct EncodingArgs {
-    /// Keys and values (printed, and given as arguments) in hex.
+    /// Keys and values in hex: arguments, TSV and CSV (JSONL writes printable ones as text,
+    /// the rest as `key_hex` / `value_hex`, as without the flag).
     #[arg(long, conflicts_with = "base64")]
     hex: bool,
-    /// Keys and values (printed, and given as arguments) in standard base64.
+    /// Keys and values in standard base64: arguments, TSV and CSV (JSONL writes printable
+    /// ones as text, the rest as `key_base64` / `value_base64`).
     #[arg(long)]
     base64: bool,
 }
