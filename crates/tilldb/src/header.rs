@@ -79,11 +79,12 @@ const MAGIC: [u8; 8] = *b"TILLDB01";
 /// The version this build writes. Version 2 says the log may hold commits logged in parts
 /// (`db/record.rs`), which a build that knows only version 1 would misread as damage: it
 /// refuses the header instead.
-const VERSION: u32 = 2;
+pub const VERSION: u32 = 2;
 /// The oldest version this build reads (its fields are version 2's).
 const VERSION_OLDEST_READ: u32 = 1;
 const MAGIC_OFFSET: usize = 0;
-const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
+/// Where the version (u32, little-endian) sits in a slot.
+pub const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
 const PAGE_BYTES_OFFSET: usize = VERSION_OFFSET + size_of::<u32>();
 const FLUSH_METHOD_OFFSET: usize = PAGE_BYTES_OFFSET + size_of::<u32>();
 const GUARD_OFFSET: usize = FLUSH_METHOD_OFFSET + 1;
