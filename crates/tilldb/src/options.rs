@@ -279,8 +279,9 @@ pub struct Options {
     /// bounded too, whatever the uptime.
     ///
     /// The log directory (`wal/`), however often the process is killed or the power cut:
-    /// at most `3 * checkpoint_log_bytes / segment_bytes + 7` segment files (default: 19 of
-    /// 64 MiB; a lightly loaded database holds 2-3). Three, not two, checkpoint distances:
+    /// at most `3 * checkpoint_log_bytes + 7 * segment_bytes` of segment files (default: 1.2
+    /// GiB, 19 of 64 MiB; a lightly loaded database holds 2-3 segments, from 1 MiB: the log
+    /// starts small and doubles its segments as it fills, `WalOptions::first_segment_bytes`). Three, not two, checkpoint distances:
     /// the redo point may lag the last checkpoint's end by one under hot pages
     /// (`tests/checkpoint_progress.rs` holds replay to that). The seven: the segment partly
     /// before the redo point, the one being written, the next one prepared, and up to four
@@ -336,8 +337,9 @@ impl Default for Options {
             torn_page_guard: crate::page::TornPageGuard::Auto,
             checkpoint_log_bytes: 256 << 20,
             checkpoint_interval: std::time::Duration::from_mins(5),
-            // 64 MiB segments: one commit's record must fit in a segment, and a 16 MiB value
-            // logs its overflow pages in full.
+            // Segments of up to 64 MiB: one record must fit in a segment, and a 16 MiB value
+            // logs its overflow pages in full. The log starts with 1 MiB (a new database
+            // takes about 3 MiB on disk) and doubles them as it fills.
             wal: crate::wal::WalOptions {
                 segment_bytes: 64 << 20,
                 ..crate::wal::WalOptions::default()
@@ -364,6 +366,7 @@ impl Options {
             checkpoint_interval: std::time::Duration::from_mins(5),
             wal: crate::wal::WalOptions {
                 segment_bytes: 1 << 20,
+                first_segment_bytes: 1 << 20,
                 ..crate::wal::WalOptions::for_tests()
             },
             background_threads: true,

@@ -489,3 +489,64 @@ fn the_default_guard_is_chosen_by_the_device() {
         assert_eq!(db.get(b"k").expect("get"), Some(b"v".to_vec()));
     }
 }
+
+/// Bytes of every file under `dir`, recursively.
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| {
+            let e = e.expect("entry");
+            let meta = e.metadata().expect("metadata");
+            if meta.is_dir() {
+                bytes_under(&e.path())
+            } else {
+                meta.len()
+            }
+        })
+        .sum()
+}
+
+/// A new database with the default options takes at most 8 MiB on disk (issue 37): its log
+/// starts with a 1 MiB segment and a 2 MiB spare, not two 64 MiB files; and it grows with the
+/// load (10,000 rows of 1 KiB: more than the first segments hold) and reopens whole.
+#[test]
+fn a_new_database_takes_at_most_8_mib_and_its_log_grows_with_the_load() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, Options::default()).expect("open");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k", b"v").expect("put");
+    txn.commit().expect("commit");
+    let empty = bytes_under(&dir);
+    assert!(
+        empty <= 8 << 20,
+        "a new database takes {empty} bytes, more than 8 MiB"
+    );
+    let value = vec![0x5au8; 1024];
+    for chunk in 0..10u32 {
+        let mut txn = db.begin().expect("begin");
+        for i in chunk * 1000..chunk * 1000 + 1000 {
+            txn.put(format!("row{i:06}").as_bytes(), &value)
+                .expect("put");
+        }
+        txn.commit().expect("commit");
+    }
+    drop(db);
+    let wal_lengths: Vec<u64> = std::fs::read_dir(dir.join("wal"))
+        .expect("wal dir")
+        .map(|e| e.expect("entry").metadata().expect("metadata").len())
+        .collect();
+    assert!(
+        wal_lengths.iter().any(|&l| l > 2 << 20),
+        "the log grew its segments past the first ones: {wal_lengths:?}"
+    );
+    let db = Db::open(&dir, Options::default()).expect("reopen");
+    assert_eq!(db.get(b"k").expect("get"), Some(b"v".to_vec()));
+    for i in (0..10_000u32).step_by(997) {
+        assert_eq!(
+            db.get(format!("row{i:06}").as_bytes()).expect("get"),
+            Some(value.clone()),
+            "row {i}"
+        );
+    }
+}

@@ -79,6 +79,8 @@ fn options(guard: TornPageGuard) -> Options {
         torn_page_guard: guard,
         wal: tilldb::WalOptions {
             segment_bytes: 64 << 10,
+            // The log grows its segments from 16 KiB: crashes while it does.
+            first_segment_bytes: 16 << 10,
             ..defaults.wal.clone()
         },
         ..defaults

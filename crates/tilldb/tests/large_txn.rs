@@ -309,17 +309,26 @@ fn child_commits_one_large_transaction() {
 }
 
 /// Log segment files in `dir`'s log directory.
-fn segment_files(dir: &Path) -> usize {
+/// Bytes of the log's segment files (the prepared spare among them).
+fn segment_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir.join("wal")).map_or(0, |entries| {
         entries
             .filter_map(Result::ok)
             .filter(|e| e.file_name().to_string_lossy().ends_with(".wal"))
-            .count()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum()
     })
 }
 
+/// Log bytes that new segment files must reach before the kill: past the spare (at most one
+/// 64 MiB segment, prepared empty) and the segment being written, at least one more filled
+/// with the commit's parts.
+const GROWN_BYTES: u64 = 192 << 20;
+
 /// kill -9 of a real process in the middle of a 1,000,000-row commit (default options: 64 MiB
-/// cache, 8 MiB parts, 64 MiB log segments), once its parts have filled a new log segment,
+/// cache, 8 MiB parts, log segments growing to 64 MiB), once its parts have filled new log
+/// segments (`GROWN_BYTES`),
 /// and of a 100,000-row commit once it returned: the reopened database holds the
 /// base and all of the commit, or the base alone; all of it once acknowledged.
 /// `LARGE_TXN_ROWS` sets the large commit's rows.
@@ -335,8 +344,8 @@ fn a_kill_during_a_million_row_commit_leaves_all_of_it_or_none() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000 / common::sample() as u64);
     let mut outcomes = Vec::new();
-    // (rows, kill once this many log segments were added since BASE; `None`: after COMMITTED)
-    for (rows, added) in [(rows, Some(1)), (rows / 10, None)] {
+    // (rows, kill once the log's files grew this much since BASE; `None`: after COMMITTED)
+    for (rows, added) in [(rows, Some(GROWN_BYTES)), (rows / 10, None)] {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut child = Command::new(std::env::current_exe().expect("test binary"))
             .args([
@@ -362,14 +371,15 @@ fn a_kill_during_a_million_row_commit_leaves_all_of_it_or_none() {
         });
         let base = rx.recv().expect("the child printed BASE");
         assert!(base.contains("BASE"), "{base}");
-        let at_base = segment_files(dir.path());
+        let at_base = segment_bytes(dir.path());
         let started = Instant::now();
         let mut committed = None;
         loop {
             if let Ok(line) = rx.recv_timeout(Duration::from_millis(20)) {
                 committed = Some(line);
             }
-            let grown = segment_files(dir.path()) - at_base.min(segment_files(dir.path()));
+            let now = segment_bytes(dir.path());
+            let grown = now - at_base.min(now);
             let kill = match added {
                 Some(n) => grown >= n || committed.is_some(),
                 None => committed.is_some(),
@@ -398,7 +408,7 @@ fn a_kill_during_a_million_row_commit_leaves_all_of_it_or_none() {
         let whole = count == BASE_ROWS + rows;
         assert!(
             count == BASE_ROWS || whole,
-            "{rows} rows, kill after {added:?} new segments: {count} rows, a prefix"
+            "{rows} rows, kill after {added:?} new log bytes: {count} rows, a prefix"
         );
         assert!(
             committed.is_none() || whole,
@@ -412,7 +422,7 @@ fn a_kill_during_a_million_row_commit_leaves_all_of_it_or_none() {
         }
         db.check().expect("check");
         outcomes.push(format!(
-            "{rows} rows, kill after {added:?} new segments, {:.1} s in: {} ({}; {} part \
+            "{rows} rows, kill after {added:?} new log bytes, {:.1} s in: {} ({}; {} part \
              records skipped, open {} ms)",
             started.elapsed().as_secs_f64(),
             if whole { "all there" } else { "none there" },

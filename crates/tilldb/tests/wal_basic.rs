@@ -208,3 +208,107 @@ fn open_from_a_checkpoint_skips_older_segments_and_keeps_everything_after() {
         .collect();
     assert_eq!(after, (150..201).map(payload).collect::<Vec<_>>());
 }
+
+/// The length of every segment file in `dir`, by name (oldest generation first).
+fn segment_lengths(disk: &dyn Storage, dir: &Path) -> Vec<u64> {
+    let mut names: Vec<String> = disk
+        .list_dir(dir)
+        .expect("list")
+        .into_iter()
+        .filter(|n| Path::new(n).extension().is_some_and(|e| e == "wal"))
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|n| {
+            disk.open(&dir.join(n), FlushMethod::Fdatasync)
+                .expect("open")
+                .len()
+                .expect("len")
+        })
+        .collect()
+}
+
+/// Growing options: segments from 8 KiB up to 256 KiB.
+fn growing() -> WalOptions {
+    WalOptions {
+        segment_bytes: 256 << 10,
+        first_segment_bytes: 8 << 10,
+        background_threads: false,
+        ..WalOptions::for_tests()
+    }
+}
+
+/// A new log starts with `first_segment_bytes` and doubles each segment up to `segment_bytes`
+/// (issue 37: a new database's log is not three full-size files); every record reads back
+/// across the switches and a reopen, and the reopened log starts small again.
+#[test]
+fn segments_start_small_and_double_up_to_segment_bytes() {
+    let disk: Arc<dyn Storage> = Arc::new(SimDisk::new(SimConfig::default()));
+    let dir = Path::new("/db/wal");
+    let options = growing();
+    let (wal, _) = Wal::open(Arc::clone(&disk), dir, options.clone()).expect("open");
+    assert_eq!(
+        segment_lengths(&*disk, dir),
+        [8 << 10],
+        "a new log: one small segment"
+    );
+    let count = 6000u32; // about 950 KiB of records: past the largest segment size
+    for i in 0..count {
+        wal.commit(&payload(i), Durability::Sync).expect("commit");
+    }
+    wal.close().expect("close");
+    let lengths = segment_lengths(&*disk, dir);
+    let expected_start: Vec<u64> = [8u64, 16, 32, 64, 128, 256]
+        .iter()
+        .map(|k| k << 10)
+        .collect();
+    assert_eq!(
+        &lengths[..expected_start.len()],
+        &expected_start[..],
+        "doubling: {lengths:?}"
+    );
+    assert!(
+        lengths[expected_start.len()..]
+            .iter()
+            .all(|&l| l == 256 << 10),
+        "never past segment_bytes: {lengths:?}"
+    );
+    check_log(Arc::clone(&disk), dir, &options, count);
+    // check_log reopened it once: every open starts small again.
+    let reopened = segment_lengths(&*disk, dir);
+    assert_eq!(reopened.last(), Some(&(8 << 10)), "{reopened:?}");
+}
+
+/// A record larger than the next segment's doubling gets a segment that holds it at once:
+/// the spare too small for it is resized, not switched through empty.
+#[test]
+fn a_record_larger_than_the_spare_gets_a_segment_that_holds_it() {
+    let disk: Arc<dyn Storage> = Arc::new(SimDisk::new(SimConfig::default()));
+    let dir = Path::new("/db/wal");
+    let options = growing();
+    let (wal, _) = Wal::open(Arc::clone(&disk), dir, options.clone()).expect("open");
+    wal.commit(&payload(0), Durability::Sync).expect("small");
+    let big = vec![0xabu8; 100 << 10];
+    wal.commit(&big, Durability::Sync).expect("100 KiB record");
+    wal.commit(&payload(2), Durability::Sync)
+        .expect("small again");
+    wal.close().expect("close");
+    let lengths = segment_lengths(&*disk, dir);
+    assert_eq!(lengths.len(), 2, "no empty segment between: {lengths:?}");
+    assert_eq!(lengths[0], 8 << 10);
+    assert!(
+        lengths[1] >= 100 << 10 && lengths[1] <= 256 << 10,
+        "{lengths:?}"
+    );
+    let (wal, recovery) = Wal::open(Arc::clone(&disk), dir, options).expect("reopen");
+    let records = wal.read_from(recovery.start_lsn).expect("read");
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[1].payload, big);
+    assert_eq!(records[2].payload, payload(2));
+    // The largest record the options allow still fits: it asks for a full-size segment.
+    let max = wal.max_payload_bytes();
+    wal.commit(&vec![1u8; max], Durability::Sync)
+        .expect("the largest record");
+    wal.close().expect("close");
+}

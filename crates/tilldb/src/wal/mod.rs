@@ -119,8 +119,14 @@ pub struct WalOptions {
     pub flush_method: FlushMethod,
     /// The write unit; `None` takes the device default (see `io::IoGeometry`).
     pub log_block_bytes: Option<u32>,
-    /// Size of each segment file. Default: 16 MiB. Minimum: 8 log blocks.
+    /// Size of the largest segment file. Default: 16 MiB. Minimum: 8 log blocks.
     pub segment_bytes: u64,
+    /// Size of the first segment of a new log. Each new segment doubles the one before, up to
+    /// `segment_bytes` (and is made larger at once when a record needs the room), so a small
+    /// database keeps a small log and a busy one reaches full-size segments after a few
+    /// switches. Every open starts again at this size (the segment it opens is the tail the
+    /// next open reads whole). Taken as `segment_bytes` when larger. Default: 1 MiB.
+    pub first_segment_bytes: u64,
     /// Appenders stop and help write once this many bytes wait in the log buffer.
     /// Default: 4 MiB.
     pub buffer_bytes_max: usize,
@@ -148,6 +154,7 @@ impl Default for WalOptions {
             flush_method: FlushMethod::Fdatasync,
             log_block_bytes: None,
             segment_bytes: 16 << 20,
+            first_segment_bytes: 1 << 20,
             buffer_bytes_max: 4 << 20,
             flush_interval: Duration::from_millis(100),
             adaptive_gather: true,
@@ -165,6 +172,7 @@ impl WalOptions {
             flush_method: FlushMethod::Fdatasync,
             log_block_bytes: Some(512),
             segment_bytes: 8 * 1024,
+            first_segment_bytes: 8 * 1024,
             buffer_bytes_max: 16 * 1024,
             flush_interval: Duration::from_millis(5),
             adaptive_gather: true,

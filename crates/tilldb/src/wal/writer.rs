@@ -464,6 +464,7 @@ impl Shared {
             let lsn = st.progress.appended;
             let segment_end = st.active().segment.end_lsn();
             if lsn + (len + self.tail_reserve()) as u64 > segment_end {
+                self.ensure_spare_room(&mut st, len);
                 if !self.switch_segment(&mut st) {
                     drop(st);
                     self.prepare_spare()?;

@@ -77,6 +77,10 @@ pub struct Config {
     /// A 4K-native device (4 KiB sectors and direct-I/O alignment, 4 KiB log blocks).
     pub four_k: bool,
     pub segment_bytes: u64,
+    /// The log's first segment (`WalOptions::first_segment_bytes`): half the seeds start at
+    /// an eighth of `segment_bytes` and grow (drawn from its own stream, so the other draws
+    /// of a seed are the ones they were before this field).
+    pub first_segment_bytes: u64,
     /// A checkpoint runs after this many segments of log.
     pub checkpoint_segments: u64,
     pub flush_interval: Duration,
@@ -160,6 +164,11 @@ impl Config {
             flush_method: rng.pick(&FlushMethod::DURABLE),
             four_k,
             segment_bytes: segment_bytes.max(floor),
+            first_segment_bytes: if self::mix(seed, 0x6707, 0).is_multiple_of(2) {
+                segment_bytes.max(floor) / 8
+            } else {
+                segment_bytes.max(floor)
+            },
             checkpoint_segments: rng.range(1, 4),
             flush_interval: Duration::from_millis(rng.range(1, 10)),
             adaptive_gather: rng.chance(50),
@@ -184,6 +193,7 @@ impl Config {
             checkpoint_log_bytes: self.segment_bytes * self.checkpoint_segments,
             wal: tilldb::WalOptions {
                 segment_bytes: self.segment_bytes,
+                first_segment_bytes: self.first_segment_bytes,
                 log_block_bytes: if self.four_k {
                     None
                 } else {
@@ -226,7 +236,7 @@ impl fmt::Display for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seed {} ({} threads, {} B pages, cache {} pages, guard {}, {}, {}, segments {} KiB, \
+            "seed {} ({} threads, {} B pages, cache {} pages, guard {}, {}, {}, segments {} KiB from {} KiB, \
              checkpoint every {} segments, flush interval {:?}, gather {}, background {}, \
              sync {}% buffered {}%, explicit checkpoints {}%, {} keys, {} cycles of {} commits \
              per thread, {} forks per crash)",
@@ -238,6 +248,7 @@ impl fmt::Display for Config {
             self.flush_method,
             if self.four_k { "4K-native" } else { "512e" },
             self.segment_bytes >> 10,
+            self.first_segment_bytes >> 10,
             self.checkpoint_segments,
             self.flush_interval,
             self.adaptive_gather,

@@ -62,7 +62,7 @@ impl Wal {
         let header = SegmentHeader {
             version: segment::VERSION,
             log_block_bytes: block,
-            segment_bytes: options.segment_bytes,
+            segment_bytes: first_segment_bytes(&options, block),
             generation,
             base_lsn: recovery.end_lsn.0,
         };
@@ -91,6 +91,7 @@ impl Wal {
             chunks: vec![chunk],
             spare: None,
             preparing: false,
+            segment_need: 0,
             next_generation: header.generation + 1,
             free,
             dirty: Vec::new(),
@@ -234,4 +235,18 @@ fn next_generation(max: u64, dir: &Path) -> Result<u64> {
             offset: 0,
             what: "a log segment's name claims a generation no log reaches (found by fuzzing)",
         })
+}
+
+/// The size of the segment every open starts with (a reopened log too: a till switched off
+/// every night with few sales then spends a small segment a day, and the next open reads a
+/// small tail): `first_segment_bytes`, never above `segment_bytes`, a multiple of the log
+/// block and at least 8 blocks.
+fn first_segment_bytes(options: &WalOptions, block: u32) -> u64 {
+    let block = u64::from(block);
+    let bytes = options
+        .first_segment_bytes
+        .next_multiple_of(block)
+        .clamp(8 * block, options.segment_bytes);
+    debug_assert!(bytes.is_multiple_of(block) && bytes <= options.segment_bytes);
+    bytes
 }

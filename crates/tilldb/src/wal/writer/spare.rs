@@ -55,6 +55,42 @@ impl Shared {
         true
     }
 
+    /// The size of the next segment: twice the active one's, at least what a waiting record
+    /// asked for (`State::segment_need`, taken here), at most `segment_bytes`.
+    fn next_segment_bytes(&self, st: &mut State) -> u64 {
+        let doubled = st.active().segment.header.segment_bytes.saturating_mul(2);
+        let need = std::mem::take(&mut st.segment_need);
+        let bytes = doubled
+            .max(need)
+            .next_multiple_of(u64::from(self.block_bytes))
+            .min(self.options.segment_bytes);
+        assert!(
+            bytes >= need,
+            "a record needs a segment of {need} bytes, more than the largest ({})",
+            self.options.segment_bytes
+        );
+        bytes
+    }
+
+    /// Before a switch for a record of `len` bytes: when the spare has too little room for
+    /// it, it goes back to the free segments and a larger one is asked for, which the next
+    /// preparation makes (resizing that file). Without this a record larger than the next
+    /// few segments would switch through each of them, empty.
+    pub(super) fn ensure_spare_room(&self, st: &mut State, len: usize) {
+        let room = (len + self.tail_reserve()) as u64;
+        let header_blocks = (1 + segment::TAIL_SLOTS) * u64::from(self.block_bytes);
+        let fits = |bytes: u64| bytes >= room + header_blocks;
+        if let Some(spare) = &st.spare
+            && !fits(spare.header.segment_bytes)
+        {
+            let spare = st.spare.take().expect("checked");
+            st.free.push(spare.header.generation);
+        }
+        if st.spare.is_none() {
+            st.segment_need = st.segment_need.max(room + header_blocks);
+        }
+    }
+
     /// Makes sure a spare segment is ready (preparing it here if no one else is).
     pub(super) fn prepare_spare(&self) -> Result<()> {
         let mut st = self.state.lock();
@@ -66,11 +102,12 @@ impl Shared {
             return Ok(());
         }
         st.preparing = true;
+        let segment_bytes = self.next_segment_bytes(&mut st);
         let active = &st.active().segment;
         let header = SegmentHeader {
             version: segment::VERSION,
             log_block_bytes: self.block_bytes,
-            segment_bytes: self.options.segment_bytes,
+            segment_bytes,
             generation: st.next_generation,
             base_lsn: active.end_lsn(),
         };

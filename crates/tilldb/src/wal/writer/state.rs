@@ -31,6 +31,9 @@ pub(super) struct State {
     /// The next segment, prepared ahead with base = the active segment's end.
     pub(super) spare: Option<Arc<Segment>>,
     pub(super) preparing: bool,
+    /// Bytes the next segment must have at least: a record too large for the spare's room
+    /// asks for a larger one here (see `Shared::next_segment_bytes`). 0 when no one waits.
+    pub(super) segment_need: u64,
     pub(super) next_generation: u64,
     /// Generations of segments free for recycling.
     pub(super) free: Vec<u64>,
