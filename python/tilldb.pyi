@@ -90,6 +90,11 @@ class Db:
     ) -> Scan:
         """A lazy iterator of ``(key, value)`` from ``start`` (inclusive) to ``end``
         (exclusive), in key order or backward; it reads one snapshot, the database now."""
+    def len(self, table: Optional[str] = None) -> int:
+        """The number of entries in ``table`` (None: the default table; 0 for a table that
+        does not exist), as readers see it now: a count kept with the table, no scan."""
+    def __len__(self) -> int:
+        """The number of entries in the default table."""
     def tables(self) -> List[str]:
         """The names of the named tables, in order (the default table is not listed)."""
     def compact_to(self, path: Union[str, "os.PathLike[str]"]) -> int:

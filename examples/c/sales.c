@@ -138,6 +138,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "the price list holds %d products, not 200000\n", products);
     return 1;
   }
+  /* The length is a count kept with the table: no scan. */
+  uint64_t rows = 0;
+  CHECK(tilldb_len(db, "prices", &rows));
+  if (rows != 200000) {
+    fprintf(stderr, "tilldb_len says %llu products, not 200000\n", (unsigned long long)rows);
+    return 1;
+  }
   CHECK(tilldb_close(db));
 
   /* An error names what is wrong. */

@@ -252,6 +252,23 @@ impl Db {
         )
     }
 
+    /// The number of entries in `table` (None: the default table; 0 for a table that does
+    /// not exist), as readers see it now: a count kept with the table, no scan.
+    #[pyo3(signature = (table = None))]
+    fn len(&self, py: Python<'_>, table: Option<&str>) -> PyResult<u64> {
+        let db = self.shared.db()?;
+        let table = table_arg(table);
+        py.detach(|| db.len_in(table))
+            .map_err(|e| engine_error(py, &e))
+    }
+
+    /// `len(db)`: the number of entries in the default table.
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        let rows = self.len(py, None)?;
+        usize::try_from(rows)
+            .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("too many entries"))
+    }
+
     /// The names of the named tables, in order (the default table is not listed).
     fn tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         let db = self.shared.db()?;

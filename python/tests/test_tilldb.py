@@ -300,6 +300,21 @@ def test_a_transaction_garbage_collected_while_open_rolls_back(db):
 # Scans
 
 
+def test_len_counts_the_entries_of_a_table_without_a_scan(db):
+    assert len(db) == 0
+    assert db.len(table="nowhere") == 0
+    put_rows(db, [(k, b"v") for k in keys(10)])
+    put_rows(db, [(b"a", b"1"), (b"b", b"2")], table="t")
+    assert len(db) == 10
+    assert db.len() == 10
+    assert db.len(table="t") == 2
+    with db.begin() as txn:
+        txn.put(keys(10)[0], b"overwritten")
+        txn.delete(keys(10)[1])
+        txn.delete(b"never there")
+    assert len(db) == 9
+
+
 def test_scan_forward_backward_bounded_and_by_table(db):
     put_rows(db, [(k, k.upper()) for k in keys(10)])
     put_rows(db, [(b"k00003", b"in t"), (b"z", b"last in t")], table="t")

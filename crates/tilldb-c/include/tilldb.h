@@ -85,6 +85,14 @@ tilldb_status tilldb_get(const tilldb_db *db,
                          uint8_t **value,
                          uintptr_t *value_len);
 
+// The number of entries in `table` (NULL: the default table; 0 for a table that does not
+// exist), as readers see it now: a count kept with the table, no scan. `TILLDB_OK` with
+// `*count`.
+//
+// # Safety
+// `db` is a live handle; `table` NULL or NUL-terminated; `count` a valid pointer.
+tilldb_status tilldb_len(const tilldb_db *db, const char *table, uint64_t *count);
+
 // Frees bytes tilldb returned (`tilldb_get`'s value). NULL is ignored.
 //
 // # Safety

@@ -310,6 +310,31 @@ pub unsafe extern "C" fn tilldb_get(
     })
 }
 
+/// The number of entries in `table` (NULL: the default table; 0 for a table that does not
+/// exist), as readers see it now: a count kept with the table, no scan. `TILLDB_OK` with
+/// `*count`.
+///
+/// # Safety
+/// `db` is a live handle; `table` NULL or NUL-terminated; `count` a valid pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tilldb_len(
+    db: *const tilldb_db,
+    table: *const c_char,
+    count: *mut u64,
+) -> tilldb_status {
+    guard(|| {
+        if db.is_null() || count.is_null() {
+            return Err(invalid("tilldb_len: NULL handle or output"));
+        }
+        // SAFETY: per the contract above.
+        let (db, table) = unsafe { (&*db, table_arg(table)?) };
+        let rows = db.db.len_in(table)?;
+        // SAFETY: a valid output pointer (checked non-NULL).
+        unsafe { *count = rows };
+        Ok(tilldb_status::TILLDB_OK)
+    })
+}
+
 /// Frees bytes tilldb returned (`tilldb_get`'s value). NULL is ignored.
 ///
 /// # Safety

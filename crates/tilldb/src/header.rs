@@ -7,8 +7,9 @@
 //! ```text
 //! offset size field
 //!      0    8 magic            "TILLDB01"
-//!      8    4 version          2 (1: written by builds whose log held no commit in parts; read,
-//!                              and written as 2 at the next header write)
+//!      8    4 version          2 (1: written by builds whose log held no commit in parts and
+//!                              whose catalog kept no row counts; read, its tables counted
+//!                              at open (db/counts.rs), written as 2 at the next header write)
 //!     12    4 page_bytes       4096..=65536, a power of two
 //!     16    1 flush_method     1 Fsync · 2 Fdatasync · 3 Dsync · 4 Direct · 5 DirectDsync
 //!                              · 6 NoSync · 7 BarrierFsync (macOS)
@@ -77,8 +78,8 @@ pub const SLOT_COUNT: usize = 2;
 
 const MAGIC: [u8; 8] = *b"TILLDB01";
 /// The version this build writes. Version 2 says the log may hold commits logged in parts
-/// (`db/record.rs`), which a build that knows only version 1 would misread as damage: it
-/// refuses the header instead.
+/// (`db/record.rs`) and the catalog row counts (`db/counts.rs`), which a build that knows
+/// only version 1 would misread as damage: it refuses the header instead.
 pub const VERSION: u32 = 2;
 /// The oldest version this build reads (its fields are version 2's).
 const VERSION_OLDEST_READ: u32 = 1;

@@ -36,6 +36,7 @@
 //! unwinds fails every commit it holds and every queued one, and poisons the database (the
 //! pages may be half changed), so nobody sleeps forever.
 
+use super::counts;
 use super::pages::TxnPages;
 use super::record::{self, Alloc};
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
@@ -362,18 +363,25 @@ pub(super) fn apply(
     // before it changes a page or the overlay.
     let before = inner.wal.end_lsn_checked()?.0;
     let provisional = before + 1;
-    keep_befores(db, changes, &drops, &roots, provisional)?;
+    let deltas = keep_befores(db, changes, &drops, &roots, provisional)?;
     let pages = TxnPages::new(&inner.pool, &inner.data_path, *alloc, db.image_below());
     super::drop::apply_drops(&pages, &drops)?;
     for (table, root) in &mut roots {
         if root.is_none() {
             let tree = Tree::create(&pages)?;
-            Tree::open(CATALOG_ROOT).put(&pages, table.as_bytes(), &tree.root().0.to_le_bytes())?;
+            Tree::open(CATALOG_ROOT).put(
+                &pages,
+                counts::key_of(table),
+                &counts::entry(tree.root(), 0),
+            )?;
             *root = Some(tree.root());
         }
     }
     let feed = inner.options.change_feed;
     let (parts, part_writes) = write_in_parts(db, &pages, changes, &roots)?;
+    // The rows each table gained or lost, in its catalog entry: the last change of the
+    // commit, in its last part.
+    counts::apply_deltas(&pages, &deltas)?;
     // The pages are whole again (no node half split) and the overlay hides this commit
     // from readers until it is acknowledged: readers may go on while the record is
     // appended, which can wait for a log segment to be prepared. Not after parts: the
@@ -477,9 +485,11 @@ fn write_in_parts<'c>(
 }
 
 /// Records in the overlay the values readers with older snapshots still need, before the
-/// pages change: each key's value now, a dropped table's catalog entry, and the entry that
-/// hides a table this commit creates. `provisional` is above every current snapshot and at
-/// most this commit's lsn.
+/// pages change: each key's value now, a dropped table's catalog entry, the entry that
+/// hides a table this commit creates, and the entry (with its count) of each table whose
+/// count the commit changes. Returns those changes (`counts.rs`): a put of an absent key
+/// adds a row, a delete of a present one takes one. `provisional` is above every current
+/// snapshot and at most this commit's lsn.
 /// Requires: the tree lock, exclusive.
 fn keep_befores(
     db: &Db,
@@ -487,31 +497,49 @@ fn keep_befores(
     drops: &[(String, PageId)],
     roots: &BTreeMap<String, Option<PageId>>,
     provisional: u64,
-) -> Result<()> {
+) -> Result<counts::Deltas> {
     let inner = &db.inner;
     let pages = db.read_pages();
+    let catalog = Tree::open(CATALOG_ROOT);
     let mut befores = Vec::with_capacity(changes.writes.len());
     // A dropped table's catalog entry, for readers that still see it (and, if this
     // commit creates it anew, the one entry that hides the new table from them).
-    for (table, root) in drops {
-        let entry = root.0.to_le_bytes().to_vec();
-        befores.push((CATALOG_TABLE, table.as_bytes(), Some(entry)));
+    for (table, _) in drops {
+        let entry = catalog.get(&pages, counts::key_of(table))?;
+        assert!(entry.is_some(), "a dropped table without its catalog entry");
+        befores.push((CATALOG_TABLE, counts::key_of(table), entry));
     }
     for (table, root) in roots {
         if root.is_none() && !drops.iter().any(|(t, _)| t == table) {
-            befores.push((CATALOG_TABLE, table.as_bytes(), None));
+            befores.push((CATALOG_TABLE, counts::key_of(table), None));
         }
     }
-    for (table, key) in changes.writes.keys() {
-        if let Some(root) = roots[table] {
-            befores.push((root.0, key.as_slice(), Tree::open(root).get(&pages, key)?));
+    let mut deltas = counts::Deltas::new();
+    for ((table, key), value) in &changes.writes {
+        let before = match roots[table] {
+            Some(root) => {
+                let before = Tree::open(root).get(&pages, key)?;
+                let held = before.is_some();
+                befores.push((root.0, key.as_slice(), before));
+                held
+            }
+            None => false,
+        };
+        counts::count_write(&mut deltas, table, before, value.is_some());
+    }
+    // The entries whose counts change, of tables that exist before this commit (a created
+    // one is hidden by its absent entry above).
+    for (table, delta) in &deltas {
+        if *delta != 0 && roots[table.as_str()].is_some() {
+            let entry = catalog.get(&pages, counts::key_of(table))?;
+            befores.push((CATALOG_TABLE, counts::key_of(table), entry));
         }
     }
     let mut reads = inner.reads.lock();
     for (table_id, key, before) in befores {
         reads.overlay.record(table_id, key, provisional, before);
     }
-    Ok(())
+    Ok(deltas)
 }
 
 /// The most bytes of ops one record of a commit holds: `Options::commit_part_bytes`, at most

@@ -113,7 +113,7 @@ impl Db {
             let read = self.begin_read()?;
             let names = self.scan_at(
                 super::CATALOG_ROOT,
-                Bound::Unbounded,
+                super::counts::names_lower(),
                 names_upper(),
                 Direction::Forward,
                 read.snapshot(),

@@ -45,6 +45,7 @@ mod checkpoint;
 mod claim;
 mod commit;
 mod compact;
+mod counts;
 mod drop;
 mod feed;
 mod invariants;
@@ -264,6 +265,7 @@ impl Db {
                 };
                 let db = open::open_existing(&storage, dir, options, existing, (started, lock))?;
                 db.checkpoint_after_recovery()?;
+                db.count_after_open()?;
                 db.reclaim_after_open()?;
                 Ok(db)
             }
@@ -320,7 +322,7 @@ impl Db {
         let snapshot = self.snapshot_register();
         let result = self.scan_at(
             CATALOG_ROOT,
-            Bound::Unbounded,
+            counts::names_lower(),
             drop::names_upper(),
             Direction::Forward,
             snapshot,
@@ -333,14 +335,14 @@ impl Db {
     }
 
     /// Every table with its number of entries, the default table (`""`) first, then the
-    /// named tables in order, all counted in one snapshot. Counting reads every entry (lazily,
-    /// a batch at a time): it takes as long as a scan of the database.
+    /// named tables in order, all in one snapshot: each a count kept with the table
+    /// (`counts.rs`), no scan.
     pub fn table_entries(&self) -> Result<Vec<(String, u64)>> {
         self.check_poison()?;
         let read = self.begin_read()?;
         let catalog = self.scan_at(
             CATALOG_ROOT,
-            Bound::Unbounded,
+            counts::names_lower(),
             drop::names_upper(),
             Direction::Forward,
             read.snapshot(),
@@ -350,21 +352,12 @@ impl Db {
                 .into_iter()
                 .map(|(name, _)| String::from_utf8_lossy(&name).into_owned()),
         );
-        let mut out = Vec::new();
-        for name in names {
-            let mut count = 0u64;
-            for entry in read.range_in(
-                &name,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )? {
-                entry?;
-                count += 1;
-            }
-            out.push((name, count));
-        }
-        Ok(out)
+        names
+            .map(|name| {
+                let rows = read.len_in(&name)?;
+                Ok((name, rows))
+            })
+            .collect()
     }
 
     /// The root of `table` as a reader at `snapshot` sees the catalog; `None` if it does not
@@ -450,19 +443,38 @@ impl Db {
         let entries: Vec<(Vec<u8>, Vec<u8>)> = Tree::open(CATALOG_ROOT)
             .scan(
                 &pages,
-                Bound::Unbounded,
+                counts::names_lower(),
                 drop::names_upper(),
                 Direction::Forward,
             )
             .collect::<Result<_>>()?;
-        let mut stats = vec![(String::new(), Tree::open(DEFAULT_ROOT).check(&pages)?)];
-        for (name, value) in entries {
+        let default = Tree::open(CATALOG_ROOT)
+            .get(&pages, counts::key_of(""))?
+            .ok_or_else(|| Error::Corruption {
+                file: self.inner.data_path.clone(),
+                offset: CATALOG_ROOT.offset(self.inner.pool.page_bytes()),
+                what: "the catalog has no entry for the default table",
+            })?;
+        let mut stats = Vec::new();
+        for (name, value) in std::iter::once((Vec::new(), default)).chain(entries) {
             let root =
                 catalog_root_of(&value, &self.inner.data_path, self.inner.pool.page_bytes())?;
-            stats.push((
-                String::from_utf8_lossy(&name).into_owned(),
-                Tree::open(root).check(&pages)?,
-            ));
+            let tree = Tree::open(root).check(&pages)?;
+            // The count kept with the table is the number of its entries (`counts.rs`).
+            let rows = counts::rows_of(&value).map_err(|what| Error::Corruption {
+                file: self.inner.data_path.clone(),
+                offset: CATALOG_ROOT.offset(self.inner.pool.page_bytes()),
+                what,
+            })?;
+            if rows.is_some_and(|rows| rows != tree.keys) {
+                return Err(Error::Corruption {
+                    file: self.inner.data_path.clone(),
+                    offset: root.offset(self.inner.pool.page_bytes()),
+                    what: "a table's row count (its catalog entry) differs from the entries \
+                           its tree holds",
+                });
+            }
+            stats.push((String::from_utf8_lossy(&name).into_owned(), tree));
         }
         Ok(stats)
     }
@@ -542,12 +554,21 @@ impl Poison {
 /// The root page a catalog entry names. A value that is no page id is corruption, reported
 /// at the catalog's root page (`page_bytes` locates it in the data file).
 fn catalog_root_of(value: &[u8], data_path: &Path, page_bytes: u32) -> Result<PageId> {
-    let bytes: [u8; 8] = value.try_into().map_err(|_| Error::Corruption {
-        file: data_path.to_path_buf(),
-        offset: CATALOG_ROOT.offset(page_bytes),
-        what: "table catalog entry is not a page id",
-    })?;
-    Ok(PageId(u64::from_le_bytes(bytes)))
+    // A root and a count (`counts.rs`), or a root alone (written before counts, and every
+    // dropped table's graveyard entry).
+    let root = match value.len() {
+        counts::ENTRY_BYTES | counts::ENTRY_BYTES_V1 => &value[..8],
+        _ => {
+            return Err(Error::Corruption {
+                file: data_path.to_path_buf(),
+                offset: CATALOG_ROOT.offset(page_bytes),
+                what: "table catalog entry is not a page id",
+            });
+        }
+    };
+    Ok(PageId(u64::from_le_bytes(
+        root.try_into().expect("8 bytes"),
+    )))
 }
 
 #[cfg(test)]

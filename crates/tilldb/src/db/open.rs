@@ -2,8 +2,8 @@
 //! log recovery from the checkpoint, redo with page-lsn checks), then assembling the running
 //! [`Db`]. What recovery did is kept as a [`RecoveryReport`] ([`Db::recovery`]).
 
-use super::{CATALOG_ROOT, DEFAULT_ROOT, Db, Inner, Reads, pages, record, writeback};
-use crate::btree::{PageOp, Tree};
+use super::{CATALOG_ROOT, Db, Inner, Reads, pages, record, writeback};
+use crate::btree::PageOp;
 use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
 use crate::io::{HeldLock, IoGeometry, LockMode, Storage, choose_flush_method};
@@ -123,8 +123,7 @@ pub(super) fn create(
     };
     let alloc = {
         let pages = TxnPages::new(&pool, &data_path, first, None);
-        assert_eq!(Tree::create(&pages)?.root(), CATALOG_ROOT);
-        assert_eq!(Tree::create(&pages)?.root(), DEFAULT_ROOT);
+        super::counts::create_first_trees(&pages)?;
         let (ops, alloc, touched) = pages.finish();
         let before = wal.end_lsn();
         let lsn = wal.commit(&record::encode_plain(alloc, &ops), Durability::Sync)?;

@@ -7,7 +7,6 @@ use crate::error::{Error, Result};
 use crate::page::PageId;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ops::Bound;
 use std::path::Path;
 
 impl Db {
@@ -45,10 +44,21 @@ impl Db {
             let stats = own_tree(pages, root, &owner, &mut owners, &mut space)?;
             space.dropped_pages += stats.pages();
         }
-        let mut tables = vec![(String::new(), DEFAULT_ROOT)];
+        // (name, root, the count its catalog entry keeps: `None` in an entry written before
+        // counts, which the next open counts).
+        let catalog_error = |what: &'static str| Error::Corruption {
+            file: pages.path().to_path_buf(),
+            offset: CATALOG_ROOT.offset(pages.page_bytes()),
+            what,
+        };
+        let default_rows = match Tree::open(CATALOG_ROOT).get(pages, super::counts::key_of(""))? {
+            Some(value) => super::counts::rows_of(&value).map_err(catalog_error)?,
+            None => None,
+        };
+        let mut tables = vec![(String::new(), DEFAULT_ROOT, default_rows)];
         for entry in Tree::open(CATALOG_ROOT).scan(
             pages,
-            Bound::Unbounded,
+            super::counts::names_lower(),
             super::drop::names_upper(),
             Direction::Forward,
         ) {
@@ -57,15 +67,22 @@ impl Db {
             tables.push((
                 name,
                 catalog_root_of(&value, pages.path(), pages.page_bytes())?,
+                super::counts::rows_of(&value).map_err(catalog_error)?,
             ));
         }
-        for (name, root) in tables {
+        for (name, root, rows) in tables {
             let owner = if name.is_empty() {
                 "the default table".to_string()
             } else {
                 format!("table {name:?}")
             };
             let stats = own_tree(pages, root, &owner, &mut owners, &mut space)?;
+            if rows.is_some_and(|rows| rows != stats.keys) {
+                return Err(catalog_error(
+                    "a table's row count (its catalog entry) differs from the entries its \
+                     tree holds",
+                ));
+            }
             space.tables.push((name, stats));
         }
         // The free list: each free page's body starts with the next one's id (written by

@@ -292,6 +292,36 @@ impl<'db> Txn<'db> {
         self.changes.visible_root_of(self.db, table)
     }
 
+    /// [`Txn::len_in`]: the latest committed count (this transaction holds the writer lock
+    /// once it reads, so nothing commits meanwhile), plus each own write's change to it.
+    pub(super) fn committed_len_and_own_delta(&mut self, table: &str) -> Result<u64> {
+        self.latch()?;
+        let _shared = self.db.inner.tree_lock.read();
+        let pages = self.db.read_pages();
+        let root = self.visible_root_of(table)?;
+        let committed = match root {
+            Some(_) => self.db.committed_len(&pages, table)?,
+            None => 0,
+        };
+        let mut deltas = super::counts::Deltas::new();
+        for ((_, key), value) in self
+            .changes
+            .writes
+            .range((table.to_owned(), Vec::new())..)
+            .take_while(|((t, _), _)| t == table)
+        {
+            let before = match root {
+                Some(root) => super::counts::holds(&pages, root, key)?,
+                None => false,
+            };
+            super::counts::count_write(&mut deltas, table, before, value.is_some());
+        }
+        let delta = deltas.get(table).copied().unwrap_or(0);
+        Ok(committed
+            .checked_add_signed(delta)
+            .expect("a transaction's own deletes remove only rows the table holds"))
+    }
+
     fn check_sizes(&self, table: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         if table.len() > TABLE_NAME_BYTES_MAX {
             return Err(Error::TooLarge {

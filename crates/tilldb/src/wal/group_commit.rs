@@ -23,8 +23,9 @@
 //!
 //! ```text
 //!   durable <= closed <= written <= appended
-//! ``` [`Progress::role`] tells a committer
-//! what to do; [`wake_plan`] tells a thread that finished a stage whom to wake: exactly the
+//! ```
+//!
+//! [`Progress::role`] tells a committer what to do; [`wake_plan`] tells a thread that finished a stage whom to wake: exactly the
 //! waiters it satisfied, plus the lowest-lsn waiter that can lead each free stage. Everyone
 //! else sleeps on.
 
