@@ -56,13 +56,11 @@ use std::time::{Duration, Instant};
 
 pub use crate::db::record::Change;
 
-/// The feed's directory inside a database directory.
-pub(crate) const FEED_DIR_NAME: &str = "feed";
-pub(crate) const DURABLE_FILE: &str = "durable";
-pub(crate) const START_FILE: &str = "start";
-pub(crate) const RELEASED_FILE: &str = "released";
-const CONSUMER_SUFFIX: &str = ".consumer";
-const DROPPED_SUFFIX: &str = ".dropped";
+pub(crate) use crate::files::{
+    FEED_CONSUMER_SUFFIX as CONSUMER_SUFFIX, FEED_DIR_NAME, FEED_DROPPED_SUFFIX as DROPPED_SUFFIX,
+    FEED_DURABLE_FILE as DURABLE_FILE, FEED_RELEASED_FILE as RELEASED_FILE,
+    FEED_START_FILE as START_FILE,
+};
 const LSN_FILE_BYTES: usize = 16;
 /// How often a named consumer looks for its dropped mark while it reads.
 const DROPPED_CHECK_EVERY: Duration = Duration::from_millis(100);

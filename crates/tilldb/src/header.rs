@@ -66,10 +66,7 @@ use crate::wal::Lsn;
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 
-/// The header file's name in the database directory.
-pub const HEADER_FILE_NAME: &str = "tilldb.meta";
-/// Where [`HeaderFile::create`] writes the first header before renaming it into place.
-pub const HEADER_TEMP_FILE_NAME: &str = "tilldb.meta.tmp";
+pub use crate::files::{HEADER_FILE_NAME, HEADER_TEMP_FILE_NAME};
 
 /// Bytes of one slot.
 pub const SLOT_BYTES: usize = 4096;

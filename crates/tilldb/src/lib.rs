@@ -46,6 +46,7 @@ mod checksum;
 mod db;
 mod error;
 pub mod feed;
+mod files;
 mod header;
 pub mod io;
 #[doc(hidden)]

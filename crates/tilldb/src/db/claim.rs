@@ -16,43 +16,15 @@
 //! lock file is made there.
 
 use crate::error::{Error, Result};
-use crate::header::{HEADER_FILE_NAME, HEADER_TEMP_FILE_NAME};
-use crate::io::{HeldLock, LockMode, MEASURE_FILE_PREFIX, Storage};
-use crate::page::{DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, LEDGER_FILE_NAME};
+use crate::header::HEADER_FILE_NAME;
+use crate::io::{HeldLock, LockMode, Storage};
 use std::path::Path;
 
-/// The database lock file: empty, used only for its lock (`io/lock.rs`). Never removed.
-pub const LOCK_FILE_NAME: &str = "tilldb.lock";
-
-/// The log's directory inside a database directory.
-pub(crate) const WAL_DIR_NAME: &str = "wal";
-
-/// tilldb's scratch and marker files in a database directory start with this: the creation
-/// marker, the atomic-write check, the device-facts probe.
-const SCRATCH_FILE_PREFIX: &str = ".tilldb-";
+pub(crate) use crate::files::{BACKUP_INCOMPLETE_FILE_NAME, WAL_DIR_NAME};
+pub use crate::files::{LOCK_FILE_NAME, is_database_file_name};
 
 /// Foreign names quoted in a `NotADatabase` error; the rest are counted.
 const FOREIGN_NAMED_MAX: usize = 3;
-
-/// True for the names tilldb makes in a database directory (files, the log directory,
-/// scratch files): a directory holding nothing else is a database or the remains of a create.
-#[must_use]
-pub fn is_database_file_name(name: &str) -> bool {
-    [
-        HEADER_FILE_NAME,
-        HEADER_TEMP_FILE_NAME,
-        DATA_FILE_NAME,
-        DOUBLEWRITE_FILE_NAME,
-        LEDGER_FILE_NAME,
-        crate::page::SPILL_FILE_NAME,
-        LOCK_FILE_NAME,
-        WAL_DIR_NAME,
-        crate::feed::FEED_DIR_NAME,
-    ]
-    .contains(&name)
-        || name.starts_with(SCRATCH_FILE_PREFIX)
-        || name.starts_with(MEASURE_FILE_PREFIX)
-}
 
 /// Checks that `dir` may hold a database, creates it when missing, and locks it exclusively.
 /// Nothing is written in a directory that is refused.
@@ -82,10 +54,6 @@ pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn HeldLoc
     // `tests/db_lock.rs` and the mutant `no-db-lock` check that a second open is refused.
     Ok(lock)
 }
-
-/// The marker a backup makes first in its target and removes once the copy's header is
-/// durable (`backup.rs`): a directory holding it without a header is a copy cut short.
-pub(crate) const BACKUP_INCOMPLETE_FILE_NAME: &str = ".tilldb-backup-incomplete";
 
 /// `Err(NotADatabase)` for a directory without a header that holds names tilldb never makes,
 /// or the remains of a backup cut short.
@@ -128,24 +96,6 @@ fn refuse_foreign(dir: &Path, names: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn own_names_are_the_database_files_and_measurement_scratch() {
-        for name in [
-            "tilldb.meta",
-            "wal",
-            "tilldb.lock",
-            ".till-measure-1-fsync-4096",
-            crate::db::open::CREATING_FILE_NAME,
-            crate::page::ATOMIC_CHECK_FILE,
-            ".tilldb-facts-12-0",
-        ] {
-            assert!(is_database_file_name(name), "{name}");
-        }
-        for name in ["notes.txt", "tilldb.meta.bak", "WAL", "", ".tilldbx"] {
-            assert!(!is_database_file_name(name), "{name}");
-        }
-    }
 
     #[test]
     fn a_foreign_directory_is_refused_naming_three_files_and_counting_the_rest() {

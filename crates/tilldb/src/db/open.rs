@@ -160,8 +160,7 @@ pub(super) fn create(
     )
 }
 
-/// The marker a create makes first and removes last (after the header is durable).
-pub(crate) const CREATING_FILE_NAME: &str = ".tilldb-creating";
+pub(crate) use crate::files::CREATING_FILE_NAME;
 
 /// Removes the creation marker, if any: the header is durable, the database complete.
 fn remove_creating_marker(storage: &dyn Storage, dir: &Path) -> Result<()> {

@@ -16,10 +16,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Names of the scratch files a measurement makes (and removes) start with this; a crash can
-/// leave one, which a database's interrupted create removes. While a measurement runs it
-/// holds its file's lock (`Storage::lock`), and only a file whose lock is free is removed.
-pub const MEASURE_FILE_PREFIX: &str = ".till-measure-";
+pub use crate::files::MEASURE_FILE_PREFIX;
 
 /// Size of the preallocated file (the same as `pg_test_fsync`'s).
 const PREALLOCATED_FILE_BYTES: u64 = 16 << 20;

@@ -55,8 +55,7 @@ use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, StorageFile, parent_dir};
 use std::path::{Path, PathBuf};
 
-/// The doublewrite file's name in the database directory.
-pub const DOUBLEWRITE_FILE_NAME: &str = "doublewrite.tdb";
+pub use crate::files::DOUBLEWRITE_FILE_NAME;
 
 const MAGIC: [u8; 8] = *b"TILLDW01";
 const VERSION: u32 = 1;

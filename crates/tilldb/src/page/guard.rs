@@ -130,8 +130,8 @@ pub fn data_file_method(guard: TornPageGuard, method: FlushMethod) -> FlushMetho
     }
 }
 
-/// The scratch file of [`check_atomic_pages`]'s test write, in the database directory.
-pub const ATOMIC_CHECK_FILE: &str = ".tilldb-atomic-check";
+/// The scratch file of [`check_atomic_pages`]'s test write (its name: `files.rs`).
+pub use crate::files::ATOMIC_CHECK_FILE;
 
 /// Checks that pages of `page_bytes` can be written atomically in `dir`: the device facts
 /// promise it and a test write of one page with `RWF_ATOMIC` on an `O_DIRECT` file succeeds.

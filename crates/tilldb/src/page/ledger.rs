@@ -50,8 +50,7 @@ use crate::io::{AlignedBuf, StorageFile};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-/// The ledger's name in the database directory.
-pub const LEDGER_FILE_NAME: &str = "ledger.tdb";
+pub use crate::files::LEDGER_FILE_NAME;
 
 const CRC_OFFSET: usize = 0;
 const MAGIC_OFFSET: usize = 4;

@@ -25,8 +25,7 @@ use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The spill file's name in the database directory.
-pub const SPILL_FILE_NAME: &str = "txn-spill.tdb";
+pub use crate::files::SPILL_FILE_NAME;
 
 /// The spill file of one open database.
 pub struct SpillFile {

@@ -50,8 +50,7 @@ use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, StorageFile, parent_dir};
 use std::path::{Path, PathBuf};
 
-/// The data file's name in the database directory.
-pub const DATA_FILE_NAME: &str = "data.tdb";
+pub use crate::files::DATA_FILE_NAME;
 
 /// Most bytes one coalesced write carries. Copying adjacent pages into one buffer is cheaper
 /// than a system call each up to about this size; beyond it the copy stops paying.

@@ -207,21 +207,7 @@ impl SegmentHeader {
     }
 }
 
-/// The file name of a segment.
-#[must_use]
-pub fn segment_name(generation: u64) -> String {
-    format!("{generation:020}.wal")
-}
-
-/// The generation a segment file name stands for, if it is one.
-#[must_use]
-pub fn parse_segment_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".wal")?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
+pub use crate::files::{parse_segment_name, segment_name};
 
 /// An open segment, ready for appends.
 #[derive(Debug)]
@@ -376,20 +362,6 @@ mod tests {
                 Err(Error::Corruption { file, .. }) => assert_eq!(file, Path::new("/db/wal/x.wal")),
                 other => panic!("bit {bit}: {other:?}"),
             }
-        }
-    }
-
-    #[test]
-    fn names_round_trip_and_reject_strangers() {
-        assert_eq!(segment_name(42), "00000000000000000042.wal");
-        assert_eq!(parse_segment_name(&segment_name(42)), Some(42));
-        for bad in [
-            "42.wal",
-            "0000000000000000004x.wal",
-            "00000000000000000042.log",
-            ".wal",
-        ] {
-            assert_eq!(parse_segment_name(bad), None, "{bad}");
         }
     }
 }
