@@ -217,10 +217,19 @@ impl Drop for Inner {
         if !self.poisoned.is_set() {
             // Best effort: a clean shutdown shortens the next recovery.
             let end = self.wal.end_lsn();
-            // The ledger before the header, as in a checkpoint (`page/ledger.rs`).
+            // The ledger before the header, as in a checkpoint (`page/ledger.rs`). Without a
+            // change feed (which keeps log for its consumers), a log of more than
+            // `WalOptions::close_trim_bytes` of files then begins a fresh small segment at its end, and once the header names
+            // it the rest goes (`wal/writer/trim.rs`): a closed database keeps 1 MiB of log.
+            let trim = self.feed.is_none() && self.wal.trim_at_close();
             if self.wal.sync().is_ok()
                 && self.pool.flush_all().is_ok()
                 && self.pool.save_ledger().is_ok()
+                && (!trim
+                    || self
+                        .wal
+                        .start_fresh_segment()
+                        .is_ok_and(|fresh| fresh == end))
             {
                 let alloc = *self.writer.lock();
                 let mut header_file = self.header.lock();
@@ -231,9 +240,12 @@ impl Drop for Inner {
                     page_count: alloc.page_count,
                     ..newest
                 };
-                let _ = header_file.write(&header);
+                let written = header_file.write(&header).is_ok();
                 if let Some(feed) = &self.feed {
                     let _ = feed.publish(self.wal.durable_lsn());
+                }
+                if trim && written {
+                    let _ = self.wal.trim_after_close(end);
                 }
             }
         }

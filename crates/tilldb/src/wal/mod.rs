@@ -127,6 +127,11 @@ pub struct WalOptions {
     /// switches. Every open starts again at this size (the segment it opens is the tail the
     /// next open reads whole). Taken as `segment_bytes` when larger. Default: 1 MiB.
     pub first_segment_bytes: u64,
+    /// A clean close whose log's segment files take more than this begins a fresh segment of
+    /// `first_segment_bytes` at the log's end and removes the rest (`writer/trim.rs`): a
+    /// closed database keeps a small log. A smaller log stays, for `till dump-log` to show.
+    /// Default: 8 MiB.
+    pub close_trim_bytes: u64,
     /// Appenders stop and help write once this many bytes wait in the log buffer.
     /// Default: 4 MiB.
     pub buffer_bytes_max: usize,
@@ -155,6 +160,7 @@ impl Default for WalOptions {
             log_block_bytes: None,
             segment_bytes: 16 << 20,
             first_segment_bytes: 1 << 20,
+            close_trim_bytes: 8 << 20,
             buffer_bytes_max: 4 << 20,
             flush_interval: Duration::from_millis(100),
             adaptive_gather: true,
@@ -173,6 +179,7 @@ impl WalOptions {
             log_block_bytes: Some(512),
             segment_bytes: 8 * 1024,
             first_segment_bytes: 8 * 1024,
+            close_trim_bytes: 8 << 20,
             buffer_bytes_max: 16 * 1024,
             flush_interval: Duration::from_millis(5),
             adaptive_gather: true,

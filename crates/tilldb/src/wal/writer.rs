@@ -25,6 +25,7 @@ mod open;
 mod spare;
 mod stages;
 mod state;
+mod trim;
 
 use state::{Chunk, SlotCopy, State, TailSlots};
 

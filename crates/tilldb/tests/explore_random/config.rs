@@ -194,6 +194,12 @@ impl Config {
             wal: tilldb::WalOptions {
                 segment_bytes: self.segment_bytes,
                 first_segment_bytes: self.first_segment_bytes,
+                // Closes trim the log in the seeds whose segments grow.
+                close_trim_bytes: if self.first_segment_bytes < self.segment_bytes {
+                    0
+                } else {
+                    8 << 20
+                },
                 log_block_bytes: if self.four_k {
                     None
                 } else {

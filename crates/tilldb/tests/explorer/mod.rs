@@ -79,6 +79,8 @@ impl Scenario {
                 } else {
                     defaults.wal.log_block_bytes
                 },
+                // Every close trims the log (`wal/writer/trim.rs`), at every crash point.
+                close_trim_bytes: 0,
                 ..defaults.wal.clone()
             },
             background_threads: false,

@@ -14,11 +14,11 @@ use ::tilldb::{Db, Direction, Durability, FlushMethod, Options, ReadTxn};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
-pub const CONFIGURATION: &str = "Options::default() (16 KiB pages, 64 MiB log segments, \
-     torn-page guard auto, flush method probed at create unless --flush-method) with \
-     cache_bytes = --cache-bytes; commit_with(Durability::Sync): acknowledged once the log is \
-     flushed up to the commit. Length: a scan (no count kept yet). Compaction: \
-     Db::compact_to into a new directory.";
+pub const CONFIGURATION: &str = "Options::default() (16 KiB pages, log segments from 1 MiB \
+     doubling to 64 MiB, torn-page guard auto, flush method probed at create unless \
+     --flush-method) with cache_bytes = --cache-bytes; commit_with(Durability::Sync): \
+     acknowledged once the log is flushed up to the commit. Length: Db::len, a count kept with \
+     the table. Compaction: Db::compact_to into a new directory.";
 pub const NO_FLUSH: &str = "commit_with(Durability::Buffered): acknowledged once the commit \
      record is written to the OS; a background flush follows within the flush interval.";
 

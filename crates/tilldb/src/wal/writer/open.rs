@@ -241,7 +241,7 @@ fn next_generation(max: u64, dir: &Path) -> Result<u64> {
 /// every night with few sales then spends a small segment a day, and the next open reads a
 /// small tail): `first_segment_bytes`, never above `segment_bytes`, a multiple of the log
 /// block and at least 8 blocks.
-fn first_segment_bytes(options: &WalOptions, block: u32) -> u64 {
+pub(super) fn first_segment_bytes(options: &WalOptions, block: u32) -> u64 {
     let block = u64::from(block);
     let bytes = options
         .first_segment_bytes
