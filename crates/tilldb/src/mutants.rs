@@ -8,7 +8,15 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 36] = [
+pub const ALL: [(&str, &str); 38] = [
+    (
+        "trim-before-header",
+        "a clean close removes the log before the header that names its fresh segment",
+    ),
+    (
+        "count-not-kept-for-readers",
+        "a commit changes a table's row count without keeping the old count for older snapshots",
+    ),
     (
         "replay-applies-unfinished-parts",
         "recovery applies the parts of a commit whose last part the log does not hold (a prefix)",

@@ -233,6 +233,9 @@ impl Drop for Inner {
             {
                 let alloc = *self.writer.lock();
                 let mut header_file = self.header.lock();
+                if crate::mutants::active("trim-before-header") && trim {
+                    let _ = self.wal.trim_after_close(end);
+                }
                 let (_, newest) = header_file.newest();
                 let header = Header {
                     checkpoint_lsn: end,
