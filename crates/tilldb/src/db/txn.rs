@@ -317,9 +317,15 @@ impl<'db> Txn<'db> {
             super::counts::count_write(&mut deltas, table, before, value.is_some());
         }
         let delta = deltas.get(table).copied().unwrap_or(0);
-        Ok(committed
+        // Below zero only when the count on disk is damaged (it counts fewer rows than the
+        // tree holds): an error naming the catalog, never a panic.
+        committed
             .checked_add_signed(delta)
-            .expect("a transaction's own deletes remove only rows the table holds"))
+            .ok_or_else(|| Error::Corruption {
+                file: self.db.inner.data_path.clone(),
+                offset: super::CATALOG_ROOT.offset(self.db.inner.pool.page_bytes()),
+                what: "a table's row count is below the rows its tree holds",
+            })
     }
 
     fn check_sizes(&self, table: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
