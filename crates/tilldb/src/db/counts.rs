@@ -28,13 +28,14 @@
 //! with the new count. A count never goes below zero (asserted).
 
 use super::pages::TxnPages;
-use super::record::{self, Write};
+use super::record::{self, Alloc, Write};
 use super::txn::{ReadTxn, Txn};
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db};
 use crate::Durability;
 use crate::btree::{Direction, Pages, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
+use crate::wal::Lsn;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -272,23 +273,39 @@ impl Db {
                 return Ok(());
             }
             drop(exclusive);
-            let (ops, next, touched) = pages.finish();
-            // No row changes: with the change feed on, an empty changes section.
-            let changes = inner.options.change_feed.then(Vec::<Write<'_>>::new);
-            let lsn =
-                inner
-                    .wal
-                    .append(&record::encode(record::Part::WHOLE, next, &ops, changes))?;
-            inner.pool.stamp(&touched, lsn.0, before);
-            *alloc = next;
-            inner
-                .reads
-                .lock()
-                .visibility
-                .committed(lsn.0, Durability::Lazy);
+            self.log_internal_commit(pages, &mut alloc, before)?;
             Ok(())
         })();
         result.map_err(|e| self.poison(e))
+    }
+}
+
+impl Db {
+    /// Logs the changes `pages` holds as one commit that changes no row (reclaim, counting):
+    /// with the change feed on, an empty changes section. Stamps the pages and makes the
+    /// commit visible, not waited for (`Lazy`): what a crash loses, the next open does again.
+    /// `before` is the log's end before the changes were made.
+    /// Requires: the writer lock (`alloc` is its state); the tree lock no longer held.
+    pub(super) fn log_internal_commit(
+        &self,
+        pages: TxnPages<'_>,
+        alloc: &mut Alloc,
+        before: u64,
+    ) -> Result<Lsn> {
+        let inner = &self.inner;
+        let (ops, next, touched) = pages.finish();
+        let changes = inner.options.change_feed.then(Vec::<Write<'_>>::new);
+        let lsn = inner
+            .wal
+            .append(&record::encode(record::Part::WHOLE, next, &ops, changes))?;
+        inner.pool.stamp(&touched, lsn.0, before);
+        *alloc = next;
+        inner
+            .reads
+            .lock()
+            .visibility
+            .committed(lsn.0, Durability::Lazy);
+        Ok(lsn)
     }
 }
 

@@ -25,9 +25,8 @@
 //! ```
 
 use super::pages::TxnPages;
-use super::record::{self, Alloc, Write};
+use super::record::Alloc;
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db, catalog_root_of};
-use crate::Durability;
 use crate::btree::{Direction, Pages, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
@@ -230,22 +229,9 @@ impl Db {
                 }
             }
             drop(exclusive);
-            let (ops, next, touched) = pages.finish();
             // No reader sees the dropped tree, so the commit changes nothing a change feed
-            // shows: with the feed on it carries an empty changes section.
-            let changes = inner.options.change_feed.then(Vec::<Write<'_>>::new);
-            let lsn =
-                inner
-                    .wal
-                    .append(&record::encode(record::Part::WHOLE, next, &ops, changes))?;
-            inner.pool.stamp(&touched, lsn.0, before);
-            **alloc = next;
-            // Not waited for: a reclaim lost in a crash is done again at the next open.
-            inner
-                .reads
-                .lock()
-                .visibility
-                .committed(lsn.0, Durability::Lazy);
+            // shows. Not waited for: a reclaim lost in a crash is done again at the next open.
+            self.log_internal_commit(pages, alloc, before)?;
             Ok(gone)
         })();
         result.map_err(|e| self.poison(e))
