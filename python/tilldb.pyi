@@ -24,6 +24,7 @@ __all__: List[str] = [
     "LockedError",
     "NotADatabaseError",
     "PoisonedError",
+    "ReadOnlyError",
     "TooLargeError",
     "Scan",
     "Txn",
@@ -54,8 +55,14 @@ def open(
     page_bytes: Optional[int] = None,
     flush_method: Optional[_FlushMethod] = None,
     change_feed: bool = False,
+    read_only: bool = False,
 ) -> Db:
     """Opens (creating when missing) the database in directory ``path``.
+
+    ``read_only``: opens an existing database at its latest durable commit, while another
+    process may have it open and commit; nothing on disk changes, ``begin()`` raises
+    ``ReadOnlyError``, and ``refresh()`` moves to the newest durable commit. A directory
+    without a database is ``NotADatabaseError``.
 
     ``cache_bytes``: the buffer pool (default 64 MiB, at least 8 pages). ``page_bytes``: a
     power of two from 4096 to 65536, fixed at create (default 16384). ``flush_method``: fixed
@@ -71,6 +78,13 @@ class Db:
 
     @property
     def closed(self) -> bool: ...
+    @property
+    def read_only(self) -> bool:
+        """True for a database opened with ``read_only=True``."""
+    def refresh(self) -> None:
+        """Read-only: moves to the latest durable commit of the process writing the
+        database. ``InUseError`` while transactions or iterators are open; a no-op on a
+        read-write database."""
     @property
     def path(self) -> Path:
         """The directory, as given to ``open``."""
@@ -189,6 +203,9 @@ class InvalidOptionsError(Error):
 
 class NotADatabaseError(Error):
     """The directory holds another program's files, or is a file."""
+
+class ReadOnlyError(Error):
+    """A write through a database opened with ``read_only=True``."""
 
 class ClosedError(Error):
     """The database was closed, or the transaction already ended."""

@@ -146,9 +146,11 @@ impl Shared {
     }
 }
 
-/// Opens (creating when missing) the database in directory `path`.
+/// Opens (creating when missing) the database in directory `path`. With `read_only`, opens
+/// an existing database read-only, at its latest durable commit, while another process may
+/// have it open and commit (`refresh()` moves to the newest): nothing on disk changes.
 #[pyfunction]
-#[pyo3(signature = (path, *, cache_bytes = None, page_bytes = None, flush_method = None, change_feed = false))]
+#[pyo3(signature = (path, *, cache_bytes = None, page_bytes = None, flush_method = None, change_feed = false, read_only = false))]
 pub fn open(
     py: Python<'_>,
     path: PathBuf,
@@ -156,6 +158,7 @@ pub fn open(
     page_bytes: Option<u32>,
     flush_method: Option<&str>,
     change_feed: bool,
+    read_only: bool,
 ) -> PyResult<Db> {
     let defaults = Options::default();
     let options = Options {
@@ -171,7 +174,13 @@ pub fn open(
         ..defaults
     };
     let db = py
-        .detach(|| tilldb::Db::open(&path, options))
+        .detach(|| {
+            if read_only {
+                tilldb::Db::open_read_only(&path, options)
+            } else {
+                tilldb::Db::open(&path, options)
+            }
+        })
         .map_err(|e| engine_error(py, &e))?;
     Ok(Db {
         shared: Arc::new(Shared {
@@ -293,6 +302,28 @@ impl Db {
             Some(db) => py.detach(|| db.close()).map_err(|e| engine_error(py, &e)),
             None => Ok(()),
         }
+    }
+
+    /// A database opened with `read_only=True`: moves its snapshot to the latest durable
+    /// commit of the process writing it. Refused with `InUseError` while transactions or
+    /// iterators of it are open; on a read-write database it does nothing.
+    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
+        let mut state = self.shared.state();
+        if state.txns_open > 0 || state.scans_open > 0 {
+            return Err(InUseError::new_err(format!(
+                "refresh() refused: {} transaction(s) and {} iterator(s) of this database are \
+                 still open",
+                state.txns_open, state.scans_open
+            )));
+        }
+        let db = state.db.as_mut().ok_or_else(closed_db)?;
+        py.detach(|| db.refresh()).map_err(|e| engine_error(py, &e))
+    }
+
+    /// True for a database opened with `read_only=True`.
+    #[getter]
+    fn read_only(&self) -> PyResult<bool> {
+        Ok(self.shared.db()?.is_read_only())
     }
 
     /// True once `close()` was called.

@@ -13,6 +13,7 @@
 //! Error::InvalidOptions                 InvalidOptionsError
 //! Error::InvalidArgument                InvalidArgumentError
 //! Error::NotADatabase                   NotADatabaseError
+//! Error::ReadOnly                       ReadOnlyError
 //! anything else (the change feed, ...)  Error
 //! (the binding) a closed Db, an ended Txn  ClosedError
 //! (the binding) close() with handles open  InUseError
@@ -87,6 +88,12 @@ create_exception!(
 );
 create_exception!(
     tilldb,
+    ReadOnlyError,
+    Error,
+    "A write through a database opened with read_only=True; open it without to write."
+);
+create_exception!(
+    tilldb,
     ClosedError,
     Error,
     "The database was closed, or the transaction already committed or rolled back."
@@ -114,6 +121,7 @@ pub fn engine_error(py: Python<'_>, error: &tilldb::Error) -> PyErr {
         E::InvalidOptions(_) => InvalidOptionsError::new_err(message),
         E::InvalidArgument(_) => InvalidArgumentError::new_err(message),
         E::NotADatabase { .. } => NotADatabaseError::new_err(message),
+        E::ReadOnly { .. } => ReadOnlyError::new_err(message),
         _ => Error::new_err(message),
     };
     let value = err.value(py);

@@ -36,7 +36,8 @@ mod tilldb_module {
     #[pymodule_export]
     use crate::errors::{
         ClosedError, ConflictError, CorruptionError, Error, InUseError, InvalidArgumentError,
-        InvalidOptionsError, IoError, LockedError, NotADatabaseError, PoisonedError, TooLargeError,
+        InvalidOptionsError, IoError, LockedError, NotADatabaseError, PoisonedError, ReadOnlyError,
+        TooLargeError,
     };
     #[pymodule_export]
     use crate::scan::Scan;

@@ -563,6 +563,7 @@ def test_every_error_class_is_a_tilldb_error():
         "InvalidOptionsError",
         "InvalidArgumentError",
         "NotADatabaseError",
+        "ReadOnlyError",
         "ClosedError",
         "InUseError",
     ]:
@@ -655,3 +656,64 @@ def test_the_sales_example_runs(tmp_path):
     with open_db(tmp_path / "sales-db") as db:
         assert len(list(db.scan(table="sales"))) == 5
         assert db.get(b"sale-0006", table="sales") is None
+
+
+# Read-only handles
+
+
+def test_a_read_only_database_in_another_process_reads_live_commits_and_refreshes(db, db_path):
+    put_rows(db, [(k, b"v") for k in keys(100)])
+    child = (
+        "import sys, time, tilldb\n"
+        "db = tilldb.open(sys.argv[1], read_only=True)\n"
+        "assert db.read_only\n"
+        "first = len(db)\n"
+        "try:\n"
+        "    db.begin()\n"
+        "except tilldb.ReadOnlyError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise SystemExit('begin() on a read-only database')\n"
+        "print(first, flush=True)\n"
+        "sys.stdin.readline()\n"
+        "deadline = time.time() + 10\n"
+        "while len(db) == first and time.time() < deadline:\n"
+        "    time.sleep(0.01)\n"
+        "    db.refresh()\n"
+        "print(len(db), db.get(b'k00150'))\n"
+        "db.close()\n"
+    )
+    reader = subprocess.Popen(
+        [sys.executable, "-c", child, str(db_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # The writer's published durable lsn may lag its commit by a few milliseconds.
+    first = int(reader.stdout.readline())
+    assert first in (0, 100), first
+    put_rows(db, [(k, b"w") for k in keys(200)])
+    reader.stdin.write("go\n")
+    reader.stdin.flush()
+    out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    assert out.split() == ["200", "b'w'"], out
+
+
+def test_refresh_is_refused_while_an_iterator_is_open_and_read_only_needs_a_database(tmp_path):
+    path = tmp_path / "db"
+    with open_db(path) as db:
+        put_rows(db, [(k, b"v") for k in keys(10)])
+    with tilldb.open(path, read_only=True) as reader:
+        scan = reader.scan()
+        next(scan)
+        with pytest.raises(tilldb.InUseError):
+            reader.refresh()
+        del scan
+        gc.collect()
+        reader.refresh()
+        assert len(reader) == 10
+    with pytest.raises(tilldb.NotADatabaseError):
+        tilldb.open(tmp_path / "missing", read_only=True)
+    assert not (tmp_path / "missing").exists()

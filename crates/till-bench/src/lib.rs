@@ -54,6 +54,7 @@ mod peers;
 mod platform;
 mod png;
 mod raw;
+mod readers;
 mod recovery;
 mod recovery_hot;
 mod scan;
@@ -95,6 +96,9 @@ pub enum BenchCommand {
     /// What a scan of a large table holds in memory: peak resident memory during a lazy
     /// scan (and, with --vec, the `Vec` scan) of a 1 GiB table.
     Scan(scan::ScanArgs),
+    /// What a read-only handle costs the writer: one-row Sync commits alone and with a
+    /// reader refreshing every 10 ms, alternating, in one run.
+    Readers(readers::ReadersArgs),
     /// The write-ahead log alone: commits/s, flushes and latency against thread count.
     Log(log::LogArgs),
     /// The whole store on a database kept in a directory: open or recovery, load, one-put
@@ -118,6 +122,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Log(args) => log::run(args),
         BenchCommand::Feed(args) => feed::run(args),
         BenchCommand::Scan(args) => scan::run(args),
+        BenchCommand::Readers(args) => readers::run(args),
         BenchCommand::Recovery(args) if recovery::is_hot(args) => recovery_hot::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Torn(args) => torn::run(args),

@@ -1,11 +1,11 @@
-//! `till backup SRC DST`: a consistent copy of the database in SRC, checked. SRC must not be
-//! open in another process (a live database is copied by the process that has it open, with
-//! `Db::backup_to`, while its commits go on); the copy is opened, its trees and free space
-//! checked, and what it holds printed.
+//! `till backup SRC DST`: a consistent copy of the database in SRC, checked. SRC may be open
+//! in another process, whose commits go on: the copy is taken through a read-only handle
+//! (`Db::open_read_only`) and holds every commit durable when it opened. The copy is then
+//! opened, its trees and free space checked, and what it holds printed.
 
 use clap::Args;
 use std::path::PathBuf;
-use tilldb::{Db, Error, Options};
+use tilldb::{Db, Options};
 
 #[derive(Args, Debug)]
 pub struct BackupArgs {
@@ -23,17 +23,8 @@ pub fn run(args: &BackupArgs) -> Result<(), Box<dyn std::error::Error>> {
     {
         return Err(format!("{} holds no tilldb database", args.src.display()).into());
     }
-    let db = match Db::open(&args.src, Options::default()) {
-        Ok(db) => db,
-        Err(e @ Error::Locked { .. }) => {
-            return Err(format!(
-                "{e}; a live database is backed up by the process that has it open \
-                 (Db::backup_to), while its commits go on"
-            )
-            .into());
-        }
-        Err(e) => return Err(e.into()),
-    };
+    // Live or closed alike: a read-only handle's snapshot, at the writer's durable lsn.
+    let db = Db::open_read_only(&args.src, Options::default())?;
     let report = db.backup_to(&args.dst)?;
     db.close()?;
     let copy = Db::open(&args.dst, Options::default())?;

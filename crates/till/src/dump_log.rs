@@ -90,7 +90,7 @@ pub fn run(args: &DumpLogArgs) -> CliResult<()> {
     if !wal_dir.is_dir() {
         return Err(format!("{} holds no tilldb log (no wal/)", args.dir.display()).into());
     }
-    let _lock = inspect::lock_shared(&args.dir)?;
+    let _lock = inspect::hold_files(&args.dir)?;
     let header = inspect::read_header(&args.dir).map(|h| h.chosen);
     let checkpoint = match &header {
         Ok(Ok((_, h))) => Some(h.checkpoint_lsn.0),

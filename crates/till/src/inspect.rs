@@ -31,18 +31,13 @@ pub fn require_database(dir: &Path) -> CliResult<()> {
     }
 }
 
-/// Takes the database lock shared for a read-only tool (`stats`, `dump-log`): refused with
-/// tilldb's `Locked` error (naming the directory and the holder's pid) while a `Db` has the
-/// database open, so a tool never reads files another process is changing. Shared locks
-/// coexist, so two tools may read at once; a `Db` cannot open while one reads. On read-only
-/// media without a lock file nothing is locked, and no writer can be there.
-pub fn lock_shared(dir: &Path) -> CliResult<Box<dyn tilldb::io::HeldLock>> {
-    use tilldb::io::Storage;
-    let storage = tilldb::io::FileStorage::read_only();
-    Ok(storage.lock(
-        &dir.join(tilldb::LOCK_FILE_NAME),
-        tilldb::io::LockMode::Shared,
-    )?)
+/// Holds the files still for a read-only tool (`stats`, `dump-log`), whether or not a `Db`
+/// has the database open: the readers' lock, shared (`Db::hold_files`). A writer goes on
+/// committing, but changes no page, header or log segment until the tool lets go; only the
+/// log past what it published as durable grows. Two tools may read at once. On read-only
+/// media without the lock file nothing is locked, and no writer can be there.
+pub fn hold_files(dir: &Path) -> CliResult<Box<dyn tilldb::io::HeldLock>> {
+    Ok(Db::hold_files(dir)?)
 }
 
 /// `tilldb.meta` as read: each slot, and which one is the header.

@@ -93,7 +93,7 @@ struct DoublewriteFacts {
 
 pub fn run(args: &StatsArgs) -> CliResult<()> {
     inspect::require_database(&args.dir)?;
-    let _lock = inspect::lock_shared(&args.dir)?;
+    let _lock = inspect::hold_files(&args.dir)?;
     let header = inspect::read_header(&args.dir)?;
     let chosen = match &header.chosen {
         Ok((_, h)) => *h,

@@ -569,11 +569,23 @@ fn a_directory_without_a_database_is_refused_and_left_as_it_was() {
 }
 
 #[test]
-fn a_database_open_in_another_process_is_refused() {
+fn a_database_open_in_another_process_is_read_live_and_refused_for_import() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = fruit_db(tmp.path());
     let db = Db::open(&dir, options()).expect("open");
-    let stderr = till_fails(&["scan", arg(&dir)]);
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"damson", b"purple").expect("put");
+    txn.commit().expect("commit");
+    // Read through a read-only handle: the writer's durable commits, its own included.
+    assert_eq!(till_ok(&["get", arg(&dir), "damson"]), "purple\n");
+    let scanned = till_ok(&["scan", arg(&dir)]);
+    assert!(
+        scanned.starts_with("apple\tred\n") && scanned.contains("damson"),
+        "{scanned}"
+    );
+    let file = tmp.path().join("more.jsonl");
+    std::fs::write(&file, "{\"key\":\"elder\",\"value\":\"black\"}\n").expect("write");
+    let stderr = till_fails(&["import", arg(&dir), arg(&file)]);
     assert!(stderr.contains("is already open"), "{stderr}");
     assert!(stderr.contains("no other process has it open"), "{stderr}");
     db.close().expect("close");

@@ -65,6 +65,24 @@ const char *tilldb_last_error(void);
 // `path` is a NUL-terminated string; `out` is a valid pointer to write the handle to.
 tilldb_status tilldb_open(const char *path, int change_feed, tilldb_db **out);
 
+// Opens the existing database in directory `path` read-only, at its latest durable commit,
+// while another process may have it open and commit: nothing on disk changes,
+// `tilldb_begin` fails with `TILLDB_ERR_INVALID`, and [`tilldb_refresh`] moves to the
+// newest durable commit. A directory without a database is `TILLDB_ERR_INVALID`. Close it
+// with `tilldb_close`.
+//
+// # Safety
+// `path` is a NUL-terminated string; `out` is a valid pointer to write the handle to.
+tilldb_status tilldb_open_read_only(const char *path, tilldb_db **out);
+
+// A handle from `tilldb_open_read_only`: moves it to the latest durable commit, unless
+// transactions or iterators of it are open (`TILLDB_ERR_INVALID`). On a read-write handle
+// it does nothing. After any other failure the handle only fails; close it.
+//
+// # Safety
+// `db` is a live handle.
+tilldb_status tilldb_refresh(tilldb_db *db);
+
 // Checkpoints and closes the database, freeing the handle, unless transactions or
 // iterators of it are still open (`TILLDB_ERR_INVALID`, the handle stays valid).
 //

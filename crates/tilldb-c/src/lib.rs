@@ -129,9 +129,10 @@ fn status_of(error: &Error) -> tilldb_status {
         Error::Io { .. } => TILLDB_ERR_IO,
         Error::Corruption { .. } | Error::LogMissing { .. } => TILLDB_ERR_CORRUPTION,
         Error::Locked { .. } => TILLDB_ERR_LOCKED,
-        Error::InvalidOptions(_) | Error::InvalidArgument(_) | Error::NotADatabase { .. } => {
-            TILLDB_ERR_INVALID
-        }
+        Error::InvalidOptions(_)
+        | Error::InvalidArgument(_)
+        | Error::NotADatabase { .. }
+        | Error::ReadOnly { .. } => TILLDB_ERR_INVALID,
         Error::TooLarge { .. } => TILLDB_ERR_TOO_LARGE,
         e if e.is_poisoned() => TILLDB_ERR_POISONED,
         _ => TILLDB_ERR_OTHER,
@@ -226,25 +227,89 @@ pub unsafe extern "C" fn tilldb_open(
     change_feed: c_int,
     out: *mut *mut tilldb_db,
 ) -> tilldb_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        open_handle("tilldb_open", path, out, |path| {
+            Db::open(
+                path,
+                Options {
+                    change_feed: change_feed != 0,
+                    ..Options::default()
+                },
+            )
+        })
+    }
+}
+
+/// Opens a handle with `open` (the call named `what`) and writes it to `*out`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `out` is NULL or a valid pointer.
+unsafe fn open_handle(
+    what: &str,
+    path: *const c_char,
+    out: *mut *mut tilldb_db,
+    open: impl FnOnce(&str) -> tilldb::Result<Db>,
+) -> tilldb_status {
     guard(|| {
         if path.is_null() || out.is_null() {
-            return Err(invalid("tilldb_open: NULL path or out"));
+            return Err(Failure::Invalid(format!("{what}: NULL path or out")));
         }
         // SAFETY: checked non-NULL; the caller passes a NUL-terminated string.
         let path = unsafe { table_arg(path) }?;
-        let db = Db::open(
-            path,
-            Options {
-                change_feed: change_feed != 0,
-                ..Options::default()
-            },
-        )?;
+        let db = open(path)?;
         let handle = Box::new(tilldb_db {
             db,
             open_handles: Arc::new(AtomicUsize::new(0)),
         });
         // SAFETY: `out` is a valid pointer (checked non-NULL).
         unsafe { *out = Box::into_raw(handle) };
+        Ok(tilldb_status::TILLDB_OK)
+    })
+}
+
+/// Opens the existing database in directory `path` read-only, at its latest durable commit,
+/// while another process may have it open and commit: nothing on disk changes,
+/// `tilldb_begin` fails with `TILLDB_ERR_INVALID`, and [`tilldb_refresh`] moves to the
+/// newest durable commit. A directory without a database is `TILLDB_ERR_INVALID`. Close it
+/// with `tilldb_close`.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` is a valid pointer to write the handle to.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tilldb_open_read_only(
+    path: *const c_char,
+    out: *mut *mut tilldb_db,
+) -> tilldb_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        open_handle("tilldb_open_read_only", path, out, |path| {
+            Db::open_read_only(path, Options::default())
+        })
+    }
+}
+
+/// A handle from `tilldb_open_read_only`: moves it to the latest durable commit, unless
+/// transactions or iterators of it are open (`TILLDB_ERR_INVALID`). On a read-write handle
+/// it does nothing. After any other failure the handle only fails; close it.
+///
+/// # Safety
+/// `db` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tilldb_refresh(db: *mut tilldb_db) -> tilldb_status {
+    guard(|| {
+        if db.is_null() {
+            return Err(invalid("tilldb_refresh: NULL handle"));
+        }
+        // SAFETY: a live handle, and no transaction or iterator borrows it (checked below).
+        let handle = unsafe { &mut *db };
+        let open = handle.open_handles.load(Ordering::SeqCst);
+        if open > 0 {
+            return Err(Failure::Invalid(format!(
+                "tilldb_refresh: {open} transactions or iterators of this database are still open"
+            )));
+        }
+        handle.db.refresh()?;
         Ok(tilldb_status::TILLDB_OK)
     })
 }

@@ -102,6 +102,15 @@ pub enum Error {
         /// Why it cannot hold a database.
         reason: String,
     },
+    /// A write through a read-only handle ([`crate::Db::open_read_only`]): it reads a
+    /// snapshot and changes nothing; open the database with `Db::open` to write.
+    #[error("{} is open read-only here: {what} needs a read-write handle (Db::open)", dir.display())]
+    ReadOnly {
+        /// The database directory.
+        dir: PathBuf,
+        /// What was refused.
+        what: &'static str,
+    },
     /// Lost a write-write race; retry the transaction.
     #[error("transaction conflict; retry")]
     Conflict,

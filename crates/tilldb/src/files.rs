@@ -7,6 +7,8 @@
 //!   tilldb.meta          HEADER_FILE_NAME        the header's two slots (header.rs)
 //!   tilldb.meta.tmp      HEADER_TEMP_FILE_NAME   the first header, before its rename
 //!   tilldb.lock          LOCK_FILE_NAME          held while a Db has it open (db/claim.rs)
+//!   tilldb.readers       READERS_LOCK_FILE_NAME  held shared by read-only handles (db/readers.rs)
+//!   tilldb.durable       DURABLE_FILE_NAME       the lsn the writer published as durable (db/readers.rs)
 //!   data.tdb             DATA_FILE_NAME          the pages (page/store.rs)
 //!   ledger.tdb           LEDGER_FILE_NAME        the newest lsn written per page (page/ledger.rs)
 //!   doublewrite.tdb      DOUBLEWRITE_FILE_NAME   the doublewrite batch (page/doublewrite.rs)
@@ -28,6 +30,13 @@ pub const HEADER_FILE_NAME: &str = "tilldb.meta";
 pub const HEADER_TEMP_FILE_NAME: &str = "tilldb.meta.tmp";
 /// The database lock file: empty, used only for its lock (`io/lock.rs`). Never removed.
 pub const LOCK_FILE_NAME: &str = "tilldb.lock";
+/// The readers' snapshot lock file: empty, used only for its lock. Read-only handles hold it
+/// shared while they read; the writer takes it exclusively to change the data files, the
+/// header or the log's start (`db/readers.rs`). Never removed.
+pub const READERS_LOCK_FILE_NAME: &str = "tilldb.readers";
+/// The durable lsn the writing process published for read-only handles, and whether it
+/// waits for them (`db/readers.rs`).
+pub const DURABLE_FILE_NAME: &str = "tilldb.durable";
 /// The data file (`page/store.rs`).
 pub const DATA_FILE_NAME: &str = "data.tdb";
 /// The page ledger (`page/ledger.rs`).
@@ -93,6 +102,8 @@ pub fn is_database_file_name(name: &str) -> bool {
         LEDGER_FILE_NAME,
         SPILL_FILE_NAME,
         LOCK_FILE_NAME,
+        READERS_LOCK_FILE_NAME,
+        DURABLE_FILE_NAME,
         WAL_DIR_NAME,
         FEED_DIR_NAME,
     ]
@@ -111,6 +122,8 @@ mod tests {
             "tilldb.meta",
             "wal",
             "tilldb.lock",
+            "tilldb.readers",
+            "tilldb.durable",
             ".till-measure-1-fsync-4096",
             CREATING_FILE_NAME,
             ATOMIC_CHECK_FILE,

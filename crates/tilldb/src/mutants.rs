@@ -8,7 +8,15 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 38] = [
+pub const ALL: [(&str, &str); 40] = [
+    (
+        "writes-ignore-readers",
+        "the writer writes pages and checkpoints while read-only handles hold their snapshots",
+    ),
+    (
+        "reader-takes-predecessor-lsn",
+        "a writer that opens does not mark the published lsn as its predecessor's",
+    ),
     (
         "trim-before-header",
         "a clean close removes the log before the header that names its fresh segment",

@@ -61,7 +61,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         let path = entry.expect("entry").path();
         if path.is_dir() {
             out.extend(snapshot(&path));
-        } else {
+        } else if !is_coordination_file(&path) {
             out.insert(path.clone(), std::fs::read(&path).expect("read"));
         }
     }
@@ -152,12 +152,17 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The database files of a directory, relative to it (the lock file holds no data).
+/// The database files of a directory, relative to it (the lock files hold no data, and the
+/// durable lsn published for read-only handles is rewritten by every writer's open).
 fn database_files(dir: &Path) -> Vec<PathBuf> {
     snapshot(dir)
         .into_keys()
         .map(|p| p.strip_prefix(dir).expect("under dir").to_path_buf())
-        .filter(|p| p != Path::new(tilldb::LOCK_FILE_NAME))
+        .filter(|p| {
+            ![tilldb::LOCK_FILE_NAME, "tilldb.readers", "tilldb.durable"]
+                .iter()
+                .any(|name| p == Path::new(name))
+        })
         .collect()
 }
 
@@ -577,4 +582,13 @@ fn a_transaction_beyond_a_log_segment_or_the_cache_commits_and_the_next_commit_s
         assert_eq!(db.get(&[b'c', i]).expect("get"), Some(value.clone()));
     }
     db.check().expect("check");
+}
+
+/// The files that coordinate a writer with read-only handles (`db/readers.rs`): the durable
+/// lsn a live writer publishes every few milliseconds (an opening writer marks it first, even
+/// one refused afterwards) and the readers' lock file. Not the database's data: the checks
+/// that nothing changed leave them out.
+fn is_coordination_file(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n == "tilldb.durable" || n == "tilldb.readers")
 }

@@ -133,7 +133,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             let path = entry.expect("entry").path();
             if path.is_dir() {
                 stack.push(path);
-            } else {
+            } else if !is_coordination_file(&path) {
                 out.insert(path.clone(), std::fs::read(&path).expect("read"));
             }
         }
@@ -494,4 +494,13 @@ fn an_open_reads_nothing_of_the_database_before_it_holds_the_lock() {
         before.is_empty(),
         "the open touched the database's files before its lock: {before:?}"
     );
+}
+
+/// The files that coordinate a writer with read-only handles (`db/readers.rs`): the durable
+/// lsn a live writer publishes every few milliseconds (an opening writer marks it first, even
+/// one refused afterwards) and the readers' lock file. Not the database's data: the checks
+/// that nothing changed leave them out.
+fn is_coordination_file(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n == "tilldb.durable" || n == "tilldb.readers")
 }

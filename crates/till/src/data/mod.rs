@@ -141,13 +141,12 @@ pub fn table_label(table: &str) -> String {
 /// anything on disk changes) a directory that holds no database, as `till stats` and `till
 /// check` do.
 ///
-/// It opens read-write today (`Db::open`, with `Options::default()` as `till backup`): the
-/// database must not be open in another process (the engine then returns `Error::Locked`),
-/// and opening a database a crash left runs its recovery. It switches to
-/// `Db::open_read_only` once that lands (issue 38, item 1).
+/// A read-only handle (`Db::open_read_only`): the database may be open in another process,
+/// whose commits go on; what is read is the snapshot of its durable commits at open. Nothing
+/// on disk changes (a database a crash left is recovered in memory only).
 pub fn open_to_read(dir: &Path) -> CliResult<Db> {
     inspect::require_database(dir)?;
-    open(dir)
+    Ok(Db::open_read_only(dir, Options::default())?)
 }
 
 /// Opens the database in `dir` for `import`: a directory that holds none is refused unless
@@ -165,7 +164,7 @@ fn open(dir: &Path) -> CliResult<Db> {
     match Db::open(dir, Options::default()) {
         Ok(db) => Ok(db),
         Err(e @ Error::Locked { .. }) => Err(format!(
-            "{e}; till reads and writes a database only while no other process has it open"
+            "{e}; till imports into a database only while no other process has it open (reading it works live)"
         )
         .into()),
         Err(e) => Err(e.into()),

@@ -52,7 +52,11 @@ impl Db {
         self.check_poison()?;
         let target = target.as_ref();
         let inner = &self.inner;
-        let storage = inner.storage.clone();
+        // The database's files are read through its own storage (a read-only handle's
+        // overlay: the files as its snapshot sees them); the copy is written where the
+        // handle may write.
+        let source = inner.storage.clone();
+        let storage = self.writable_storage();
         refuse_non_empty(&*storage, target)?;
         storage.create_dir_all(target)?;
         storage.flush_dir(&crate::io::parent_dir(target))?;
@@ -69,9 +73,10 @@ impl Db {
         // 2. The data files, at one moment.
         inner.pool.with_writes_stopped(&mut || {
             for name in [DATA_FILE_NAME, LEDGER_FILE_NAME, DOUBLEWRITE_FILE_NAME] {
-                let source = inner.dir.join(name);
-                if storage.exists(&source)? {
-                    report.bytes += copy_file(&*storage, &source, &target.join(name), None)?;
+                let from = inner.dir.join(name);
+                if source.exists(&from)? {
+                    report.bytes +=
+                        copy_file((&*source, &*storage), &from, &target.join(name), None)?;
                 }
             }
             Ok(())
@@ -80,9 +85,9 @@ impl Db {
         inner.wal.sync()?;
         let end = inner.wal.durable_lsn();
         let wal_dir = inner.dir.join(claim::WAL_DIR_NAME);
-        for name in storage.list_dir(&wal_dir)? {
-            let source = wal_dir.join(&name);
-            let Some(segment) = read_segment_header(&*storage, &source)? else {
+        for name in source.list_dir(&wal_dir)? {
+            let from = wal_dir.join(&name);
+            let Some(segment) = read_segment_header(&*source, &from)? else {
                 continue;
             };
             let seg_end = segment.base_lsn + segment.capacity();
@@ -93,8 +98,8 @@ impl Db {
             }
             let keep = u64::from(segment.log_block_bytes) + (end.0.min(seg_end) - segment.base_lsn);
             report.bytes += copy_file(
-                &*storage,
-                &source,
+                (&*source, &*storage),
+                &from,
                 &target.join(claim::WAL_DIR_NAME).join(&name),
                 Some((keep, segment.segment_bytes, segment)),
             )?;
@@ -160,13 +165,13 @@ fn read_segment_header(storage: &dyn Storage, path: &Path) -> Result<Option<Segm
 /// Copies `source` to a new file `target` and makes it durable: whole, or its first `keep`
 /// bytes then zeros up to `len`. Returns the bytes copied.
 fn copy_file(
-    storage: &dyn Storage,
+    (from_storage, to_storage): (&dyn Storage, &dyn Storage),
     source: &Path,
     target: &Path,
     part: Option<(u64, u64, SegmentHeader)>,
 ) -> Result<u64> {
-    let from = storage.open(source, FlushMethod::Fdatasync)?;
-    let to = storage.create(target, FlushMethod::Fdatasync)?;
+    let from = from_storage.open(source, FlushMethod::Fdatasync)?;
+    let to = to_storage.create(target, FlushMethod::Fdatasync)?;
     let (keep, len, segment) = match part {
         Some((keep, len, segment)) => (keep, len, Some(segment)),
         None => (from.len()?, 0, None),

@@ -8,9 +8,28 @@ use super::{
 impl Db {
     /// Writes every change so far to the data file and moves the log's start past them. A
     /// failure stops the database (fail-stop: every later call fails until reopen).
+    ///
+    /// While read-only handles hold their snapshots (`db/readers.rs`) this waits until they
+    /// refresh or close; the checkpoints the database runs by itself are deferred instead.
+    /// On a read-only handle it does nothing.
     pub fn checkpoint(&self) -> Result<()> {
         self.check_poison()?;
-        self.fuzzy_checkpoint().map_err(|e| self.poison(e))
+        if self.is_read_only() {
+            return Ok(());
+        }
+        self.fuzzy_checkpoint(ReadersHeld::Wait)
+            .map_err(|e| self.poison(e))
+    }
+
+    /// A checkpoint unless read-only handles hold their snapshots: then deferred (the log
+    /// grows until they refresh or close).
+    fn checkpoint_unless_readers(&self) -> Result<()> {
+        self.check_poison()?;
+        if self.is_read_only() {
+            return Ok(());
+        }
+        self.fuzzy_checkpoint(ReadersHeld::Defer)
+            .map_err(|e| self.poison(e))
     }
 
     /// A fuzzy checkpoint. Commits go on while it writes pages back; they are held only while
@@ -26,9 +45,30 @@ impl Db {
     /// A page changed again during step 2 stays dirty, its redo point moved up to the log end
     /// at its copy (the copy holds every change before that; `flush_dirty_where`), so the
     /// passes converge under hot pages and redo starts at `end` (issue 21).
-    pub(super) fn fuzzy_checkpoint(&self) -> Result<()> {
+    fn fuzzy_checkpoint(&self, readers_held: ReadersHeld) -> Result<()> {
         let inner = &self.inner;
         let _one_at_a_time = inner.checkpointing.lock();
+        // The pages, the ledger, the header and the log's start change: not under a
+        // read-only handle's snapshot (`readers.rs`). Held to the end, so the pages written
+        // and the header that counts on them reach readers together.
+        let gate = inner
+            .gate
+            .as_deref()
+            .expect("a writer has the readers' gate");
+        let _readers_out = match readers_held {
+            _ if crate::mutants::active("writes-ignore-readers") => None,
+            ReadersHeld::Wait => Some(gate.enter()?),
+            ReadersHeld::Defer => {
+                let Some(entered) = gate.try_enter()? else {
+                    tracing::debug!(
+                        target: "tilldb",
+                        "checkpoint deferred: read-only handles hold their snapshots"
+                    );
+                    return Ok(());
+                };
+                Some(entered)
+            }
+        };
         let started = std::time::Instant::now();
         let (end, alloc) = {
             let alloc = inner.writer.lock();
@@ -87,6 +127,8 @@ impl Db {
         // write refuses a page count going backwards: explore_random seed 1398, under CI).
         // The write-back above flushed the log only as far as the pages it wrote needed.
         inner.wal.sync()?;
+        // Readers must see the redo point as durable before they can find it in the header.
+        gate.publish()?;
         let mut header_file = inner.header.lock();
         let (_, newest) = header_file.newest();
         assert!(
@@ -147,7 +189,7 @@ impl Db {
         if self.inner.recovery.log_bytes == 0 || crate::mutants::active("no-recovery-checkpoint") {
             return Ok(());
         }
-        self.checkpoint()
+        self.checkpoint_unless_readers()
     }
 
     /// The image horizon commits use: `Some` only under full-page images.
@@ -173,7 +215,7 @@ impl Db {
                     >= inner.checkpoint_ms.load(Ordering::Acquire)
                         + millis(inner.options.checkpoint_interval));
         if due && !inner.checkpointing.is_locked() {
-            self.fuzzy_checkpoint()?;
+            self.fuzzy_checkpoint(ReadersHeld::Defer)?;
         } else if since >= BACKPRESSURE_CHECKPOINTS * inner.options.checkpoint_log_bytes {
             // The running checkpoint is not keeping up with the load (the disk is too slow
             // for it): this committer waits for it before returning, so commits slow down
@@ -211,10 +253,32 @@ impl Drop for Inner {
         }
         // Join the writer first: nothing may write these files once the handle is gone.
         self.writeback.lock().stop();
-        if let Some(feed) = &self.feed {
-            feed.stop_publisher();
+        let Some(gate) = self.gate.as_deref() else {
+            // A read-only handle: everything it wrote is in memory, gone with it.
+            return;
+        };
+        // The publisher (of the feed's durable lsn too) stops; the close publishes last.
+        gate.stop_publisher();
+        // The close writes pages and the header: only if read-only handles let go within a
+        // moment; else it leaves them to the next open's recovery (the log is durable).
+        let mut readers_out = None;
+        for _ in 0..CLOSE_WAITS_FOR_READERS_MS {
+            match gate.try_enter() {
+                Ok(Some(entered)) => {
+                    readers_out = Some(entered);
+                    break;
+                }
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                // The storage refuses (a crashed simulated disk, a file system gone): the
+                // close writes nothing more, as after any failed write.
+                Err(_) => break,
+            }
         }
-        if !self.poisoned.is_set() {
+        if readers_out.is_none() {
+            let _ = self.wal.sync();
+            let _ = gate.publish();
+        }
+        if !self.poisoned.is_set() && readers_out.is_some() {
             // Best effort: a clean shutdown shortens the next recovery.
             let end = self.wal.end_lsn();
             // The ledger before the header, as in a checkpoint (`page/ledger.rs`). Without a
@@ -243,7 +307,7 @@ impl Drop for Inner {
                     page_count: alloc.page_count,
                     ..newest
                 };
-                let written = header_file.write(&header).is_ok();
+                let written = gate.publish().is_ok() && header_file.write(&header).is_ok();
                 if let Some(feed) = &self.feed {
                     let _ = feed.publish(self.wal.durable_lsn());
                 }
@@ -254,6 +318,19 @@ impl Drop for Inner {
         }
     }
 }
+
+/// What a checkpoint does while read-only handles hold their snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadersHeld {
+    /// Waits for them to refresh or close (a checkpoint asked for).
+    Wait,
+    /// Leaves the checkpoint for later (one the database runs by itself).
+    Defer,
+}
+
+/// How long a close waits for read-only handles to let go before it leaves its write-back to
+/// the next open's recovery, in 1 ms tries.
+const CLOSE_WAITS_FOR_READERS_MS: u32 = 1000;
 
 /// Whole milliseconds of `d`, saturating (u64 ms is 584 million years).
 pub(super) fn millis(d: std::time::Duration) -> u64 {

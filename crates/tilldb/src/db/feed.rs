@@ -1,19 +1,16 @@
 //! The writing side of the change feed (`crate::feed` has the format and the readers): the
 //! feed's start made durable when the feed is turned on, the durable lsn published after
-//! flushes, and how far back the log must be kept for consumers.
+//! flushes (by the publisher thread of `readers.rs`, which publishes it for read-only
+//! handles too), and how far back the log must be kept for consumers.
 
 use crate::error::Result;
 use crate::feed::{self, DURABLE_FILE, FEED_DIR_NAME, RELEASED_FILE, START_FILE};
 use crate::io::{Storage, StorageFile};
 use crate::wal::{Lsn, Wal};
 use crate::{FlushMethod, Options};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How often the publisher looks for a durable lsn that moved.
-const PUBLISH_EVERY: Duration = Duration::from_millis(2);
 
 /// Where the log must still begin for the feed of the database in `dir`, before it is
 /// opened: the oldest position of a consumer not dropped, else the feed's start; `None` when
@@ -44,8 +41,6 @@ pub(crate) struct FeedWriter {
     /// Most log files kept for the start while no consumer is registered: the smaller of
     /// `feed_retention_bytes` and `checkpoint_log_bytes`.
     unconsumed_bytes: u64,
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    publisher: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 struct Published {
@@ -93,43 +88,7 @@ impl FeedWriter {
             unconsumed_bytes: options
                 .feed_retention_bytes
                 .min(options.checkpoint_log_bytes),
-            stop: Arc::new((Mutex::new(false), Condvar::new())),
-            publisher: Mutex::new(None),
         })
-    }
-
-    /// Starts the thread that publishes the durable lsn after the log's flushes.
-    pub(crate) fn start_publisher(self: &Arc<Self>, wal: &Arc<Wal>) -> std::io::Result<()> {
-        let feed = Arc::clone(self);
-        let wal = Arc::clone(wal);
-        let stop = Arc::clone(&self.stop);
-        let thread = std::thread::Builder::new()
-            .name("tilldb-feed".into())
-            .spawn(move || {
-                let (stopped, wake) = &*stop;
-                let mut guard = stopped.lock();
-                while !*guard {
-                    // A failed publish is retried next round; readers only see less.
-                    let durable = if crate::mutants::active("feed-publishes-written") {
-                        wal.written_lsn()
-                    } else {
-                        wal.durable_lsn()
-                    };
-                    let _ = feed.publish(durable);
-                    wake.wait_for(&mut guard, PUBLISH_EVERY);
-                }
-            })?;
-        *self.publisher.lock() = Some(thread);
-        Ok(())
-    }
-
-    /// Stops the publisher thread, if one runs.
-    pub(crate) fn stop_publisher(&self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
-        if let Some(thread) = self.publisher.lock().take() {
-            let _ = thread.join();
-        }
     }
 
     /// Publishes `durable` (everything before it is durable in the log) if it moved on.

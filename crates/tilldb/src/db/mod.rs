@@ -52,6 +52,8 @@ mod invariants;
 mod open;
 mod pages;
 mod range;
+mod read_only;
+mod readers;
 mod reads;
 pub mod record;
 mod space;
@@ -183,6 +185,11 @@ struct Inner {
     graveyard: Mutex<drop::Graveyard>,
     /// The change feed's writing side, when the feed is (or was ever) on.
     feed: Option<Arc<feed::FeedWriter>>,
+    /// The writer's side of the readers' lock and the published durable lsn
+    /// (`readers.rs`); `None` for a read-only handle.
+    gate: Option<Arc<readers::ReaderGate>>,
+    /// What a read-only handle needs to refresh (`read_only.rs`); `None` for the writer.
+    read_only: Option<read_only::ReadOnly>,
     /// The database lock (`claim.rs`). Last, so it is released after every other field has
     /// closed its files: the log and the pool (whose last `Arc<Wal>` joins the log's threads).
     _lock: Box<dyn crate::io::HeldLock>,
@@ -242,6 +249,10 @@ impl Db {
         if !storage.exists(&header_path)? {
             return open::create(&storage, dir, options, (started, lock));
         }
+        // Read-only handles must not take a predecessor's durable lsn for this writer's.
+        if !crate::mutants::active("reader-takes-predecessor-lsn") {
+            readers::announce_opening(&*storage, dir)?;
+        }
         // Read with any method; then flushed, as every file of the database, with the method
         // stored at create, whatever `options.flush_method` says (a header flushed with
         // `NoSync` while the log before it is reused would lose the log the old header needs).
@@ -263,7 +274,13 @@ impl Db {
                         }
                     })?
                 };
-                let db = open::open_existing(&storage, dir, options, existing, (started, lock))?;
+                let db = open::open_existing(
+                    &storage,
+                    dir,
+                    (options, open::Opener::Writer),
+                    existing,
+                    (started, lock),
+                )?;
                 db.checkpoint_after_recovery()?;
                 db.count_after_open()?;
                 db.reclaim_after_open()?;
@@ -292,6 +309,7 @@ impl Db {
     /// thread that both read wait for each other forever.
     pub fn begin(&self) -> Result<Txn<'_>> {
         self.check_poison()?;
+        self.refuse_read_only()?;
         Ok(Txn::new(self))
     }
 

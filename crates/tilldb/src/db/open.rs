@@ -2,6 +2,7 @@
 //! log recovery from the checkpoint, redo with page-lsn checks), then assembling the running
 //! [`Db`]. What recovery did is kept as a [`RecoveryReport`] ([`Db::recovery`]).
 
+use super::readers::ReaderGate;
 use super::{CATALOG_ROOT, Db, Inner, Reads, pages, record, writeback};
 use crate::btree::PageOp;
 use crate::error::{Error, Result};
@@ -114,24 +115,15 @@ pub(super) fn create(
         wal_options,
     )?;
     let wal = Arc::new(wal);
+    let gate = Arc::new(ReaderGate::open(storage, dir, &wal)?);
     let spill = SpillFile::new(Arc::clone(storage), dir, page_bytes)?;
-    let (pool, poisoned) = pool_over(page_bytes, options.cache_bytes, &wal, (store, guard, spill));
-    let data_path = dir.join(DATA_FILE_NAME);
-    let first = Alloc {
-        page_count: 1,
-        free_head: PageId(0),
-    };
-    let alloc = {
-        let pages = TxnPages::new(&pool, &data_path, first, None);
-        super::counts::create_first_trees(&pages)?;
-        let (ops, alloc, touched) = pages.finish();
-        let before = wal.end_lsn();
-        let lsn = wal.commit(&record::encode_plain(alloc, &ops), Durability::Sync)?;
-        pool.stamp(&touched, lsn.0, before.0);
-        pool.flush_all()?;
-        pool.save_ledger()?;
-        alloc
-    };
+    let (pool, poisoned) = pool_over(
+        page_bytes,
+        options.cache_bytes,
+        (&wal, Some(Arc::clone(&gate))),
+        (store, guard, spill),
+    );
+    let alloc = first_commit(&pool, &wal, &dir.join(DATA_FILE_NAME))?;
     let header = Header {
         page_bytes,
         flush_method: method,
@@ -152,7 +144,7 @@ pub(super) fn create(
     assemble(
         (storage, dir),
         options,
-        wal,
+        (wal, Some(gate)),
         (pool, poisoned),
         header_file,
         alloc,
@@ -161,6 +153,71 @@ pub(super) fn create(
 }
 
 pub(crate) use crate::files::CREATING_FILE_NAME;
+
+/// A new database's first commit: the catalog and the default table, durable and written
+/// back. Returns the allocator state after it.
+fn first_commit(pool: &BufferPool, wal: &Wal, data_path: &Path) -> Result<Alloc> {
+    let first = Alloc {
+        page_count: 1,
+        free_head: PageId(0),
+    };
+    let pages = TxnPages::new(pool, data_path, first, None);
+    super::counts::create_first_trees(&pages)?;
+    let (ops, alloc, touched) = pages.finish();
+    let before = wal.end_lsn();
+    let lsn = wal.commit(&record::encode_plain(alloc, &ops), Durability::Sync)?;
+    pool.stamp(&touched, lsn.0, before.0);
+    pool.flush_all()?;
+    pool.save_ledger()?;
+    Ok(alloc)
+}
+
+/// Who opens an existing database.
+pub(super) enum Opener {
+    /// The one writer: recovery on the database's own files.
+    Writer,
+    /// A read-only handle on an overlay over `base` (`db/readers.rs`): everything it writes
+    /// stays in memory. With `follow`, a writer is live: the log is read on `base` from the
+    /// checkpoint up to the durable lsn the writer published, never past it; without, the
+    /// log is recovered as a writer's open would.
+    Reader {
+        base: Arc<dyn Storage>,
+        follow: Option<crate::wal::Lsn>,
+    },
+}
+
+/// Where a read-only handle's own log lives, in its overlay's memory only.
+const READER_WAL_DIR_NAME: &str = "wal.read-only";
+
+/// The records of the log in `dir` on `storage` from `from` to the last one ending at or
+/// before `durable`, read as the change feed reads a live log (`wal/follow.rs`).
+fn follow_log(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    from: crate::wal::Lsn,
+    durable: crate::wal::Lsn,
+) -> Result<Vec<crate::wal::WalRecord>> {
+    let mut follower = crate::wal::follow::LogFollower::new(
+        Arc::clone(storage),
+        &dir.join(super::claim::WAL_DIR_NAME),
+        from,
+    );
+    let mut records = Vec::new();
+    loop {
+        let batch = follower.read(durable, 8 << 20)?;
+        if batch.is_empty() {
+            return Ok(records);
+        }
+        if let Some(last) = records.last() {
+            let last: &crate::wal::WalRecord = last;
+            assert!(
+                batch[0].lsn >= last.end_lsn,
+                "the log followed out of order"
+            );
+        }
+        records.extend(batch);
+    }
+}
 
 /// Removes the creation marker, if any: the header is durable, the database complete.
 fn remove_creating_marker(storage: &dyn Storage, dir: &Path) -> Result<()> {
@@ -237,10 +294,11 @@ fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
 pub(super) fn open_existing(
     storage: &Arc<dyn Storage>,
     dir: &Path,
-    options: Options,
+    (options, opener): (Options, Opener),
     (header_file, header): (HeaderFile, Header),
     (started, lock): (Instant, Box<dyn HeldLock>),
 ) -> Result<Db> {
+    let read_only = matches!(opener, Opener::Reader { .. });
     refuse_contradicting_options(dir, &options, &header)?;
     // Again with the stored page size (the cache must hold 8 of its pages).
     Options {
@@ -281,17 +339,22 @@ pub(super) fn open_existing(
         method,
         header.page_bytes,
     )?;
-    let mut report = RecoveryReport {
-        torn_pages_restored: guard.restore_torn_pages(&mut store)?.restored.len(),
-        ..RecoveryReport::default()
-    };
     let wal_options = crate::wal::WalOptions {
         flush_method: method,
-        background_threads: options.background_threads,
+        background_threads: options.background_threads && !read_only,
         ..options.wal.clone()
     };
-    let wal = open_log(storage, dir, wal_options, header.checkpoint_lsn)?;
+    let (wal, followed) = log_of(&opener, storage, dir, wal_options, header.checkpoint_lsn)?;
     let wal = Arc::new(wal);
+    let gate = if read_only {
+        None
+    } else {
+        Some(Arc::new(ReaderGate::open(storage, dir, &wal)?))
+    };
+    let mut report = RecoveryReport {
+        torn_pages_restored: restore_torn(&guard, &mut store, gate.as_deref())?,
+        ..RecoveryReport::default()
+    };
     let options = Options {
         page_bytes: Some(header.page_bytes),
         flush_method: Some(method),
@@ -302,16 +365,25 @@ pub(super) fn open_existing(
     let (pool, poisoned) = pool_over(
         header.page_bytes,
         options.cache_bytes,
-        &wal,
+        (&wal, gate.clone()),
         (store, guard, spill),
     );
-    let alloc = replay(&wal, &pool, dir, &header, &mut report)?;
+    let records = match followed {
+        Some(records) => records,
+        None => wal.read_from(header.checkpoint_lsn)?,
+    };
+    let alloc = replay(&records, &pool, dir, &header, &mut report)?;
     report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
     report.elapsed = started.elapsed();
+    let options = Options {
+        change_feed: options.change_feed && !read_only,
+        background_threads: options.background_threads && !read_only,
+        ..options
+    };
     assemble(
         (storage, dir),
         options,
-        wal,
+        (wal, gate),
         (pool, poisoned),
         header_file,
         alloc,
@@ -319,11 +391,54 @@ pub(super) fn open_existing(
     )
 }
 
+/// The log an opener recovers from the checkpoint: the database's own, recovered (a
+/// writer, or a reader while no writer has the database open), or, for a reader following a
+/// live writer, an empty one of its own in memory and the records it followed up to the
+/// writer's published durable lsn.
+fn log_of(
+    opener: &Opener,
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    wal_options: crate::wal::WalOptions,
+    checkpoint: crate::wal::Lsn,
+) -> Result<(Wal, Option<Vec<crate::wal::WalRecord>>)> {
+    if let Opener::Reader {
+        base,
+        follow: Some(durable),
+    } = opener
+    {
+        let records = follow_log(base, dir, checkpoint, (*durable).max(checkpoint))?;
+        let end = records.last().map_or(checkpoint, |r| r.end_lsn);
+        let own_dir = dir.join(READER_WAL_DIR_NAME);
+        let wal = Wal::detached(Arc::clone(storage), &own_dir, wal_options, end)?;
+        return Ok((wal, Some(records)));
+    }
+    Ok((open_log(storage, dir, wal_options, checkpoint)?, None))
+}
+
+/// Restores torn pages from the guard's last batch; returns how many. A writer (`gate`)
+/// writes them only once read-only handles let go of the files.
+fn restore_torn(
+    guard: &PageGuard,
+    store: &mut PageStore,
+    gate: Option<&ReaderGate>,
+) -> Result<usize> {
+    let mut entered = None;
+    let restored = guard.restore_torn_pages_with(store, &mut || {
+        if let Some(gate) = gate {
+            entered = Some(gate.enter()?);
+        }
+        Ok(())
+    })?;
+    drop(entered);
+    Ok(restored.restored.len())
+}
+
 /// Redo: applies the log from the header's checkpoint to the pages (each op only to a page
 /// older than its record), skipping the records of commits logged in parts that never got
 /// their last part. Returns the allocator state of the last commit.
 fn replay(
-    wal: &Wal,
+    records: &[crate::wal::WalRecord],
     pool: &BufferPool,
     dir: &Path,
     header: &Header,
@@ -333,7 +448,6 @@ fn replay(
         page_count: header.page_count,
         free_head: header.free_head,
     };
-    let records = wal.read_from(header.checkpoint_lsn)?;
     let corrupt = |lsn: crate::wal::Lsn, what| Error::Corruption {
         file: dir.join(super::claim::WAL_DIR_NAME),
         offset: lsn.0,
@@ -448,7 +562,7 @@ fn redo_op(
 fn pool_over(
     page_bytes: u32,
     cache_bytes: u64,
-    wal: &Arc<Wal>,
+    (wal, gate): (&Arc<Wal>, Option<Arc<ReaderGate>>),
     (store, guard, spill): (PageStore, PageGuard, SpillFile),
 ) -> (BufferPool, Arc<super::Poison>) {
     let poisoned = Arc::new(super::Poison::default());
@@ -460,6 +574,7 @@ fn pool_over(
             files: Mutex::new(pages::Files::new(store, guard)),
             poison: Arc::clone(&poisoned),
             spill,
+            gate,
         }),
     );
     (pool, poisoned)
@@ -468,7 +583,7 @@ fn pool_over(
 fn assemble(
     (storage, dir): (&Arc<dyn Storage>, &Path),
     options: Options,
-    wal: Arc<Wal>,
+    (wal, gate): (Arc<Wal>, Option<Arc<ReaderGate>>),
     (pool, poisoned): (BufferPool, Arc<super::Poison>),
     header: HeaderFile,
     alloc: Alloc,
@@ -476,8 +591,10 @@ fn assemble(
 ) -> Result<Db> {
     let checkpoint = header.newest().1.checkpoint_lsn;
     let visible = wal.end_lsn().0;
-    // The feed, when it is on or was ever on (its consumers still hold the log).
-    let feed_on = options.change_feed || storage.exists(&dir.join(crate::feed::FEED_DIR_NAME))?;
+    // The feed, when it is on or was ever on (its consumers still hold the log); never for a
+    // read-only handle (`gate` is `None`), which publishes nothing and releases no log.
+    let feed_on = gate.is_some()
+        && (options.change_feed || storage.exists(&dir.join(crate::feed::FEED_DIR_NAME))?);
     let feed = if feed_on {
         Some(Arc::new(super::feed::FeedWriter::open(
             storage,
@@ -495,15 +612,18 @@ fn assemble(
         Some(feed) => checkpoint.min(feed.keep_from(wal.end_lsn(), checkpoint, &wal)?),
         None => checkpoint,
     };
-    wal.release_before(keep)?;
-    if let Some(feed) = &feed
+    if gate.is_some() {
+        wal.release_before(keep)?;
+    }
+    if let Some(gate) = &gate
         && options.background_threads
     {
-        feed.start_publisher(&wal).map_err(|source| Error::Io {
-            op: crate::IoOp::Create,
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        gate.start_publisher(feed.clone())
+            .map_err(|source| Error::Io {
+                op: crate::IoOp::Create,
+                path: dir.to_path_buf(),
+                source,
+            })?;
     }
     tracing::info!(
         target: "tilldb",
@@ -557,6 +677,8 @@ fn assemble(
             parts_logged: AtomicU64::new(0),
             graveyard: Mutex::new(super::drop::Graveyard::new()),
             feed,
+            gate,
+            read_only: None,
             _lock: lock,
         }),
     })

@@ -251,6 +251,9 @@ pub struct DataFiles {
     pub poison: Arc<Poison>,
     /// Where held pages go when their frames are needed (`page/spill.rs`).
     pub spill: SpillFile,
+    /// The readers' lock, taken around every write to the data files (`db/readers.rs`);
+    /// `None` for a read-only handle, which writes only to memory.
+    pub gate: Option<Arc<super::readers::ReaderGate>>,
 }
 
 /// The data file, its guard, and the newest lsn written for each page.
@@ -305,11 +308,15 @@ impl Backend for DataFiles {
     }
 
     fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()> {
+        // Readers' snapshots first: their pages must not change under them, and every page
+        // written must be at or below the published durable lsn (`GateGuard::publish`).
+        let _gate = self.enter_gate().inspect_err(|e| self.poison.set(e))?;
         self.write_pages_once(pages)
             .inspect_err(|e| self.poison.set(e))
     }
 
     fn save_ledger(&self) -> Result<()> {
+        let _gate = self.enter_gate().inspect_err(|e| self.poison.set(e))?;
         self.files
             .lock()
             .store
@@ -332,6 +339,17 @@ impl Backend for DataFiles {
 }
 
 impl DataFiles {
+    /// The readers' lock, waiting for read-only handles to let go (`None`: no gate).
+    fn enter_gate(&self) -> Result<Option<super::readers::GateGuard<'_>>> {
+        if crate::mutants::active("writes-ignore-readers") {
+            return Ok(None);
+        }
+        self.gate
+            .as_deref()
+            .map(super::readers::ReaderGate::enter)
+            .transpose()
+    }
+
     /// [`Backend::write_pages`], before a failure poisons the database.
     fn write_pages_once(&self, pages: &mut [PageBuf]) -> Result<()> {
         let mut files = self.files.lock();
@@ -406,6 +424,7 @@ mod tests {
             files: Mutex::new(Files::new(store, guard)),
             poison: Arc::default(),
             spill: SpillFile::new(Arc::clone(&storage), dir, 4096).expect("spill"),
+            gate: None,
         }
     }
 

@@ -261,12 +261,16 @@ impl<'db> Txn<'db> {
             .wal
             .wait(lsn, durability)
             .map_err(|e| db.poison(e))?;
-        // Without background threads nothing else publishes what the feed may read.
-        if let Some(feed) = &db.inner.feed
-            && !db.inner.options.background_threads
-        {
-            feed.publish(db.inner.wal.durable_lsn())
-                .map_err(|e| db.poison(e))?;
+        // Without background threads nothing else publishes what the feed and read-only
+        // handles may read.
+        if !db.inner.options.background_threads {
+            if let Some(feed) = &db.inner.feed {
+                feed.publish(db.inner.wal.durable_lsn())
+                    .map_err(|e| db.poison(e))?;
+            }
+            if let Some(gate) = &db.inner.gate {
+                gate.publish().map_err(|e| db.poison(e))?;
+            }
         }
         db.visible_through(lsn.0);
         // Outside the writer lock: the next writer goes on while pages are written back.

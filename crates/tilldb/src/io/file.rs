@@ -165,6 +165,17 @@ impl Storage for FileStorage {
         }
         os::lock_file(path, mode)
     }
+
+    fn try_lock(
+        &self,
+        path: &Path,
+        mode: super::LockMode,
+    ) -> Result<Option<Box<dyn super::HeldLock>>> {
+        if mode == super::LockMode::Exclusive {
+            self.writable(IoOp::Lock, path)?;
+        }
+        os::try_lock_file(path, mode)
+    }
 }
 
 #[cfg(test)]

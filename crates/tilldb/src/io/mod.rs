@@ -112,6 +112,18 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// shared lock on a file that is missing and cannot be created (a read-only directory)
     /// holds nothing, since no writer can have locked it there.
     fn lock(&self, path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>>;
+
+    /// Like [`Storage::lock`], in one attempt and without an error for a lock held
+    /// elsewhere: `Ok(None)`. For locks taken again and again where a refusal is an answer,
+    /// not a failure (the readers' snapshot lock, `db/readers.rs`). Default: [`Storage::lock`]
+    /// with `Locked` as `None`.
+    fn try_lock(&self, path: &Path, mode: LockMode) -> Result<Option<Box<dyn HeldLock>>> {
+        match self.lock(path, mode) {
+            Ok(held) => Ok(Some(held)),
+            Err(crate::Error::Locked { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// One open file.

@@ -350,7 +350,16 @@ impl Storage for OverlayStorage {
     }
 
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
-        self.base.device_facts(dir)
+        // A directory made here only (a read-only handle's own log) is on the device of
+        // the nearest one beneath it.
+        let mut at = dir;
+        while !self.base.exists(at)? {
+            match at.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => at = parent,
+                _ => break,
+            }
+        }
+        self.base.device_facts(at)
     }
 
     fn lock(&self, path: &Path, _mode: LockMode) -> Result<Box<dyn HeldLock>> {

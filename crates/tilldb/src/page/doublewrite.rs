@@ -179,6 +179,16 @@ impl RestoreAction {
 /// Rewrites every page the last doublewrite batch shows to be torn or stale in place, then
 /// flushes the data file. Idempotent; safe to crash and run again.
 pub fn restore_torn_pages(store: &mut PageStore, dw: &Doublewrite) -> Result<RestoreReport> {
+    restore_torn_pages_with(store, dw, &mut || Ok(()))
+}
+
+/// [`restore_torn_pages`], calling `before_write` once before the first page is written (a
+/// writer takes the readers' lock there: `db/readers.rs`).
+pub fn restore_torn_pages_with(
+    store: &mut PageStore,
+    dw: &Doublewrite,
+    before_write: &mut dyn FnMut() -> Result<()>,
+) -> Result<RestoreReport> {
     assert_eq!(
         store.page_bytes(),
         dw.page_bytes,
@@ -205,6 +215,9 @@ pub fn restore_torn_pages(store: &mut PageStore, dw: &Doublewrite) -> Result<Res
         assert_eq!(page.id(), image.id);
         let in_place = store.inspect(image.id)?;
         if RestoreAction::decide(&in_place, page.lsn()) == RestoreAction::Restore {
+            if report.restored.is_empty() {
+                before_write()?;
+            }
             store.extend_to(image.id.0 + 1)?;
             store.write(&mut page)?;
             report.restored.push(image.id);

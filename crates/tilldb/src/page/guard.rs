@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::io::Storage;
 use std::path::Path;
 
-use super::doublewrite::{Doublewrite, PAGES_MAX_DEFAULT, RestoreReport, restore_torn_pages};
+use super::doublewrite::{Doublewrite, PAGES_MAX_DEFAULT, RestoreReport, restore_torn_pages_with};
 
 /// How pages are protected from torn writes. Chosen at create time and stored in the header
 /// (as [`TornPageGuard::code`]).
@@ -302,11 +302,21 @@ impl PageGuard {
 
     /// Repairs pages torn by a crash during [`PageGuard::write_pages`]; run before redo.
     pub fn restore_torn_pages(&self, store: &mut PageStore) -> Result<RestoreReport> {
+        self.restore_torn_pages_with(store, &mut || Ok(()))
+    }
+
+    /// [`PageGuard::restore_torn_pages`], calling `before_write` once before the first page
+    /// is written.
+    pub fn restore_torn_pages_with(
+        &self,
+        store: &mut PageStore,
+        before_write: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<RestoreReport> {
         match self {
             PageGuard::None | PageGuard::FullPageImages | PageGuard::Atomic => {
                 Ok(RestoreReport::default())
             }
-            PageGuard::Doublewrite(dw) => restore_torn_pages(store, dw),
+            PageGuard::Doublewrite(dw) => restore_torn_pages_with(store, dw, before_write),
         }
     }
 }

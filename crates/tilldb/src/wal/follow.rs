@@ -190,7 +190,14 @@ impl LogFollower {
                 continue;
             }
             let path = self.dir.join(&name);
-            let file = self.storage.open(&path, FlushMethod::Fdatasync)?;
+            let file = match self.storage.open(&path, FlushMethod::Fdatasync) {
+                Ok(file) => file,
+                // Recycled (renamed to a newer generation) or removed since the listing: a
+                // free segment, never the one a reader's position is in, which the writer
+                // keeps while it is needed.
+                Err(e) if e.raw_os_error() == Some(crate::io::errno::ENOENT) => continue,
+                Err(e) => return Err(e),
+            };
             let mut bytes = vec![0; HEADER_READ_BYTES];
             let n = file.read_at(&mut bytes, 0)?;
             bytes.truncate(n);

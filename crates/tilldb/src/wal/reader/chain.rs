@@ -116,7 +116,13 @@ pub(super) fn read_headers(
         };
         scan.max_generation = scan.max_generation.max(generation);
         let path = dir.join(&name);
-        let bytes = read_header_block(storage, &path)?;
+        let bytes = match read_header_block(storage, &path) {
+            Ok(bytes) => bytes,
+            // Gone since the listing: recycled or removed by a writer that opened meanwhile
+            // (a read-only handle scans a log nobody holds): a free segment, not there.
+            Err(e) if e.raw_os_error() == Some(crate::io::errno::ENOENT) => continue,
+            Err(e) => return Err(e),
+        };
         match SegmentHeader::decode(&bytes, &path) {
             Ok(HeaderState::Valid(h)) if h.generation == generation => {
                 found.push((generation, h, path));

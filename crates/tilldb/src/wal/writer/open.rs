@@ -39,6 +39,38 @@ impl Wal {
         let scan = reader::scan(&*storage, dir, start)?;
         check_begins(&scan, start)?;
         check_reaches(&scan.recovery, dir, start)?;
+        Self::from_scan(storage, dir, options, scan)
+    }
+
+    /// A new, empty log in `dir` whose first record will be at `lsn`, with nothing read from
+    /// disk: a read-only handle's log (`db/readers.rs`), kept in memory by its overlay, where
+    /// `dir` is not the database's log directory. It is never committed to.
+    pub fn detached(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: WalOptions,
+        lsn: Lsn,
+    ) -> Result<Wal> {
+        storage.create_dir_all(dir)?;
+        let scan = reader::Scan {
+            recovery: Recovery {
+                start_lsn: lsn,
+                end_lsn: lsn,
+                durable_mark: lsn,
+                ..Recovery::default()
+            },
+            ..reader::Scan::default()
+        };
+        Ok(Self::from_scan(storage, dir, options, scan)?.0)
+    }
+
+    /// The log over what a scan of `dir` found: a fresh segment where it ended.
+    fn from_scan(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: WalOptions,
+        scan: reader::Scan,
+    ) -> Result<(Wal, Recovery)> {
         let facts = storage.device_facts(dir)?;
         let stored_block = scan.chain.first().map(|s| s.header.log_block_bytes);
         let geometry = IoGeometry::resolve(

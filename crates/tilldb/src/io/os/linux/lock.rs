@@ -20,7 +20,17 @@ use std::path::Path;
 
 /// Locks `path` in `mode` (`os/unix/lock.rs`), naming a holder from `/proc/locks`.
 pub(crate) fn lock_file(path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>> {
-    super::super::unix::lock::lock_file(path, mode, holder_pid)
+    use super::super::unix::lock;
+    lock::lock_file(path, mode, holder_pid, lock::LOCK_ATTEMPTS)
+}
+
+/// One attempt at `path`'s lock: `None` when it is held elsewhere (`Storage::try_lock`).
+pub(crate) fn try_lock_file(path: &Path, mode: LockMode) -> Result<Option<Box<dyn HeldLock>>> {
+    match super::super::unix::lock::lock_file(path, mode, |_| None, 1) {
+        Ok(held) => Ok(Some(held)),
+        Err(crate::Error::Locked { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The pid of a process holding a flock on the file `fd` is open on, from `/proc/locks`.

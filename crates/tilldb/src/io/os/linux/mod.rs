@@ -12,7 +12,7 @@ pub use facts::atomic_write_supported;
 /// How a note about Wine begins (never on Linux).
 pub const WINE_NOTE: &str = "running under Wine";
 pub(crate) use file::{exchange, flush_dir, open, rename, supports};
-pub(crate) use lock::lock_file;
+pub(crate) use lock::{lock_file, try_lock_file};
 
 /// This platform's own name for `method`, where it has one other than tilldb's (none here).
 #[must_use]

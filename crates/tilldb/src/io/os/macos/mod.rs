@@ -22,7 +22,20 @@ pub(crate) fn lock_file(
     path: &std::path::Path,
     mode: crate::io::LockMode,
 ) -> crate::Result<Box<dyn crate::io::HeldLock>> {
-    super::unix::lock::lock_file(path, mode, |_| None)
+    use super::unix::lock;
+    lock::lock_file(path, mode, |_| None, lock::LOCK_ATTEMPTS)
+}
+
+/// One attempt at `path`'s lock: `None` when it is held elsewhere (`Storage::try_lock`).
+pub(crate) fn try_lock_file(
+    path: &std::path::Path,
+    mode: crate::io::LockMode,
+) -> crate::Result<Option<Box<dyn crate::io::HeldLock>>> {
+    match super::unix::lock::lock_file(path, mode, |_| None, 1) {
+        Ok(held) => Ok(Some(held)),
+        Err(crate::Error::Locked { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// How a note about Wine begins (never on macOS).

@@ -31,6 +31,7 @@ pub(crate) fn lock_file(
     path: &Path,
     mode: LockMode,
     holder_pid: fn(&OwnedFd) -> Option<u32>,
+    attempts: u32,
 ) -> Result<Box<dyn HeldLock>> {
     let open = |flags: OFlags| {
         rustix::fs::open(
@@ -62,10 +63,10 @@ pub(crate) fn lock_file(
     // the child's exec closes them (`O_CLOEXEC`). A database closed a moment ago can still be
     // locked that way; a real holder still holds after the retries. Found by a test that
     // reopened right after a close while other tests spawned `till`.
-    for attempt in 1..=LOCK_ATTEMPTS {
+    for attempt in 1..=attempts.max(1) {
         match rustix::fs::flock(&fd, operation) {
             Ok(()) => return Ok(Box::new(OsLock { _fd: fd, mode })),
-            Err(Errno::WOULDBLOCK) if attempt < LOCK_ATTEMPTS => {
+            Err(Errno::WOULDBLOCK) if attempt < attempts => {
                 std::thread::sleep(LOCK_RETRY);
             }
             Err(Errno::WOULDBLOCK) => {
@@ -80,7 +81,8 @@ pub(crate) fn lock_file(
     unreachable!("the last attempt returns")
 }
 
-/// Tries at taking a lock held elsewhere before it is reported `Locked` (see `lock_file`).
-const LOCK_ATTEMPTS: u32 = 10;
+/// Tries at taking a lock held elsewhere before it is reported `Locked` (see `lock_file`);
+/// `Storage::try_lock` makes one.
+pub(crate) const LOCK_ATTEMPTS: u32 = 10;
 /// Pause between them: 10 x 5 ms, so a refusal still comes within 50 ms.
 const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(5);

@@ -133,6 +133,20 @@ fn holder_pid(file: &File, refused: LockMode) -> Option<u32> {
 
 /// Locks `path` (created empty when missing) in `mode`, at once: held elsewhere is `Locked`.
 pub(crate) fn lock_file(path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>> {
+    lock_file_attempts(path, mode, LOCK_ATTEMPTS)
+}
+
+/// One attempt at `path`'s lock: `None` when it is held elsewhere (`Storage::try_lock`).
+pub(crate) fn try_lock_file(path: &Path, mode: LockMode) -> Result<Option<Box<dyn HeldLock>>> {
+    match lock_file_attempts(path, mode, 1) {
+        Ok(held) => Ok(Some(held)),
+        Err(Error::Locked { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`lock_file`] with `attempts` tries before `Locked`.
+fn lock_file_attempts(path: &Path, mode: LockMode, attempts: u32) -> Result<Box<dyn HeldLock>> {
     let open = |write: bool| {
         OpenOptions::new()
             .read(true)
@@ -165,7 +179,7 @@ pub(crate) fn lock_file(path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>
     // A refusal is retried for a few milliseconds, as on Linux: a lock released a moment ago
     // (a handle closing) is not reported as held, and a real holder still holds after the
     // retries, so a refusal comes within 50 ms everywhere.
-    for attempt in 1..=LOCK_ATTEMPTS {
+    for attempt in 1..=attempts.max(1) {
         match try_lock(&file, mode).map_err(err)? {
             true => {
                 if mode == LockMode::Exclusive {
@@ -178,7 +192,7 @@ pub(crate) fn lock_file(path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>
                 }
                 return Ok(Box::new(OsLock { _file: file, mode }));
             }
-            false if attempt < LOCK_ATTEMPTS => std::thread::sleep(LOCK_RETRY),
+            false if attempt < attempts => std::thread::sleep(LOCK_RETRY),
             false => {
                 return Err(Error::Locked {
                     dir: crate::io::parent_dir(path),

@@ -17,7 +17,7 @@ mod lock;
 
 pub use facts::{WINE_NOTE, atomic_write_supported};
 pub(crate) use file::{exchange, flush_dir, open, rename, supports};
-pub(crate) use lock::lock_file;
+pub(crate) use lock::{lock_file, try_lock_file};
 
 /// Windows' own name for `method` (also accepted by `FlushMethod::from_str`).
 #[must_use]

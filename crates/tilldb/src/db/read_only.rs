@@ -1,0 +1,224 @@
+//! [`Db::open_read_only`]: a consistent snapshot of a database that another process may be
+//! writing, from any process, changing nothing on disk.
+//!
+//! ```text
+//!  1. refuse what is not a database (no header), creating nothing
+//!  2. take the readers' lock shared (`readers.rs`), letting a waiting writer go first: from
+//!     here until the handle is dropped or refreshed, the writer changes no page, header or
+//!     log segment this handle reads
+//!  3. a live writer (its lock is held): the snapshot ends at the durable lsn it published;
+//!     none: at the end of the valid log, as the next writer's recovery will find it
+//!  4. recovery in memory (an `OverlayStorage` over the files): the header, torn pages from
+//!     the doublewrite batch, redo from the checkpoint to the snapshot's end (a live log is
+//!     read as the change feed reads it, `wal/follow.rs`, never past the published lsn)
+//! ```
+//!
+//! The handle is a [`Db`]: reads, scans, tables, lengths, checks and backups work as on the
+//! writer's; [`Db::begin`] is [`Error::ReadOnly`]. [`Db::refresh`] lets go of the snapshot
+//! and opens a new one at the latest durable lsn. Its cost: the redo from the writer's last
+//! checkpoint, in memory (the cache, then the overlay's memory for pages beyond it).
+
+use super::{Db, open, readers};
+use crate::Options;
+use crate::error::{Error, Result};
+use crate::header::{HEADER_FILE_NAME, HeaderFile};
+use crate::io::{FileStorage, OverlayStorage, Storage};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long an open waits for the writer to let go of the readers' lock (it holds it while
+/// it writes a batch of pages or a checkpoint's header: milliseconds).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// What a read-only handle needs to refresh.
+pub(super) struct ReadOnly {
+    /// The storage the database's files are read from (never written).
+    base: Arc<dyn Storage>,
+    /// Where the handle may write what is not the database (a backup's copy).
+    writable: Arc<dyn Storage>,
+    options: Options,
+}
+
+impl Db {
+    /// Opens the database in `dir` read-only, at the latest durable commit, while another
+    /// process may have it open and commit: see `db/read_only.rs`. Nothing on disk changes
+    /// (the lock files `tilldb.readers` and `tilldb.lock` are made if missing and the
+    /// directory is writable); on read-only media it reads the database as it is. It never
+    /// blocks the writer's commits; while it is open, the writer defers its checkpoints.
+    pub fn open_read_only(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
+        Db::open_read_only_on(
+            (
+                Arc::new(FileStorage::read_only()),
+                Arc::new(FileStorage::new()),
+            ),
+            dir.as_ref(),
+            options,
+        )
+    }
+
+    /// [`Db::open_read_only`] on any storage (the simulated disk in tests); a backup's copy
+    /// is written there too.
+    pub fn open_read_only_with_storage(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: Options,
+    ) -> Result<Db> {
+        Db::open_read_only_on((Arc::clone(&storage), storage), dir, options)
+    }
+
+    /// Opens read-only, the files read from `base`, anything else written to `writable`.
+    fn open_read_only_on(
+        (base, writable): (Arc<dyn Storage>, Arc<dyn Storage>),
+        dir: &Path,
+        options: Options,
+    ) -> Result<Db> {
+        let started = std::time::Instant::now();
+        let _span = tracing::info_span!("tilldb.open_read_only", dir = %dir.display()).entered();
+        options.validate()?;
+        let header_path = dir.join(HEADER_FILE_NAME);
+        if !base.exists(&header_path)? {
+            let reason = if base.exists(dir)? {
+                format!("it has no {HEADER_FILE_NAME}: there is no database to read")
+            } else {
+                "no such directory: there is no database to read".to_owned()
+            };
+            return Err(Error::NotADatabase {
+                dir: dir.to_path_buf(),
+                reason,
+            });
+        }
+        loop {
+            let (mut db, followed) = Db::open_snapshot(&base, dir, &options, started)?;
+            if !followed && readers::writer_is_live(&*base, dir)? {
+                // A writer opened while the log was read to its end as no writer held it:
+                // what it appended meanwhile may not be durable. Again, at what it publishes.
+                drop(db);
+                continue;
+            }
+            // A database written before table counts is counted (in memory) as at any open.
+            db.count_after_open()?;
+            Arc::get_mut(&mut db.inner)
+                .expect("a handle just opened has no clone")
+                .read_only = Some(ReadOnly {
+                base,
+                writable,
+                options,
+            });
+            return Ok(db);
+        }
+    }
+
+    /// One try of [`Db::open_read_only`]: the snapshot lock, where the snapshot ends, the
+    /// recovery in memory. Returns the handle and whether it followed a live writer's log.
+    fn open_snapshot(
+        base: &Arc<dyn Storage>,
+        dir: &Path,
+        options: &Options,
+        started: std::time::Instant,
+    ) -> Result<(Db, bool)> {
+        let header_path = dir.join(HEADER_FILE_NAME);
+        let lock = readers::hold_snapshot(&**base, dir, PATIENCE)?;
+        let follow = readers::snapshot_end(&**base, dir, PATIENCE)?;
+        let overlay: Arc<dyn Storage> = Arc::new(OverlayStorage::new(Arc::clone(base)));
+        let Some(existing) = HeaderFile::open(&*overlay, dir, crate::FlushMethod::Fdatasync)?
+        else {
+            return Err(Error::Corruption {
+                file: header_path,
+                offset: 0,
+                what: "the header file holds no header (empty or all zeros); the database's \
+                       other files are left as they are",
+            });
+        };
+        let db = open::open_existing(
+            &overlay,
+            dir,
+            (
+                options.clone(),
+                open::Opener::Reader {
+                    base: Arc::clone(base),
+                    follow,
+                },
+            ),
+            existing,
+            (started, lock),
+        )?;
+        Ok((db, follow.is_some()))
+    }
+
+    /// Holds the files of the database in `dir` still, for a tool that reads them itself
+    /// (`till stats`, `till dump-log`), whether a writer has the database open or not: the
+    /// readers' lock, shared (`db/readers.rs`). While it is held, the writer (live now, or
+    /// opening later) changes no page, no header and no log segment, and appends to the log
+    /// only past what it published as durable; its commits go on. Nothing is written (on
+    /// read-only media nothing is locked, and no writer can be there).
+    pub fn hold_files(dir: impl AsRef<Path>) -> Result<Box<dyn crate::io::HeldLock>> {
+        readers::hold_snapshot(&FileStorage::read_only(), dir.as_ref(), PATIENCE)
+    }
+
+    /// True when a writer has the database in `dir` open now (its lock is held), in this
+    /// process or another. A moment later it may have closed, or one opened.
+    pub fn is_open_for_writing(dir: impl AsRef<Path>) -> Result<bool> {
+        readers::writer_is_live(&FileStorage::read_only(), dir.as_ref())
+    }
+
+    /// True for a handle from [`Db::open_read_only`].
+    #[must_use]
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only.is_some()
+    }
+
+    /// Moves a read-only handle to the latest durable commit: lets go of its snapshot (the
+    /// writer may be waiting for it), then opens a new one. On a read-write handle, which
+    /// sees every commit already, it does nothing. Clones of this handle keep the old
+    /// snapshot. On failure the handle is unusable (every call fails); open a new one.
+    pub fn refresh(&mut self) -> Result<()> {
+        let Some(read_only) = &self.inner.read_only else {
+            return Ok(());
+        };
+        let storages = (Arc::clone(&read_only.base), Arc::clone(&read_only.writable));
+        let options = read_only.options.clone();
+        let dir = self.inner.dir.clone();
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            // No clone and (through `&mut self`) no transaction reads through this handle:
+            // its snapshot lock can go before the next is taken, so a writer waiting for it
+            // gets in between.
+            #[expect(
+                clippy::used_underscore_binding,
+                reason = "the lock is only held, never read; here it is let go early"
+            )]
+            let held = &mut inner._lock;
+            *held = Box::new(crate::io::NoLock);
+        }
+        match Db::open_read_only_on(storages, &dir, options) {
+            Ok(fresh) => {
+                *self = fresh;
+                Ok(())
+            }
+            Err(e) => {
+                // Without its lock the old snapshot's files may change: never read them again.
+                self.inner.poisoned.set(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Where this handle may write files that are not the database's (a backup's copy).
+    pub(super) fn writable_storage(&self) -> Arc<dyn Storage> {
+        self.inner.read_only.as_ref().map_or_else(
+            || Arc::clone(&self.inner.storage),
+            |r| Arc::clone(&r.writable),
+        )
+    }
+
+    /// `Err(ReadOnly)` on a read-only handle.
+    pub(super) fn refuse_read_only(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly {
+                dir: self.inner.dir.clone(),
+                what: "a read-write transaction",
+            });
+        }
+        Ok(())
+    }
+}

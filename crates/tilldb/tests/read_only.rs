@@ -1,0 +1,337 @@
+//! `Db::open_read_only` in one process: a snapshot at the writer's durable lsn, `refresh`,
+//! nothing written to disk, writes refused, bad directories refused as `Db::open` refuses
+//! them, and the writer's checkpoints deferred (never failed) while a reader holds its
+//! snapshot. `tests/read_only_procs.rs` runs writer and readers as separate processes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tilldb::{Db, Durability, Error, Options};
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key-{i:06}").into_bytes()
+}
+
+fn put_rows(db: &Db, from: u32, to: u32, durability: Durability) {
+    let mut txn = db.begin().expect("begin");
+    for i in from..to {
+        txn.put(&key(i), format!("value-{i}").as_bytes())
+            .expect("put");
+    }
+    txn.commit_with(durability).expect("commit");
+}
+
+/// Every file under `dir` with its bytes, the lock files aside (empty, made by whoever
+/// locks first).
+fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let name = path.strip_prefix(dir).expect("under").display().to_string();
+                out.insert(name, std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+/// Refreshes `reader` until `check` holds (the writer publishes its durable lsn every few
+/// milliseconds), for at most 5 s.
+fn refresh_until(reader: &mut Db, what: &str, check: impl Fn(&Db) -> bool) {
+    let started = Instant::now();
+    loop {
+        reader.refresh().expect("refresh");
+        if check(reader) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the reader never saw {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_reader_sees_durable_commits_at_open_and_newer_ones_only_after_refresh() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = Db::open(dir.path(), Options::for_tests()).expect("open");
+    put_rows(&writer, 0, 100, Durability::Sync);
+    let mut reader = Db::open_read_only(dir.path(), Options::for_tests()).expect("read-only");
+    assert!(reader.is_read_only() && !writer.is_read_only());
+    // The publisher may lag the commit by a few milliseconds.
+    refresh_until(&mut reader, "the first 100 rows", |r| {
+        r.len().expect("len") == 100
+    });
+    put_rows(&writer, 100, 150, Durability::Sync);
+    assert_eq!(
+        reader.len().expect("len"),
+        100,
+        "a snapshot does not move by itself"
+    );
+    assert_eq!(reader.get(&key(120)).expect("get"), None);
+    refresh_until(&mut reader, "the next 50 rows", |r| {
+        r.len().expect("len") == 150
+    });
+    assert_eq!(
+        reader.get(&key(120)).expect("get").as_deref(),
+        Some(&b"value-120"[..])
+    );
+    let scanned = reader
+        .begin_read()
+        .expect("read txn")
+        .scan(
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            tilldb::Direction::Forward,
+        )
+        .expect("scan")
+        .len();
+    assert_eq!(scanned, 150);
+    drop(reader);
+    writer.close().expect("close");
+}
+
+#[test]
+fn a_commit_that_is_not_durable_is_never_seen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options {
+        checkpoint_interval: Duration::from_hours(1),
+        wal: tilldb::WalOptions {
+            flush_interval: Duration::from_hours(1),
+            ..Options::for_tests().wal
+        },
+        ..Options::for_tests()
+    };
+    let writer = Db::open(dir.path(), options.clone()).expect("open");
+    put_rows(&writer, 0, 10, Durability::Sync);
+    // Written to the log but not flushed: not durable, so not published.
+    put_rows(&writer, 10, 20, Durability::Buffered);
+    let mut reader = Db::open_read_only(dir.path(), options.clone()).expect("read-only");
+    for _ in 0..20 {
+        reader.refresh().expect("refresh");
+        assert!(
+            reader.get(&key(15)).expect("get").is_none(),
+            "a Buffered commit the log never flushed was seen"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // A Sync commit flushes the log, the Buffered one's records with it.
+    put_rows(&writer, 20, 21, Durability::Sync);
+    refresh_until(&mut reader, "the flushed commits", |r| {
+        r.get(&key(15)).expect("get").is_some() && r.get(&key(20)).expect("get").is_some()
+    });
+}
+
+#[test]
+fn a_read_only_handle_refuses_writes_and_changes_no_byte() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let writer = Db::open(dir.path(), Options::for_tests()).expect("open");
+        put_rows(&writer, 0, 500, Durability::Sync);
+        writer.close().expect("close");
+    }
+    let before = contents(dir.path());
+    let reader = Db::open_read_only(dir.path(), Options::for_tests()).expect("read-only");
+    assert_eq!(reader.len().expect("len"), 500);
+    let err = reader.begin().expect_err("a write transaction");
+    assert!(matches!(err, Error::ReadOnly { .. }), "{err:?}");
+    assert!(err.to_string().contains("read-only"), "{err}");
+    reader.checkpoint().expect("a checkpoint does nothing");
+    reader.check().expect("check");
+    drop(reader);
+    let mut after = contents(dir.path());
+    // The readers' lock file is made by the first reader if no writer made it.
+    if !before.contains_key("tilldb.readers") {
+        after.remove("tilldb.readers");
+    }
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    for (name, bytes) in &before {
+        assert!(
+            after[name] == *bytes,
+            "{name} changed under a read-only handle"
+        );
+    }
+}
+
+#[test]
+fn a_crashed_database_is_read_as_recovery_would_find_it_without_being_recovered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options {
+        background_threads: false,
+        ..Options::for_tests()
+    };
+    {
+        let writer = Db::open(dir.path(), options.clone()).expect("open");
+        put_rows(&writer, 0, 300, Durability::Sync);
+        // A crash: the handle is forgotten, nothing is closed or checkpointed.
+        std::mem::forget(writer);
+    }
+    // The forgotten handle still holds the database lock in this process: a writer is
+    // "live" but will never publish more; the reader reads up to what it published.
+    let reader = Db::open_read_only(dir.path(), options.clone()).expect("read-only");
+    assert_eq!(reader.len().expect("len"), 300);
+    assert!(
+        reader.recovery().log_bytes > 0,
+        "the reader replayed the log"
+    );
+    reader.check().expect("check");
+}
+
+#[test]
+fn what_is_no_database_is_refused_and_nothing_is_created() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing");
+    let err = Db::open_read_only(&missing, Options::for_tests()).expect_err("missing");
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err:?}");
+    assert!(!missing.exists(), "a read-only open created the directory");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let err = Db::open_read_only(&empty, Options::for_tests()).expect_err("empty");
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err:?}");
+    assert_eq!(std::fs::read_dir(&empty).expect("ls").count(), 0);
+}
+
+#[test]
+fn the_writer_defers_checkpoints_while_a_reader_holds_and_catches_up_after() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options {
+        checkpoint_log_bytes: 64 << 10,
+        wal: tilldb::WalOptions {
+            segment_bytes: 64 << 10,
+            first_segment_bytes: 64 << 10,
+            ..Options::for_tests().wal
+        },
+        ..Options::for_tests()
+    };
+    let writer = Db::open(dir.path(), options.clone()).expect("open");
+    put_rows(&writer, 0, 10, Durability::Sync);
+    let reader = Db::open_read_only(dir.path(), options.clone()).expect("read-only");
+    let seen = reader.len().expect("len");
+    let data = dir.path().join("data.tdb");
+    let pages_before = std::fs::read(&data).expect("read the data file");
+    // Far past checkpoint_log_bytes: every checkpoint is deferred, no commit fails.
+    for i in 0..40 {
+        put_rows(&writer, 10 + i * 50, 60 + i * 50, Durability::Sync);
+    }
+    assert!(
+        std::fs::read(&data).expect("read the data file") == pages_before,
+        "the data file changed under a reader's snapshot"
+    );
+    assert_eq!(reader.len().expect("len"), seen, "the snapshot stayed");
+    reader.check().expect("the snapshot is whole");
+    drop(reader);
+    writer
+        .checkpoint()
+        .expect("checkpoint once the reader is gone");
+    let reader = Db::open_read_only(dir.path(), options.clone()).expect("read-only");
+    assert_eq!(reader.len().expect("len"), 2010);
+    drop(reader);
+    writer.close().expect("close");
+    let reopened = Db::open(dir.path(), options).expect("reopen");
+    assert_eq!(reopened.len().expect("len"), 2010);
+}
+
+/// Holds a writer's open at its first read of the header (after it took the database lock)
+/// until released.
+#[derive(Debug, Default)]
+struct HoldAtHeader {
+    held: std::sync::Mutex<bool>,
+    reached: std::sync::Condvar,
+    release: std::sync::Condvar,
+}
+
+impl tilldb::io::Hooks for HoldAtHeader {
+    fn before(&self, call: &tilldb::io::Call<'_>) -> tilldb::Result<()> {
+        if let tilldb::io::Call::Open { path, .. } = call
+            && path.ends_with("tilldb.meta")
+        {
+            let mut held = self.held.lock().expect("lock");
+            if !*held {
+                *held = true;
+                self.reached.notify_all();
+                while *held {
+                    held = self.release.wait(held).expect("wait");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_reader_never_takes_a_dead_writers_lsn_for_the_opening_writers() {
+    use std::sync::Arc;
+    use tilldb::io::{CrashMode, HookedStorage, SimConfig, SimDisk, Storage};
+    let disk = SimDisk::new(SimConfig::default());
+    let dir = Path::new("/db");
+    let options = Options {
+        background_threads: false,
+        ..Options::for_tests()
+    };
+    // A writer publishes its Sync commits, then writes Buffered ones (not durable, not
+    // published) and dies: they are in the log all the same (a process kill loses nothing).
+    let writer = Db::open_with_storage(Arc::new(disk.clone()), dir, options.clone()).expect("open");
+    put_rows(&writer, 0, 10, Durability::Sync);
+    put_rows(&writer, 10, 20, Durability::Buffered);
+    disk.crash(CrashMode::ProcessKill);
+    std::mem::forget(writer);
+    // No writer: the reader reads the log to its end, as the next writer's recovery will.
+    let first =
+        Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone()).expect("ro");
+    assert_eq!(first.len().expect("len"), 20);
+    drop(first);
+    // The next writer holds the lock and is still opening: its predecessor's published lsn
+    // (10 rows) is not its own. A reader waits for what it publishes.
+    let hold = Arc::new(HoldAtHeader::default());
+    let hooked: Arc<dyn Storage> = Arc::new(HookedStorage::new(
+        Arc::new(disk.clone()),
+        ArcHooks(Arc::clone(&hold)),
+    ));
+    std::thread::scope(|scope| {
+        let opening = scope.spawn(|| Db::open_with_storage(hooked, dir, options.clone()));
+        {
+            let mut reached = hold.held.lock().expect("lock");
+            while !*reached {
+                reached = hold.reached.wait(reached).expect("wait");
+            }
+        }
+        let reader = scope.spawn(|| {
+            Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone())
+                .expect("ro")
+                .len()
+                .expect("len")
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        *hold.held.lock().expect("lock") = false;
+        hold.release.notify_all();
+        let writer = opening
+            .join()
+            .expect("join")
+            .expect("the second writer opens");
+        assert_eq!(
+            reader.join().expect("join"),
+            20,
+            "a reader went back to the dead writer's published lsn"
+        );
+        drop(writer);
+    });
+}
+
+/// Hooks through an `Arc`, so the test keeps a handle on them.
+#[derive(Debug)]
+struct ArcHooks(std::sync::Arc<HoldAtHeader>);
+
+impl tilldb::io::Hooks for ArcHooks {
+    fn before(&self, call: &tilldb::io::Call<'_>) -> tilldb::Result<()> {
+        self.0.before(call)
+    }
+}
