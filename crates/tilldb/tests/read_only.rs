@@ -335,3 +335,77 @@ impl tilldb::io::Hooks for ArcHooks {
         self.0.before(call)
     }
 }
+
+/// Rows of each commit in `a_refreshing_reader_sees_a_commit_in_parts_whole_or_not_at_all`.
+const PART_ROWS: u32 = 3_000;
+
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_refreshing_reader_sees_a_commit_in_parts_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options {
+        // Small parts: each of these commits is logged in many records.
+        commit_part_bytes: 16 << 10,
+        ..Options::for_tests()
+    };
+    let writer = Db::open(dir.path(), options.clone()).expect("open");
+    let write_all = |round: u32| {
+        let mut txn = writer.begin().expect("begin");
+        for i in 0..PART_ROWS {
+            txn.put(
+                &key(i),
+                format!("round-{round:04}-{}", "x".repeat(40)).as_bytes(),
+            )
+            .expect("put");
+        }
+        txn.commit().expect("commit");
+    };
+    write_all(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let rounds = scope.spawn(|| {
+            let mut round = 1;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                write_all(round);
+                round += 1;
+            }
+            round
+        });
+        // The writer stops however the reader's checks end (a failed one unwinds through
+        // the scope, which joins the writer).
+        let _stop = StopOnDrop(&stop);
+        let mut reader = Db::open_read_only(dir.path(), options.clone()).expect("read-only");
+        let started = Instant::now();
+        let (mut refreshes, mut last) = (0, String::new());
+        while started.elapsed() < Duration::from_secs(3) {
+            reader.refresh().expect("refresh");
+            refreshes += 1;
+            let txn = reader.begin_read().expect("read txn");
+            let first = txn.get(&key(0)).expect("get").expect("row 0");
+            let round = String::from_utf8(first[..10].to_vec()).expect("utf-8");
+            for i in (0..PART_ROWS).step_by(97) {
+                let value = txn.get(&key(i)).expect("get").expect("a row");
+                assert!(
+                    value.starts_with(round.as_bytes()),
+                    "row {i} is from another commit than row 0 ({round}): a commit seen in part"
+                );
+            }
+            assert!(round >= last, "the reader went back from {last} to {round}");
+            last = round;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let written = rounds.join().expect("writer");
+        assert!(
+            refreshes > 10 && written > 3,
+            "{refreshes} refreshes, {written} rounds"
+        );
+    });
+}

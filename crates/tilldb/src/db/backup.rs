@@ -82,8 +82,7 @@ impl Db {
             Ok(())
         })?;
         // 3. The log from the redo point to what is durable now.
-        inner.wal.sync()?;
-        let end = inner.wal.durable_lsn();
+        let end = self.durable_end()?;
         let wal_dir = inner.dir.join(claim::WAL_DIR_NAME);
         for name in source.list_dir(&wal_dir)? {
             let from = wal_dir.join(&name);

@@ -120,7 +120,7 @@ pub(super) fn create(
     let (pool, poisoned) = pool_over(
         page_bytes,
         options.cache_bytes,
-        (&wal, Some(Arc::clone(&gate))),
+        (&wal, Some(Arc::clone(&gate)), None),
         (store, guard, spill),
     );
     let alloc = first_commit(&pool, &wal, &dir.join(DATA_FILE_NAME))?;
@@ -191,7 +191,7 @@ const READER_WAL_DIR_NAME: &str = "wal.read-only";
 
 /// The records of the log in `dir` on `storage` from `from` to the last one ending at or
 /// before `durable`, read as the change feed reads a live log (`wal/follow.rs`).
-fn follow_log(
+pub(super) fn follow_log(
     storage: &Arc<dyn Storage>,
     dir: &Path,
     from: crate::wal::Lsn,
@@ -299,38 +299,7 @@ pub(super) fn open_existing(
     (started, lock): (Instant, Box<dyn HeldLock>),
 ) -> Result<Db> {
     let read_only = matches!(opener, Opener::Reader { .. });
-    refuse_contradicting_options(dir, &options, &header)?;
-    // Again with the stored page size (the cache must hold 8 of its pages).
-    Options {
-        page_bytes: Some(header.page_bytes),
-        ..options.clone()
-    }
-    .validate()?;
-    // A create that crashed after its header was durable: complete, but for the marker.
-    remove_creating_marker(&**storage, dir)?;
-    let method = header.flush_method;
-    let facts = storage.device_facts(dir)?;
-    IoGeometry::resolve(
-        &facts,
-        method,
-        options.wal.log_block_bytes,
-        header.page_bytes,
-    )?;
-    let data_method = data_file_method(header.torn_page_guard, method);
-    if header.torn_page_guard == TornPageGuard::Atomic {
-        // The device may have changed under the database (copied to another file system):
-        // writing pages without the atomicity it was created with would risk torn pages.
-        IoGeometry::resolve(&facts, data_method, None, header.page_bytes)?;
-        check_atomic_pages(&**storage, dir, header.page_bytes).map_err(|e| {
-            Error::InvalidOptions(format!(
-                "{} was created with the atomic torn-page guard, but {}; open it on a file \
-                 system that supports atomic writes of this size (XFS on Linux 6.11+; \
-                 `till probe DIR` tells), where it will recover",
-                dir.display(),
-                reason(&e)
-            ))
-        })?;
-    }
+    let (method, data_method) = check_openable(storage, dir, &options, &header)?;
     let mut store = PageStore::open(&**storage, dir, data_method, header.page_bytes)?;
     let guard = PageGuard::open(
         header.torn_page_guard,
@@ -362,17 +331,22 @@ pub(super) fn open_existing(
         ..options
     };
     let spill = SpillFile::new(Arc::clone(storage), dir, header.page_bytes)?;
+    let snapshot_end = read_only.then(|| Arc::new(AtomicU64::new(wal.end_lsn().0)));
     let (pool, poisoned) = pool_over(
         header.page_bytes,
         options.cache_bytes,
-        (&wal, gate.clone()),
+        (&wal, gate.clone(), snapshot_end.clone()),
         (store, guard, spill),
     );
     let records = match followed {
         Some(records) => records,
         None => wal.read_from(header.checkpoint_lsn)?,
     };
-    let alloc = replay(&records, &pool, dir, &header, &mut report)?;
+    let first = Alloc {
+        page_count: header.page_count,
+        free_head: header.free_head,
+    };
+    let (alloc, pending_from) = replay(&records, &pool, dir, first, &mut report)?;
     report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
     report.elapsed = started.elapsed();
     let options = Options {
@@ -380,7 +354,9 @@ pub(super) fn open_existing(
         background_threads: options.background_threads && !read_only,
         ..options
     };
-    assemble(
+    let resume = pending_from.unwrap_or_else(|| wal.end_lsn());
+    let kept = options.clone();
+    let mut db = assemble(
         (storage, dir),
         options,
         (wal, gate),
@@ -388,7 +364,63 @@ pub(super) fn open_existing(
         header_file,
         alloc,
         (report, lock),
-    )
+    )?;
+    if let (Opener::Reader { base, .. }, Some(end)) = (opener, snapshot_end) {
+        Arc::get_mut(&mut db.inner)
+            .expect("a handle just opened has no clone")
+            .read_only = Some(super::read_only::ReadOnly::new(
+            Arc::clone(&base),
+            kept,
+            end,
+            (resume, header.checkpoint_lsn),
+        ));
+    }
+    Ok(db)
+}
+
+/// What must hold before an existing database is opened: options that do not contradict the
+/// header, a device that can do its flush method and block size (and its atomic writes, under
+/// that guard). Removes the marker of a create that crashed after its header was durable.
+/// Returns the log's flush method and the data file's.
+fn check_openable(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    options: &Options,
+    header: &Header,
+) -> Result<(FlushMethod, FlushMethod)> {
+    refuse_contradicting_options(dir, options, header)?;
+    // Again with the stored page size (the cache must hold 8 of its pages).
+    Options {
+        page_bytes: Some(header.page_bytes),
+        ..options.clone()
+    }
+    .validate()?;
+    // A create that crashed after its header was durable: complete, but for the marker.
+    remove_creating_marker(&**storage, dir)?;
+    let method = header.flush_method;
+    let facts = storage.device_facts(dir)?;
+    IoGeometry::resolve(
+        &facts,
+        method,
+        options.wal.log_block_bytes,
+        header.page_bytes,
+    )?;
+    let data_method = data_file_method(header.torn_page_guard, method);
+    if header.torn_page_guard == TornPageGuard::Atomic {
+        // The device may have changed under the database (copied to another file system):
+        // writing pages without the atomicity it was created with would risk torn pages.
+        IoGeometry::resolve(&facts, data_method, None, header.page_bytes)?;
+        check_atomic_pages(&**storage, dir, header.page_bytes).map_err(|e| {
+            Error::InvalidOptions(format!(
+                "{} was created with the atomic torn-page guard, but {}; open it on a file \
+                 system that supports atomic writes of this size (XFS on Linux 6.11+; \
+                 `till probe DIR` tells), where it will recover",
+                dir.display(),
+                reason(&e)
+            ))
+        })?;
+    }
+    Ok((method, data_method))
 }
 
 /// The log an opener recovers from the checkpoint: the database's own, recovered (a
@@ -437,17 +469,16 @@ fn restore_torn(
 /// Redo: applies the log from the header's checkpoint to the pages (each op only to a page
 /// older than its record), skipping the records of commits logged in parts that never got
 /// their last part. Returns the allocator state of the last commit.
-fn replay(
+pub(super) fn replay(
     records: &[crate::wal::WalRecord],
     pool: &BufferPool,
     dir: &Path,
-    header: &Header,
+    mut alloc: Alloc,
     report: &mut RecoveryReport,
-) -> Result<Alloc> {
-    let mut alloc = Alloc {
-        page_count: header.page_count,
-        free_head: header.free_head,
-    };
+) -> Result<(Alloc, Option<crate::wal::Lsn>)> {
+    // Where the records after the last applied one begin: parts of a commit whose last part
+    // the records do not reach (a read-only handle's next refresh reads again from there).
+    let mut pending_from = None;
     let corrupt = |lsn: crate::wal::Lsn, what| Error::Corruption {
         file: dir.join(super::claim::WAL_DIR_NAME),
         offset: lsn.0,
@@ -463,6 +494,9 @@ fn replay(
     for (rec, applies) in records.iter().zip(applies) {
         if !applies {
             report.parts_skipped += 1;
+            if pending_from.is_none() {
+                pending_from = Some(rec.lsn);
+            }
             continue;
         }
         let commit = record::decode(&rec.payload).map_err(|what| corrupt(rec.lsn, what))?;
@@ -485,9 +519,10 @@ fn replay(
         pool.stamp(&touched, rec.end_lsn.0, rec.lsn.0);
         if commit.part.last {
             alloc = commit.alloc;
+            pending_from = None;
         }
     }
-    Ok(alloc)
+    Ok((alloc, pending_from))
 }
 
 /// `Err(InvalidOptions)` when `options` ask for a page size or torn-page guard other than the
@@ -562,7 +597,7 @@ fn redo_op(
 fn pool_over(
     page_bytes: u32,
     cache_bytes: u64,
-    (wal, gate): (&Arc<Wal>, Option<Arc<ReaderGate>>),
+    (wal, gate, snapshot_end): (&Arc<Wal>, Option<Arc<ReaderGate>>, Option<Arc<AtomicU64>>),
     (store, guard, spill): (PageStore, PageGuard, SpillFile),
 ) -> (BufferPool, Arc<super::Poison>) {
     let poisoned = Arc::new(super::Poison::default());
@@ -575,6 +610,7 @@ fn pool_over(
             poison: Arc::clone(&poisoned),
             spill,
             gate,
+            snapshot_end,
         }),
     );
     (pool, poisoned)

@@ -254,6 +254,9 @@ pub struct DataFiles {
     /// The readers' lock, taken around every write to the data files (`db/readers.rs`);
     /// `None` for a read-only handle, which writes only to memory.
     pub gate: Option<Arc<super::readers::ReaderGate>>,
+    /// A read-only handle's snapshot end (`read_only.rs`): the log as far as it read, which its
+    /// own (empty) log does not know. Pages are never newer; replayed ones are "durable" to it.
+    pub snapshot_end: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// The data file, its guard, and the newest lsn written for each page.
@@ -278,10 +281,17 @@ impl Files {
 
 impl Backend for DataFiles {
     fn log_end(&self) -> u64 {
-        self.wal.end_lsn().0
+        match &self.snapshot_end {
+            Some(end) => end.load(std::sync::atomic::Ordering::Acquire),
+            None => self.wal.end_lsn().0,
+        }
     }
 
     fn log_durable_to(&self, lsn: u64) -> Result<u64> {
+        if let Some(end) = &self.snapshot_end {
+            // Everything a read-only handle replayed is in the log it read.
+            return Ok(end.load(std::sync::atomic::Ordering::Acquire));
+        }
         if self.wal.durable_lsn().0 < lsn {
             self.wal.sync()?;
         }
@@ -295,7 +305,7 @@ impl Backend for DataFiles {
         // does not reach. One that does means log records it depends on are lost (a damaged
         // log with a torn newer header slot, found by fuzzing); refuse it, never build on it.
         if let Some(page) = &page
-            && page.lsn() > self.wal.end_lsn().0
+            && page.lsn() > self.log_end()
         {
             return Err(Error::Corruption {
                 file: files.store.path().to_path_buf(),
@@ -425,6 +435,7 @@ mod tests {
             poison: Arc::default(),
             spill: SpillFile::new(Arc::clone(&storage), dir, 4096).expect("spill"),
             gate: None,
+            snapshot_end: None,
         }
     }
 

@@ -23,8 +23,10 @@ use crate::Options;
 use crate::error::{Error, Result};
 use crate::header::{HEADER_FILE_NAME, HeaderFile};
 use crate::io::{FileStorage, OverlayStorage, Storage};
+use crate::wal::Lsn;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How long an open waits for the writer to let go of the readers' lock (it holds it while
@@ -38,6 +40,34 @@ pub(super) struct ReadOnly {
     /// Where the handle may write what is not the database (a backup's copy).
     writable: Arc<dyn Storage>,
     options: Options,
+    /// Where the snapshot ends: the end of the last record read (shared with `DataFiles`).
+    end: Arc<AtomicU64>,
+    /// Where the next refresh reads the log from: `end`, or the first part of a commit whose
+    /// last part the snapshot did not reach (never applied, read again whole).
+    resume: Lsn,
+    /// The header's redo point when the snapshot was taken: a refresh that finds another
+    /// (the writer checkpointed meanwhile) opens anew.
+    checkpoint: Lsn,
+}
+
+impl ReadOnly {
+    /// What `open.rs` knows of a read-only handle it opened; [`Db::open_read_only`] says
+    /// where it may write.
+    pub(super) fn new(
+        base: Arc<dyn Storage>,
+        options: Options,
+        end: Arc<AtomicU64>,
+        (resume, checkpoint): (Lsn, Lsn),
+    ) -> ReadOnly {
+        ReadOnly {
+            writable: Arc::clone(&base),
+            base,
+            options,
+            end,
+            resume,
+            checkpoint,
+        }
+    }
 }
 
 impl Db {
@@ -68,6 +98,10 @@ impl Db {
     }
 
     /// Opens read-only, the files read from `base`, anything else written to `writable`.
+    #[expect(
+        clippy::needless_pass_by_value,
+        reason = "the handle keeps the options (to refresh); taken by value as Db::open takes them"
+    )]
     fn open_read_only_on(
         (base, writable): (Arc<dyn Storage>, Arc<dyn Storage>),
         dir: &Path,
@@ -100,11 +134,10 @@ impl Db {
             db.count_after_open()?;
             Arc::get_mut(&mut db.inner)
                 .expect("a handle just opened has no clone")
-                .read_only = Some(ReadOnly {
-                base,
-                writable,
-                options,
-            });
+                .read_only
+                .as_mut()
+                .expect("opened read-only")
+                .writable = writable;
             return Ok(db);
         }
     }
@@ -169,9 +202,12 @@ impl Db {
     }
 
     /// Moves a read-only handle to the latest durable commit: lets go of its snapshot (the
-    /// writer may be waiting for it), then opens a new one. On a read-write handle, which
-    /// sees every commit already, it does nothing. Clones of this handle keep the old
-    /// snapshot. On failure the handle is unusable (every call fails); open a new one.
+    /// writer may be waiting for it), then takes the next. When the writer has not
+    /// checkpointed since, that is the log records since the last refresh, replayed onto this
+    /// snapshot's pages; otherwise the database is opened anew (a redo from the new
+    /// checkpoint). On a read-write handle, which sees every commit already, it does nothing.
+    /// Clones of this handle keep the old snapshot. On failure the handle is unusable (every
+    /// call fails); open a new one.
     pub fn refresh(&mut self) -> Result<()> {
         let Some(read_only) = &self.inner.read_only else {
             return Ok(());
@@ -179,16 +215,21 @@ impl Db {
         let storages = (Arc::clone(&read_only.base), Arc::clone(&read_only.writable));
         let options = read_only.options.clone();
         let dir = self.inner.dir.clone();
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+        if Arc::get_mut(&mut self.inner).is_some() {
             // No clone and (through `&mut self`) no transaction reads through this handle:
             // its snapshot lock can go before the next is taken, so a writer waiting for it
             // gets in between.
-            #[expect(
-                clippy::used_underscore_binding,
-                reason = "the lock is only held, never read; here it is let go early"
-            )]
-            let held = &mut inner._lock;
-            *held = Box::new(crate::io::NoLock);
+            self.let_go();
+            match self.refresh_in_place() {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => {
+                    // Without its lock the old snapshot's files may change: never read them
+                    // again.
+                    self.inner.poisoned.set(&e);
+                    return Err(e);
+                }
+            }
         }
         match Db::open_read_only_on(storages, &dir, options) {
             Ok(fresh) => {
@@ -196,11 +237,91 @@ impl Db {
                 Ok(())
             }
             Err(e) => {
-                // Without its lock the old snapshot's files may change: never read them again.
                 self.inner.poisoned.set(&e);
                 Err(e)
             }
         }
+    }
+
+    /// Lets go of the snapshot lock. Requires: no clone of this handle.
+    fn let_go(&mut self) {
+        let inner = Arc::get_mut(&mut self.inner).expect("no clone");
+        #[expect(
+            clippy::used_underscore_binding,
+            reason = "the lock is only held, never read; here it is let go early"
+        )]
+        let held = &mut inner._lock;
+        *held = Box::new(crate::io::NoLock);
+    }
+
+    /// Takes the snapshot lock again and, when the writer's checkpoint has not moved and a
+    /// writer is live, replays the log it published since onto this snapshot: `Ok(false)`
+    /// when the handle must be opened anew instead. Requires: no clone of this handle, and
+    /// its lock let go.
+    fn refresh_in_place(&mut self) -> Result<bool> {
+        let inner = Arc::get_mut(&mut self.inner).expect("no clone");
+        let read_only = inner.read_only.as_mut().expect("a read-only handle");
+        let base = Arc::clone(&read_only.base);
+        let lock = readers::hold_snapshot(&*base, &inner.dir, PATIENCE)?;
+        // From here the files hold still again.
+        let Some((_, header)) =
+            HeaderFile::open(&*base, &inner.dir, crate::FlushMethod::Fdatasync)?
+        else {
+            return Ok(false);
+        };
+        if header.checkpoint_lsn != read_only.checkpoint {
+            return Ok(false);
+        }
+        let Some(durable) = readers::snapshot_end(&*base, &inner.dir, PATIENCE)? else {
+            // No writer: the log's valid end is found by a recovery's scan.
+            return Ok(false);
+        };
+        let records = open::follow_log(
+            &base,
+            &inner.dir,
+            read_only.resume,
+            durable.max(read_only.resume),
+        )?;
+        if let Some(last) = records.last() {
+            let end = last.end_lsn;
+            assert!(
+                end.0 >= read_only.end.load(Ordering::Acquire),
+                "a refresh went back from {} to {end}",
+                read_only.end.load(Ordering::Acquire)
+            );
+            // Pages the writer wrote since are at most this new: read, they are no error.
+            read_only.end.store(end.0, Ordering::Release);
+            let mut report = open::RecoveryReport::default();
+            let before = *inner.writer.get_mut();
+            let (alloc, pending) =
+                open::replay(&records, &inner.pool, &inner.dir, before, &mut report)?;
+            *inner.writer.get_mut() = alloc;
+            read_only.resume = pending.unwrap_or(end);
+            let reads = inner.reads.get_mut();
+            assert!(
+                reads.snapshots.is_empty(),
+                "a refresh under a read transaction"
+            );
+            reads.visibility = crate::txn::Visibility::new(end.0);
+            inner.visible_hint.store(end.0, Ordering::Release);
+        }
+        #[expect(
+            clippy::used_underscore_binding,
+            reason = "the lock is only held, never read; here the next snapshot's is kept"
+        )]
+        let held = &mut inner._lock;
+        *held = lock;
+        Ok(true)
+    }
+
+    /// The log is durable to here: a writer's log made durable now, or a read-only handle's
+    /// snapshot end (its own log is empty and knows nothing of the records it read).
+    pub(super) fn durable_end(&self) -> Result<Lsn> {
+        if let Some(read_only) = &self.inner.read_only {
+            return Ok(Lsn(read_only.end.load(Ordering::Acquire)));
+        }
+        self.inner.wal.sync()?;
+        Ok(self.inner.wal.durable_lsn())
     }
 
     /// Where this handle may write files that are not the database's (a backup's copy).
