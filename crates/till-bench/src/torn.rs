@@ -22,7 +22,9 @@
 //! device's log block), results: [ { engine ("tilldb"), threads, durability ("sync"), guard,
 //! commits, elapsed_seconds, commits_per_sec, flushes_per_sec, ratio_to_raw, ratio_to_none
 //! (null without a none row), pages_written_per_sec, log_bytes_per_commit,
-//! doublewrite_bytes_per_commit, page_bytes_per_commit, device_bytes_per_commit (their sum),
+//! doublewrite_bytes_per_commit, page_bytes_per_commit, other_bytes_per_commit (the header,
+//! the page ledger, the durable lsn published for read-only handles), device_bytes_per_commit
+//! (their sum),
 //! p50_us, p99_us, max_us } ] }`.
 
 use super::bars::{self, Bar, BarChart};
@@ -333,6 +335,8 @@ struct TornRowJson {
     log_bytes_per_commit: f64,
     doublewrite_bytes_per_commit: f64,
     page_bytes_per_commit: f64,
+    /// The header, the page ledger and the durable lsn published for read-only handles.
+    other_bytes_per_commit: f64,
     device_bytes_per_commit: f64,
     p50_us: f64,
     p99_us: f64,
@@ -363,6 +367,7 @@ fn json_of(
             log_bytes_per_commit: round1(r.per_commit(r.written.log)),
             doublewrite_bytes_per_commit: round1(r.per_commit(r.written.doublewrite)),
             page_bytes_per_commit: round1(r.per_commit(r.written.data)),
+            other_bytes_per_commit: round1(r.per_commit(r.written.other)),
             device_bytes_per_commit: round1(r.per_commit(r.written.total())),
             p50_us: round1(r.latencies.percentile_us(50.0)),
             p99_us: round1(r.latencies.percentile_us(99.0)),

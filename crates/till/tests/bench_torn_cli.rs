@@ -63,7 +63,8 @@ fn each_guard_gets_a_row_and_its_bytes_say_what_it_writes() {
         assert!(number(r, "p50_us") <= number(r, "p99_us"), "{r}");
         let parts = number(r, "log_bytes_per_commit")
             + number(r, "doublewrite_bytes_per_commit")
-            + number(r, "page_bytes_per_commit");
+            + number(r, "page_bytes_per_commit")
+            + number(r, "other_bytes_per_commit");
         assert!(
             (parts - number(r, "device_bytes_per_commit")).abs() < 1.0,
             "the total is not the sum of its parts: {r}"

@@ -140,6 +140,8 @@ fn read_only_media_can_be_inspected_and_are_refused_for_writing() {
             vec!["stats", dir_arg],
             vec!["dump-log", dir_arg],
             vec!["check", dir_arg],
+            vec!["tables", dir_arg],
+            vec!["scan", dir_arg],
         ] {
             let run = till(&args);
             assert!(run.ok, "till {args:?} on read-only media: {}", run.text());

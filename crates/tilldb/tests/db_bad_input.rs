@@ -94,6 +94,11 @@ enum Allowed {
 /// words for the printed table.
 fn judge(case: &str, dir: &Path, file: &Path, allowed: Allowed) -> String {
     let before = snapshot(dir);
+    judge_read_only(case, dir, file, allowed);
+    assert!(
+        snapshot(dir) == before,
+        "{case}: a read-only open changed the files"
+    );
     match Db::open(dir, options()) {
         Err(e) => {
             let text = e.to_string();
@@ -128,6 +133,35 @@ fn judge(case: &str, dir: &Path, file: &Path, allowed: Allowed) -> String {
             assert!(!db.recovery().created, "{case}: created a new database");
             assert_exact(&db, case);
             "opened, every commit exact".to_owned()
+        }
+    }
+}
+
+/// `Db::open_read_only` of the damaged copy: refused as `Db::open` refuses it (an error
+/// naming the file), or, where an open is allowed, every commit exact.
+fn judge_read_only(case: &str, dir: &Path, file: &Path, allowed: Allowed) {
+    match Db::open_read_only(dir, options()) {
+        Err(e) => {
+            let text = e.to_string();
+            let place = if file.parent().is_some_and(|p| p.ends_with("wal")) {
+                file.parent().expect("wal")
+            } else {
+                file
+            };
+            assert!(
+                text.contains(&place.display().to_string()),
+                "{case}: the read-only open's error does not name {}: {text}",
+                place.display()
+            );
+        }
+        Ok(db) => {
+            assert_eq!(
+                allowed,
+                Allowed::RefusedOrExact,
+                "{case}: opened read-only although {} was damaged",
+                file.display()
+            );
+            assert_exact(&db, case);
         }
     }
 }

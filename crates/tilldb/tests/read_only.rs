@@ -383,6 +383,11 @@ fn a_refreshing_reader_sees_a_commit_in_parts_whole_or_not_at_all() {
         // the scope, which joins the writer).
         let _stop = StopOnDrop(&stop);
         let mut reader = Db::open_read_only(dir.path(), options.clone()).expect("read-only");
+        // The writer publishes its durable lsn every few milliseconds: round 0 may not be
+        // there yet.
+        refresh_until(&mut reader, "round 0", |r| {
+            r.get(&key(0)).expect("get").is_some()
+        });
         let started = Instant::now();
         let (mut refreshes, mut last) = (0, String::new());
         while started.elapsed() < Duration::from_secs(3) {

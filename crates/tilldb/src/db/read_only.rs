@@ -33,6 +33,9 @@ use std::time::Duration;
 /// it writes a batch of pages or a checkpoint's header: milliseconds).
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// Tries at an open whose log a writer that opened meanwhile changed under it.
+const OPEN_TRIES: u32 = 3;
+
 /// What a read-only handle needs to refresh.
 pub(super) struct ReadOnly {
     /// The storage the database's files are read from (never written).
@@ -122,8 +125,17 @@ impl Db {
                 reason,
             });
         }
+        let mut tries = 0;
         loop {
-            let (mut db, followed) = Db::open_snapshot(&base, dir, &options, started)?;
+            tries += 1;
+            let (mut db, followed) = match Db::open_snapshot(&base, dir, &options, started) {
+                Ok(opened) => opened,
+                // A writer that opened while the log was read as nobody's (its first segment
+                // made where this open's recovery, in memory, made one too: found under Wine)
+                // changes the log under that read: again, at what the writer publishes.
+                Err(_) if tries < OPEN_TRIES && readers::writer_is_live(&*base, dir)? => continue,
+                Err(e) => return Err(e),
+            };
             if !followed && readers::writer_is_live(&*base, dir)? {
                 // A writer opened while the log was read to its end as no writer held it:
                 // what it appended meanwhile may not be durable. Again, at what it publishes.
