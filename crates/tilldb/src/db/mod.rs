@@ -46,6 +46,7 @@ mod claim;
 mod commit;
 mod compact;
 mod counts;
+mod create;
 mod drop;
 mod feed;
 mod invariants;
@@ -247,7 +248,7 @@ impl Db {
         // `tests/db_lock.rs` checks the order of the calls).
         let lock = claim::claim(&*storage, dir)?;
         if !storage.exists(&header_path)? {
-            return open::create(&storage, dir, options, (started, lock));
+            return create::create(&storage, dir, options, (started, lock));
         }
         // Read-only handles must not take a predecessor's durable lsn for this writer's.
         if !crate::mutants::active("reader-takes-predecessor-lsn") {

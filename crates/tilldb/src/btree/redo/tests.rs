@@ -1,0 +1,291 @@
+//! Unit tests of `redo.rs`.
+
+use super::*;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One op of every variant (and both value kinds).
+fn samples() -> Vec<PageOp> {
+    let mut body = vec![0u8; 4096 - HEADER_BYTES];
+    body[0] = 1;
+    body[4071] = 2;
+    vec![
+        PageOp::Format {
+            page: PageId(3),
+            kind: PageKind::Leaf,
+        },
+        PageOp::Image {
+            page: PageId(4),
+            kind: PageKind::Branch,
+            body,
+        },
+        PageOp::LeafPut {
+            page: PageId(5),
+            key: b"key".to_vec(),
+            value: LeafValue::Inline(b"value".to_vec()),
+        },
+        PageOp::LeafPut {
+            page: PageId(5),
+            key: Vec::new(),
+            value: LeafValue::Overflow {
+                len: 70_000,
+                first: PageId(9),
+            },
+        },
+        PageOp::LeafDelete {
+            page: PageId(6),
+            key: b"k".to_vec(),
+        },
+        PageOp::Truncate {
+            page: PageId(7),
+            from: 3,
+        },
+        PageOp::BranchInsert {
+            page: PageId(8),
+            key: b"sep".to_vec(),
+            child: PageId(12),
+        },
+        PageOp::BranchRemove {
+            page: PageId(8),
+            index: 1,
+        },
+        PageOp::SetLeftmost {
+            page: PageId(8),
+            child: PageId(13),
+        },
+        PageOp::SetPrev {
+            page: PageId(10),
+            prev: PageId(0),
+        },
+        PageOp::SetNext {
+            page: PageId(10),
+            next: PageId(11),
+        },
+        PageOp::OverflowWrite {
+            page: PageId(14),
+            next: PageId(15),
+            data: vec![0xAB; 3],
+        },
+    ]
+}
+
+#[test]
+fn node_ops_keep_a_checked_page_checked_and_valid() {
+    let mut page = PageBuf::new(PageId(5), PageKind::Leaf, 4096);
+    let put = |key: &[u8]| PageOp::LeafPut {
+        page: PageId(5),
+        key: key.to_vec(),
+        value: LeafValue::Inline(b"value".to_vec()),
+    };
+    // The first op checks the fresh page in full; every later one trusts it.
+    for key in [&b"m"[..], b"a", b"z", b"m", b"b"] {
+        put(key).apply_to(&mut page);
+        assert!(page.node_checked(), "an op left the page unchecked");
+    }
+    PageOp::LeafDelete {
+        page: PageId(5),
+        key: b"a".to_vec(),
+    }
+    .apply_to(&mut page);
+    assert!(page.node_checked());
+    let node =
+        node::NodeRef::parse_body(NodeKind::Leaf, page.body()).expect("ops left a valid node");
+    assert_eq!(node.count(), 3, "b, m (replaced) and z");
+    assert!(node.is_sorted());
+}
+
+#[test]
+#[should_panic(expected = "page op on an invalid")]
+fn a_node_op_on_an_unchecked_corrupt_page_panics() {
+    let mut page = PageBuf::new(PageId(5), PageKind::Leaf, 4096);
+    // A count with no slots or cells behind it.
+    page.body_mut()[0] = 7;
+    PageOp::LeafDelete {
+        page: PageId(5),
+        key: b"a".to_vec(),
+    }
+    .apply_to(&mut page);
+}
+
+#[test]
+fn round_trip_every_variant() {
+    let mut stream = Vec::new();
+    for op in samples() {
+        let mut out = Vec::new();
+        op.encode(&mut out);
+        assert_eq!(decode(&out), Ok((op.clone(), out.len())));
+        stream.extend_from_slice(&out);
+    }
+    // Ops concatenate: decode walks the stream.
+    let mut position = 0;
+    let mut back = Vec::new();
+    while position < stream.len() {
+        let (op, len) = decode(&stream[position..]).expect("valid");
+        back.push(op);
+        position += len;
+    }
+    assert_eq!(back, samples());
+}
+
+/// Golden bytes: if this changes, the log payload format changed and the version must be
+/// bumped.
+#[test]
+fn golden_bytes() {
+    let encoded: Vec<String> = samples()
+        .iter()
+        .map(|op| {
+            let mut out = Vec::new();
+            op.encode(&mut out);
+            hex(&out)
+        })
+        .collect();
+    let expected = [
+        "01 03 00 00 00 00 00 00 00 01",
+        "02 04 00 00 00 00 00 00 00 02 e8 0f 00 00 01 00 00 00 01 00 00 00 01 02",
+        "03 05 00 00 00 00 00 00 00 03 00 6b 65 79 00 05 00 00 00 76 61 6c 75 65",
+        "03 05 00 00 00 00 00 00 00 00 00 01 70 11 01 00 09 00 00 00 00 00 00 00",
+        "04 06 00 00 00 00 00 00 00 01 00 6b",
+        "05 07 00 00 00 00 00 00 00 03 00",
+        "06 08 00 00 00 00 00 00 00 03 00 73 65 70 0c 00 00 00 00 00 00 00",
+        "07 08 00 00 00 00 00 00 00 01 00",
+        "08 08 00 00 00 00 00 00 00 0d 00 00 00 00 00 00 00",
+        "09 0a 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00",
+        "0a 0a 00 00 00 00 00 00 00 0b 00 00 00 00 00 00 00",
+        "0b 0e 00 00 00 00 00 00 00 0f 00 00 00 00 00 00 00 03 00 00 00 ab ab ab",
+    ];
+    assert_eq!(encoded, expected);
+}
+
+#[test]
+fn image_keeps_only_the_bytes_around_the_longest_zero_run() {
+    let mut body = vec![0u8; 16384 - HEADER_BYTES];
+    body[10] = 1;
+    body[16000] = 2;
+    let op = PageOp::Image {
+        page: PageId(1),
+        kind: PageKind::Leaf,
+        body,
+    };
+    let len = op.encoded_len();
+    assert!(len < 500, "{len} bytes");
+    for body in [vec![], vec![0; 10], vec![5; 10]] {
+        let op = PageOp::Image {
+            page: PageId(1),
+            kind: PageKind::Leaf,
+            body,
+        };
+        let mut out = Vec::new();
+        op.encode(&mut out);
+        assert_eq!(decode(&out), Ok((op, out.len())));
+    }
+}
+
+#[test]
+fn truncation_and_bit_flips_never_panic() {
+    for op in samples() {
+        let mut good = Vec::new();
+        op.encode(&mut good);
+        for len in 0..good.len() {
+            assert!(decode(&good[..len]).is_err(), "{op:?} cut at {len}");
+        }
+        for bit in 0..good.len() * 8 {
+            let mut bad = good.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            if let Ok((back, len)) = decode(&bad) {
+                assert!(len <= bad.len());
+                // Whatever decodes is a well-formed op: it encodes and decodes again.
+                let mut again = Vec::new();
+                back.encode(&mut again);
+                assert_eq!(decode(&again), Ok((back, again.len())));
+            }
+        }
+    }
+}
+
+#[test]
+fn garbage_is_refused_without_panic() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..20_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let len = (state % 40) as usize;
+        let bytes: Vec<u8> = (0..len)
+            .map(|i| state.to_le_bytes()[i % 8] ^ u8::try_from(i).expect("small"))
+            .collect();
+        let _ = decode(&bytes);
+    }
+    // A huge claimed length allocates nothing.
+    let mut bytes = vec![TAG_OVERFLOW_WRITE];
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&0u64.to_le_bytes());
+    bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(decode(&bytes), Err("page op is truncated"));
+}
+
+#[test]
+fn ops_apply_to_their_page_only_and_keep_the_lsn() {
+    let mut page = PageBuf::new(PageId(5), PageKind::Leaf, 4096);
+    page.set_lsn(42);
+    for op in [
+        PageOp::LeafPut {
+            page: PageId(5),
+            key: b"b".to_vec(),
+            value: LeafValue::Inline(b"2".to_vec()),
+        },
+        PageOp::LeafPut {
+            page: PageId(5),
+            key: b"a".to_vec(),
+            value: LeafValue::Inline(b"1".to_vec()),
+        },
+        PageOp::LeafPut {
+            page: PageId(5),
+            key: b"a".to_vec(),
+            value: LeafValue::Inline(b"one".to_vec()),
+        },
+        PageOp::SetNext {
+            page: PageId(5),
+            next: PageId(9),
+        },
+        PageOp::LeafDelete {
+            page: PageId(5),
+            key: b"b".to_vec(),
+        },
+    ] {
+        op.apply_to(&mut page);
+    }
+    assert_eq!(page.lsn(), 42);
+    let node = node::NodeRef::parse(&page).expect("valid");
+    assert_eq!(node.count(), 1);
+    assert_eq!(node.key(0), b"a");
+    assert_eq!(node.value(0).to_owned(), LeafValue::Inline(b"one".to_vec()));
+    assert_eq!(node.next(), PageId(9));
+}
+
+#[test]
+#[should_panic(expected = "absent key")]
+fn deleting_an_absent_key_is_a_bug() {
+    let mut page = PageBuf::new(PageId(5), PageKind::Leaf, 4096);
+    PageOp::LeafDelete {
+        page: PageId(5),
+        key: b"x".to_vec(),
+    }
+    .apply_to(&mut page);
+}
+
+#[test]
+#[should_panic(expected = "applied to")]
+fn an_op_for_another_page_is_a_bug() {
+    let mut page = PageBuf::new(PageId(5), PageKind::Leaf, 4096);
+    PageOp::SetNext {
+        page: PageId(6),
+        next: PageId(1),
+    }
+    .apply_to(&mut page);
+}
