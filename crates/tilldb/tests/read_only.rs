@@ -414,3 +414,29 @@ fn a_refreshing_reader_sees_a_commit_in_parts_whole_or_not_at_all() {
         );
     });
 }
+
+#[test]
+fn a_writer_closes_while_a_reader_holds_its_snapshot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = Db::open(dir.path(), Options::for_tests()).expect("open");
+    put_rows(&writer, 0, 200, Durability::Sync);
+    let mut reader = Db::open_read_only(dir.path(), Options::for_tests()).expect("read-only");
+    refresh_until(&mut reader, "the 200 rows", |r| {
+        r.len().expect("len") == 200
+    });
+    // The close's checkpoint cannot write while the reader holds: it waits a moment, then
+    // leaves the write-back to the next open's recovery. It never waits for the reader.
+    let started = Instant::now();
+    writer.close().expect("close");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the close waited {:?} for a reader",
+        started.elapsed()
+    );
+    assert_eq!(reader.len().expect("len"), 200);
+    reader.check().expect("the snapshot is whole");
+    drop(reader);
+    let reopened = Db::open(dir.path(), Options::for_tests()).expect("reopen");
+    assert_eq!(reopened.len().expect("len"), 200);
+    reopened.check().expect("check");
+}

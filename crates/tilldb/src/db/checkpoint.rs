@@ -23,7 +23,7 @@ impl Db {
 
     /// A checkpoint unless read-only handles hold their snapshots: then deferred (the log
     /// grows until they refresh or close).
-    fn checkpoint_unless_readers(&self) -> Result<()> {
+    pub(super) fn checkpoint_unless_readers(&self) -> Result<()> {
         self.check_poison()?;
         if self.is_read_only() {
             return Ok(());

@@ -421,8 +421,10 @@ impl Db {
     }
 
     /// Checkpoints and closes the log. Dropping the last handle does the same, ignoring errors.
+    /// While read-only handles hold their snapshots the checkpoint is left to the next open's
+    /// recovery (the close waits for them a second at most): a close never waits for a reader.
     pub fn close(self) -> Result<()> {
-        self.checkpoint()
+        self.checkpoint_unless_readers()
     }
 
     /// What the database did since it opened: the log's and the buffer pool's counters, and
