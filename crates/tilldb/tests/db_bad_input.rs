@@ -102,13 +102,7 @@ fn judge(case: &str, dir: &Path, file: &Path, allowed: Allowed) -> String {
     match Db::open(dir, options()) {
         Err(e) => {
             let text = e.to_string();
-            // A log segment that no longer holds records is missing log: the error names the
-            // log directory where the records should be.
-            let place = if file.parent().is_some_and(|p| p.ends_with("wal")) {
-                file.parent().expect("wal")
-            } else {
-                file
-            };
+            let place = error_place(file);
             assert!(
                 text.contains(&place.display().to_string()),
                 "{case}: the error does not name {}: {text}",
@@ -137,17 +131,23 @@ fn judge(case: &str, dir: &Path, file: &Path, allowed: Allowed) -> String {
     }
 }
 
+/// Where an error about damaged `file` points: the file, or for a log segment the log
+/// directory (a segment that no longer holds records is missing log, named where the records
+/// should be).
+fn error_place(file: &Path) -> &Path {
+    match file.parent() {
+        Some(wal) if wal.ends_with("wal") => wal,
+        _ => file,
+    }
+}
+
 /// `Db::open_read_only` of the damaged copy: refused as `Db::open` refuses it (an error
 /// naming the file), or, where an open is allowed, every commit exact.
 fn judge_read_only(case: &str, dir: &Path, file: &Path, allowed: Allowed) {
     match Db::open_read_only(dir, options()) {
         Err(e) => {
             let text = e.to_string();
-            let place = if file.parent().is_some_and(|p| p.ends_with("wal")) {
-                file.parent().expect("wal")
-            } else {
-                file
-            };
+            let place = error_place(file);
             assert!(
                 text.contains(&place.display().to_string()),
                 "{case}: the read-only open's error does not name {}: {text}",
