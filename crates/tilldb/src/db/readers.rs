@@ -27,10 +27,12 @@
 //! ```
 //!
 //! Invariants:
-//! - Published before written: every page lsn in the data file and the header's redo point
-//!   are at or below the published lsn (the writer publishes under the lock, before its
-//!   writes: `GateGuard::publish`). A reader's redo to the published lsn therefore never
-//!   meets a page newer than its snapshot.
+//! - Published before a reader can look: every page lsn in the data file and the header's
+//!   redo point are at or below the published lsn whenever a reader can take the lock. The
+//!   writer publishes as it lets go of the lock (the last `GateGuard` dropped), which is what
+//!   readers rely on; it also publishes as it takes the lock and before a header, so a writer
+//!   killed mid-write leaves little behind the file. A reader's redo to the published lsn
+//!   therefore never meets a page newer than its snapshot.
 //! - While any reader holds `tilldb.readers`, no byte a reader reads changes, but for log
 //!   records past the published lsn.
 //! - The published lsn only moves forward within one writer's run (asserted). A new writer
