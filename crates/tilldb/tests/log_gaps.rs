@@ -145,6 +145,11 @@ fn every_log_segment_removed_in_turn_is_refused_or_not_needed() {
 /// separately failed with `EIO` at each; after a reopen every acknowledged commit is there.
 /// Releasing the segments before the new header is durable (a defect only the random tier
 /// caught, by chance) loses the log the old header still needs.
+///
+/// Since issue 34 that checkpoint is the one the open makes after replaying the log (an
+/// explicit `checkpoint()` after it finds nothing to free: this test injected its faults
+/// there, saw two calls and let the mutant `release-before-header` survive), so the faults
+/// go to every call of the recovering open, its checkpoint included.
 #[test]
 fn a_checkpoint_freeing_many_segments_crashed_or_failed_at_every_step_loses_nothing() {
     use tilldb::io::{Fault, FaultKind, IoKind};
@@ -181,11 +186,11 @@ fn a_checkpoint_freeing_many_segments_crashed_or_failed_at_every_step_loses_noth
         IoKind::FlushDir,
         IoKind::Create,
     ];
-    // The calls of each kind the checkpoint makes, counted on a fork without faults.
+    // The calls of each kind the recovering open makes (its checkpoint's among them),
+    // counted on a fork without faults.
     let counted = base.fork(1);
-    let db = open_big(&counted).expect("recover");
     let calls_before: Vec<u64> = kinds.iter().map(|&k| counted.call_count(k)).collect();
-    db.checkpoint().expect("checkpoint");
+    let db = open_big(&counted).expect("recover");
     let calls: Vec<u64> = kinds
         .iter()
         .zip(&calls_before)
@@ -193,7 +198,13 @@ fn a_checkpoint_freeing_many_segments_crashed_or_failed_at_every_step_loses_noth
         .collect();
     drop(db);
     let freed = before - chain_len(&counted);
-    println!("a checkpoint freeing segments: calls {kinds:?} = {calls:?}");
+    println!("a recovering open whose checkpoint frees segments: calls {kinds:?} = {calls:?}");
+    assert!(freed >= 5, "the checkpoint freed {freed} segments");
+    let removes = calls[3];
+    assert!(
+        removes >= 1 || calls[2] >= 1,
+        "the checkpoint released no segment by a remove or a rename: {calls:?}"
+    );
     let mut cases = 0;
     for (&kind, &count) in kinds.iter().zip(&calls) {
         for nth in 1..=count {
@@ -210,14 +221,15 @@ fn a_checkpoint_freeing_many_segments_crashed_or_failed_at_every_step_loses_noth
             ] {
                 let case = format!("{fault:?} at {kind:?} {nth} of {count}, then {mode:?}");
                 let disk = base.fork(cases);
-                let db = open_big(&disk).expect("recover");
                 disk.inject(Fault::once(kind, nth, fault));
-                let result = db.checkpoint();
+                let result = open_big(&disk);
                 assert!(
                     result.is_err() || disk.faults_pending() == 0,
                     "{case}: the fault never fired"
                 );
-                std::mem::forget(db);
+                if let Ok(db) = result {
+                    std::mem::forget(db);
+                }
                 disk.clear_faults();
                 disk.crash(mode);
                 let db = open_big(&disk).unwrap_or_else(|e| panic!("{case}: reopen: {e}"));
@@ -235,7 +247,6 @@ fn a_checkpoint_freeing_many_segments_crashed_or_failed_at_every_step_loses_noth
         }
     }
     println!("checkpoint crash cases: {cases}, each freeing {freed} segments when it completes");
-    assert!(freed >= 5, "the checkpoint freed {freed} segments");
 }
 
 fn chain_len(disk: &SimDisk) -> usize {
