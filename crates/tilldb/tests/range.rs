@@ -53,6 +53,17 @@ fn ranges_return_what_the_vec_scans_return_for_every_bound_and_direction() {
             let lazy = collect(db.range(lower, upper, direction).expect("range"));
             let eager = db.scan(lower, upper, direction).expect("scan");
             assert_eq!(lazy, eager, "{lower:?}..{upper:?} {direction:?}");
+            let mut range = db.range(lower, upper, direction).expect("range");
+            let mut borrowed = Vec::new();
+            while let Some(entry) = range.next_entry() {
+                let (k, v) = entry.expect("the range reads");
+                borrowed.push((k.to_vec(), v.to_vec()));
+            }
+            assert!(range.next().is_none(), "an ended range stays ended");
+            assert_eq!(
+                borrowed, lazy,
+                "next_entry, {lower:?}..{upper:?} {direction:?}"
+            );
             let mut expected: Vec<_> = model
                 .range::<[u8], _>((lower, upper))
                 .map(|(k, v)| (k.clone(), v.clone()))
@@ -92,30 +103,51 @@ fn ranges_return_what_the_vec_scans_return_for_every_bound_and_direction() {
 
 #[test]
 fn a_range_reads_one_snapshot_across_batches_while_writers_commit() {
-    let (_tmp, db, model) = populated();
-    let mut range = db
-        .range(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
-        .expect("range");
-    // Read part of the first batch, then change everything around the iterator.
-    let mut seen: Vec<(Vec<u8>, Vec<u8>)> =
-        range.by_ref().take(10).map(|e| e.expect("read")).collect();
-    for round in 0..5u32 {
-        let mut txn = db.begin().expect("begin");
-        for i in (round..2000).step_by(7) {
-            if i % 3 == 0 {
-                txn.delete(&key(i)).expect("delete");
-            } else {
-                txn.put(&key(i), b"changed").expect("put");
+    // Backward first: its batches meet the overlay's changes from the other end.
+    for direction in [Direction::Backward, Direction::Forward] {
+        let (_tmp, db, model) = populated();
+        let mut range = db
+            .range(Bound::Unbounded, Bound::Unbounded, direction)
+            .expect("range");
+        // Read part of the first batch, then change everything around the iterator.
+        let mut seen: Vec<(Vec<u8>, Vec<u8>)> =
+            range.by_ref().take(10).map(|e| e.expect("read")).collect();
+        for round in 0..5u32 {
+            let mut txn = db.begin().expect("begin");
+            for i in (round..2000).step_by(7) {
+                if i % 3 == 0 {
+                    txn.delete(&key(i)).expect("delete");
+                } else {
+                    txn.put(&key(i), b"changed").expect("put");
+                }
+            }
+            txn.put(format!("k{:05}a", round * 400).as_bytes(), b"new")
+                .expect("insert");
+            txn.commit().expect("commit");
+        }
+        // The rest through the borrowing form, half of it.
+        let mut rest = 0;
+        while let Some(entry) = range.next_entry() {
+            let (k, v) = entry.expect("read");
+            seen.push((k.to_vec(), v.to_vec()));
+            rest += 1;
+            if rest == 700 {
+                break;
             }
         }
-        txn.put(format!("k{:05}a", round * 400).as_bytes(), b"new")
-            .expect("insert");
-        txn.commit().expect("commit");
+        seen.extend(range.map(|e| e.expect("read")));
+        let mut expected: Vec<_> = model.into_iter().collect();
+        if direction == Direction::Backward {
+            expected.reverse();
+        }
+        assert_eq!(seen.len(), expected.len(), "{direction:?}");
+        assert!(
+            seen == expected,
+            "{direction:?}: the range saw a commit made after it"
+        );
+        db.close().expect("close");
     }
-    seen.extend(range.map(|e| e.expect("read")));
-    let expected: Vec<_> = model.into_iter().collect();
-    assert_eq!(seen.len(), expected.len());
-    assert!(seen == expected, "the range saw a commit made after it");
+    let (_tmp, db, _) = populated();
     // A read transaction's ranges share its snapshot.
     let reader = db.begin_read().expect("read txn");
     let before = collect(

@@ -41,6 +41,7 @@
 
 mod check;
 mod cursor;
+mod entries;
 mod mem;
 mod merge;
 pub mod node;
@@ -53,6 +54,7 @@ mod walk;
 
 pub use check::TreeStats;
 pub use cursor::{Cursor, Direction};
+pub use entries::Entries;
 pub use mem::MemPages;
 pub use node::LeafValue;
 pub use redo::PageOp;

@@ -5,7 +5,7 @@
 
 use super::reads::ScanWindow;
 use super::{Bound, Db, Direction, PageId, Result};
-use std::collections::VecDeque;
+use crate::btree::Entries;
 use std::fmt;
 
 /// The entries of a key range, in order, read lazily from one snapshot. Made by
@@ -23,7 +23,7 @@ pub struct Range<'db> {
     /// A snapshot registered for this iterator alone, released when it is dropped (one of a
     /// `ReadTxn` belongs to the transaction).
     owns_snapshot: bool,
-    batch: VecDeque<(Vec<u8>, Vec<u8>)>,
+    batch: Entries,
 }
 
 impl fmt::Debug for Range<'_> {
@@ -58,7 +58,7 @@ impl<'db> Range<'db> {
                 window,
                 snapshot,
                 owns_snapshot,
-                batch: VecDeque::new(),
+                batch: Entries::new(),
             }
         });
         if made.is_err() && owns_snapshot {
@@ -68,26 +68,39 @@ impl<'db> Range<'db> {
     }
 }
 
-impl Iterator for Range<'_> {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(entry) = self.batch.pop_front() {
-                return Some(Ok(entry));
-            }
+impl Range<'_> {
+    /// The next entry, borrowed from the iterator's batch until the next call: the same
+    /// entries as [`Iterator::next`] in the same order, without an allocation per key and
+    /// value (a `while let Some(entry) = range.next_entry()` loop).
+    ///
+    /// # Errors
+    ///
+    /// As [`Iterator::next`]: a failed read or a stopped database, returned once, after
+    /// which the iterator ends.
+    pub fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        while self.batch.is_empty() {
             match self
                 .db
-                .scan_step(self.root, &mut self.window, self.snapshot)
+                .scan_step(self.root, &mut self.window, self.snapshot, &mut self.batch)
             {
-                Ok(Some(batch)) => self.batch = batch.into(),
-                Ok(None) => return None,
+                Ok(true) => {}
+                Ok(false) => return None,
                 Err(e) => {
                     self.window = ScanWindow::empty(Direction::Forward);
                     return Some(Err(e));
                 }
             }
         }
+        self.batch.take_first().map(Ok)
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_entry()
+            .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
     }
 }
 

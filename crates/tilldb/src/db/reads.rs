@@ -3,6 +3,7 @@
 //! values that commits not yet visible to it replaced (`txn/overlay.rs`).
 
 use super::{BTreeMap, Bound, Db, Direction, PageId, Result, SCAN_BATCH, Seen, Tree};
+use crate::btree::Entries;
 
 impl Db {
     /// Moves the visible lsn over commits acknowledged since, and prunes the overlay.
@@ -95,99 +96,119 @@ impl Db {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut window = ScanWindow::new(lower, upper, direction);
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        while let Some(batch) = self.scan_step(root, &mut window, snapshot)? {
-            out.extend(batch);
+        let mut batch = Entries::new();
+        while self.scan_step(root, &mut window, snapshot, &mut batch)? {
+            out.extend(
+                batch
+                    .iter()
+                    .map(|(key, value)| (key.to_vec(), value.to_vec())),
+            );
         }
         Ok(out)
     }
 
-    /// The next batch of a scan at `snapshot` (at most `SCAN_BATCH` entries from the tree,
-    /// merged with the overlay's view of the same key window), in order, moving `window` past
-    /// it; `None` once the window is used up. Batches join in strict key order.
+    /// Fills `out` (cleared first) with the next batch of a scan at `snapshot`: at most
+    /// `SCAN_BATCH` entries from the tree, merged with the overlay's view of the same key
+    /// window, in order, moving `window` past it. Returns false, with `out` empty, once the
+    /// window is used up; a batch may be empty (the overlay removed all it held) and more
+    /// follow. Batches join in strict key order.
     pub(super) fn scan_step(
         &self,
         root: PageId,
         window: &mut ScanWindow,
         snapshot: u64,
-    ) -> Result<Option<Vec<Entry>>> {
+        out: &mut Entries,
+    ) -> Result<bool> {
+        out.clear();
         if window.done {
-            return Ok(None);
+            return Ok(false);
         }
         self.check_poison()?;
         let direction = window.direction;
-        // One batch from the tree, under the shared lock.
-        let batch: Vec<(Vec<u8>, Vec<u8>)> = {
+        let wanted = window.batch;
+        // One batch from the tree, under the shared lock, copied into `out`'s buffer.
+        {
             let _shared = self.inner.tree_lock.read();
             let pages = self.read_pages();
-            let cursor = Tree::open(root).scan(
-                &pages,
-                as_ref(&window.lower),
-                as_ref(&window.upper),
-                direction,
-            );
-            cursor.take(window.batch).collect::<Result<_>>()?
+            Tree::open(root)
+                .scan(
+                    &pages,
+                    as_ref(&window.lower),
+                    as_ref(&window.upper),
+                    direction,
+                )
+                .limit(wanted)
+                .fill(out, wanted)?;
+        }
+        let done = out.len() < wanted;
+        window.batch = (wanted * 2).min(SCAN_BATCH);
+        // The window this batch covers: to its last key, or all that is left when it is the
+        // last; the next batch starts past that edge whatever the overlay makes of it.
+        let edge = if done {
+            None
+        } else {
+            out.last().map(|(key, _)| key)
         };
-        let done = batch.len() < window.batch;
-        window.batch = (window.batch * 2).min(SCAN_BATCH);
-        // The window this batch covers, then the overlay's view of it.
-        let (window_lower, window_upper) = match (direction, batch.last(), done) {
-            (_, _, true) | (_, None, _) => (window.lower.clone(), window.upper.clone()),
-            (Direction::Forward, Some((k, _)), false) => {
-                (window.lower.clone(), Bound::Included(k.clone()))
-            }
-            (Direction::Backward, Some((k, _)), false) => {
-                (Bound::Included(k.clone()), window.upper.clone())
-            }
+        let next_bound = edge.map(|key| Bound::Excluded(key.to_vec()));
+        let (lower, upper) = match (direction, edge) {
+            (_, None) => (as_ref(&window.lower), as_ref(&window.upper)),
+            (Direction::Forward, Some(key)) => (as_ref(&window.lower), Bound::Included(key)),
+            (Direction::Backward, Some(key)) => (Bound::Included(key), as_ref(&window.upper)),
         };
-        let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = batch.into_iter().collect();
-        {
+        // The overlay's changes in the window (under its lock: few, and usually none, so the
+        // batch stays as the tree gave it).
+        let changed: Vec<(Vec<u8>, Option<Vec<u8>>)> = {
             let reads = self.inner.reads.lock();
-            for key in reads
+            reads
                 .overlay
-                .keys_in(root.0, as_ref(&window_lower), as_ref(&window_upper))
-            {
-                match reads.overlay.seen(root.0, key, snapshot) {
-                    Seen::Tree => {}
-                    Seen::Value(None) => {
-                        merged.remove(key);
-                    }
-                    Seen::Value(Some(v)) => {
-                        merged.insert(key.to_vec(), v);
-                    }
-                }
+                .keys_in(root.0, lower, upper)
+                .filter_map(|key| match reads.overlay.seen(root.0, key, snapshot) {
+                    Seen::Tree => None,
+                    Seen::Value(value) => Some((key.to_vec(), value)),
+                })
+                .collect()
+        };
+        if !changed.is_empty() {
+            let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = out
+                .iter()
+                .map(|(key, value)| (key.to_vec(), value.to_vec()))
+                .collect();
+            for (key, value) in changed {
+                match value {
+                    None => merged.remove(&key),
+                    Some(value) => merged.insert(key, value),
+                };
+            }
+            out.clear();
+            let mut push = |(key, value): (&Vec<u8>, &Vec<u8>)| out.push(key, value);
+            match direction {
+                Direction::Forward => merged.iter().for_each(&mut push),
+                Direction::Backward => merged.iter().rev().for_each(&mut push),
             }
         }
-        let ordered: Vec<(Vec<u8>, Vec<u8>)> = match direction {
-            Direction::Forward => merged.into_iter().collect(),
-            Direction::Backward => merged.into_iter().rev().collect(),
-        };
         // Batches join in strict key order (each window starts past the last one).
-        if let (Some(last), Some((first, _))) = (&window.last_key, ordered.first()) {
+        if let (Some(last), Some((first, _))) = (&window.last_key, out.first()) {
             assert!(
                 match direction {
-                    Direction::Forward => first > last,
-                    Direction::Backward => first < last,
+                    Direction::Forward => first > &last[..],
+                    Direction::Backward => first < &last[..],
                 },
                 "scan out of key order: {first:?} after {last:?}"
             );
         }
-        if let Some((k, _)) = ordered.last() {
-            window.last_key = Some(k.clone());
+        if let Some((key, _)) = out.last() {
+            let last = window.last_key.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(key);
         }
-        if done {
-            window.done = true;
-        } else {
-            match direction {
-                Direction::Forward => window.lower = excluded_after(&window_upper),
-                Direction::Backward => window.upper = excluded_after(&window_lower),
-            }
+        match (next_bound, direction) {
+            (None, _) => window.done = true,
+            (Some(bound), Direction::Forward) => window.lower = bound,
+            (Some(bound), Direction::Backward) => window.upper = bound,
         }
-        Ok(Some(ordered))
+        Ok(true)
     }
 }
-
-/// A key and its value.
-pub(super) type Entry = (Vec<u8>, Vec<u8>);
 
 /// Where a scan stands: the key window still to read, its direction, the last key returned.
 #[derive(Debug, Clone)]
@@ -236,13 +257,5 @@ pub(super) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
         Bound::Included(k) => Bound::Included(k.as_slice()),
         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
         Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
-/// The bound that continues a scan past a window's inclusive edge.
-pub(super) fn excluded_after(edge: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
-    match edge {
-        Bound::Included(k) => Bound::Excluded(k.clone()),
-        other => other.clone(),
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! ```text
 //!   read(id) / write(id)                     flush_dirty() (background writer, checkpoint)
-//!        |  map: PageId -> frame (mutex)            |  copy dirty, logged pages under shared latch
-//!        v                                          v  log durable to their lsn (WAL rule)
+//!        |  map: PageId -> frame (rwlock; a hit     |  copy dirty, logged pages under shared latch
+//!        v   pins under the shared lock)            v  log durable to their lsn (WAL rule)
 //!   frame: pins, referenced, flags, RwLock<FrameData> ---> Backend::write_pages (torn-page guard)
 //!        |  miss: clock picks an unpinned, logged victim; a dirty victim is written back first
 //!        v
@@ -139,7 +139,10 @@ pub struct BufferPool {
     page_bytes: u32,
     backend: Box<dyn Backend>,
     frames: Box<[Frame]>,
-    map: Mutex<Map>,
+    /// Shared for a lookup (a hit pins under it), exclusive to change the map or choose a
+    /// victim: a frame's pins rise only under this lock, so a victim chosen under the
+    /// exclusive lock with no pins stays unpinned.
+    map: RwLock<Map>,
     /// Held pages written to the spill file. Lock order: after a frame latch and the map.
     spilled: Mutex<held::Spilled>,
     hits: AtomicU64,
@@ -194,7 +197,7 @@ impl BufferPool {
             page_bytes,
             backend,
             frames,
-            map: Mutex::new(Map {
+            map: RwLock::new(Map {
                 ids: HashMap::with_capacity_and_hasher(count, PageIdHash::default()),
                 hand: 0,
             }),
@@ -319,7 +322,7 @@ impl BufferPool {
         for ids in ids.chunks(AT_ONCE) {
             let mut frames = [0usize; AT_ONCE];
             {
-                let map = self.map.lock();
+                let map = self.map.read();
                 for (frame, id) in frames.iter_mut().zip(ids) {
                     *frame = *map
                         .ids
@@ -358,22 +361,14 @@ impl BufferPool {
     fn pin(&self, id: PageId, create: Option<PageKind>) -> Result<usize> {
         assert!(id.0 != 0, "page 0 is never used");
         loop {
-            let mut map = self.map.lock();
-            if let Some(&frame) = map.ids.get(&id) {
-                let f = &self.frames[frame];
-                f.pins.fetch_add(1, Ordering::AcqRel);
-                f.referenced.store(true, Ordering::Relaxed);
-                drop(map);
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                if let Some(kind) = create {
-                    // Reusing a freed page that is still cached: start it afresh.
-                    let mut data = f.data.write();
-                    let page = data.page.as_mut().expect("a mapped frame holds its page");
-                    let lsn = page.lsn();
-                    *page = PageBuf::new(id, kind, self.page_bytes);
-                    page.set_lsn(lsn);
-                }
+            if let Some(frame) = self.pin_cached(id, create) {
                 return Ok(frame);
+            }
+            let mut map = self.map.write();
+            if map.ids.contains_key(&id) {
+                // Loaded by another thread between the two locks.
+                drop(map);
+                continue;
             }
             let victim = self.choose_victim(&mut map)?;
             drop(map);
@@ -385,9 +380,29 @@ impl BufferPool {
         }
     }
 
+    /// A hit: pins the frame that holds `id` under the shared map lock, or `None`.
+    fn pin_cached(&self, id: PageId, create: Option<PageKind>) -> Option<usize> {
+        let map = self.map.read();
+        let frame = *map.ids.get(&id)?;
+        let f = &self.frames[frame];
+        f.pins.fetch_add(1, Ordering::AcqRel);
+        f.referenced.store(true, Ordering::Relaxed);
+        drop(map);
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        if let Some(kind) = create {
+            // Reusing a freed page that is still cached: start it afresh.
+            let mut data = f.data.write();
+            let page = data.page.as_mut().expect("a mapped frame holds its page");
+            let lsn = page.lsn();
+            *page = PageBuf::new(id, kind, self.page_bytes);
+            page.set_lsn(lsn);
+        }
+        Some(frame)
+    }
+
     /// Clock: the first unpinned, logged, clean frame whose referenced bit is clear, clearing
     /// bits on the way; a dirty one only when two turns found no clean one. Pins the victim.
-    /// Requires: the map lock.
+    /// Requires: the map lock, exclusively (no hit can pin a frame meanwhile).
     ///
     /// Why clean first: a dirty victim is written on the path of the miss, one page at a time,
     /// and through the doublewrite guard that is two flushes; the background writer writes
@@ -414,7 +429,7 @@ impl BufferPool {
             f.pins.fetch_add(1, Ordering::AcqRel);
             return Ok(i);
         }
-        // Pins are taken under the map lock, which this holds; a frame is marked unlogged
+        // Pins are taken under the map lock, which this holds exclusively; a frame is marked unlogged
         // only by a thread that pinned it. So the dirty candidate is still free.
         if let Some(i) = dirty {
             let f = &self.frames[i];
@@ -511,7 +526,7 @@ impl BufferPool {
                 self.eviction_writes.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let mut map = self.map.lock();
+        let mut map = self.map.write();
         if f.pins.load(Ordering::Acquire) != 1 || map.ids.contains_key(&id) {
             drop(map);
             if let Some((_, slot, _)) = spill {
@@ -560,7 +575,7 @@ impl BufferPool {
                 Ok(Some(victim))
             }
             Err(e) => {
-                let mut map = self.map.lock();
+                let mut map = self.map.write();
                 map.ids.remove(&id);
                 f.id.store(0, Ordering::Release);
                 data.page = None;
@@ -580,7 +595,7 @@ impl BufferPool {
     /// Checks that map and frames agree and that no guard is outstanding. For tests and
     /// debug builds at quiet points.
     pub fn check_invariants(&self) {
-        let map = self.map.lock();
+        let map = self.map.read();
         assert!(map.ids.len() <= self.frames.len());
         for (id, &i) in &map.ids {
             let f = &self.frames[i];

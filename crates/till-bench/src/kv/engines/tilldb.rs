@@ -137,11 +137,17 @@ impl KvReader for TilldbReader<'_> {
 
     fn range(&mut self, from: &[u8], count: usize) -> Result<usize, BoxError> {
         let mut read = 0;
-        let entries =
+        // The borrowing form, as LMDB's and redb's ranges are read: each entry is looked at
+        // in place, not copied into two `Vec`s.
+        let mut entries =
             self.txn
                 .range(Bound::Included(from), Bound::Unbounded, Direction::Forward)?;
-        for entry in entries.take(count) {
-            entry?;
+        while read < count {
+            let Some(entry) = entries.next_entry() else {
+                break;
+            };
+            let (key, value) = entry?;
+            assert!(!key.is_empty() && !value.is_empty(), "an empty entry");
             read += 1;
         }
         Ok(read)

@@ -78,7 +78,7 @@ impl BufferPool {
         for &id in ids {
             let frame = *self
                 .map
-                .lock()
+                .read()
                 .ids
                 .get(&id)
                 .unwrap_or_else(|| panic!("held {id} is not in the pool"));
