@@ -8,7 +8,11 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 40] = [
+pub const ALL: [(&str, &str); 41] = [
+    (
+        "reads-skip-overlay",
+        "the overlay's empty hint is set while it holds entries: reads skip what old snapshots need",
+    ),
     (
         "writes-ignore-readers",
         "the writer writes pages and checkpoints while read-only handles hold their snapshots",

@@ -542,6 +542,11 @@ fn keep_befores(
     for (table_id, key, before) in befores {
         reads.overlay.record(table_id, key, provisional, before);
     }
+    if !reads.overlay.is_empty() && !crate::mutants::active("reads-skip-overlay") {
+        inner
+            .overlay_empty
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
     Ok(deltas)
 }
 

@@ -160,6 +160,13 @@ struct Inner {
     /// committers it released all return at once). Written under `reads`; never ahead of
     /// `reads.visibility`.
     visible_hint: AtomicU64,
+    /// Whether `reads.overlay` is empty, published for reads: a point read or a scan batch
+    /// with nothing to merge skips the `reads` lock (every read took it). Set false as a
+    /// commit records its entries, before it changes a page, and true by a prune that empties
+    /// the overlay; written under `reads`. A read that found a commit's change in the tree
+    /// reads it after that commit set it false (the tree lock orders them), and a prune
+    /// empties the overlay only of entries no registered snapshot needs.
+    overlay_empty: AtomicBool,
     header: Mutex<HeaderFile>,
     /// Held by the running checkpoint: one at a time.
     checkpointing: Mutex<()>,

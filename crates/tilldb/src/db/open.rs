@@ -23,7 +23,7 @@ use record::Alloc;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 /// What opening a database did ([`Db::recovery`]): nothing for a new or cleanly closed
@@ -507,6 +507,7 @@ pub(super) fn assemble(
                 snapshots: BTreeMap::new(),
             }),
             visible_hint: AtomicU64::new(visible),
+            overlay_empty: AtomicBool::new(true),
             header: Mutex::new(header),
             checkpointing: Mutex::new(()),
             poisoned,

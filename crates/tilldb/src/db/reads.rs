@@ -18,6 +18,12 @@ impl Db {
             .store(visible, std::sync::atomic::Ordering::Release);
         let horizon = reads.horizon(visible);
         reads.overlay.prune(horizon);
+        self.inner
+            .overlay_empty
+            .store(
+                reads.overlay.is_empty() || crate::mutants::active("reads-skip-overlay"),
+                std::sync::atomic::Ordering::Release,
+            );
         visible
     }
 
@@ -39,6 +45,13 @@ impl Db {
     pub(super) fn horizon(&self) -> u64 {
         let visible = self.visible_lsn();
         self.inner.reads.lock().horizon(visible)
+    }
+
+    /// Whether the overlay holds nothing (read after the tree: see `Inner::overlay_empty`).
+    fn overlay_is_empty(&self) -> bool {
+        self.inner
+            .overlay_empty
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub(super) fn snapshot_register(&self) -> u64 {
@@ -78,6 +91,9 @@ impl Db {
             let _shared = self.inner.tree_lock.read();
             Tree::open(root).get(&self.read_pages(), key)?
         };
+        if self.overlay_is_empty() {
+            return Ok(tree_value);
+        }
         Ok(
             match self.inner.reads.lock().overlay.seen(root.0, key, snapshot) {
                 Seen::Tree => tree_value,
@@ -157,7 +173,9 @@ impl Db {
         };
         // The overlay's changes in the window (under its lock: few, and usually none, so the
         // batch stays as the tree gave it).
-        let changed: Vec<(Vec<u8>, Option<Vec<u8>>)> = {
+        let changed: Vec<(Vec<u8>, Option<Vec<u8>>)> = if self.overlay_is_empty() {
+            Vec::new()
+        } else {
             let reads = self.inner.reads.lock();
             reads
                 .overlay
