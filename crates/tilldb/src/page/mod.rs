@@ -48,6 +48,7 @@ use crate::checksum::crc32c_seeded;
 use crate::io::AlignedBuf;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bytes of the page header; the body follows.
@@ -187,6 +188,9 @@ pub struct PageBuf {
     /// Set once the node layer has checked this version of the page; cleared by every
     /// mutable access, so a changed page is checked again before it is trusted.
     node_checked: AtomicBool,
+    /// What the node layer derived from this version of the page for its searches (in
+    /// memory only, never written; `btree/node.rs`): dropped by every mutable access.
+    search_hints: OnceLock<Box<[u32]>>,
 }
 
 impl Clone for PageBuf {
@@ -195,6 +199,7 @@ impl Clone for PageBuf {
             id: self.id,
             buf: self.buf.clone(),
             node_checked: AtomicBool::new(self.node_checked.load(Ordering::Acquire)),
+            search_hints: self.search_hints.clone(),
         }
     }
 }
@@ -211,6 +216,7 @@ impl PageBuf {
             id,
             buf: AlignedBuf::zeroed(page_bytes as usize),
             node_checked: AtomicBool::new(false),
+            search_hints: OnceLock::new(),
         };
         page.buf[KIND_OFFSET] = kind as u8;
         page.buf[VERSION_OFFSET] = VERSION;
@@ -227,6 +233,7 @@ impl PageBuf {
                 id,
                 buf,
                 node_checked: AtomicBool::new(false),
+                search_hints: OnceLock::new(),
             })),
         }
     }
@@ -289,6 +296,7 @@ impl PageBuf {
 
     /// Reformats the page as `kind` with an empty body, keeping its id and lsn.
     pub fn reset(&mut self, kind: PageKind) {
+        self.search_hints = OnceLock::new();
         self.node_checked.store(false, Ordering::Release);
         self.buf[HEADER_BYTES..].fill(0);
         self.buf[KIND_OFFSET] = kind as u8;
@@ -330,6 +338,7 @@ impl PageBuf {
     /// The kind-specific body, for changing.
     pub fn body_mut(&mut self) -> &mut [u8] {
         self.node_checked.store(false, Ordering::Release);
+        self.search_hints = OnceLock::new();
         &mut self.buf[HEADER_BYTES..]
     }
 
@@ -337,6 +346,18 @@ impl PageBuf {
     #[must_use]
     pub fn node_checked(&self) -> bool {
         self.node_checked.load(Ordering::Acquire)
+    }
+
+    /// The node layer's search hints for this version of the page, if it made them.
+    #[must_use]
+    pub fn search_hints(&self) -> Option<&[u32]> {
+        self.search_hints.get().map(|hints| &hints[..])
+    }
+
+    /// Keeps the node layer's search hints for this version of the page (the first made
+    /// wins: two readers that checked the same version made the same).
+    pub fn set_search_hints(&self, hints: Box<[u32]>) {
+        let _ = self.search_hints.set(hints);
     }
 
     /// Records that the node layer checked this version of the page.
@@ -374,6 +395,7 @@ impl Deref for PageBuf {
 impl DerefMut for PageBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
         self.node_checked.store(false, Ordering::Release);
+        self.search_hints = OnceLock::new();
         &mut self.buf
     }
 }
