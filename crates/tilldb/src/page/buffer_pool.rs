@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 mod guards;
 mod held;
@@ -134,6 +134,35 @@ struct Map {
     hand: usize,
 }
 
+/// A counter written from many threads: each adds to one of a few cache-line-sized cells,
+/// one per thread, and a read sums them.
+#[derive(Default)]
+struct Striped {
+    cells: [Cell; STRIPES],
+}
+
+const STRIPES: usize = 8;
+
+#[derive(Default)]
+#[repr(align(128))]
+struct Cell(AtomicU64);
+
+impl Striped {
+    fn add(&self, n: u64) {
+        // Threads take the stripes in turn, at their first count.
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+        }
+        let stripe = STRIPE.with(|stripe| *stripe);
+        self.cells[stripe].0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn sum(&self) -> u64 {
+        self.cells.iter().map(|cell| cell.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
 /// A fixed-size cache of pages.
 pub struct BufferPool {
     page_bytes: u32,
@@ -145,7 +174,9 @@ pub struct BufferPool {
     map: RwLock<Map>,
     /// Held pages written to the spill file. Lock order: after a frame latch and the map.
     spilled: Mutex<held::Spilled>,
-    hits: AtomicU64,
+    /// Striped: every reader of every thread counts its hits, and one shared counter was a
+    /// cache line all of them wrote.
+    hits: Striped,
     misses: AtomicU64,
     evictions: AtomicU64,
     eviction_writes: AtomicU64,
@@ -202,7 +233,7 @@ impl BufferPool {
                 hand: 0,
             }),
             spilled: Mutex::default(),
-            hits: AtomicU64::new(0),
+            hits: Striped::default(),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             eviction_writes: AtomicU64::new(0),
@@ -242,7 +273,7 @@ impl BufferPool {
     #[must_use]
     pub fn stats(&self) -> PoolStats {
         PoolStats {
-            hits: self.hits.load(Ordering::Relaxed),
+            hits: self.hits.sum(),
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             eviction_writes: self.eviction_writes.load(Ordering::Relaxed),
@@ -386,9 +417,13 @@ impl BufferPool {
         let frame = *map.ids.get(&id)?;
         let f = &self.frames[frame];
         f.pins.fetch_add(1, Ordering::AcqRel);
-        f.referenced.store(true, Ordering::Relaxed);
+        // Written only when clear: a hot page (the root) is pinned by every read of every
+        // thread, and a store each time kept its line moving between the CPUs.
+        if !f.referenced.load(Ordering::Relaxed) {
+            f.referenced.store(true, Ordering::Relaxed);
+        }
         drop(map);
-        self.hits.fetch_add(1, Ordering::Relaxed);
+        self.hits.add(1);
         if let Some(kind) = create {
             // Reusing a freed page that is still cached: start it afresh.
             let mut data = f.data.write();
