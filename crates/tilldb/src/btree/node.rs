@@ -466,22 +466,41 @@ impl<'a> NodeRef<'a> {
     /// page's hints, the search narrows to the keys whose hint equals `key`'s first, reading
     /// one array instead of a cell for each probe.
     pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
-        let (low, high) = match self.hints {
-            Some(hints) if self.count > 0 && hints.len() == self.count + 1 => {
-                let prefix_len = hints[0] as usize;
-                let prefix = &self.key(0)[..prefix_len];
-                if key.len() < prefix_len || key[..prefix_len] != *prefix {
-                    // Every key of the node starts with `prefix`: `key` is below or above all.
-                    return Err(if key < prefix { 0 } else { self.count });
-                }
-                let hints = &hints[1..];
-                let hint = hint_of(&key[prefix_len..]);
-                let low = hints.partition_point(|&h| h < hint);
-                (low, low + hints[low..].partition_point(|&h| h == hint))
-            }
-            _ => (0, self.count),
+        let (low, high) = match self.hints.and_then(|hints| self.narrow(hints, key)) {
+            Some(Ok(range)) => range,
+            Some(Err(outside)) => return Err(outside),
+            None => (0, self.count),
         };
         self.search_between(key, low, high)
+    }
+
+    /// With the page's `hints` (see [`search_hints`]): the keys `low..high` whose hint equals
+    /// `key`'s, or `Err` with the insertion index when `key` lies outside the prefix every key
+    /// shares; `None` when the hints are not this node's.
+    fn narrow(&self, hints: &[u32], key: &[u8]) -> Option<Result<(usize, usize), usize>> {
+        let prefix_len = *hints.first()? as usize;
+        let words = prefix_len.div_ceil(4);
+        if self.count == 0 || hints.len() != 1 + words + self.count {
+            return None;
+        }
+        let (prefix, hints) = hints[1..].split_at(words);
+        // Every key starts with the prefix: a key below it (or ending inside it) goes first,
+        // one above it last.
+        for (index, &word) in prefix.iter().enumerate() {
+            let start = 4 * index;
+            let end = (start + 4).min(prefix_len).min(key.len());
+            match hint_of(key.get(start..end).unwrap_or(&[])).cmp(&word) {
+                Ordering::Less => return Some(Err(0)),
+                Ordering::Greater => return Some(Err(self.count)),
+                Ordering::Equal => {}
+            }
+        }
+        if key.len() < prefix_len {
+            return Some(Err(0));
+        }
+        let hint = hint_of(&key[prefix_len..]);
+        let low = hints.partition_point(|&h| h < hint);
+        Some(Ok((low, low + hints[low..].partition_point(|&h| h == hint))))
     }
 
     /// Binary search for `key` among the keys `low..high` (all keys below `low` are less than
@@ -580,10 +599,12 @@ pub fn cells_bytes<C: AsRef<[u8]>>(cells: &[C]) -> usize {
 }
 
 /// The search hints of a checked node, kept with its page while the page is unchanged: the
-/// length `p` of the prefix every key shares (that of the first and last keys), then for
-/// each key the 4 bytes after it as a big-endian `u32` (zeros past the key's end). Keys in
-/// order have hints in order, so a search finds the few keys whose hint equals its own by
-/// two searches of one small array, then compares whole keys among those only.
+/// length `p` of the prefix every key shares (that of the first and last keys), the prefix
+/// itself in `ceil(p / 4)` words, then for each key the 4 bytes after the prefix, each word
+/// the bytes as a big-endian `u32` (zeros past the end). Keys in order have hints in order,
+/// so a search finds the few keys whose hint equals its own by two searches of one small
+/// array, then compares whole keys among those only; no cell is read to place a key outside
+/// the prefix.
 #[must_use]
 pub fn search_hints(node: &NodeRef<'_>) -> Box<[u32]> {
     let count = node.count();
@@ -593,8 +614,11 @@ pub fn search_hints(node: &NodeRef<'_>) -> Box<[u32]> {
         let (first, last) = (node.key(0), node.key(count - 1));
         first.iter().zip(last).take_while(|(a, b)| a == b).count()
     };
-    let mut hints = Vec::with_capacity(count + 1);
+    let mut hints = Vec::with_capacity(1 + prefix_len.div_ceil(4) + count);
     hints.push(u32::try_from(prefix_len).expect("a key is shorter than a page"));
+    if count > 0 {
+        hints.extend(node.key(0)[..prefix_len].chunks(4).map(hint_of));
+    }
     hints.extend((0..count).map(|index| hint_of(&node.key(index)[prefix_len..])));
     hints.into_boxed_slice()
 }
@@ -605,6 +629,9 @@ pub fn search_hints(node: &NodeRef<'_>) -> Box<[u32]> {
     reason = "in memory only, never stored: big-endian makes the numbers' order the bytes' order"
 )]
 fn hint_of(rest: &[u8]) -> u32 {
+    if let Some(four) = rest.first_chunk::<4>() {
+        return u32::from_be_bytes(*four);
+    }
     let mut bytes = [0u8; 4];
     let n = rest.len().min(4);
     bytes[..n].copy_from_slice(&rest[..n]);
@@ -634,9 +661,9 @@ mod tests {
             usize::try_from(seed % 1_000_003).expect("small")
         };
         for round in 0..300 {
-            // Keys from a small alphabet (0, 1, 2, 255) after a shared prefix of 0-6 bytes,
+            // Keys from a small alphabet (0, 1, 2, 255) after a shared prefix of 0-9 bytes,
             // so equal hints, zero bytes and keys ending inside the prefix all occur.
-            let prefix: Vec<u8> = b"pqrstu"[..next() % 7].to_vec();
+            let prefix: Vec<u8> = b"p\0q\0\0rs\0t"[..next() % 10].to_vec();
             let alphabet = [0u8, 1, 2, 255];
             let mut keys: Vec<Vec<u8>> = (0..=next() % 60)
                 .map(|_| {
