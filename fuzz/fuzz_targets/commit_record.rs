@@ -1,4 +1,4 @@
-//! Commit records (`db/record.rs`, through `Db::decode_commit_record`) and the page
+//! Commit records (`record.rs`, through `Db::decode_commit_record`) and the page
 //! operations inside them (`btree/redo.rs`).
 //!
 //! Input: the payload of one `Data` log record, as `till dump-log` and recovery decode it.

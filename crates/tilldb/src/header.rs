@@ -75,7 +75,7 @@ pub const SLOT_COUNT: usize = 2;
 
 const MAGIC: [u8; 8] = *b"TILLDB01";
 /// The version this build writes. Version 2 says the log may hold commits logged in parts
-/// (`db/record.rs`) and the catalog row counts (`db/counts.rs`), which a build that knows
+/// (`record.rs`) and the catalog row counts (`db/counts.rs`), which a build that knows
 /// only version 1 would misread as damage: it refuses the header instead.
 pub const VERSION: u32 = 2;
 /// The oldest version this build reads (its fields are version 2's).

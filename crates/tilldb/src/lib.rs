@@ -53,6 +53,7 @@ pub mod io;
 pub mod mutants;
 mod options;
 mod page;
+mod record;
 mod txn;
 mod wal;
 
@@ -70,7 +71,7 @@ pub mod internals {
     }
     /// The commit record format: parts, and how records follow each other (`Runs`).
     pub mod record {
-        pub use crate::db::record::*;
+        pub use crate::record::*;
     }
     /// Pages, the buffer pool, the page store and the torn-page guards.
     pub mod page {

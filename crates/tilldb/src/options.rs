@@ -318,7 +318,7 @@ pub struct Options {
     /// have (`crate::feed`, "Retention"). Default: 4 GiB.
     pub feed_retention_bytes: u64,
     /// A commit whose page operations (and, with `change_feed`, writes) pass this many bytes
-    /// is logged as several records, its *parts*, instead of one (`db/record.rs`): a
+    /// is logged as several records, its *parts*, instead of one (`record.rs`): a
     /// transaction is bounded by the disk, not by the largest log record. It is durable and
     /// visible only once its last part is, recovery applies all of it or none, and until its
     /// last part the pages it changed stay out of the data file (in the cache, or in the

@@ -1,5 +1,5 @@
 //! Transactions of any size (issue 36): a commit too large for one log record is logged in
-//! parts (`db/record.rs`), its pages held out of the data file (in the cache or the spill
+//! parts (`record.rs`), its pages held out of the data file (in the cache or the spill
 //! file) until its last part; recovery applies all of it or none of it; the feed delivers it
 //! whole. Scaled down: `Options::for_tests()` has 1 MiB log segments (records of about 1 MiB
 //! at most), 64 KiB parts and a cache of 64 pages, so a few thousand rows make a commit of

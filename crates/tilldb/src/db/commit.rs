@@ -5,7 +5,7 @@
 //! (or the pages it leaves unlogged crowd the cache), several: [`apply`] cuts a *part* between
 //! two writes, appends it, and has the pool *hold* the pages it changed (never written to the
 //! data file; spilled when their frames are needed) until the last part is appended, stamped
-//! and the held pages released, all under the tree lock (`db/record.rs` has the format and
+//! and the held pages released, all under the tree lock (`record.rs` has the format and
 //! the rules readers of the log follow).
 //!
 //! A transaction that read holds the writer lock since its first read and applies its own
@@ -38,7 +38,7 @@
 
 use super::counts;
 use super::pages::TxnPages;
-use super::record::{self, Alloc};
+use crate::record::{self, Alloc};
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
 use crate::Durability;
 use crate::btree::PageOp;
@@ -328,7 +328,7 @@ impl Drop for Leader<'_> {
 
 /// Applies `changes` to the tree and appends their record to the log; returns its lsn. A
 /// commit whose page operations outgrow one part ([`part_limit`]) is logged in several
-/// records (`db/record.rs`, "parts"): the pages the earlier parts changed are held by the
+/// records (`record.rs`, "parts"): the pages the earlier parts changed are held by the
 /// pool (never written to the data file) until the last part is appended.
 /// Requires: the writer lock (`alloc` is its state).
 pub(super) fn apply(

@@ -28,7 +28,7 @@
 //! with the new count. A count never goes below zero (asserted).
 
 use super::pages::TxnPages;
-use super::record::{self, Alloc, Write};
+use crate::record::{self, Alloc, Write};
 use super::txn::{ReadTxn, Txn};
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db};
 use crate::Durability;

@@ -25,7 +25,7 @@
 //! ```
 
 use super::pages::TxnPages;
-use super::record::Alloc;
+use crate::record::Alloc;
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db, catalog_root_of};
 use crate::btree::{Direction, Pages, Tree};
 use crate::error::{Error, Result};

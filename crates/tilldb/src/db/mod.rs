@@ -48,7 +48,6 @@ mod compact;
 mod counts;
 mod create;
 mod drop;
-mod feed;
 mod invariants;
 mod open;
 mod pages;
@@ -56,13 +55,11 @@ mod range;
 mod read_only;
 mod readers;
 mod reads;
-pub mod record;
 mod space;
 mod txn;
 mod writeback;
 
 pub use backup::BackupReport;
-pub(crate) use claim::WAL_DIR_NAME;
 pub use claim::{LOCK_FILE_NAME, is_database_file_name};
 pub use compact::CompactReport;
 pub use open::RecoveryReport;
@@ -80,7 +77,7 @@ use crate::txn::{Overlay, Seen, TableId, Visibility};
 use crate::wal::{Lsn, Wal};
 use pages::ReadPages;
 use parking_lot::{Mutex, RwLock};
-use record::Alloc;
+use crate::record::{self, Alloc};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -122,7 +119,7 @@ pub struct Stats {
     /// Commits applied for their thread by another committer leading the commit queue (the
     /// commits of transactions that only wrote, queued while the writer lock was taken).
     pub queued_commits: u64,
-    /// Log records of commits too large for one record, logged in parts (`db/record.rs`),
+    /// Log records of commits too large for one record, logged in parts (`record.rs`),
     /// their last parts included.
     pub commit_parts: u64,
 }
@@ -192,7 +189,7 @@ struct Inner {
     /// writer lock.
     graveyard: Mutex<drop::Graveyard>,
     /// The change feed's writing side, when the feed is (or was ever) on.
-    feed: Option<Arc<feed::FeedWriter>>,
+    feed: Option<Arc<crate::feed::writer::FeedWriter>>,
     /// The writer's side of the readers' lock and the published durable lsn
     /// (`readers.rs`); `None` for a read-only handle.
     gate: Option<Arc<readers::ReaderGate>>,
@@ -508,7 +505,7 @@ impl Db {
     }
 
     /// Decodes the payload of a commit record (a `Data` record of the log; format in
-    /// `db/record.rs`), for tools that show the log (`till dump-log`). `Err` says what is
+    /// `record.rs`), for tools that show the log (`till dump-log`). `Err` says what is
     /// wrong with the bytes.
     pub fn decode_commit_record(
         payload: &[u8],

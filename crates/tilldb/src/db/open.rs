@@ -5,7 +5,8 @@
 //! [`RecoveryReport`] ([`Db::recovery`]).
 
 use super::readers::ReaderGate;
-use super::{Db, Inner, Reads, pages, record, writeback};
+use super::{Db, Inner, Reads, pages, writeback};
+use crate::record;
 use crate::btree::PageOp;
 use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
@@ -440,7 +441,7 @@ pub(super) fn assemble(
     let feed_on = gate.is_some()
         && (options.change_feed || storage.exists(&dir.join(crate::feed::FEED_DIR_NAME))?);
     let feed = if feed_on {
-        Some(Arc::new(super::feed::FeedWriter::open(
+        Some(Arc::new(crate::feed::writer::FeedWriter::open(
             storage,
             dir,
             &options,
@@ -542,7 +543,7 @@ fn open_log(
     let wal_dir = dir.join(super::claim::WAL_DIR_NAME);
     // The older of the two: the log's open frees what lies before `begin`, and recovery
     // replays from the checkpoint whatever a consumer acknowledged.
-    let begin = super::feed::retain_hint(&**storage, dir)?.map_or(checkpoint, |r| {
+    let begin = crate::feed::writer::retain_hint(&**storage, dir)?.map_or(checkpoint, |r| {
         if crate::mutants::active("reopen-from-newer") {
             r.max(checkpoint)
         } else {

@@ -2,7 +2,7 @@
 //! allocates), [`ReadPages`] for readers, and [`DataFiles`], the pool's backend.
 
 use super::Poison;
-use super::record::Alloc;
+use crate::record::Alloc;
 use crate::btree::{PageOp, Pages};
 use crate::error::{Error, Result};
 use crate::page::{

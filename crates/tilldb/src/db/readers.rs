@@ -350,7 +350,7 @@ impl ReaderGate {
     /// for the change feed's consumers (`feed`, when the feed is on).
     pub(crate) fn start_publisher(
         self: &Arc<Self>,
-        feed: Option<Arc<super::feed::FeedWriter>>,
+        feed: Option<Arc<crate::feed::writer::FeedWriter>>,
     ) -> std::io::Result<()> {
         let gate = Arc::clone(self);
         let stop = Arc::clone(&self.stop);

@@ -8,7 +8,7 @@
 //! (`put_in("orders", ...)`); `""` names the default table.
 
 use super::commit::{self, Changes};
-use super::record::Alloc;
+use crate::record::Alloc;
 use super::{Db, TABLE_NAME_BYTES_MAX};
 use crate::Durability;
 use crate::btree::{Direction, Tree};

@@ -1,6 +1,6 @@
 //! # The spill file (`txn-spill.tdb`): pages of a commit not yet whole
 //!
-//! A large commit is logged in parts (`db/record.rs`). Until its last part is in the log, the
+//! A large commit is logged in parts (`record.rs`). Until its last part is in the log, the
 //! pages it changed may not reach the data file: a crash then would leave there a change that
 //! replay, which applies none of an unfinished commit, never undoes. The buffer pool keeps such
 //! pages in memory (*held*), and when it needs the frame of one it writes the page here

@@ -55,7 +55,7 @@ pub struct WalRecord {
     pub lsn: Lsn,
     /// Where it ends: the lsn a commit of this record waited for.
     pub end_lsn: Lsn,
-    /// The record's payload: one commit record (`db/record.rs`), without header or padding.
+    /// The record's payload: one commit record (`record.rs`), without header or padding.
     pub payload: Vec<u8>,
 }
 

@@ -1,4 +1,4 @@
-//! Held pages: the pages of a commit logged in parts (`db/record.rs`), between its first part
+//! Held pages: the pages of a commit logged in parts (`record.rs`), between its first part
 //! and its last.
 //!
 //! ```text

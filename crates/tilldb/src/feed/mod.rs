@@ -1,7 +1,7 @@
 //! The change feed: committed transactions, in commit order, read from the one log.
 //!
 //! With [`crate::Options::change_feed`] on, every commit record also carries the writes as
-//! the application made them (`db/record.rs`), so the log that makes commits durable is also
+//! the application made them (`record.rs`), so the log that makes commits durable is also
 //! the feed: no second log, no extra flush. A [`Feed`] reads it from a position, in this
 //! process or any other (`till ship` runs beside the application that writes), and returns
 //! only commits the writer made durable: after any crash, everything a feed returned is in
@@ -49,12 +49,15 @@ use crate::error::{Error, Result};
 use crate::io::{FileStorage, Storage, parent_dir};
 use crate::wal::Lsn;
 use crate::wal::follow::LogFollower;
-use crate::{FlushMethod, db};
+use crate::FlushMethod;
+use crate::files::WAL_DIR_NAME;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use crate::db::record::Change;
+pub use crate::record::Change;
+
+pub(crate) mod writer;
 
 pub(crate) use crate::files::{
     FEED_CONSUMER_SUFFIX as CONSUMER_SUFFIX, FEED_DIR_NAME, FEED_DROPPED_SUFFIX as DROPPED_SUFFIX,
@@ -104,10 +107,10 @@ pub struct Feed {
     durable_file: Option<Box<dyn crate::io::StorageFile>>,
     /// When the consumer's dropped mark was last looked for.
     dropped_checked: Option<Instant>,
-    /// Where the records read stand in their commits (`db/record.rs`, parts).
-    runs: crate::db::record::Runs,
+    /// Where the records read stand in their commits (`record.rs`, parts).
+    runs: crate::record::Runs,
     /// The changes of the parts read of a commit logged in parts, until its last part.
-    parts: Vec<crate::db::record::Change>,
+    parts: Vec<crate::record::Change>,
 }
 
 impl Feed {
@@ -174,14 +177,14 @@ impl Feed {
         if read_lsn_file(&*storage, &dir.join(FEED_DIR_NAME).join(START_FILE))?.is_none() {
             return Err(not_on(dir, from));
         }
-        let follower = LogFollower::new(Arc::clone(&storage), &dir.join(db::WAL_DIR_NAME), from);
+        let follower = LogFollower::new(Arc::clone(&storage), &dir.join(WAL_DIR_NAME), from);
         Ok(Feed {
             storage,
             dir: dir.to_path_buf(),
             follower,
             consumer,
             pending: std::collections::VecDeque::new(),
-            runs: crate::db::record::Runs::default(),
+            runs: crate::record::Runs::default(),
             parts: Vec::new(),
             returned: from,
             durable_file: None,
@@ -224,7 +227,7 @@ impl Feed {
     /// Reads what the writer published as durable since the last read. Returns whether it
     /// read any record.
     fn fill(&mut self) -> Result<bool> {
-        use crate::db::record::Step;
+        use crate::record::Step;
         if let Some(name) = &self.consumer
             && self
                 .dropped_checked
@@ -240,7 +243,7 @@ impl Feed {
         let read_any = !records.is_empty();
         for rec in records {
             let commit =
-                crate::db::record::decode(&rec.payload).map_err(|what| Error::FeedUnavailable {
+                crate::record::decode(&rec.payload).map_err(|what| Error::FeedUnavailable {
                     dir: self.dir.clone(),
                     lsn: rec.lsn.0,
                     reason: format!("the commit record does not decode: {what}"),
