@@ -500,7 +500,10 @@ impl<'a> NodeRef<'a> {
         }
         let hint = hint_of(&key[prefix_len..]);
         let low = hints.partition_point(|&h| h < hint);
-        Some(Ok((low, low + hints[low..].partition_point(|&h| h == hint))))
+        Some(Ok((
+            low,
+            low + hints[low..].partition_point(|&h| h == hint),
+        )))
     }
 
     /// Binary search for `key` among the keys `low..high` (all keys below `low` are less than

@@ -38,13 +38,13 @@
 
 use super::counts;
 use super::pages::TxnPages;
-use crate::record::{self, Alloc};
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
 use crate::Durability;
 use crate::btree::PageOp;
 use crate::btree::Tree;
 use crate::error::{Error, Result};
 use crate::page::PageId;
+use crate::record::{self, Alloc};
 use crate::wal::{Lsn, WaitSlot};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};

@@ -28,13 +28,13 @@
 //! with the new count. A count never goes below zero (asserted).
 
 use super::pages::TxnPages;
-use crate::record::{self, Alloc, Write};
 use super::txn::{ReadTxn, Txn};
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db};
 use crate::Durability;
 use crate::btree::{Direction, Pages, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
+use crate::record::{self, Alloc, Write};
 use crate::wal::Lsn;
 use std::collections::BTreeMap;
 use std::ops::Bound;

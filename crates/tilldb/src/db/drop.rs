@@ -25,11 +25,11 @@
 //! ```
 
 use super::pages::TxnPages;
-use crate::record::Alloc;
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db, catalog_root_of};
 use crate::btree::{Direction, Pages, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
+use crate::record::Alloc;
 use parking_lot::MutexGuard;
 use std::collections::BTreeMap;
 use std::ops::Bound;

@@ -6,7 +6,6 @@
 
 use super::readers::ReaderGate;
 use super::{Db, Inner, Reads, pages, writeback};
-use crate::record;
 use crate::btree::PageOp;
 use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
@@ -15,6 +14,7 @@ use crate::page::{
     BufferPool, DATA_FILE_NAME, PageGuard, PageId, PageStore, SpillFile, TornPageGuard,
     check_atomic_pages, data_file_method,
 };
+use crate::record;
 use crate::txn::{Overlay, Visibility};
 use crate::wal::Wal;
 use crate::{FlushMethod, Options};

@@ -2,13 +2,13 @@
 //! allocates), [`ReadPages`] for readers, and [`DataFiles`], the pool's backend.
 
 use super::Poison;
-use crate::record::Alloc;
 use crate::btree::{PageOp, Pages};
 use crate::error::{Error, Result};
 use crate::page::{
     Backend, BufferPool, HEADER_BYTES, PageBuf, PageGuard, PageId, PageKind, PageRead, PageStore,
     SpillFile,
 };
+use crate::record::Alloc;
 use crate::wal::Wal;
 use parking_lot::Mutex;
 use std::cell::RefCell;

@@ -18,12 +18,10 @@ impl Db {
             .store(visible, std::sync::atomic::Ordering::Release);
         let horizon = reads.horizon(visible);
         reads.overlay.prune(horizon);
-        self.inner
-            .overlay_empty
-            .store(
-                reads.overlay.is_empty() || crate::mutants::active("reads-skip-overlay"),
-                std::sync::atomic::Ordering::Release,
-            );
+        self.inner.overlay_empty.store(
+            reads.overlay.is_empty() || crate::mutants::active("reads-skip-overlay"),
+            std::sync::atomic::Ordering::Release,
+        );
         visible
     }
 

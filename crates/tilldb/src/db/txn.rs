@@ -8,12 +8,12 @@
 //! (`put_in("orders", ...)`); `""` names the default table.
 
 use super::commit::{self, Changes};
-use crate::record::Alloc;
 use super::{Db, TABLE_NAME_BYTES_MAX};
 use crate::Durability;
 use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
+use crate::record::Alloc;
 use parking_lot::MutexGuard;
 use std::collections::BTreeMap;
 use std::fmt;

@@ -44,13 +44,13 @@
 //!
 //! Either way the log never grows past the limit for a feed.
 
+use crate::FlushMethod;
 use crate::checksum::crc32c;
 use crate::error::{Error, Result};
+use crate::files::WAL_DIR_NAME;
 use crate::io::{FileStorage, Storage, parent_dir};
 use crate::wal::Lsn;
 use crate::wal::follow::LogFollower;
-use crate::FlushMethod;
-use crate::files::WAL_DIR_NAME;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -159,7 +159,10 @@ impl Striped {
     }
 
     fn sum(&self) -> u64 {
-        self.cells.iter().map(|cell| cell.0.load(Ordering::Relaxed)).sum()
+        self.cells
+            .iter()
+            .map(|cell| cell.0.load(Ordering::Relaxed))
+            .sum()
     }
 }
 
