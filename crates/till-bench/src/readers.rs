@@ -37,6 +37,10 @@ pub struct ReadersArgs {
     /// How often the reader refreshes, ms.
     #[arg(long, default_value_t = 10)]
     refresh_ms: u64,
+    /// The database's flush method [default: probed when it is created, as
+    /// `Options::default()` does].
+    #[arg(long)]
+    flush_method: Option<tilldb::FlushMethod>,
     /// Where the database is made (a fresh subdirectory, removed at the end).
     #[arg(long, default_value = "tilldb-bench")]
     dir: PathBuf,
@@ -116,7 +120,13 @@ pub fn run(args: &ReadersArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let scratch = ScratchDir::for_run(&args.dir, "readers")?;
     let dir = scratch.path().join("db");
-    let db = Db::open(&dir, Options::default())?;
+    let db = Db::open(
+        &dir,
+        Options {
+            flush_method: args.flush_method,
+            ..Options::default()
+        },
+    )?;
     for chunk in 0..args.rows.div_ceil(1000) {
         let mut txn = db.begin()?;
         for i in chunk * 1000..((chunk + 1) * 1000).min(args.rows) {
