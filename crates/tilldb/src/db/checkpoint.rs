@@ -74,7 +74,7 @@ impl Db {
             let alloc = inner.writer.lock();
             let end = inner.wal.end_lsn();
             // Every commit from here on images the pages older than this checkpoint.
-            inner.image_horizon.store(end.0, Ordering::Release);
+            super::advance_mark(&inner.image_horizon, end.0, "the image horizon");
             (end, *alloc)
         };
         // Every page dirtied before `end`, however many: a page changed again while it is
@@ -112,7 +112,7 @@ impl Db {
                 horizon_lsn = end.0,
                 "checkpoint deferred: a page dirty from before the image horizon"
             );
-            inner.checkpoint_end.store(end.0, Ordering::Release);
+            super::advance_mark(&inner.checkpoint_end, end.0, "the checkpoint end");
             return Ok(());
         }
         // Before the header moves redo past the records that built the versions written:
@@ -159,7 +159,7 @@ impl Db {
         drop(header_file);
         // The header is durable: from here on, redo starts at `redo`, and the next checkpoint
         // is due a distance after `end`.
-        inner.checkpoint_end.store(end.0, Ordering::Release);
+        super::advance_mark(&inner.checkpoint_end, end.0, "the checkpoint end");
         // Only now, with the header that no longer needs them durable: the segments before
         // the new redo point may be reused (`tests/log_gaps.rs` crashes at every step here),
         // unless a feed consumer still needs them.

@@ -615,6 +615,8 @@ where
             "a commit part of {} bytes",
             payload.len()
         );
+        // The pair of the read side's check: the part reads back as it was written.
+        debug_assert_eq!(record::part_of(&payload), Ok(part), "a part read back");
         end = db.inner.wal.append(&payload)?;
         *records += 1;
     }

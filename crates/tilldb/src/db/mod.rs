@@ -532,6 +532,14 @@ impl Db {
     }
 }
 
+/// Moves `mark` (an lsn that only moves forward: the visible lsn, a checkpoint's end, the
+/// image horizon) to `to`, asserting it never goes back: a mark that went back would make a
+/// reader see less, a checkpoint come early, or a page miss its image.
+pub(super) fn advance_mark(mark: &AtomicU64, to: u64, what: &str) {
+    let before = mark.swap(to, Ordering::AcqRel);
+    assert!(before <= to, "{what} went back from {before} to {to}");
+}
+
 /// The database's fail-stop switch: set by the first failed write or flush (by a commit, a
 /// checkpoint, the background writer, or any page write-back: `pages.rs`), with that
 /// failure's text; never cleared (reopen).

@@ -296,13 +296,8 @@ impl Db {
         )?;
         if let Some(last) = records.last() {
             let end = last.end_lsn;
-            assert!(
-                end.0 >= read_only.end.load(Ordering::Acquire),
-                "a refresh went back from {} to {end}",
-                read_only.end.load(Ordering::Acquire)
-            );
             // Pages the writer wrote since are at most this new: read, they are no error.
-            read_only.end.store(end.0, Ordering::Release);
+            super::advance_mark(&read_only.end, end.0, "a refresh's end");
             let mut report = open::RecoveryReport::default();
             let before = *inner.writer.get_mut();
             let (alloc, pending) =
@@ -315,7 +310,7 @@ impl Db {
                 "a refresh under a read transaction"
             );
             reads.visibility = crate::txn::Visibility::new(end.0);
-            inner.visible_hint.store(end.0, Ordering::Release);
+            super::advance_mark(&inner.visible_hint, end.0, "the visible lsn");
         }
         #[expect(
             clippy::used_underscore_binding,

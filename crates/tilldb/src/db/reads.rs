@@ -13,9 +13,7 @@ impl Db {
         let (written, durable) = (written.0, durable.0);
         let mut reads = self.inner.reads.lock();
         let visible = reads.visibility.advance(written, durable);
-        self.inner
-            .visible_hint
-            .store(visible, std::sync::atomic::Ordering::Release);
+        super::advance_mark(&self.inner.visible_hint, visible, "the visible lsn");
         let horizon = reads.horizon(visible);
         reads.overlay.prune(horizon);
         self.inner.overlay_empty.store(
