@@ -8,7 +8,11 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 41] = [
+pub const ALL: [(&str, &str); 42] = [
+    (
+        "commit-leaves-overlay-hint",
+        "a commit records older values in the overlay without clearing its empty hint",
+    ),
     (
         "reads-skip-overlay",
         "the overlay's empty hint is set while it holds entries: reads skip what old snapshots need",

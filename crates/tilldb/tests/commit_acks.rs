@@ -39,6 +39,15 @@ fn a_queued_sync_commit_is_invisible_to_readers_while_its_flush_is_held() {
     let mut txn = db.begin().expect("begin");
     txn.put(b"sale-0", b"flushed").expect("put");
     txn.commit_with(Durability::Sync).expect("commit");
+    // A snapshot from before the sale, read while its flush is held: its reads take no new
+    // snapshot (no prune recomputes what the overlay holds), so only the commit itself can
+    // tell them the overlay now has the value they need (`Inner::overlay_empty`).
+    let before = db.begin_read().expect("begin_read");
+    assert_eq!(
+        before.get(b"sale-1").expect("get"),
+        None,
+        "nothing sold yet"
+    );
     gate.arm(1);
     let seller = {
         let db = db.clone();
@@ -49,6 +58,12 @@ fn a_queued_sync_commit_is_invisible_to_readers_while_its_flush_is_held() {
         })
     };
     gate.wait_held();
+    assert_eq!(
+        before.get(b"sale-1").expect("get"),
+        None,
+        "an older snapshot saw a Sync commit while its flush was held"
+    );
+    drop(before);
     assert_eq!(
         db.get(b"sale-1").expect("get"),
         None,

@@ -6,8 +6,10 @@
 //!                      +-- a key past the far bound, or no link --> Done
 //! ```
 //!
-//! A cursor copies the entries of one leaf that lie in the range (a batch), drops the guard,
-//! and yields them; overflow values are read when yielded. It then follows the leaf chain
+//! A cursor copies the entries of one leaf that lie in the range (a batch, found by a binary
+//! search for the start, no more than its [`Cursor::limit`]), drops the guard, and yields
+//! them; overflow values are read when yielded. [`Cursor::fill`] copies a leaf's entries
+//! straight into a caller's [`super::Entries`] instead (one copy, no allocation per entry). It then follows the leaf chain
 //! (`next` forward, `prev` backward). It holds no guard between calls, so it must not run
 //! across a write to the tree (the engine serializes them); if a leaf it follows does not link
 //! back to the leaf it came from, it seeks again from the root past the last key it yielded,
@@ -104,16 +106,21 @@ impl<'p, P: Pages> Cursor<'p, P> {
         self
     }
 
+    /// The bound the scan starts (or resumes) from: past the last key yielded, else the
+    /// range's near end.
+    fn start_bound(&self) -> Bound<&[u8]> {
+        match (&self.last, self.direction) {
+            (Some(last), _) => Bound::Excluded(last.as_slice()),
+            (None, Direction::Forward) => self.lower.as_ref().map(Vec::as_slice),
+            (None, Direction::Backward) => self.upper.as_ref().map(Vec::as_slice),
+        }
+    }
+
     /// The first index of `node` (forward), or one past the last (backward), whose key lies
     /// past the bound the scan starts from: the keys to copy are `from..count` forward and
     /// `0..from` backward. A binary search, as a descent's.
     fn start_index(&self, node: &NodeRef<'_>) -> usize {
-        let start = match (&self.last, self.direction) {
-            (Some(last), _) => Bound::Excluded(last.as_slice()),
-            (None, Direction::Forward) => self.lower.as_ref().map(Vec::as_slice),
-            (None, Direction::Backward) => self.upper.as_ref().map(Vec::as_slice),
-        };
-        match (start, self.direction) {
+        match (self.start_bound(), self.direction) {
             (Bound::Unbounded, Direction::Forward) => 0,
             (Bound::Unbounded, Direction::Backward) => node.count(),
             (Bound::Included(bound), Direction::Forward)
@@ -130,12 +137,7 @@ impl<'p, P: Pages> Cursor<'p, P> {
 
     /// Whether `key` is past the bound the scan starts from (or past the last key yielded).
     fn after_start(&self, key: &[u8]) -> bool {
-        let start = match (&self.last, self.direction) {
-            (Some(last), _) => Bound::Excluded(last.as_slice()),
-            (None, Direction::Forward) => self.lower.as_ref().map(Vec::as_slice),
-            (None, Direction::Backward) => self.upper.as_ref().map(Vec::as_slice),
-        };
-        match (start, self.direction) {
+        match (self.start_bound(), self.direction) {
             (Bound::Unbounded, _) => true,
             (Bound::Included(bound), Direction::Forward) => key >= bound,
             (Bound::Excluded(bound), Direction::Forward) => key > bound,

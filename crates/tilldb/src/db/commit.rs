@@ -542,7 +542,10 @@ fn keep_befores(
     for (table_id, key, before) in befores {
         reads.overlay.record(table_id, key, provisional, before);
     }
-    if !reads.overlay.is_empty() && !crate::mutants::active("reads-skip-overlay") {
+    if !reads.overlay.is_empty()
+        && !crate::mutants::active("reads-skip-overlay")
+        && !crate::mutants::active("commit-leaves-overlay-hint")
+    {
         inner
             .overlay_empty
             .store(false, std::sync::atomic::Ordering::Release);
