@@ -1,0 +1,94 @@
+//! Reads alone, for profiling (`perf record`) and for comparing two builds run by turns:
+//! loads ROWS rows (24-byte random keys, 150-byte values, one transaction), then in one
+//! `ReadTxn` reads ROWS x 5 ranges of 10 entries (`Range::next_entry`) and ROWS x 10 point
+//! reads of random loaded keys, printing each rate. The database is made in DIR and removed.
+//!
+//! ```sh
+//! cargo run --release -p tilldb --example read_profile -- [ROWS] [DIR]   # 200000, ./tilldb-read-profile
+//! ```
+//!
+//! `till bench kv` is the benchmark of record (every engine side by side); this is its read
+//! rows without the rest, long enough for a profile (docs/benchmarks.md, "Range reads copy
+//! what they yield" and "Search hints").
+
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::time::Instant;
+use tilldb::{Db, Direction, Options};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let rows: usize = args.next().map_or(Ok(200_000), |s| s.parse())?;
+    let dir = PathBuf::from(
+        args.next()
+            .unwrap_or_else(|| "tilldb-read-profile".to_owned()),
+    );
+    if dir.exists() {
+        return Err(format!("{} exists: give a directory that does not", dir.display()).into());
+    }
+    let mut seed = 0x1234_5678_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let keys: Vec<[u8; 24]> = (0..rows)
+        .map(|_| {
+            let mut key = [0u8; 24];
+            for part in key.chunks_mut(8) {
+                part.copy_from_slice(&next().to_le_bytes());
+            }
+            key
+        })
+        .collect();
+    let pick = |n: u64| &keys[usize::try_from(n % rows as u64).expect("an index")];
+    let db = Db::open(&dir, Options::default())?;
+    let started = Instant::now();
+    let mut txn = db.begin()?;
+    for key in &keys {
+        txn.put(key, &[7u8; 150])?;
+    }
+    txn.commit()?;
+    println!("load: {:.0} rows/s", per_second(rows, started));
+    let read = db.begin_read()?;
+    let (ranges, started) = (rows * 5, Instant::now());
+    let mut entries = 0u64;
+    for _ in 0..ranges {
+        let mut range = read.range(
+            Bound::Included(pick(next())),
+            Bound::Unbounded,
+            Direction::Forward,
+        )?;
+        for _ in 0..10 {
+            let Some(entry) = range.next_entry() else {
+                break;
+            };
+            let (key, value) = entry?;
+            assert!(!key.is_empty() && !value.is_empty(), "an empty entry");
+            entries += 1;
+        }
+    }
+    println!(
+        "ranges of 10: {:.0} ranges/s ({entries} entries)",
+        per_second(ranges, started)
+    );
+    let (gets, started) = (rows * 10, Instant::now());
+    let mut found = 0u64;
+    for _ in 0..gets {
+        found += u64::from(read.get(pick(next()))?.is_some());
+    }
+    println!(
+        "point reads: {:.0} reads/s ({found} found)",
+        per_second(gets, started)
+    );
+    drop(read);
+    db.close()?;
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// `n` operations since `started`, per second.
+fn per_second(n: usize, started: Instant) -> f64 {
+    f64::from(u32::try_from(n).unwrap_or(u32::MAX)) / started.elapsed().as_secs_f64()
+}
