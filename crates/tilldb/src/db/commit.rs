@@ -37,6 +37,7 @@
 //! pages may be half changed), so nobody sleeps forever.
 
 use super::counts;
+use super::locks::{TreeExclusive, TreeHeld, Writer};
 use super::pages::TxnPages;
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
 use crate::Durability;
@@ -70,18 +71,21 @@ impl Changes {
     }
 
     /// The root of `table` as these changes see it: `None` once they drop it.
-    /// Requires: the tree lock, shared or exclusive.
-    pub fn visible_root_of(&self, db: &Db, table: &str) -> Result<Option<PageId>> {
+    pub fn visible_root_of(
+        &self,
+        db: &Db,
+        table: &str,
+        tree: TreeHeld<'_>,
+    ) -> Result<Option<PageId>> {
         if self.dropped.contains(table) {
             return Ok(None);
         }
-        root_of(db, table)
+        root_of(db, table, tree)
     }
 }
 
 /// The committed root of `table` (the writer sees the latest catalog).
-/// Requires: the tree lock, shared or exclusive.
-pub(super) fn root_of(db: &Db, table: &str) -> Result<Option<PageId>> {
+pub(super) fn root_of(db: &Db, table: &str, _tree: TreeHeld<'_>) -> Result<Option<PageId>> {
     if table.is_empty() {
         return Ok(Some(super::DEFAULT_ROOT));
     }
@@ -330,10 +334,9 @@ impl Drop for Leader<'_> {
 /// commit whose page operations outgrow one part ([`part_limit`]) is logged in several
 /// records (`record.rs`, "parts"): the pages the earlier parts changed are held by the
 /// pool (never written to the data file) until the last part is appended.
-/// Requires: the writer lock (`alloc` is its state).
 pub(super) fn apply(
     db: &Db,
-    alloc: &mut Alloc,
+    alloc: &mut Writer<'_>,
     changes: &Changes,
     durability: Durability,
 ) -> Result<Lsn> {
@@ -342,7 +345,7 @@ pub(super) fn apply(
     // Tables this commit drops that exist, with their roots.
     let mut drops: Vec<(String, PageId)> = Vec::new();
     for table in &changes.dropped {
-        if let Some(root) = root_of(db, table)? {
+        if let Some(root) = root_of(db, table, exclusive.held())? {
             drops.push((table.clone(), root));
         }
     }
@@ -351,7 +354,10 @@ pub(super) fn apply(
     let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
     for (table, _) in changes.writes.keys() {
         if !roots.contains_key(table) {
-            roots.insert(table.clone(), changes.visible_root_of(db, table)?);
+            roots.insert(
+                table.clone(),
+                changes.visible_root_of(db, table, exclusive.held())?,
+            );
         }
     }
     // Readers may not see this commit until it is acknowledged: keep the values they
@@ -363,9 +369,9 @@ pub(super) fn apply(
     // before it changes a page or the overlay.
     let before = inner.wal.end_lsn_checked()?.0;
     let provisional = before + 1;
-    let deltas = keep_befores(db, changes, &drops, &roots, provisional)?;
-    let pages = TxnPages::new(&inner.pool, &inner.data_path, *alloc, db.image_below());
-    super::drop::apply_drops(&pages, &drops)?;
+    let deltas = keep_befores(db, changes, &drops, &roots, provisional, &exclusive)?;
+    let pages = TxnPages::new(&inner.pool, &inner.data_path, **alloc, db.image_below());
+    super::drop::apply_drops(&pages, &drops, &exclusive)?;
     for (table, root) in &mut roots {
         if root.is_none() {
             let tree = Tree::create(&pages)?;
@@ -378,10 +384,10 @@ pub(super) fn apply(
         }
     }
     let feed = inner.options.change_feed;
-    let (parts, part_writes) = write_in_parts(db, &pages, changes, &roots)?;
+    let (parts, part_writes) = write_in_parts(db, &pages, changes, &roots, alloc, &exclusive)?;
     // The rows each table gained or lost, in its catalog entry: the last change of the
     // commit, in its last part.
-    counts::apply_deltas(&pages, &deltas)?;
+    counts::apply_deltas(&pages, &deltas, alloc, &exclusive)?;
     // The pages are whole again (no node half split) and the overlay hides this commit
     // from readers until it is acknowledged: readers may go on while the record is
     // appended, which can wait for a log segment to be prepared. Not after parts: the
@@ -422,7 +428,7 @@ pub(super) fn apply(
             .fetch_add(u64::from(records), std::sync::atomic::Ordering::Relaxed);
     }
     drop(exclusive);
-    *alloc = new_alloc;
+    **alloc = new_alloc;
     inner.reads.lock().visibility.committed(lsn.0, durability);
     if !drops.is_empty() {
         let mut graveyard = inner.graveyard.lock();
@@ -438,12 +444,13 @@ pub(super) fn apply(
 /// log, its pages held by the pool) before the next write once the current one holds
 /// [`part_limit`] bytes, or once the pages it left unlogged would crowd the cache. Returns how many parts
 /// it appended, and the writes since the last (the last part's, for its changes section).
-/// Requires: the writer lock and the tree lock, exclusive.
 fn write_in_parts<'c>(
     db: &Db,
     pages: &TxnPages<'_>,
     changes: &'c Changes,
     roots: &BTreeMap<String, Option<PageId>>,
+    _writer: &Writer<'_>,
+    _tree: &TreeExclusive<'_>,
 ) -> Result<(u32, Vec<record::Write<'c>>)> {
     let inner = &db.inner;
     let feed = inner.options.change_feed;
@@ -490,13 +497,13 @@ fn write_in_parts<'c>(
 /// count the commit changes. Returns those changes (`counts.rs`): a put of an absent key
 /// adds a row, a delete of a present one takes one. `provisional` is above every current
 /// snapshot and at most this commit's lsn.
-/// Requires: the tree lock, exclusive.
 fn keep_befores(
     db: &Db,
     changes: &Changes,
     drops: &[(String, PageId)],
     roots: &BTreeMap<String, Option<PageId>>,
     provisional: u64,
+    _tree: &TreeExclusive<'_>,
 ) -> Result<counts::Deltas> {
     let inner = &db.inner;
     let pages = db.read_pages();

@@ -27,6 +27,7 @@
 //! was present takes one away, and the commit's last change is each touched table's entry,
 //! with the new count. A count never goes below zero (asserted).
 
+use super::locks::{TreeExclusive, TreeHeld, Writer};
 use super::pages::TxnPages;
 use super::txn::{ReadTxn, Txn};
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db};
@@ -34,7 +35,7 @@ use crate::Durability;
 use crate::btree::{Direction, Pages, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
-use crate::record::{self, Alloc, Write};
+use crate::record::{self, Write};
 use crate::wal::Lsn;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -98,8 +99,12 @@ pub(super) fn count_write(deltas: &mut Deltas, table: &str, before: bool, after:
 /// Writes each table's new count into its catalog entry, through the committing
 /// transaction's `pages` (which see this commit's own catalog changes: a table it creates
 /// has its entry, with count 0, by now).
-/// Requires: the writer lock and the tree lock, exclusive.
-pub(super) fn apply_deltas(pages: &TxnPages<'_>, deltas: &Deltas) -> Result<()> {
+pub(super) fn apply_deltas(
+    pages: &TxnPages<'_>,
+    deltas: &Deltas,
+    _writer: &Writer<'_>,
+    _tree: &TreeExclusive<'_>,
+) -> Result<()> {
     let catalog = Tree::open(CATALOG_ROOT);
     for (table, &delta) in deltas {
         if delta == 0 {
@@ -158,8 +163,12 @@ impl Db {
 
     /// The latest committed count of `table`, read from the tree through `pages` (the writer's
     /// view). `table` must exist.
-    /// Requires: the tree lock, shared or exclusive.
-    pub(super) fn committed_len<P: Pages>(&self, pages: &P, table: &str) -> Result<u64> {
+    pub(super) fn committed_len<P: Pages>(
+        &self,
+        pages: &P,
+        table: &str,
+        _tree: TreeHeld<'_>,
+    ) -> Result<u64> {
         let value = Tree::open(CATALOG_ROOT)
             .get(pages, key_of(table))?
             .ok_or_else(|| Error::Corruption {
@@ -285,11 +294,11 @@ impl Db {
     /// with the change feed on, an empty changes section. Stamps the pages and makes the
     /// commit visible, not waited for (`Lazy`): what a crash loses, the next open does again.
     /// `before` is the log's end before the changes were made.
-    /// Requires: the writer lock (`alloc` is its state); the tree lock no longer held.
+    /// Requires: the tree lock no longer held (its guard dropped before the call).
     pub(super) fn log_internal_commit(
         &self,
         pages: TxnPages<'_>,
-        alloc: &mut Alloc,
+        alloc: &mut Writer<'_>,
         before: u64,
     ) -> Result<Lsn> {
         let inner = &self.inner;
@@ -299,7 +308,7 @@ impl Db {
             .wal
             .append(&record::encode(record::Part::WHOLE, next, &ops, changes))?;
         inner.pool.stamp(&touched, lsn.0, before);
-        *alloc = next;
+        **alloc = next;
         inner
             .reads
             .lock()

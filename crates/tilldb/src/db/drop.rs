@@ -24,13 +24,13 @@
 //!                    removes the graveyard entry
 //! ```
 
+use super::locks::{TreeExclusive, Writer};
 use super::pages::TxnPages;
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db, catalog_root_of};
 use crate::btree::{Direction, Pages, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
 use crate::record::Alloc;
-use parking_lot::MutexGuard;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -83,8 +83,12 @@ pub(super) fn graveyard_roots<P: Pages>(pages: &P) -> Result<Vec<PageId>> {
 }
 
 /// Moves each table of `drops` (name, root) from its catalog entry to a graveyard entry.
-/// Requires: the tree lock held exclusively, `pages` the committing transaction's.
-pub(super) fn apply_drops(pages: &TxnPages<'_>, drops: &[(String, PageId)]) -> Result<()> {
+/// `pages` are the committing transaction's.
+pub(super) fn apply_drops(
+    pages: &TxnPages<'_>,
+    drops: &[(String, PageId)],
+    _tree: &TreeExclusive<'_>,
+) -> Result<()> {
     let catalog = Tree::open(CATALOG_ROOT);
     for (name, root) in drops {
         assert!(!name.is_empty(), "the default table is never dropped");
@@ -183,8 +187,8 @@ impl Db {
     /// keys; when that empties it, frees the root and removes its graveyard entry. Returns
     /// true when the tree is gone. A failure poisons the database (pages may be half
     /// changed), as a failed commit does.
-    /// Requires: the writer lock (`alloc`), and no snapshot older than the drop.
-    fn reclaim_step(&self, alloc: &mut MutexGuard<'_, Alloc>, root: PageId) -> Result<bool> {
+    /// Requires: no snapshot older than the drop.
+    fn reclaim_step(&self, alloc: &mut Writer<'_>, root: PageId) -> Result<bool> {
         let inner = &self.inner;
         inner.wal.check_poison()?;
         let result = (|| {

@@ -49,6 +49,7 @@ mod counts;
 mod create;
 mod drop;
 mod invariants;
+mod locks;
 mod open;
 mod pages;
 mod range;
@@ -77,7 +78,7 @@ use crate::record::{self, Alloc};
 use crate::txn::{Overlay, Seen, TableId, Visibility};
 use crate::wal::{Lsn, Wal};
 use pages::ReadPages;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -144,13 +145,14 @@ struct Inner {
     wal: Arc<Wal>,
     pool: Arc<BufferPool>,
     data_path: PathBuf,
-    /// The writer lock: one read-write transaction at a time. Holds the allocator state.
+    /// The writer lock: one read-write transaction at a time. Holds the allocator state
+    /// (`locks.rs`: functions that need it take its guard, `locks::Writer`).
     writer: Mutex<Alloc>,
     /// Commits of transactions that only wrote, waiting for the writer lock (`commit.rs`).
     commits: Mutex<commit::CommitQueue>,
     /// Readers hold it shared while they read pages; a commit holds it exclusively while it
-    /// changes them, so no reader sees a page half way through a split.
-    tree_lock: RwLock<()>,
+    /// changes them, so no reader sees a page half way through a split (`locks.rs`).
+    tree_lock: locks::TreeLock,
     reads: Mutex<Reads>,
     /// The visible lsn as of the last advance, published for the committers' fast path: one
     /// whose commit is visible already returns without taking `reads` (after a flush, the

@@ -19,7 +19,7 @@ use crate::txn::{Overlay, Visibility};
 use crate::wal::Wal;
 use crate::{FlushMethod, Options};
 use pages::DataFiles;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use record::Alloc;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -501,7 +501,7 @@ pub(super) fn assemble(
             pool,
             writer: Mutex::new(alloc),
             commits: Mutex::default(),
-            tree_lock: RwLock::new(()),
+            tree_lock: super::locks::TreeLock::default(),
             reads: Mutex::new(Reads {
                 visibility: Visibility::new(visible),
                 overlay: Overlay::default(),

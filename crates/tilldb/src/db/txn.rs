@@ -8,13 +8,12 @@
 //! (`put_in("orders", ...)`); `""` names the default table.
 
 use super::commit::{self, Changes};
+use super::locks::{TreeHeld, Writer};
 use super::{Db, TABLE_NAME_BYTES_MAX};
 use crate::Durability;
 use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
-use crate::record::Alloc;
-use parking_lot::MutexGuard;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Bound;
@@ -26,7 +25,7 @@ use std::ops::Bound;
 pub struct Txn<'db> {
     db: &'db Db,
     /// The writer lock, once a read took it.
-    alloc: Option<MutexGuard<'db, Alloc>>,
+    alloc: Option<Writer<'db>>,
     changes: Changes,
 }
 
@@ -146,8 +145,8 @@ impl<'db> Txn<'db> {
         self.check_sizes(table, b"", None)?;
         self.latch()?;
         let existed = {
-            let _shared = self.db.inner.tree_lock.read();
-            self.visible_root_of(table)?.is_some()
+            let shared = self.db.inner.tree_lock.read();
+            self.visible_root_of(table, shared.held())?.is_some()
         } || self
             .changes
             .writes
@@ -171,8 +170,8 @@ impl<'db> Txn<'db> {
             return Ok(v.clone());
         }
         self.latch()?;
-        let _shared = self.db.inner.tree_lock.read();
-        match self.visible_root_of(table)? {
+        let shared = self.db.inner.tree_lock.read();
+        match self.visible_root_of(table, shared.held())? {
             Some(root) => Tree::open(root).get(&self.db.read_pages(), key),
             None => Ok(None),
         }
@@ -198,8 +197,8 @@ impl<'db> Txn<'db> {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.latch()?;
         let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = {
-            let _shared = self.db.inner.tree_lock.read();
-            match self.visible_root_of(table)? {
+            let shared = self.db.inner.tree_lock.read();
+            match self.visible_root_of(table, shared.held())? {
                 Some(root) => {
                     let pages = self.db.read_pages();
                     Tree::open(root)
@@ -291,20 +290,19 @@ impl<'db> Txn<'db> {
 
     /// The root of `table` as this transaction sees it: `None` once it dropped it (its own
     /// later writes to the table are in `writes`, not in a tree).
-    /// Requires: the tree lock, shared or exclusive.
-    fn visible_root_of(&self, table: &str) -> Result<Option<PageId>> {
-        self.changes.visible_root_of(self.db, table)
+    fn visible_root_of(&self, table: &str, tree: TreeHeld<'_>) -> Result<Option<PageId>> {
+        self.changes.visible_root_of(self.db, table, tree)
     }
 
     /// [`Txn::len_in`]: the latest committed count (this transaction holds the writer lock
     /// once it reads, so nothing commits meanwhile), plus each own write's change to it.
     pub(super) fn committed_len_and_own_delta(&mut self, table: &str) -> Result<u64> {
         self.latch()?;
-        let _shared = self.db.inner.tree_lock.read();
+        let shared = self.db.inner.tree_lock.read();
         let pages = self.db.read_pages();
-        let root = self.visible_root_of(table)?;
+        let root = self.visible_root_of(table, shared.held())?;
         let committed = match root {
-            Some(_) => self.db.committed_len(&pages, table)?,
+            Some(_) => self.db.committed_len(&pages, table, shared.held())?,
             None => 0,
         };
         let mut deltas = super::counts::Deltas::new();

@@ -440,7 +440,8 @@ impl BufferPool {
 
     /// Clock: the first unpinned, logged, clean frame whose referenced bit is clear, clearing
     /// bits on the way; a dirty one only when two turns found no clean one. Pins the victim.
-    /// Requires: the map lock, exclusively (no hit can pin a frame meanwhile).
+    /// `map` is borrowed mutably: only the map lock's exclusive guard lends it, so no hit can
+    /// pin a frame meanwhile.
     ///
     /// Why clean first: a dirty victim is written on the path of the miss, one page at a time,
     /// and through the doublewrite guard that is two flushes; the background writer writes
