@@ -1,18 +1,23 @@
 //! Reading the log: the recovery scan that finds where the log ends, and iteration over
 //! records from an lsn.
 //!
-//! Recovery, as a table (one row per case; `scan_segment` implements it), over a segment's
-//! bytes with its valid tail slots laid over their home blocks first (`slot.rs`):
+//! Recovery, as a table (one row per case), over a segment's bytes with its valid tail slots
+//! laid over their home blocks first (`slot.rs`). The table is data: `reader/cases.rs`
+//! (`CASES`, which the scan asks through `cases::decide`; its test checks that every input
+//! matches exactly one row). "Vouched": a valid `Pad` later in the segment or its successors,
+//! or a tail slot, carries a durable mark past the record that should be here
+//! (`check_not_damaged`).
 //!
-//! | bytes at the expected lsn                 | decision                                        |
-//! |-------------------------------------------|-------------------------------------------------|
-//! | a valid `Data` record                     | keep it; continue after it                      |
-//! | a valid `Pad` record                      | skip it; continue after it                      |
-//! | a valid `SegmentEnd`                      | continue at `base + capacity` in the next segment |
-//! | zeros                                     | end of log (never written)                      |
-//! | bad length, bad crc, truncated header     | end of log (torn tail); report file and offset  |
-//! | valid crc but another lsn                 | end of log (stale or misplaced); report it      |
-//! | valid crc but unknown kind / reserved bits | end of log; report it                          |
+//! | bytes at the expected lsn                  | vouched | decision                              |
+//! |--------------------------------------------|---------|---------------------------------------|
+//! | a valid `Data` record                      | -       | keep it; continue after it            |
+//! | a valid `Pad` record                       | -       | skip it; continue after it            |
+//! | a valid `SegmentEnd`                       | -       | continue at `base + capacity` in the next segment |
+//! | zeros                                      | no      | end of log (never written)            |
+//! | bad length, bad crc, truncated header      | no      | end of log (torn tail); report file and offset |
+//! | valid crc but another lsn                  | no      | end of log (stale or misplaced); report it |
+//! | valid crc but unknown kind / reserved bits | no      | end of log; report it                 |
+//! | any of the four above                      | yes     | `Error::Corruption`: damaged after it was written |
 //!
 //! A segment whose header does not validate is free if it is newer than every valid segment
 //! (its preparation was cut short: headers are flushed before use), and corruption otherwise.
@@ -42,10 +47,13 @@ use super::slot;
 use crate::FlushMethod;
 use crate::error::{Error, Result};
 use crate::io::Storage;
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 
+mod cases;
 mod chain;
 
+use cases::{Decision, Found};
 use chain::{in_chain, read_headers, read_successor, successors_of, superseded};
 
 /// One record read back from the log.
@@ -153,15 +161,10 @@ fn scan_segment(
         let offset = block + (lsn - header.base_lsn);
         let at = usize::try_from(offset).expect("offset fits usize");
         let rest = if at <= end { &bytes[at..end] } else { &[][..] };
-        match record::decode(rest, header.generation, lsn) {
-            Ok(rec) if rec.kind == RecordKind::SegmentEnd => {
-                visit(offset, rec);
-                return SegmentEnd::Next(header.base_lsn + header.capacity());
-            }
-            Ok(rec) => {
-                visit(offset, rec);
-                lsn += rec.len as u64;
-            }
+        let rec = match record::decode(rest, header.generation, lsn) {
+            Ok(rec) => rec,
+            // The fault's rows depend on a later durable mark: the caller asks
+            // (`check_not_damaged`).
             Err(fault) => {
                 return SegmentEnd::Stop(RecoveryStop {
                     path: path.to_path_buf(),
@@ -170,15 +173,31 @@ fn scan_segment(
                     fault,
                 });
             }
+        };
+        let case = cases::decide(Found::Record(rec.kind), || -> Result<bool, Infallible> {
+            unreachable!("a valid record's row does not depend on a later durable mark")
+        });
+        match case.map(|c| c.decision) {
+            Ok(Decision::Keep | Decision::Skip) => {
+                visit(offset, rec);
+                lsn += rec.len as u64;
+            }
+            Ok(Decision::NextSegment) => {
+                visit(offset, rec);
+                return SegmentEnd::Next(header.base_lsn + header.capacity());
+            }
+            Ok(decision @ (Decision::End | Decision::Corrupt)) => {
+                unreachable!("a valid {:?} record decided {decision:?}", rec.kind)
+            }
         }
     }
 }
 
-/// Where the records of a segment stop at `stop`: `Err(Corruption)` if a valid `Pad` later in
-/// the segment, or in one of its `successors` (the segments the log would have gone on in,
-/// read one by one until a mark vouches), carries a durable mark at or past the end of the
-/// record at `stop`: that record was durable, then damaged. Else `Ok`: a torn or
-/// never-written tail.
+/// Where the records of a segment stop at `stop`, decided by the table (`cases.rs`):
+/// `Err(Corruption)` if a valid `Pad` later in the segment, or in one of its `successors` (the
+/// segments the log would have gone on in, read one by one until a mark vouches), carries a
+/// durable mark at or past the end of the record at `stop`: that record was durable, then
+/// damaged. Else `Ok`: a torn or never-written tail.
 fn check_not_damaged(
     storage: &dyn Storage,
     bytes: &[u8],
@@ -186,8 +205,33 @@ fn check_not_damaged(
     stop: &RecoveryStop,
     successors: &[(SegmentHeader, PathBuf)],
 ) -> Result<()> {
+    let case = cases::decide(Found::Fault(stop.fault), || {
+        vouched_past(storage, bytes, header, stop, successors)
+    })?;
+    match case.decision {
+        Decision::End => Ok(()),
+        Decision::Corrupt => Err(Error::Corruption {
+            file: stop.path.clone(),
+            offset: stop.offset,
+            what: case.why,
+        }),
+        decision @ (Decision::Keep | Decision::Skip | Decision::NextSegment) => {
+            unreachable!("no valid record ({:?}) decided {decision:?}", stop.fault)
+        }
+    }
+}
+
+/// Whether a durable mark later in the log vouches that the log was durable past the record
+/// at `stop` (see [`check_not_damaged`]).
+fn vouched_past(
+    storage: &dyn Storage,
+    bytes: &[u8],
+    header: &SegmentHeader,
+    stop: &RecoveryStop,
+    successors: &[(SegmentHeader, PathBuf)],
+) -> Result<bool> {
     if crate::mutants::active("mid-log-damage-is-end") {
-        return Ok(());
+        return Ok(false);
     }
     let under = |mark: Option<u64>| mark.is_some_and(|m| durable_under(bytes, header, stop, m));
     let mut vouched = under(highest_mark(bytes, header, stop.offset + 1));
@@ -198,15 +242,7 @@ fn check_not_damaged(
         let later = read_successor(storage, h, path)?;
         vouched = under(highest_mark(&later, h, u64::from(h.log_block_bytes)));
     }
-    if vouched {
-        return Err(Error::Corruption {
-            file: stop.path.clone(),
-            offset: stop.offset,
-            what: "a log record is damaged, yet a later group says the log was durable past \
-                   it: the log was damaged after it was written, not torn by a crash",
-        });
-    }
-    Ok(())
+    Ok(vouched)
 }
 
 /// Whether the record at `stop` lay wholly before the durable mark `mark`, so that it was
