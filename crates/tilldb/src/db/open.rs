@@ -18,7 +18,7 @@ use crate::record;
 use crate::txn::{Overlay, Visibility};
 use crate::wal::Wal;
 use crate::{FlushMethod, Options};
-use pages::DataFiles;
+use pages::PoolBackend;
 use parking_lot::Mutex;
 use record::Alloc;
 use std::collections::BTreeMap;
@@ -413,11 +413,10 @@ pub(super) fn pool_over(
     let pool = BufferPool::new(
         page_bytes,
         cache_bytes,
-        Box::new(DataFiles {
+        Box::new(PoolBackend {
             wal: Arc::clone(wal),
-            files: Mutex::new(pages::Files::new(store, guard)),
+            files: crate::page::DataFiles::new(store, guard, spill),
             poison: Arc::clone(&poisoned),
-            spill,
             gate,
             snapshot_end,
         }),

@@ -1,18 +1,17 @@
 //! The B+tree's view of the buffer pool: [`TxnPages`] for a commit (applies, records and
-//! allocates), [`ReadPages`] for readers, and [`DataFiles`], the pool's backend.
+//! allocates), [`ReadPages`] for readers; and [`PoolBackend`], the pool's backend: the data
+//! files (`page::DataFiles`) wrapped with the log, the readers' lock and the fail-stop switch.
 
 use super::Poison;
 use crate::btree::{PageOp, Pages};
 use crate::error::{Error, Result};
 use crate::page::{
-    Backend, BufferPool, HEADER_BYTES, PageBuf, PageGuard, PageId, PageKind, PageRead, PageStore,
-    SpillFile,
+    Backend, BufferPool, DataFiles, HEADER_BYTES, PageBuf, PageId, PageKind, PageRead,
 };
 use crate::record::Alloc;
 use crate::wal::Wal;
-use parking_lot::Mutex;
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -241,16 +240,15 @@ impl Pages for ReadPages<'_> {
 
 /// The pool's backend: the log (for the write-ahead rule) and the data file behind its
 /// torn-page guard.
-pub struct DataFiles {
+pub struct PoolBackend {
     pub wal: Arc<Wal>,
-    pub files: Mutex<Files>,
+    /// The data file, its guard and the spill file (`page/data_files.rs`).
+    pub files: DataFiles,
     /// The database's fail-stop switch: a failed write-back sets it, whichever call needed
     /// the frame (a read inside a transaction, a commit, the background writer), so no
     /// later commit is acknowledged (the random tier's seed 1524 met a read whose eviction
     /// failed while another thread's commit went on).
     pub poison: Arc<Poison>,
-    /// Where held pages go when their frames are needed (`page/spill.rs`).
-    pub spill: SpillFile,
     /// The readers' lock, taken around every write to the data files (`db/readers.rs`);
     /// `None` for a read-only handle, which writes only to memory.
     pub gate: Option<Arc<super::readers::ReaderGate>>,
@@ -259,27 +257,7 @@ pub struct DataFiles {
     pub snapshot_end: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
-/// The data file, its guard, and the newest lsn written for each page.
-pub struct Files {
-    pub store: PageStore,
-    pub guard: PageGuard,
-    /// Writers copy a page and write it later; a copy taken before a newer version was
-    /// written must not land after it (the newer change would be lost once a checkpoint moved
-    /// redo past it). Copies not newer than what was written are dropped.
-    pub written_lsn: HashMap<PageId, u64>,
-}
-
-impl Files {
-    pub fn new(store: PageStore, guard: PageGuard) -> Self {
-        Files {
-            store,
-            guard,
-            written_lsn: HashMap::new(),
-        }
-    }
-}
-
-impl Backend for DataFiles {
+impl Backend for PoolBackend {
     fn log_end(&self) -> u64 {
         match &self.snapshot_end {
             Some(end) => end.load(std::sync::atomic::Ordering::Acquire),
@@ -299,56 +277,35 @@ impl Backend for DataFiles {
     }
 
     fn read_page(&self, id: PageId) -> Result<Option<PageBuf>> {
-        let files = self.files.lock();
-        let page = files.store.read(id)?;
-        // The write-ahead rule, checked backwards: a page on disk never carries an lsn the log
-        // does not reach. One that does means log records it depends on are lost (a damaged
-        // log with a torn newer header slot, found by fuzzing); refuse it, never build on it.
-        if let Some(page) = &page
-            && page.lsn() > self.log_end()
-        {
-            return Err(Error::Corruption {
-                file: files.store.path().to_path_buf(),
-                offset: id.0 * u64::from(files.store.page_bytes()),
-                what: "the page's lsn is past the end of the log: log records it depends on \
-                       are lost",
-            });
-        }
-        Ok(page)
+        self.files.read(id, self.log_end())
     }
 
     fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()> {
         // Readers' snapshots first: their pages must not change under them, and every page
         // written must be at or below the published durable lsn (`GateGuard::publish`).
         let _gate = self.enter_gate().inspect_err(|e| self.poison.set(e))?;
-        self.write_pages_once(pages)
-            .inspect_err(|e| self.poison.set(e))
+        self.files.write(pages).inspect_err(|e| self.poison.set(e))
     }
 
     fn save_ledger(&self) -> Result<()> {
         let _gate = self.enter_gate().inspect_err(|e| self.poison.set(e))?;
-        self.files
-            .lock()
-            .store
-            .save_ledger()
-            .inspect_err(|e| self.poison.set(e))
+        self.files.save_ledger().inspect_err(|e| self.poison.set(e))
     }
 
     fn with_files_quiet(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        let _files = self.files.lock();
-        f()
+        self.files.quiet(f)
     }
 
     fn spill_write(&self, slot: u64, page: &mut PageBuf) -> Result<()> {
-        self.spill.write(slot, page)
+        self.files.spill().write(slot, page)
     }
 
     fn spill_read(&self, slot: u64, id: PageId) -> Result<PageBuf> {
-        self.spill.read(slot, id)
+        self.files.spill().read(slot, id)
     }
 }
 
-impl DataFiles {
+impl PoolBackend {
     /// The readers' lock, waiting for read-only handles to let go (`None`: no gate).
     fn enter_gate(&self) -> Result<Option<super::readers::GateGuard<'_>>> {
         if crate::mutants::active("writes-ignore-readers") {
@@ -359,33 +316,6 @@ impl DataFiles {
             .map(super::readers::ReaderGate::enter)
             .transpose()
     }
-
-    /// [`Backend::write_pages`], before a failure poisons the database.
-    fn write_pages_once(&self, pages: &mut [PageBuf]) -> Result<()> {
-        let mut files = self.files.lock();
-        let Files {
-            store,
-            guard,
-            written_lsn,
-        } = &mut *files;
-        let mut fresh: Vec<PageBuf> = pages
-            .iter()
-            .filter(|p| written_lsn.get(&p.id()).is_none_or(|&w| p.lsn() > w))
-            .cloned()
-            .collect();
-        if fresh.is_empty() {
-            return Ok(());
-        }
-        let last = fresh.iter().map(|p| p.id().0).max().unwrap_or(0);
-        if last >= store.page_count() {
-            store.extend_to(last + 1)?;
-        }
-        guard.write_pages(store, &mut fresh)?;
-        for p in &fresh {
-            written_lsn.insert(p.id(), p.lsn());
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -394,6 +324,7 @@ mod tests {
     use crate::FlushMethod;
     use crate::io::{SimConfig, SimDisk, Storage};
     use crate::page::TornPageGuard;
+    use crate::page::{PageGuard, PageStore, SpillFile};
     use crate::wal::WalOptions;
 
     fn leaf(id: u64, lsn: u64, byte: u8) -> PageBuf {
@@ -407,7 +338,7 @@ mod tests {
     /// changed it (lsn 120) and a checkpoint wrote that and marked it clean; the old copy then
     /// landed last, and the change at 120 was on no disk while redo started past it.
     /// The data files of a database in `/db` on `disk`, with a log reaching lsn 200.
-    fn data_files(disk: &SimDisk) -> DataFiles {
+    fn data_files(disk: &SimDisk) -> PoolBackend {
         let storage: Arc<dyn Storage> = Arc::new(disk.clone());
         let dir = Path::new("/db");
         storage.create_dir_all(dir).expect("mkdir");
@@ -429,11 +360,11 @@ mod tests {
         // The log reaches past the pages' lsns (a page never carries an lsn beyond it).
         wal.commit(&[0; 200], crate::Durability::Sync)
             .expect("commit");
-        DataFiles {
+        let spill = SpillFile::new(Arc::clone(&storage), dir, 4096).expect("spill");
+        PoolBackend {
             wal: Arc::new(wal),
-            files: Mutex::new(Files::new(store, guard)),
+            files: DataFiles::new(store, guard, spill),
             poison: Arc::default(),
-            spill: SpillFile::new(Arc::clone(&storage), dir, 4096).expect("spill"),
             gate: None,
             snapshot_end: None,
         }

@@ -24,6 +24,7 @@
 //! `page_lsn` (asserted in the buffer pool).
 
 mod buffer_pool;
+mod data_files;
 mod doublewrite;
 mod guard;
 mod ledger;
@@ -31,6 +32,7 @@ mod spill;
 mod store;
 
 pub use buffer_pool::{Backend, BufferPool, PageRead, PageWrite, PoolStats};
+pub use data_files::DataFiles;
 pub use doublewrite::{
     BATCH_HEADER_BYTES, Batch, BatchImage, BatchState, DOUBLEWRITE_FILE_NAME, Doublewrite,
     ENTRIES_MAX, PAGES_MAX_DEFAULT, RestoreAction, RestoreReport, restore_torn_pages,

@@ -299,6 +299,13 @@ impl PageStore {
         self.poison_on_error(result)
     }
 
+    /// The lsn of the newest version of `id` written (by this handle, or durable before it
+    /// opened: the ledger); 0 when none is.
+    #[must_use]
+    pub fn written_lsn(&self, id: PageId) -> u64 {
+        self.ledger.lsn(id)
+    }
+
     /// Seals `page` and writes it in place. Durable after the next [`PageStore::flush`].
     pub fn write(&mut self, page: &mut PageBuf) -> Result<()> {
         self.check_writable()?;
