@@ -1,4 +1,4 @@
-//! `include/tilldb.h` is what cbindgen makes of `src/lib.rs` with `cbindgen.toml`: a header
+//! `include/tilldb.h` is what cbindgen makes of `src/` (`lib.rs` and its modules) with `cbindgen.toml`: a header
 //! that drifted from the ABI fails here. `TILLDB_BLESS=1 cargo test -p tilldb-c` rewrites it.
 
 use std::path::Path;
@@ -12,7 +12,7 @@ fn the_checked_in_header_is_what_cbindgen_makes_of_the_source() {
         .with_crate(dir)
         .with_config(config)
         .generate()
-        .expect("cbindgen reads src/lib.rs")
+        .expect("cbindgen reads src/")
         .write(&mut made);
     let path = dir.join("include").join("tilldb.h");
     if std::env::var("TILLDB_BLESS").is_ok_and(|v| v == "1") {
