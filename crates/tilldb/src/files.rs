@@ -15,7 +15,7 @@
 //!   txn-spill.tdb        SPILL_FILE_NAME         pages of a commit logged in parts (page/spill.rs)
 //!   wal/                 WAL_DIR_NAME            the log (wal/)
 //!     {generation:020}.wal   segment_name        one segment (wal/segment.rs)
-//!   feed/                FEED_DIR_NAME           the change feed (feed.rs)
+//!   feed/                FEED_DIR_NAME           the change feed (feed/)
 //!     durable, start, released, <name>.consumer, <name>.dropped
 //!   .tilldb-creating     CREATING_FILE_NAME      a create in progress (db/open.rs)
 //!   .tilldb-backup-incomplete  BACKUP_INCOMPLETE_FILE_NAME  a backup's target, until done

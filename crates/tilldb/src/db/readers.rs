@@ -78,7 +78,14 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(2);
 
 /// `tilldb.durable`'s bytes for `lsn` and the flags.
 fn encode(lsn: Lsn, waits: bool) -> [u8; DURABLE_BYTES] {
-    encode_flags(lsn, if waits { FLAG_WAITS } else { 0 })
+    let bytes = encode_flags(lsn, if waits { FLAG_WAITS } else { 0 });
+    // The pair of a reader's check: what is written reads back as what was meant.
+    debug_assert!(
+        decode(&bytes, Path::new(DURABLE_FILE_NAME))
+            .is_ok_and(|p| p.durable == lsn && p.writer_waits == waits),
+        "the published lsn {lsn} does not read back"
+    );
+    bytes
 }
 
 fn encode_flags(lsn: Lsn, flags: u32) -> [u8; DURABLE_BYTES] {

@@ -520,6 +520,11 @@ pub(crate) fn encode_lsn(lsn: Lsn) -> [u8; LSN_FILE_BYTES] {
     bytes[..8].copy_from_slice(&lsn.0.to_le_bytes());
     let crc = crc32c(&bytes[..8]);
     bytes[8..12].copy_from_slice(&crc.to_le_bytes());
+    // The pair of a reader's check: what is written reads back as what was meant.
+    debug_assert!(
+        decode_lsn(&bytes, Path::new("feed position")).is_ok_and(|read| read == lsn),
+        "feed position {lsn} does not read back"
+    );
     bytes
 }
 
