@@ -4,7 +4,8 @@
 //! reads of random loaded keys, printing each rate. The database is made in DIR and removed.
 //!
 //! ```sh
-//! cargo run --release -p tilldb --example read_profile -- [ROWS] [DIR]   # 200000, ./tilldb-read-profile
+//! cargo run --release -p tilldb --example read_profile -- [ROWS] [DIR] [CACHE_MIB]
+//! # defaults: 200000 rows, ./tilldb-read-profile, Options::default()'s cache
 //! ```
 //!
 //! `till bench kv` is the benchmark of record (every engine side by side); this is its read
@@ -23,6 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.next()
             .unwrap_or_else(|| "tilldb-read-profile".to_owned()),
     );
+    let cache_mib: Option<u64> = args.next().map(|s| s.parse()).transpose()?;
     if dir.exists() {
         return Err(format!("{} exists: give a directory that does not", dir.display()).into());
     }
@@ -43,7 +45,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     let pick = |n: u64| &keys[usize::try_from(n % rows as u64).expect("an index")];
-    let db = Db::open(&dir, Options::default())?;
+    let mut options = Options::default();
+    if let Some(mib) = cache_mib {
+        options.cache_bytes = mib << 20;
+    }
+    let db = Db::open(&dir, options)?;
     let started = Instant::now();
     let mut txn = db.begin()?;
     for key in &keys {
