@@ -1,7 +1,7 @@
 //! Reads alone, for profiling (`perf record`) and for comparing two builds run by turns:
 //! loads ROWS rows (24-byte random keys, 150-byte values, one transaction), then in one
-//! `ReadTxn` reads ROWS x 5 ranges of 10 entries (`Range::next_entry`) and ROWS x 10 point
-//! reads of random loaded keys, printing each rate. The database is made in DIR and removed.
+//! `ReadTxn` reads ROWS x 5 ranges of 10 entries (`Range::next_entry`), ROWS x 10 point
+//! reads of random loaded keys (`get`) and as many lent (`get_with`), printing each rate. The database is made in DIR and removed.
 //!
 //! ```sh
 //! cargo run --release -p tilldb --example read_profile -- [ROWS] [DIR] [CACHE_MIB]
@@ -86,6 +86,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "point reads: {:.0} reads/s ({found} found)",
+        per_second(gets, started)
+    );
+    let (gets, started) = (rows * 10, Instant::now());
+    let mut found = 0u64;
+    for _ in 0..gets {
+        found += u64::from(read.get_with(pick(next()), <[u8]>::len)?.is_some());
+    }
+    println!(
+        "point reads lent (get_with): {:.0} reads/s ({found} found)",
         per_second(gets, started)
     );
     drop(read);

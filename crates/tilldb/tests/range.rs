@@ -237,3 +237,80 @@ fn delete_range_removes_exactly_the_range_atomically_and_tables_count_their_entr
     );
     db.close().expect("close");
 }
+
+/// `ReadTxn::get_with` lends what `get` returns: every key of both tables, absent keys and
+/// tables, an overflow value; and for a snapshot older than a commit (the overlay then holds
+/// what it needs, so the value is not read in place) the value of its own time.
+#[test]
+fn get_with_lends_what_get_returns_in_every_snapshot() {
+    let (_tmp, db, model) = populated();
+    let big = vec![9u8; 40_000];
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"big", &big).expect("put");
+    txn.commit().expect("commit");
+    let read = db.begin_read().expect("begin_read");
+    for (k, v) in &model {
+        assert_eq!(
+            read.get_with(k, <[u8]>::to_vec).expect("get_with").as_ref(),
+            Some(v)
+        );
+    }
+    for i in 0..300 {
+        assert_eq!(
+            read.get_in_with("t", &key(i), <[u8]>::to_vec)
+                .expect("get_in_with"),
+            read.get_in("t", &key(i)).expect("get_in")
+        );
+    }
+    let mut called = false;
+    let absent = read
+        .get_with(b"absent", |_| called = true)
+        .expect("get_with");
+    assert!(
+        absent.is_none() && !called,
+        "f was called for an absent key"
+    );
+    assert_eq!(
+        read.get_in_with("no-such-table", &key(1), <[u8]>::to_vec)
+            .expect("no table"),
+        None
+    );
+    assert_eq!(
+        read.get_with(b"big", <[u8]>::len).expect("overflow"),
+        Some(big.len())
+    );
+    assert_eq!(
+        read.get_with(b"big", |v| v == big.as_slice())
+            .expect("overflow"),
+        Some(true)
+    );
+    // A commit after the snapshot: it keeps its own values, a new snapshot sees the new ones.
+    let mut txn = db.begin().expect("begin");
+    txn.put(&key(7), b"changed").expect("put");
+    txn.delete(&key(8)).expect("delete");
+    txn.put(b"new", b"new").expect("put");
+    txn.commit().expect("commit");
+    for (k, want) in [
+        (key(7), Some(model[&key(7)].clone())),
+        (key(8), Some(model[&key(8)].clone())),
+        (b"new".to_vec(), None),
+    ] {
+        assert_eq!(
+            read.get_with(&k, <[u8]>::to_vec).expect("old snapshot"),
+            want,
+            "{:?} in the older snapshot",
+            String::from_utf8_lossy(&k)
+        );
+    }
+    let now = db.begin_read().expect("begin_read");
+    assert_eq!(
+        now.get_with(&key(7), <[u8]>::to_vec).expect("new"),
+        Some(b"changed".to_vec())
+    );
+    assert_eq!(now.get_with(&key(8), <[u8]>::len).expect("new"), None);
+    drop(read);
+    assert_eq!(
+        now.get_with(b"new", <[u8]>::to_vec).expect("new"),
+        Some(b"new".to_vec())
+    );
+}

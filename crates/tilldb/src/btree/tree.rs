@@ -55,6 +55,32 @@ impl Tree {
         found.map(|value| resolve(pages, value)).transpose()
     }
 
+    /// Calls `f` with the value of `key`, where it lies: an inline value in its leaf (no copy),
+    /// an overflow value once read into one buffer. `None`, and `f` not called, when absent.
+    pub fn get_with<P: Pages, R>(
+        self,
+        pages: &P,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        let leaf = walk::find_leaf(pages, self.root, key)?;
+        let mut f = Some(f);
+        let found = with_node(pages, leaf, |node| {
+            node.search(key).ok().map(|index| match node.value(index) {
+                ValueRef::Inline(value) => Ok(f.take().expect("called once")(value)),
+                overflow @ ValueRef::Overflow { .. } => Err(overflow.to_owned()),
+            })
+        })?;
+        match found {
+            None => Ok(None),
+            Some(Ok(read)) => Ok(Some(read)),
+            Some(Err(overflow)) => {
+                let value = resolve(pages, overflow)?;
+                Ok(Some(f.take().expect("not called yet")(&value)))
+            }
+        }
+    }
+
     /// Sets `key` to `value`, inserting or replacing. Returns whether it replaced a value.
     ///
     /// Keys longer than [`Limits::key_bytes_max`] are refused with `TooLarge`, before anything

@@ -98,6 +98,26 @@ impl Db {
         )
     }
 
+    /// [`Db::read_at`], calling `f` with the value where it lies instead of copying it out.
+    /// While the overlay is empty (checked under the tree lock, which every commit holds
+    /// exclusively while it records what older snapshots need), the tree holds what every
+    /// snapshot sees, and `f` reads the value in its page; otherwise through [`Db::read_at`].
+    pub(super) fn read_at_with<R>(
+        &self,
+        root: PageId,
+        key: &[u8],
+        snapshot: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        {
+            let _shared = self.inner.tree_lock.read();
+            if self.overlay_is_empty() {
+                return Tree::open(root).get_with(&self.read_pages(), key, f);
+            }
+        }
+        Ok(self.read_at(root, key, snapshot)?.map(|value| f(&value)))
+    }
+
     pub(super) fn scan_at(
         &self,
         root: PageId,

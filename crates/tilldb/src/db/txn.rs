@@ -413,6 +413,29 @@ impl<'db> ReadTxn<'db> {
         }
     }
 
+    /// Calls `f` with the value of `key` in the default table, in this snapshot, and returns
+    /// what it returns (`None`, `f` not called, when the key is absent). The value is lent
+    /// where it lies, in its page (an overflow value in one buffer), not copied into a `Vec`
+    /// as [`ReadTxn::get`] does. `f` runs while the page is pinned and the tree is locked for
+    /// reading: it should be short, and must not call into the database (a commit from it
+    /// would wait for itself).
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        self.get_in_with("", key, f)
+    }
+
+    /// [`ReadTxn::get_with`] in `table`.
+    pub fn get_in_with<R>(
+        &self,
+        table: &str,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        match self.db.table_root(table, self.snapshot)? {
+            Some(root) => self.db.read_at_with(root, key, self.snapshot, f),
+            None => Ok(None),
+        }
+    }
+
     /// The entries of the default table between the bounds, in this snapshot.
     pub fn scan(
         &self,

@@ -132,7 +132,9 @@ impl KvStore for TilldbStore {
 
 impl KvReader for TilldbReader<'_> {
     fn get(&mut self, key: &[u8]) -> Result<Option<usize>, BoxError> {
-        Ok(self.txn.get(key)?.map(|v| v.len()))
+        // The lending form, as LMDB's and redb's gets are read: the value is looked at where
+        // it lies, not copied into a `Vec`.
+        Ok(self.txn.get_with(key, <[u8]>::len)?)
     }
 
     fn range(&mut self, from: &[u8], count: usize) -> Result<usize, BoxError> {
