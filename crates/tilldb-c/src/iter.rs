@@ -60,7 +60,6 @@ pub unsafe extern "C" fn tilldb_scan(
             range,
             _db: boxed,
             open_handles: Arc::clone(&db.open_handles),
-            current: None,
         });
         // SAFETY: valid output pointer.
         unsafe { *out = Box::into_raw(handle) };
@@ -92,10 +91,12 @@ pub unsafe extern "C" fn tilldb_iter_next(
         }
         // SAFETY: a live iterator.
         let it = unsafe { &mut *it };
-        it.current = it.range.next().transpose()?;
-        match &it.current {
+        // Lent, not copied (`Range::next_entry`): the bytes live in the range's batch, which
+        // only the next call on the range changes, so they stay valid until the iterator's
+        // next call, as the contract says.
+        match it.range.next_entry().transpose()? {
             Some((k, v)) => {
-                // SAFETY: valid output pointers; the bytes live in `it.current`.
+                // SAFETY: valid output pointers; the bytes live in the range's batch.
                 unsafe {
                     *key = k.as_ptr();
                     *key_len = k.len();

@@ -89,8 +89,6 @@ pub struct tilldb_iter {
     range: Range<'static>,
     _db: Box<Db>,
     open_handles: Arc<AtomicUsize>,
-    /// The entry the last `tilldb_iter_next` returned.
-    current: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for tilldb_db {
