@@ -260,15 +260,24 @@ impl<'db> Txn<'db> {
             .wal
             .wait(lsn, durability)
             .map_err(|e| db.poison(e))?;
-        // Without background threads nothing else publishes what the feed and read-only
-        // handles may read.
-        if !db.inner.options.background_threads {
+        // What the feed and read-only handles may read. Without background threads nothing
+        // else publishes it. With them the publisher thread does every 2 ms, but a `Sync`
+        // commit publishes before it returns too: a handle opened after it returned (another
+        // process's `till get`) sees it. Once per flush: a commit of a flush already
+        // published finds nothing to write.
+        let background = db.inner.options.background_threads;
+        if !background || durability == Durability::Sync {
+            let mut published = Ok(());
             if let Some(feed) = &db.inner.feed {
-                feed.publish(db.inner.wal.durable_lsn())
-                    .map_err(|e| db.poison(e))?;
+                published = feed.publish(db.inner.wal.durable_lsn());
             }
             if let Some(gate) = &db.inner.gate {
-                gate.publish().map_err(|e| db.poison(e))?;
+                published = published.and_then(|()| gate.publish());
+            }
+            // With the publisher thread a failed write is retried there (readers see less
+            // meanwhile); without it, it stops the database as a failed write does.
+            if !background {
+                published.map_err(|e| db.poison(e))?;
             }
         }
         db.visible_through(lsn.0);
