@@ -315,8 +315,10 @@ impl ReaderGate {
 
     /// Publishes the log's durable lsn, if it moved, and the flag.
     fn publish_with(&self, waits: bool) -> Result<()> {
-        let durable = self.wal.durable_lsn();
+        // The durable lsn read under the lock: publishers (the thread, and each `Sync`
+        // commit) then publish in the order they read it, and it never goes back.
         let mut published = self.published.lock();
+        let durable = self.wal.durable_lsn();
         assert!(
             durable >= published.now.durable,
             "the durable lsn went back from {} to {}",
