@@ -8,7 +8,11 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 42] = [
+pub const ALL: [(&str, &str); 43] = [
+    (
+        "sync-commit-unpublished",
+        "a Sync commit returns before the durable lsn read-only handles open at is published",
+    ),
     (
         "commit-leaves-overlay-hint",
         "a commit records older values in the overlay without clearing its empty hint",

@@ -266,7 +266,9 @@ impl<'db> Txn<'db> {
         // process's `till get`) sees it. Once per flush: a commit of a flush already
         // published finds nothing to write.
         let background = db.inner.options.background_threads;
-        if !background || durability == Durability::Sync {
+        let sync =
+            durability == Durability::Sync && !crate::mutants::active("sync-commit-unpublished");
+        if !background || sync {
             let mut published = Ok(());
             if let Some(feed) = &db.inner.feed {
                 published = feed.publish(db.inner.wal.durable_lsn());
