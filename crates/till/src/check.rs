@@ -245,7 +245,7 @@ fn report_space(space: &Space, dir: &Path, page_bytes: u32) -> usize {
         space.tree_pages,
         space.catalog_pages,
         space.free_pages,
-        space.leaked.len(),
+        space.leaked_pages,
         space.doubly_used.len()
     );
     let data = dir.join(tilldb::internals::page::DATA_FILE_NAME);
@@ -268,16 +268,16 @@ fn report_space(space: &Space, dir: &Path, page_bytes: u32) -> usize {
     }
     let listed =
         space.leaked.len().min(PAGES_LISTED_MAX) + space.doubly_used.len().min(PAGES_LISTED_MAX);
-    let problems = space.leaked.len() + space.doubly_used.len();
-    if problems > listed {
-        println!("  ... and {} more", problems - listed);
+    let problems = space.leaked_pages + space.doubly_used.len() as u64;
+    if problems > listed as u64 {
+        println!("  ... and {} more", problems - listed as u64);
     }
     assert_eq!(
         space.is_clean(),
         problems == 0,
         "clean means nothing to report"
     );
-    problems
+    usize::try_from(problems).unwrap_or(usize::MAX)
 }
 
 /// A page that does not validate: its file, offset, and what is wrong.

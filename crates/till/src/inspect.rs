@@ -352,6 +352,8 @@ pub struct Space {
     pub tree_pages: u64,
     pub page_count: u64,
     pub free_pages: u64,
+    /// Every leaked page counted; `leaked` lists the first of them.
+    pub leaked_pages: u64,
     pub leaked: Vec<PageId>,
     pub doubly_used: Vec<(PageId, String, String)>,
 }
@@ -367,6 +369,7 @@ macro_rules! space_from {
             page_count: check.page_count,
             free_pages: check.free_pages,
             tables: check.tables,
+            leaked_pages: check.leaked_pages,
             leaked: check.leaked,
             doubly_used: check.doubly_used,
         }
@@ -393,7 +396,7 @@ impl Space {
 
     /// True when every page is accounted for exactly once.
     pub fn is_clean(&self) -> bool {
-        self.leaked.is_empty() && self.doubly_used.is_empty()
+        self.leaked_pages == 0 && self.doubly_used.is_empty()
     }
 }
 

@@ -38,7 +38,8 @@
 //! pages                      object          page_count (header), in_trees | null,
 //!                                            catalog_pages | null, dropped_pages | null
 //!                                            (dropped tables awaiting reclaim), free_list | null,
-//!                                            leaked [u64] | null,
+//!                                            leaked_pages | null, leaked [u64] | null (the
+//!                                            first 10,000 of them, in page order),
 //!                                            doubly_used [{page, owners: [string, string]}] | null
 //! tables                     [table] | null  name ("" is the default table), keys, depth,
 //!                                            leaf_pages, branch_pages, overflow_pages,
@@ -342,7 +343,7 @@ impl Stats {
             space.catalog_pages,
             space.dropped_pages,
             space.free_pages,
-            space.leaked.len(),
+            space.leaked_pages,
             space.doubly_used.len()
         );
         println!("tables");
@@ -431,6 +432,7 @@ impl Stats {
                 "catalog_pages": space.map(|s| s.catalog_pages),
                 "dropped_pages": space.map(|s| s.dropped_pages),
                 "free_list": space.map(|s| s.free_pages),
+                "leaked_pages": space.map(|s| s.leaked_pages),
                 "leaked": space.map(|s| s.leaked.iter().map(|p| p.0).collect::<Vec<_>>()),
                 "doubly_used": space.map(|s| s.doubly_used.iter().map(|(p, a, b)| json!({
                     "page": p.0,

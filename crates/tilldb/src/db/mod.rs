@@ -65,7 +65,7 @@ pub use claim::{LOCK_FILE_NAME, is_database_file_name};
 pub use compact::CompactReport;
 pub use open::RecoveryReport;
 pub use range::Range;
-pub use space::SpaceCheck;
+pub use space::{LEAKED_LISTED_MAX, SpaceCheck};
 pub use txn::{ReadTxn, Txn};
 
 use crate::Options;
