@@ -64,6 +64,11 @@ pub fn install() {
             // aborts before `guarded` sees the first.
             if is_known(&message).is_none() {
                 eprintln!("open_files: panic: {message}");
+                // `RUST_BACKTRACE=1` when replaying an input: the whole stack of each panic.
+                let trace = std::backtrace::Backtrace::capture();
+                if trace.status() == std::backtrace::BacktraceStatus::Captured {
+                    eprintln!("{trace}");
+                }
             }
             PANICS.with(|p| p.borrow_mut().push(message));
         } else {

@@ -165,6 +165,35 @@ fn a_page_count_billions_past_the_data_is_counted_not_listed() {
     assert!(started.elapsed().as_secs() < 60, "took {:?}", started.elapsed());
 }
 
+/// A damaged header whose page count runs past what the log's commits after its checkpoint
+/// counted: recovery would take the commits' smaller count and its checkpoint would write the
+/// header's count backwards (an assertion, then a second panic while the handle dropped:
+/// `open_files`, the input after the one above). Refused at open, naming the log record.
+#[test]
+fn a_header_page_count_past_the_logs_is_refused_not_a_panic() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = populated(&disk);
+    db.checkpoint().expect("checkpoint");
+    for i in 0..3u32 {
+        let mut txn = db.begin().expect("begin");
+        txn.put(format!("after{i}").as_bytes(), b"v").expect("put");
+        txn.commit().expect("commit");
+    }
+    std::mem::forget(db);
+    disk.crash(tilldb::io::CrashMode::ProcessKill);
+    rewrite_header(&disk, |h| h.page_count += 1000);
+    let err = Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), Options::for_tests())
+        .map(|_| ())
+        .expect_err("a header ahead of its log");
+    match &err {
+        tilldb::Error::Corruption { file, what, .. } => {
+            assert!(file.ends_with("wal"), "{err}");
+            assert!(what.contains("page count"), "{err}");
+        }
+        other => panic!("expected Corruption, got {other}"),
+    }
+}
+
 /// `check_space_of` reads pages without a database: over the data file of a cleanly closed
 /// database and its header's allocator state it finds what the open database finds; a free
 /// list head past the page count is corruption.

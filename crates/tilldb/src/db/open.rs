@@ -300,6 +300,9 @@ pub(super) fn replay(
         .map(|rec| record::part_of(&rec.payload).map_err(|what| corrupt(rec.lsn, what)))
         .collect::<Result<Vec<_>>>()?;
     let applies = record::committed(&parts).map_err(|(i, what)| corrupt(records[i].lsn, what))?;
+    // The last applied commit and its page count.
+    let mut last_count = None;
+    let start_count = alloc.page_count;
     for (rec, applies) in records.iter().zip(applies) {
         if !applies {
             report.parts_skipped += 1;
@@ -309,6 +312,18 @@ pub(super) fn replay(
             continue;
         }
         let commit = record::decode(&rec.payload).map_err(|what| corrupt(rec.lsn, what))?;
+        if commit.part.last {
+            // Page counts only grow from commit to commit.
+            if let Some((_, before)) = last_count
+                && commit.alloc.page_count < before
+            {
+                return Err(corrupt(
+                    rec.lsn,
+                    "a commit's page count is below the commit's before it",
+                ));
+            }
+            last_count = Some((rec.lsn, commit.alloc.page_count));
+        }
         let mut touched = Vec::new();
         for op in &commit.ops {
             if redo_op(
@@ -330,6 +345,20 @@ pub(super) fn replay(
             alloc = commit.alloc;
             pending_from = None;
         }
+    }
+    // The header took its page count from the commit at its checkpoint's end, and redo may
+    // start before that end (a page dirty through the checkpoint), so earlier records may
+    // count fewer pages than the header; the last commit never does. A header counting more
+    // is damaged (or the record is): the allocator would be left behind the header, whose
+    // next write refuses a count going backwards (`open_files`).
+    if let Some((lsn, count)) = last_count
+        && count < start_count
+    {
+        return Err(corrupt(
+            lsn,
+            "the last commit's page count is below the header's: the header or this record \
+             is damaged",
+        ));
     }
     Ok((alloc, pending_from))
 }
