@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 43] = [
+pub const ALL: [(&str, &str); 44] = [
     (
         "sync-commit-unpublished",
         "a Sync commit returns before the durable lsn read-only handles open at is published",
@@ -180,6 +180,10 @@ pub const ALL: [(&str, &str); 43] = [
     (
         "queue-skips-poison-check",
         "a commit queue leader applies queued commits without checking the database's poison first",
+    ),
+    (
+        "buffered-then-through",
+        "under a write-through flush method, a Sync write goes through while earlier Buffered writes are not yet flushed: a power cut can keep it and lose them",
     ),
 ];
 

@@ -162,7 +162,11 @@ fn a_page_count_billions_past_the_data_is_counted_not_listed() {
     assert_eq!(space.leaked[0], PageId(before));
     assert!(space.leaked.windows(2).all(|w| w[0].0 + 1 == w[1].0));
     assert!(!space.is_clean());
-    assert!(started.elapsed().as_secs() < 60, "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed().as_secs() < 60,
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 /// A damaged header whose page count runs past what the log's commits after its checkpoint

@@ -218,9 +218,24 @@ pub struct Segment {
     pub path: PathBuf,
     /// The open file, with the log's flush method.
     pub file: Box<dyn StorageFile>,
+    /// When the log's method writes through (`dsync`, `direct-dsync`): a second handle on
+    /// the file without write-through (`fdatasync`), for writes no committer needs durable
+    /// yet (`Durability::Buffered`, `Lazy`), which then cost no device write; the flush
+    /// stage makes them durable with its `fdatasync`. `None` for other methods.
+    pub buffered: Option<Box<dyn StorageFile>>,
 }
 
 impl Segment {
+    /// The handle a write goes through: the log's own (`through`: a write-through method's
+    /// writes are its flushes), or the buffered one where there is one.
+    #[must_use]
+    pub fn writer(&self, through: bool) -> &dyn StorageFile {
+        match &self.buffered {
+            Some(buffered) if !through => &**buffered,
+            _ => &*self.file,
+        }
+    }
+
     /// File offset of `lsn`, which must lie in this segment.
     #[must_use]
     pub fn offset_of(&self, lsn: u64) -> u64 {
@@ -294,7 +309,17 @@ impl Segment {
         if !crate::mutants::active("skip-segment-dir-flush") {
             storage.flush_dir(&parent_dir(&path))?;
         }
-        Ok(Segment { header, path, file })
+        let buffered = if method.is_write_through() {
+            Some(storage.open(&path, FlushMethod::Fdatasync)?)
+        } else {
+            None
+        };
+        Ok(Segment {
+            header,
+            path,
+            file,
+            buffered,
+        })
     }
 }
 

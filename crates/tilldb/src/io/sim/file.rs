@@ -169,8 +169,9 @@ impl SimFile {
             bytes: buf.to_vec(),
         });
         if write_through {
-            // O_DSYNC: the write, and the size changes before it, are durable on return.
-            file.make_durable();
+            // O_DSYNC: the write, and the size changes before it, are durable on return;
+            // buffered writes elsewhere in the file are not.
+            file.make_last_durable();
             assert!(file.durable.len() as u64 >= end);
         }
         assert!(file.live.len() as u64 >= end);

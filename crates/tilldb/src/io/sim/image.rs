@@ -39,6 +39,23 @@ impl DataOp {
     }
 }
 
+/// Whether two ops touch a common byte (a size change touches them all: conservative).
+fn overlaps(a: &DataOp, b: &DataOp) -> bool {
+    match (a, b) {
+        (
+            DataOp::Write {
+                offset: a_at,
+                bytes: a_bytes,
+            },
+            DataOp::Write {
+                offset: b_at,
+                bytes: b_bytes,
+            },
+        ) => *a_at < b_at + b_bytes.len() as u64 && *b_at < a_at + a_bytes.len() as u64,
+        _ => true,
+    }
+}
+
 /// A file position as an index into an image. Positions are checked against
 /// [`FILE_BYTES_MAX`] before they get here (`EFBIG`), so a larger one is a simulator bug.
 pub(super) fn to_index(position: u64) -> usize {
@@ -101,6 +118,54 @@ impl FileData {
             debug_assert!(
                 self.durable == self.live,
                 "flush made durable what reads never saw"
+            );
+        }
+    }
+
+    /// What a write through a write-through handle (`O_DSYNC`, `O_DIRECT | O_DSYNC`,
+    /// `FILE_FLAG_WRITE_THROUGH`) makes durable as it returns: itself (the op just pushed),
+    /// every older unflushed op its bytes overlap, transitively (they share its pages: `O_DSYNC`
+    /// writes them out with it, `O_DIRECT` writes the cached range back first), and every size
+    /// change before it, with all ops older than that (the write's metadata; conservative).
+    /// The rest stays unflushed, in order: a buffered write through another handle of the file
+    /// is not made durable by a write-through write elsewhere in it, only by a flush. (Until
+    /// issue 37's buffered log writes, every write-through write made the whole queue
+    /// durable, which hid exactly that.)
+    pub(super) fn make_last_durable(&mut self) {
+        let n = self.unflushed.len();
+        assert!(n > 0, "no write to make durable");
+        let mut take = vec![false; n];
+        take[n - 1] = true;
+        if let Some(k) = self.unflushed[..n - 1]
+            .iter()
+            .rposition(|op| matches!(op, DataOp::SetLen { .. }))
+        {
+            take[..=k].fill(true);
+        }
+        // Newest first: an op taken here takes every older op it overlaps, which the loop
+        // then visits in turn.
+        for j in (0..n).rev() {
+            if !take[j] {
+                continue;
+            }
+            for i in 0..j {
+                if !take[i] && overlaps(&self.unflushed[i], &self.unflushed[j]) {
+                    take[i] = true;
+                }
+            }
+        }
+        let ops = std::mem::take(&mut self.unflushed);
+        for (op, taken) in ops.into_iter().zip(take) {
+            if taken {
+                op.apply(&mut self.durable);
+            } else {
+                self.unflushed.push(op);
+            }
+        }
+        if !self.live_diverged && self.unflushed.is_empty() {
+            debug_assert!(
+                self.durable == self.live,
+                "a write-through write made durable what reads never saw"
             );
         }
     }
@@ -205,6 +270,37 @@ mod tests {
         file.check_invariants();
         file.settle(vec![3]);
         assert!(!file.live_diverged);
+        file.check_invariants();
+    }
+
+    fn write(offset: u64, byte: u8, len: usize) -> DataOp {
+        DataOp::Write {
+            offset,
+            bytes: vec![byte; len],
+        }
+    }
+
+    /// A write-through write makes durable itself and the older writes it overlaps,
+    /// transitively, never a buffered write elsewhere in the file.
+    #[test]
+    fn a_write_through_write_leaves_buffered_writes_elsewhere_unflushed() {
+        let mut file = FileData::default();
+        file.push(write(0, 1, 8));
+        file.make_durable();
+        file.push(write(0, 2, 2)); // buffered, apart
+        file.push(write(3, 3, 2)); // buffered, under the next
+        file.push(write(4, 4, 2)); // write-through: takes [3, 5), which takes nothing more
+        file.make_last_durable();
+        assert_eq!(file.durable, [1, 1, 1, 3, 4, 4, 1, 1]);
+        assert_eq!(file.unflushed, [write(0, 2, 2)]);
+        file.check_invariants();
+        assert_eq!(file.live, [2, 2, 1, 3, 4, 4, 1, 1]);
+        // A size change before a write-through write goes with it, and all before it.
+        file.push(DataOp::SetLen { len: 10 });
+        file.push(write(9, 5, 1));
+        file.make_last_durable();
+        assert!(file.unflushed.is_empty());
+        assert_eq!(file.durable, file.live);
         file.check_invariants();
     }
 

@@ -127,6 +127,7 @@ impl Wal {
             next_generation: header.generation + 1,
             free,
             dirty: Vec::new(),
+            dirty_buffered: Vec::new(),
             buffers: Vec::new(),
             chain: scan.chain,
             waiters: Vec::new(),

@@ -33,10 +33,14 @@ impl Shared {
                     // released join it, then write what they appended (see `gather`).
                     self.gather(&mut st);
                     if st.progress.appended > st.progress.closed && !st.progress.writing {
-                        self.write_stage(&mut st)?;
+                        self.write_stage(&mut st, true)?;
                     }
                 }
-                Role::Write => self.write_stage(&mut st)?,
+                Role::Write => {
+                    let durable_wanted =
+                        need == Need::Durable || st.waiters.iter().any(|w| w.need == Need::Durable);
+                    self.write_stage(&mut st, durable_wanted)?;
+                }
                 Role::Flush => self.flush_stage(&mut st)?,
                 Role::Wait => {
                     let slot = WaitSlot::for_current_thread();
@@ -58,12 +62,34 @@ impl Shared {
     /// follows may then acknowledge: with `TailGuard::Slots` it writes that block to the free
     /// tail slot instead of its home (`slot.rs`), with `TailGuard::Pad` (or a block too full
     /// for a slot) it pads it. A write made while a flush runs leaves the block open, and the
-    /// flush that follows this one starts with a closing write (`group_commit.rs`). A
-    /// write-through method closes every write: its writes are its flushes.
-    pub(super) fn write_stage(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+    /// flush that follows this one starts with a closing write (`group_commit.rs`).
+    ///
+    /// Under a write-through method a write is its own flush when `durable_wanted` (a
+    /// committer waits for `Sync`) and the log is durable as far as it is written: it goes
+    /// through the log's handle and closes its last block. Otherwise (only `Buffered` or
+    /// `Lazy` records wait, or earlier buffered writes are not durable yet) it goes through
+    /// the segment's buffered handle, costs no device write, and is made durable by a flush
+    /// stage, exactly as under `fdatasync`: so a buffered write is never followed by a
+    /// write-through one that could reach the device before it, and the durable log is
+    /// always a prefix of the written one.
+    pub(super) fn write_stage(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        durable_wanted: bool,
+    ) -> Result<()> {
         assert!(!st.progress.writing);
         st.progress.writing = true;
-        let close = !st.progress.flushing || self.method.is_write_through();
+        let through = self.method.is_write_through()
+            && durable_wanted
+            && (st.progress.durable == st.progress.written
+                || crate::mutants::active("buffered-then-through"));
+        if through {
+            assert!(
+                !st.progress.flushing,
+                "a write-through write during a flush"
+            );
+        }
+        let close = !st.progress.flushing || through;
         let block = self.block_bytes as usize;
         let used = st.active().buf.len() % block;
         let shadow = self.options.tail == TailGuard::Slots
@@ -99,7 +125,7 @@ impl Shared {
             let slot = slot_write
                 .as_ref()
                 .map(|(copy, at, _)| (&**copy, *at, kept));
-            write_chunks(&mut taken, &segment, slot, block)
+            write_chunks(&mut taken, &segment, slot, block, through)
         });
         st.progress.writing = false;
         st.progress.shadowing = false;
@@ -109,7 +135,7 @@ impl Shared {
         };
         if let Some((copy, _, made)) = slot_write {
             st.slot_buf = Some(copy);
-            if self.method.is_write_through() {
+            if through {
                 st.slots.durable = Some(made);
             } else {
                 st.slots.written = Some(made);
@@ -122,6 +148,15 @@ impl Shared {
         for c in taken {
             if st.dirty.last().is_none_or(|d| !Arc::ptr_eq(d, &c.segment)) {
                 st.dirty.push(Arc::clone(&c.segment));
+            }
+            if !through
+                && c.segment.buffered.is_some()
+                && st
+                    .dirty_buffered
+                    .last()
+                    .is_none_or(|d| !Arc::ptr_eq(d, &c.segment))
+            {
+                st.dirty_buffered.push(Arc::clone(&c.segment));
             }
             st.close_segment_if_done(&c.segment);
             st.recycle_buffer(c.buf);
@@ -139,7 +174,7 @@ impl Shared {
             st.progress.closed
         );
         st.progress.closed = closed;
-        if self.method.is_write_through() {
+        if through {
             assert_eq!(closed, target, "a write-through write left its block open");
             st.progress.durable = target;
             self.durable_mark.store(target, Ordering::Release);
@@ -241,12 +276,25 @@ impl Shared {
         } else {
             st.progress.closed
         };
-        let segments = std::mem::take(&mut st.dirty);
+        // Under a write-through method only the segments written through their buffered
+        // handles need a flush (its other writes were durable as they returned).
+        let written = std::mem::take(&mut st.dirty);
+        let buffered = std::mem::take(&mut st.dirty_buffered);
+        let segments = if self.method.is_write_through() {
+            buffered
+        } else {
+            written
+        };
+        let flush_all = || {
+            segments
+                .iter()
+                .try_for_each(|s| s.buffered.as_deref().unwrap_or(&*s.file).flush())
+        };
         let promote = st.slots.written;
         let started = Instant::now();
-        let result = MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()));
+        let result = MutexGuard::unlocked(st, flush_all);
         let result = if result.is_err() && crate::mutants::active("retry-failed-fsync") {
-            MutexGuard::unlocked(st, || segments.iter().try_for_each(|s| s.file.flush()))
+            MutexGuard::unlocked(st, flush_all)
         } else {
             result
         };
@@ -335,6 +383,7 @@ fn write_chunks(
     segment: &Segment,
     slot: Option<(&[u8], u64, usize)>,
     block: usize,
+    through: bool,
 ) -> Result<u64> {
     let mut bytes = 0u64;
     let last_index = taken.len() - 1;
@@ -360,11 +409,11 @@ fn write_chunks(
             c.file_offset + home.len() as u64 <= c.segment.records_end(),
             "write past the segment's records"
         );
-        c.segment.file.write_at(home, c.file_offset)?;
+        c.segment.writer(through).write_at(home, c.file_offset)?;
         bytes += home.len() as u64;
     }
     if let Some((copy, at, _)) = slot {
-        segment.file.write_at(copy, at)?;
+        segment.writer(through).write_at(copy, at)?;
         bytes += copy.len() as u64;
     }
     Ok(bytes)

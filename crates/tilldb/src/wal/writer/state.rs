@@ -39,6 +39,9 @@ pub(super) struct State {
     pub(super) free: Vec<u64>,
     /// Segments written since the last flush stage began.
     pub(super) dirty: Vec<Arc<Segment>>,
+    /// Segments written through their buffered handles (`Segment::buffered`) since the last
+    /// flush: what a flush stage under a write-through method flushes.
+    pub(super) dirty_buffered: Vec<Arc<Segment>>,
     /// Cleared chunk buffers kept for reuse, so the commit path does not allocate.
     pub(super) buffers: Vec<AlignedVec>,
     /// Closed segments of the log, oldest first, for reading and release.

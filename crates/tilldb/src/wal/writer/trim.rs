@@ -103,6 +103,7 @@ impl Wal {
         }];
         st.slots = TailSlots::default();
         st.dirty.clear();
+        st.dirty_buffered.clear();
         debug_assert!({
             st.check_invariants(shared.block_bytes);
             true
