@@ -148,9 +148,11 @@ impl FileData {
             if !take[j] {
                 continue;
             }
-            for i in 0..j {
-                if !take[i] && overlaps(&self.unflushed[i], &self.unflushed[j]) {
-                    take[i] = true;
+            let (older, rest) = take.split_at_mut(j);
+            debug_assert!(rest[0]);
+            for (taken, op) in older.iter_mut().zip(&self.unflushed) {
+                if !*taken && overlaps(op, &self.unflushed[j]) {
+                    *taken = true;
                 }
             }
         }

@@ -146,18 +146,7 @@ impl Shared {
         self.log_bytes
             .fetch_add(target - st.progress.written, Ordering::Relaxed);
         for c in taken {
-            if st.dirty.last().is_none_or(|d| !Arc::ptr_eq(d, &c.segment)) {
-                st.dirty.push(Arc::clone(&c.segment));
-            }
-            if !through
-                && c.segment.buffered.is_some()
-                && st
-                    .dirty_buffered
-                    .last()
-                    .is_none_or(|d| !Arc::ptr_eq(d, &c.segment))
-            {
-                st.dirty_buffered.push(Arc::clone(&c.segment));
-            }
+            note_written(st, &c.segment, through);
             st.close_segment_if_done(&c.segment);
             st.recycle_buffer(c.buf);
         }
@@ -372,6 +361,23 @@ impl Shared {
             }
         }
         st.progress.writing = false;
+    }
+}
+
+/// Notes `segment` as written since the last flush stage began, and as written through its
+/// buffered handle (unless `through`) where it has one: what that flush stage flushes.
+fn note_written(st: &mut State, segment: &Arc<Segment>, through: bool) {
+    if st.dirty.last().is_none_or(|d| !Arc::ptr_eq(d, segment)) {
+        st.dirty.push(Arc::clone(segment));
+    }
+    if !through
+        && segment.buffered.is_some()
+        && st
+            .dirty_buffered
+            .last()
+            .is_none_or(|d| !Arc::ptr_eq(d, segment))
+    {
+        st.dirty_buffered.push(Arc::clone(segment));
     }
 }
 
