@@ -240,15 +240,7 @@ fn run_row(
         "log appends that no thread counted, or the reverse"
     );
     let latencies = phase.latencies();
-    Ok(Row::new(
-        threads,
-        commits,
-        phase.elapsed,
-        &wal,
-        args.flush_method,
-        &latencies,
-    )
-    .with_cpu(phase.cpu))
+    Ok(Row::new(threads, commits, phase.elapsed, &wal, &latencies).with_cpu(phase.cpu))
 }
 
 /// A transaction inserting one random key, committed at `durability`.

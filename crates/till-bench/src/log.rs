@@ -205,13 +205,5 @@ fn run_row(
         "appends that no thread counted, or the reverse"
     );
     let latencies = Histogram::merged(committers.iter().map(|c| &c.latencies));
-    Ok(Row::new(
-        threads,
-        commits,
-        elapsed,
-        &stats,
-        args.flush_method,
-        &latencies,
-    )
-    .with_cpu(cpu))
+    Ok(Row::new(threads, commits, elapsed, &stats, &latencies).with_cpu(cpu))
 }

@@ -152,7 +152,7 @@ pub fn print_text(run: &LogRun) {
     println!();
     println!("{}", table(run));
     let flushes = if run.flush_method.is_write_through() {
-        "write stages (each write of a write-through method is its flush)"
+        "flush stages and writes made through to the device (each its own flush)"
     } else {
         "flush stages of the log"
     };
@@ -275,24 +275,20 @@ pub struct Row {
 
 impl Row {
     /// A row of `commits` over `elapsed`, from the log's counters over it (`wal`: deltas)
-    /// and every commit's latency. A write-through method's flushes are its writes.
+    /// and every commit's latency. Flushes are the device's: flush stages, and writes a
+    /// write-through method made through to the device.
     pub fn new(
         threads: usize,
         commits: u64,
         elapsed: Duration,
         wal: &tilldb::WalStats,
-        method: FlushMethod,
         latencies: &Histogram,
     ) -> Row {
         Row {
             threads,
             commits,
             elapsed,
-            flushes: if method.is_write_through() {
-                wal.writes
-            } else {
-                wal.flushes
-            },
+            flushes: wal.device_flushes(),
             log_bytes: wal.log_bytes,
             p50_us: latencies.percentile_us(50.0),
             p99_us: latencies.percentile_us(99.0),

@@ -333,5 +333,5 @@ fn run_one(
         .map_err(|e| format!("closing the database in {} failed: {e}", dir.display()))?;
     let wal = wal_after.since(wal_before);
     assert_eq!(wal.appends, args.commits, "log appends != commits");
-    Ok(Row::new(1, args.commits, elapsed, &wal, method, &latencies).with_cpu(cpu))
+    Ok(Row::new(1, args.commits, elapsed, &wal, &latencies).with_cpu(cpu))
 }

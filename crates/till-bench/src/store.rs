@@ -143,7 +143,7 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
             args.value_bytes,
             |db, state| store_load::put_random(db, state, keys, durability),
         )?;
-        rows.push(write_row(threads, &phase, header.flush_method));
+        rows.push(write_row(threads, &phase));
         bar.inc(1);
     }
     let read_threads = args.threads.iter().copied().max().expect("validated");
@@ -339,7 +339,7 @@ fn load(db: &Db, args: &StoreArgs, bar: &ProgressBar) -> Result<Load, Box<dyn st
 
 /// A write row from one phase. For write-through methods, whose writes are the flushes, the
 /// flushes are the log's write stages.
-fn write_row(threads: usize, phase: &Phase, method: FlushMethod) -> WriteRow {
+fn write_row(threads: usize, phase: &Phase) -> WriteRow {
     let Counts { wal, pool } = phase.counts;
     let latencies = phase.latencies();
     WriteRow {
@@ -349,11 +349,7 @@ fn write_row(threads: usize, phase: &Phase, method: FlushMethod) -> WriteRow {
         p50_us: latencies.percentile_us(50.0),
         p99_us: latencies.percentile_us(99.0),
         max_us: latencies.percentile_us(100.0),
-        flushes: if method.is_write_through() {
-            wal.writes
-        } else {
-            wal.flushes
-        },
+        flushes: wal.device_flushes(),
         log_appends: wal.appends,
         log_bytes: wal.log_bytes,
         pool,

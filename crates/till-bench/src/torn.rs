@@ -199,11 +199,7 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             let written = counts.snapshot().since(before);
             row.commits += phase.workers.iter().map(|w| w.ops).sum::<u64>();
             row.elapsed += phase.elapsed;
-            row.flushes += if args.flush_method.is_write_through() {
-                phase.counts.wal.writes
-            } else {
-                phase.counts.wal.flushes
-            };
+            row.flushes += phase.counts.wal.device_flushes();
             row.pages_written += phase.counts.pool.pages_written;
             row.written = row.written.add(written);
             row.latencies.add(&phase.latencies());

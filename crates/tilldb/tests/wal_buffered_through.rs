@@ -1,6 +1,6 @@
-//! `Buffered` under a write-through flush method (`dsync`, `direct-dsync`; issue 37): a
-//! buffered commit goes through the segment's second, buffered handle and costs no device
-//! write; the next `Sync` commit or interval flush makes it durable with an `fdatasync`
+//! `Buffered` under a write-through flush method (`dsync`, `direct-dsync`; issue 37), and
+//! under `direct`: a buffered commit goes through the segment's second, buffered handle and
+//! costs no device write; the next `Sync` commit or interval flush makes it durable with an `fdatasync`
 //! before anything is written through, so a power cut never keeps a later record and loses
 //! an earlier one.
 
@@ -53,8 +53,14 @@ fn buffered_commits_under_write_through_methods_are_written_not_durable() {
             start,
             "{method}: a Buffered commit was written through to the device"
         );
+        assert_eq!(wal.stats().through_writes, 0, "{method}");
         let sync = wal.commit(&payload(9), Durability::Sync).expect("sync");
         assert!(wal.durable_lsn() >= sync, "{method}");
+        assert_eq!(
+            wal.stats().through_writes,
+            0,
+            "{method}: the first Sync write after buffered ones is buffered and flushed"
+        );
         // The log durable again as far as written: the next Sync write goes through.
         let flushes = wal.stats().flushes;
         let again = wal.commit(&payload(10), Durability::Sync).expect("sync");
@@ -64,6 +70,7 @@ fn buffered_commits_under_write_through_methods_are_written_not_durable() {
             flushes,
             "{method}: a Sync write after a durable log needs no separate flush"
         );
+        assert_eq!(wal.stats().through_writes, 1, "{method}");
         wal.close().expect("close");
     }
 }
@@ -74,7 +81,11 @@ fn buffered_commits_under_write_through_methods_are_written_not_durable() {
 /// a hole before it, and the acknowledged commit lost (mutant `buffered-then-through`).
 #[test]
 fn a_sync_commit_after_buffered_ones_survives_a_power_cut_with_them() {
-    for method in [FlushMethod::Dsync, FlushMethod::DirectDsync] {
+    for method in [
+        FlushMethod::Dsync,
+        FlushMethod::DirectDsync,
+        FlushMethod::Direct,
+    ] {
         for seed in 0..40 {
             let sim = Arc::new(SimDisk::new(config(seed)));
             let disk: Arc<dyn Storage> = sim.clone();
@@ -112,7 +123,11 @@ fn a_sync_commit_after_buffered_ones_survives_a_power_cut_with_them() {
 /// through the buffered handle), under a write-through method as under `fdatasync`.
 #[test]
 fn buffered_commits_under_write_through_methods_survive_a_process_kill() {
-    for method in [FlushMethod::Dsync, FlushMethod::DirectDsync] {
+    for method in [
+        FlushMethod::Dsync,
+        FlushMethod::DirectDsync,
+        FlushMethod::Direct,
+    ] {
         let sim = Arc::new(SimDisk::new(config(3)));
         let disk: Arc<dyn Storage> = sim.clone();
         let (wal, _) = Wal::open(Arc::clone(&disk), Path::new(DIR), options(method)).expect("open");
@@ -134,7 +149,11 @@ fn buffered_commits_under_write_through_methods_survive_a_process_kill() {
 /// blocks), closed and reopened, come back in order.
 #[test]
 fn buffered_and_sync_commits_mixed_on_real_files_come_back_in_order() {
-    for method in [FlushMethod::Dsync, FlushMethod::DirectDsync] {
+    for method in [
+        FlushMethod::Dsync,
+        FlushMethod::DirectDsync,
+        FlushMethod::Direct,
+    ] {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("wal");
         let options = WalOptions {

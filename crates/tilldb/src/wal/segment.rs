@@ -218,10 +218,11 @@ pub struct Segment {
     pub path: PathBuf,
     /// The open file, with the log's flush method.
     pub file: Box<dyn StorageFile>,
-    /// When the log's method writes through (`dsync`, `direct-dsync`): a second handle on
-    /// the file without write-through (`fdatasync`), for writes no committer needs durable
-    /// yet (`Durability::Buffered`, `Lazy`), which then cost no device write; the flush
-    /// stage makes them durable with its `fdatasync`. `None` for other methods.
+    /// When the log's method writes to the device as it writes (`dsync`, `direct-dsync`,
+    /// `direct`): a second handle on the file through the OS's cache (`fdatasync`), for
+    /// writes no committer needs durable yet (`Durability::Buffered`, `Lazy`), which then
+    /// cost no device write; the flush stage makes them durable with its `fdatasync`.
+    /// `None` for other methods.
     pub buffered: Option<Box<dyn StorageFile>>,
 }
 
@@ -309,7 +310,7 @@ impl Segment {
         if !crate::mutants::active("skip-segment-dir-flush") {
             storage.flush_dir(&parent_dir(&path))?;
         }
-        let buffered = if method.is_write_through() {
+        let buffered = if method.is_write_through() || method.is_direct() {
             Some(storage.open(&path, FlushMethod::Fdatasync)?)
         } else {
             None

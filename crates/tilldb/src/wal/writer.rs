@@ -46,6 +46,9 @@ pub struct WalStats {
     pub appends: u64,
     /// Write stages run (each writes every pending group of records).
     pub writes: u64,
+    /// Of those, the ones written through to the device by a write-through method (each is
+    /// a flush of its own); the others went to the OS's cache.
+    pub through_writes: u64,
     /// Flush stages run (each flushes every segment written since the last).
     pub flushes: u64,
     /// Bytes written to segment files, block padding included, and an open block counted
@@ -57,12 +60,20 @@ pub struct WalStats {
 }
 
 impl WalStats {
+    /// Flushes that reached the device: flush stages, and writes made through to it by a
+    /// write-through method (each its own flush).
+    #[must_use]
+    pub fn device_flushes(self) -> u64 {
+        self.flushes + self.through_writes
+    }
+
     /// The counts between `before` (taken earlier) and these.
     #[must_use]
     pub fn since(self, before: WalStats) -> WalStats {
         WalStats {
             appends: self.appends - before.appends,
             writes: self.writes - before.writes,
+            through_writes: self.through_writes - before.through_writes,
             flushes: self.flushes - before.flushes,
             bytes_written: self.bytes_written - before.bytes_written,
             log_bytes: self.log_bytes - before.log_bytes,
@@ -90,6 +101,7 @@ struct Shared {
     relay: Relay,
     appends: AtomicU64,
     writes: AtomicU64,
+    through_writes: AtomicU64,
     flushes: AtomicU64,
     bytes_written: AtomicU64,
     log_bytes: AtomicU64,
@@ -240,6 +252,7 @@ impl Wal {
         WalStats {
             appends: s.appends.load(Ordering::Relaxed),
             writes: s.writes.load(Ordering::Relaxed),
+            through_writes: s.through_writes.load(Ordering::Relaxed),
             flushes: s.flushes.load(Ordering::Relaxed),
             bytes_written: s.bytes_written.load(Ordering::Relaxed),
             log_bytes: s.log_bytes.load(Ordering::Relaxed),

@@ -153,6 +153,7 @@ impl Wal {
             relay: Relay::default(),
             appends: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            through_writes: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             log_bytes: AtomicU64::new(0),

@@ -71,7 +71,10 @@ impl Shared {
     /// the segment's buffered handle, costs no device write, and is made durable by a flush
     /// stage, exactly as under `fdatasync`: so a buffered write is never followed by a
     /// write-through one that could reach the device before it, and the durable log is
-    /// always a prefix of the written one.
+    /// always a prefix of the written one. Under `direct` (`O_DIRECT`, flushed by
+    /// `fdatasync`) a write no `Sync` committer waits for goes through the buffered handle
+    /// too, instead of to the device; the flush stage's `fdatasync` covers both handles (it
+    /// flushes the file).
     pub(super) fn write_stage(
         &self,
         st: &mut MutexGuard<'_, State>,
@@ -79,10 +82,12 @@ impl Shared {
     ) -> Result<()> {
         assert!(!st.progress.writing);
         st.progress.writing = true;
-        let through = self.method.is_write_through()
-            && durable_wanted
-            && (st.progress.durable == st.progress.written
+        // The log's own handle, or the segment's buffered one (`Segment::writer`).
+        let by_log_handle = durable_wanted
+            && (!self.method.is_write_through()
+                || st.progress.durable == st.progress.written
                 || crate::mutants::active("buffered-then-through"));
+        let through = self.method.is_write_through() && by_log_handle;
         if through {
             assert!(
                 !st.progress.flushing,
@@ -125,7 +130,7 @@ impl Shared {
             let slot = slot_write
                 .as_ref()
                 .map(|(copy, at, _)| (&**copy, *at, kept));
-            write_chunks(&mut taken, &segment, slot, block, through)
+            write_chunks(&mut taken, &segment, slot, block, by_log_handle)
         });
         st.progress.writing = false;
         st.progress.shadowing = false;
@@ -142,11 +147,14 @@ impl Shared {
             }
         }
         self.writes.fetch_add(1, Ordering::Relaxed);
+        if through {
+            self.through_writes.fetch_add(1, Ordering::Relaxed);
+        }
         self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
         self.log_bytes
             .fetch_add(target - st.progress.written, Ordering::Relaxed);
         for c in taken {
-            note_written(st, &c.segment, through);
+            note_written(st, &c.segment, by_log_handle);
             st.close_segment_if_done(&c.segment);
             st.recycle_buffer(c.buf);
         }
