@@ -104,6 +104,26 @@ impl<'a> NodeMut<'a> {
         debug_assert!(self.view().is_sorted(), "insert broke key order");
     }
 
+    /// Replaces cell `index` by `cell`, which must have the same key: in place when the two
+    /// are the same size (a value overwritten by one as long, the common update: no slot
+    /// moves, no compaction), otherwise as a removal and an insertion at `index`. Profiled
+    /// (`till bench readers`, one-row overwrites of 10,000 rows): a removal and insertion
+    /// compacted the leaf whenever its scattered free bytes ran out, 9% of the run's CPU in
+    /// the writer and in a read-only handle's redo.
+    pub(super) fn replace_cell(&mut self, index: usize, cell: &[u8]) {
+        self.assert_cell_size(cell);
+        let view = self.view();
+        assert!(index < view.count(), "replace cell {index} of {}", view.count());
+        let (offset, size) = (view.cell_offset(index), view.cell(index).len());
+        if size == cell.len() {
+            self.body[offset..offset + size].copy_from_slice(cell);
+            debug_assert!(self.view().is_sorted(), "a replacement broke key order");
+        } else {
+            self.remove_cell(index);
+            self.insert_cell(index, cell);
+        }
+    }
+
     /// Removes cell `index`; its bytes are zeroed and become dead (or leave the cell area when
     /// they were its first bytes).
     pub(super) fn remove_cell(&mut self, index: usize) {
@@ -213,6 +233,28 @@ mod tests {
         assert_eq!(view.search(b"b"), Err(1));
         // "b" was not the lowest cell, so it is dead now; the accounting says so.
         assert_eq!(view.dead_bytes(), leaf_cell(b"b", b"value").len());
+    }
+
+    /// A same-size replacement writes over the old cell: no dead bytes, no slot moved; a
+    /// longer one is a removal and an insertion.
+    #[test]
+    fn a_same_size_replacement_is_in_place() {
+        let mut body = vec![0; limits().body_bytes];
+        let mut node = NodeMut::new(NodeKind::Leaf, &mut body);
+        for (i, key) in [b"a", b"b", b"c"].into_iter().enumerate() {
+            node.insert_cell(i, &leaf_cell(key, b"value"));
+        }
+        let before = node.view().cell_offset(1);
+        node.replace_cell(1, &leaf_cell(b"b", b"VALUE"));
+        assert_eq!(node.view().cell_offset(1), before);
+        assert_eq!(node.view().dead_bytes(), 0);
+        assert_eq!(node.view().value(1), ValueRef::Inline(b"VALUE"));
+        node.replace_cell(1, &leaf_cell(b"b", b"longer value"));
+        assert_eq!(node.view().value(1), ValueRef::Inline(b"longer value"));
+        assert_eq!(node.view().dead_bytes(), leaf_cell(b"b", b"VALUE").len());
+        let view = NodeRef::parse_body(NodeKind::Leaf, &body).expect("valid");
+        let keys: Vec<&[u8]> = (0..view.count()).map(|i| view.key(i)).collect();
+        assert_eq!(keys, [&b"a"[..], b"b", b"c"]);
     }
 
     #[test]

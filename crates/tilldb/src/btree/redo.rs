@@ -275,14 +275,10 @@ impl PageOp {
             PageOp::LeafPut { key, value, .. } => {
                 expect_kind(NodeKind::Leaf);
                 let cell = node::encode_leaf_cell(key, value);
-                let index = match node.search(key) {
-                    Ok(index) => {
-                        node.remove_cell(index);
-                        index
-                    }
-                    Err(index) => index,
-                };
-                node.insert_cell(index, &cell);
+                match node.search(key) {
+                    Ok(index) => node.replace_cell(index, &cell),
+                    Err(index) => node.insert_cell(index, &cell),
+                }
             }
             PageOp::LeafDelete { key, .. } => {
                 expect_kind(NodeKind::Leaf);
