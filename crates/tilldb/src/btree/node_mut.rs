@@ -113,7 +113,11 @@ impl<'a> NodeMut<'a> {
     pub(super) fn replace_cell(&mut self, index: usize, cell: &[u8]) {
         self.assert_cell_size(cell);
         let view = self.view();
-        assert!(index < view.count(), "replace cell {index} of {}", view.count());
+        assert!(
+            index < view.count(),
+            "replace cell {index} of {}",
+            view.count()
+        );
         let (offset, size) = (view.cell_offset(index), view.cell(index).len());
         if size == cell.len() {
             self.body[offset..offset + size].copy_from_slice(cell);

@@ -68,19 +68,25 @@ pub(super) enum Opener {
 /// Where a read-only handle's own log lives, in its overlay's memory only.
 const READER_WAL_DIR_NAME: &str = "wal.read-only";
 
-/// The records of the log in `dir` on `storage` from `from` to the last one ending at or
-/// before `durable`, read as the change feed reads a live log (`wal/follow.rs`).
-pub(super) fn follow_log(
+/// A follower of the log in `dir` from `from`.
+pub(super) fn log_follower(
     storage: &Arc<dyn Storage>,
     dir: &Path,
     from: crate::wal::Lsn,
-    durable: crate::wal::Lsn,
-) -> Result<Vec<crate::wal::WalRecord>> {
-    let mut follower = crate::wal::follow::LogFollower::new(
+) -> crate::wal::follow::LogFollower {
+    crate::wal::follow::LogFollower::new(
         Arc::clone(storage),
         &dir.join(super::claim::WAL_DIR_NAME),
         from,
-    );
+    )
+}
+
+/// The records `follower` reads from its position to the last one ending at or before
+/// `durable`, read as the change feed reads a live log (`wal/follow.rs`).
+pub(super) fn follow_log(
+    follower: &mut crate::wal::follow::LogFollower,
+    durable: crate::wal::Lsn,
+) -> Result<Vec<crate::wal::WalRecord>> {
     let mut records = Vec::new();
     loop {
         let batch = follower.read(durable, 8 << 20)?;
@@ -248,7 +254,8 @@ fn log_of(
         follow: Some(durable),
     } = opener
     {
-        let records = follow_log(base, dir, checkpoint, (*durable).max(checkpoint))?;
+        let mut follower = log_follower(base, dir, checkpoint);
+        let records = follow_log(&mut follower, (*durable).max(checkpoint))?;
         let end = records.last().map_or(checkpoint, |r| r.end_lsn);
         let own_dir = dir.join(READER_WAL_DIR_NAME);
         let wal = Wal::detached(Arc::clone(storage), &own_dir, wal_options, end)?;

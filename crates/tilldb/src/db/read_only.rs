@@ -51,6 +51,11 @@ pub(super) struct ReadOnly {
     /// The header's redo point when the snapshot was taken: a refresh that finds another
     /// (the writer checkpointed meanwhile) opens anew.
     checkpoint: Lsn,
+    /// The last refresh's log follower, with its segment open: the next refresh goes on
+    /// from where it stopped when that is `resume` (no listing, no open, no header read).
+    /// Segments from `resume` on are released only by a checkpoint, after which a refresh
+    /// opens anew.
+    follower: Option<crate::wal::follow::LogFollower>,
 }
 
 impl ReadOnly {
@@ -69,6 +74,7 @@ impl ReadOnly {
             end,
             resume,
             checkpoint,
+            follower: None,
         }
     }
 }
@@ -288,12 +294,11 @@ impl Db {
             // No writer: the log's valid end is found by a recovery's scan.
             return Ok(false);
         };
-        let records = open::follow_log(
-            &base,
-            &inner.dir,
-            read_only.resume,
-            durable.max(read_only.resume),
-        )?;
+        let mut follower = match read_only.follower.take() {
+            Some(kept) if kept.position() == read_only.resume => kept,
+            _ => open::log_follower(&base, &inner.dir, read_only.resume),
+        };
+        let records = open::follow_log(&mut follower, durable.max(read_only.resume))?;
         if let Some(last) = records.last() {
             let end = last.end_lsn;
             // Pages the writer wrote since are at most this new: read, they are no error.
@@ -312,6 +317,7 @@ impl Db {
             reads.visibility = crate::txn::Visibility::new(end.0);
             super::advance_mark(&inner.visible_hint, end.0, "the visible lsn");
         }
+        read_only.follower = Some(follower);
         #[expect(
             clippy::used_underscore_binding,
             reason = "the lock is only held, never read; here the next snapshot's is kept"

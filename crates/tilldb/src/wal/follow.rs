@@ -77,6 +77,12 @@ impl LogFollower {
         }
     }
 
+    /// The lsn of the next record it reads.
+    #[must_use]
+    pub fn position(&self) -> Lsn {
+        Lsn(self.position)
+    }
+
     /// The `Data` records from the position up to `limit` (a record boundary at or below
     /// what the writer made durable), stopping once about `max_bytes` of payload were read.
     pub fn read(&mut self, limit: Lsn, max_bytes: usize) -> Result<Vec<WalRecord>> {
