@@ -130,6 +130,10 @@ pub struct KvArgs {
     /// `Options::default()` does].
     #[arg(long)]
     flush_method: Option<FlushMethod>,
+    /// tilldb's torn-page guard (auto, doublewrite, full-page-images, atomic, none) [default:
+    /// auto, chosen when the database is created, as `Options::default()` does].
+    #[arg(long)]
+    torn_page_guard: Option<tilldb::TornPageGuard>,
     /// Directory for the scratch stores; each run uses and then removes a fresh
     /// subdirectory, one subdirectory per engine in it.
     #[arg(long, default_value = "tilldb-bench")]

@@ -43,6 +43,7 @@ pub fn run(args: &KvArgs) -> Result<(), Box<dyn std::error::Error>> {
     let settings = Settings {
         cache_bytes,
         flush_method: args.flush_method,
+        torn_page_guard: args.torn_page_guard,
     };
     let workloads = Workload::all(&args.threads);
     let bar = crate::progress_bar((engines.len() * workloads.len()) as u64);
@@ -531,6 +532,7 @@ mod tests {
             settings: Settings {
                 cache_bytes: CACHE_BYTES_MIN,
                 flush_method: None,
+                torn_page_guard: None,
             },
             keys: &keys,
             bar: &bar,

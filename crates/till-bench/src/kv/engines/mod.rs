@@ -98,6 +98,8 @@ pub struct Settings {
     pub cache_bytes: u64,
     /// tilldb's flush method; `None` probes, as `Options::default()`.
     pub flush_method: Option<FlushMethod>,
+    /// tilldb's torn-page guard; `None` is `Options::default()`'s (auto).
+    pub torn_page_guard: Option<::tilldb::TornPageGuard>,
 }
 
 /// Opens the `engine` store in `dir`, creating it if the directory is empty.
@@ -196,6 +198,7 @@ mod tests {
         let settings = Settings {
             cache_bytes: 16 << 20,
             flush_method: Some(FlushMethod::Fdatasync),
+            torn_page_guard: None,
         };
         for engine in default_engines() {
             let dir = base.path().join(name(engine));

@@ -37,6 +37,9 @@ pub fn open(dir: &Path, settings: Settings) -> Result<Box<dyn KvStore>, BoxError
     let options = Options {
         cache_bytes: settings.cache_bytes,
         flush_method: settings.flush_method,
+        torn_page_guard: settings
+            .torn_page_guard
+            .unwrap_or(Options::default().torn_page_guard),
         ..Options::default()
     };
     options.validate()?;
