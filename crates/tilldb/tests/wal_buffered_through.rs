@@ -12,6 +12,26 @@ use tilldb::{Durability, FlushMethod};
 
 const DIR: &str = "/db/wal";
 
+/// The methods whose segments have a buffered handle (`Segment::buffered`).
+const BUFFERED_HANDLE_METHODS: [FlushMethod; 3] = [
+    FlushMethod::Dsync,
+    FlushMethod::DirectDsync,
+    FlushMethod::Direct,
+];
+
+/// Reopens the log in `dir` on `storage` and reads every record's payload back.
+fn reopen_and_read(storage: Arc<dyn Storage>, dir: &Path, options: WalOptions) -> Vec<Vec<u8>> {
+    let (wal, recovery) = Wal::open(storage, dir, options).expect("reopen");
+    let back = wal
+        .read_from(recovery.start_lsn)
+        .expect("read")
+        .into_iter()
+        .map(|r| r.payload)
+        .collect();
+    wal.close().expect("close");
+    back
+}
+
 fn options(method: FlushMethod) -> WalOptions {
     WalOptions {
         flush_method: method,
@@ -81,11 +101,7 @@ fn buffered_commits_under_write_through_methods_are_written_not_durable() {
 /// a hole before it, and the acknowledged commit lost (mutant `buffered-then-through`).
 #[test]
 fn a_sync_commit_after_buffered_ones_survives_a_power_cut_with_them() {
-    for method in [
-        FlushMethod::Dsync,
-        FlushMethod::DirectDsync,
-        FlushMethod::Direct,
-    ] {
+    for method in BUFFERED_HANDLE_METHODS {
         for seed in 0..40 {
             let sim = Arc::new(SimDisk::new(config(seed)));
             let disk: Arc<dyn Storage> = sim.clone();
@@ -101,20 +117,12 @@ fn a_sync_commit_after_buffered_ones_survives_a_power_cut_with_them() {
                 tear_bytes: 512,
                 garbage: true,
             });
-            let (wal, recovery) = Wal::open(disk, Path::new(DIR), options(method))
-                .unwrap_or_else(|e| panic!("{method} seed {seed}: reopen: {e}"));
-            let back: Vec<Vec<u8>> = wal
-                .read_from(recovery.start_lsn)
-                .expect("read")
-                .into_iter()
-                .map(|r| r.payload)
-                .collect();
+            let back = reopen_and_read(disk, Path::new(DIR), options(method));
             let expected: Vec<Vec<u8>> = (0..5).map(payload).collect();
             assert_eq!(
                 back, expected,
                 "{method} seed {seed}: a Sync commit and the Buffered ones before it"
             );
-            wal.close().expect("close");
         }
     }
 }
@@ -123,11 +131,7 @@ fn a_sync_commit_after_buffered_ones_survives_a_power_cut_with_them() {
 /// through the buffered handle), under a write-through method as under `fdatasync`.
 #[test]
 fn buffered_commits_under_write_through_methods_survive_a_process_kill() {
-    for method in [
-        FlushMethod::Dsync,
-        FlushMethod::DirectDsync,
-        FlushMethod::Direct,
-    ] {
+    for method in BUFFERED_HANDLE_METHODS {
         let sim = Arc::new(SimDisk::new(config(3)));
         let disk: Arc<dyn Storage> = sim.clone();
         let (wal, _) = Wal::open(Arc::clone(&disk), Path::new(DIR), options(method)).expect("open");
@@ -137,10 +141,8 @@ fn buffered_commits_under_write_through_methods_survive_a_process_kill() {
         }
         std::mem::forget(wal);
         sim.crash(CrashMode::ProcessKill);
-        let (wal, recovery) = Wal::open(disk, Path::new(DIR), options(method)).expect("reopen");
-        let back = wal.read_from(recovery.start_lsn).expect("read");
+        let back = reopen_and_read(disk, Path::new(DIR), options(method));
         assert_eq!(back.len(), 6, "{method}");
-        wal.close().expect("close");
     }
 }
 
@@ -149,11 +151,7 @@ fn buffered_commits_under_write_through_methods_survive_a_process_kill() {
 /// blocks), closed and reopened, come back in order.
 #[test]
 fn buffered_and_sync_commits_mixed_on_real_files_come_back_in_order() {
-    for method in [
-        FlushMethod::Dsync,
-        FlushMethod::DirectDsync,
-        FlushMethod::Direct,
-    ] {
+    for method in BUFFERED_HANDLE_METHODS {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("wal");
         let options = WalOptions {
@@ -183,15 +181,8 @@ fn buffered_and_sync_commits_mixed_on_real_files_come_back_in_order() {
             expected.push(p);
         }
         wal.close().expect("close");
-        let (wal, recovery) = Wal::open(storage, &dir, options).expect("reopen");
-        let back: Vec<Vec<u8>> = wal
-            .read_from(recovery.start_lsn)
-            .expect("read")
-            .into_iter()
-            .map(|r| r.payload)
-            .collect();
+        let back = reopen_and_read(storage, &dir, options);
         assert_eq!(back.len(), expected.len(), "{method}");
         assert!(back == expected, "{method}: records differ");
-        wal.close().expect("close");
     }
 }
