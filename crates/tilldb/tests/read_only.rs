@@ -241,29 +241,48 @@ fn the_writer_defers_checkpoints_while_a_reader_holds_and_catches_up_after() {
 }
 
 /// Holds a writer's open at its first read of the header (after it took the database lock)
-/// until released.
+/// until released; with `after_lock`, as soon as it has taken the database lock.
 #[derive(Debug, Default)]
 struct HoldAtHeader {
+    after_lock: bool,
     held: std::sync::Mutex<bool>,
     reached: std::sync::Condvar,
     release: std::sync::Condvar,
+}
+
+impl HoldAtHeader {
+    /// The first time: says it is reached and waits for the release.
+    fn hold(&self) {
+        let mut held = self.held.lock().expect("lock");
+        if !*held {
+            *held = true;
+            self.reached.notify_all();
+            while *held {
+                held = self.release.wait(held).expect("wait");
+            }
+        }
+    }
 }
 
 impl tilldb::io::Hooks for HoldAtHeader {
     fn before(&self, call: &tilldb::io::Call<'_>) -> tilldb::Result<()> {
         if let tilldb::io::Call::Open { path, .. } = call
             && path.ends_with("tilldb.meta")
+            && !self.after_lock
         {
-            let mut held = self.held.lock().expect("lock");
-            if !*held {
-                *held = true;
-                self.reached.notify_all();
-                while *held {
-                    held = self.release.wait(held).expect("wait");
-                }
-            }
+            self.hold();
         }
         Ok(())
+    }
+
+    fn after(&self, call: &tilldb::io::Call<'_>) {
+        if let tilldb::io::Call::Lock { path, mode } = call
+            && path.ends_with(tilldb::LOCK_FILE_NAME)
+            && *mode == tilldb::io::LockMode::Exclusive
+            && self.after_lock
+        {
+            self.hold();
+        }
     }
 }
 
@@ -326,6 +345,78 @@ fn a_reader_never_takes_a_dead_writers_lsn_for_the_opening_writers() {
     });
 }
 
+/// The same, with the next writer held the moment it has the database lock, before it
+/// does anything else. It used to mark itself opening only after that, so in between a
+/// reader took the dead writer's published lsn for the live writer's and went back from
+/// what a reader had read with no writer running (`tests/read_only_procs.rs` under Wine: a
+/// transfer count that went from 4018 back to 4017, CI stop 43). The mark is now written
+/// before the lock is taken, under the lock held shared.
+#[test]
+fn a_reader_never_takes_a_dead_writers_lsn_for_a_writer_that_just_took_the_lock() {
+    use std::sync::Arc;
+    use tilldb::io::{CrashMode, HookedStorage, SimConfig, SimDisk, Storage};
+    let disk = SimDisk::new(SimConfig::default());
+    let dir = Path::new("/db");
+    let options = Options {
+        background_threads: false,
+        ..Options::for_tests()
+    };
+    let writer = Db::open_with_storage(Arc::new(disk.clone()), dir, options.clone()).expect("open");
+    put_rows(&writer, 0, 10, Durability::Sync);
+    put_rows(&writer, 10, 20, Durability::Buffered);
+    disk.crash(CrashMode::ProcessKill);
+    std::mem::forget(writer);
+    let mut first =
+        Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone()).expect("ro");
+    assert_eq!(first.len().expect("len"), 20);
+    let hold = Arc::new(HoldAtHeader {
+        after_lock: true,
+        ..HoldAtHeader::default()
+    });
+    let hooked: Arc<dyn Storage> = Arc::new(HookedStorage::new(
+        Arc::new(disk.clone()),
+        ArcHooks(Arc::clone(&hold)),
+    ));
+    std::thread::scope(|scope| {
+        let opening = scope.spawn(|| Db::open_with_storage(hooked, dir, options.clone()));
+        {
+            let mut reached = hold.held.lock().expect("lock");
+            while !*reached {
+                reached = hold.reached.wait(reached).expect("wait");
+            }
+        }
+        // A new handle, and the handle that read the log to its end, refreshed.
+        let reader = scope.spawn(|| {
+            Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone())
+                .expect("ro")
+                .len()
+                .expect("len")
+        });
+        let refreshed = scope.spawn(move || {
+            first.refresh().expect("refresh");
+            first.len().expect("len")
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        *hold.held.lock().expect("lock") = false;
+        hold.release.notify_all();
+        let writer = opening
+            .join()
+            .expect("join")
+            .expect("the second writer opens");
+        assert_eq!(
+            reader.join().expect("join"),
+            20,
+            "a new reader went back to the dead writer's published lsn"
+        );
+        assert_eq!(
+            refreshed.join().expect("join"),
+            20,
+            "a refreshed reader went back to the dead writer's published lsn"
+        );
+        drop(writer);
+    });
+}
+
 /// Hooks through an `Arc`, so the test keeps a handle on them.
 #[derive(Debug)]
 struct ArcHooks(std::sync::Arc<HoldAtHeader>);
@@ -333,6 +424,10 @@ struct ArcHooks(std::sync::Arc<HoldAtHeader>);
 impl tilldb::io::Hooks for ArcHooks {
     fn before(&self, call: &tilldb::io::Call<'_>) -> tilldb::Result<()> {
         self.0.before(call)
+    }
+
+    fn after(&self, call: &tilldb::io::Call<'_>) {
+        self.0.after(call);
     }
 }
 

@@ -47,7 +47,21 @@ pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn HeldLoc
     if crate::mutants::active("no-db-lock") {
         return Ok(Box::new(crate::io::NoLock));
     }
-    let lock = storage.lock(&dir.join(LOCK_FILE_NAME), LockMode::Exclusive)?;
+    let lock_path = dir.join(LOCK_FILE_NAME);
+    // Read-only handles must not take a predecessor's published durable lsn for this
+    // writer's (`readers.rs`). The mark "a writer is opening" goes on before the lock is
+    // taken, under it held shared: no writer holds it then, so no live writer's lsn is
+    // overwritten, and a writer that takes it first finds the mark there and publishes over
+    // it. Marked after the lock, a reader between the two read the dead writer's lsn as the
+    // live one's (`tests/read_only.rs`,
+    // `a_reader_never_takes_a_dead_writers_lsn_for_a_writer_that_just_took_the_lock`).
+    if !crate::mutants::active("reader-takes-predecessor-lsn")
+        && let Some(shared) = storage.try_lock(&lock_path, LockMode::Shared)?
+    {
+        super::readers::announce_opening(storage, dir)?;
+        drop(shared);
+    }
+    let lock = storage.lock(&lock_path, LockMode::Exclusive)?;
     // Exclusive on real storage. An overlay that writes nothing beneath (`till check`) holds
     // the real lock shared, which still keeps every writer out, or nothing on read-only media
     // without a lock file, where no writer can be: so no assertion on the mode here.

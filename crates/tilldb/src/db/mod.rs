@@ -256,10 +256,6 @@ impl Db {
         if !storage.exists(&header_path)? {
             return create::create(&storage, dir, options, (started, lock));
         }
-        // Read-only handles must not take a predecessor's durable lsn for this writer's.
-        if !crate::mutants::active("reader-takes-predecessor-lsn") {
-            readers::announce_opening(&*storage, dir)?;
-        }
         // Read with any method; then flushed, as every file of the database, with the method
         // stored at create, whatever `options.flush_method` says (a header flushed with
         // `NoSync` while the log before it is reused would lose the log the old header needs).

@@ -36,12 +36,15 @@
 //! - While any reader holds `tilldb.readers`, no byte a reader reads changes, but for log
 //!   records past the published lsn.
 //! - The published lsn only moves forward within one writer's run (asserted). A new writer
-//!   marks the file "opening" as soon as it holds the database lock, and publishes what its
-//!   recovery found before it writes anything else; a reader that finds a live writer
-//!   opening waits for that. (Without the mark a reader could take the predecessor's lsn
-//!   for the live writer's after a reader had already read to the end of the log the
+//!   marks the file "opening" before it takes the database lock, holding that lock shared
+//!   meanwhile (`claim.rs`: no writer can be live then), and publishes what its recovery
+//!   found before it writes anything else; a reader that finds a live writer opening waits
+//!   for that. So whenever the database lock is held, the file holds either the live
+//!   writer's own lsn or the mark. (Without the mark a reader could take the predecessor's
+//!   lsn for the live writer's after a reader had already read to the end of the log the
 //!   predecessor left, and go back: found by `tests/read_only_procs.rs`, a transfer count
-//!   that went from 6345 back to 6341.)
+//!   that went from 6345 back to 6341; and from 4018 to 4017 under Wine while the mark was
+//!   still written just after the lock was taken.)
 //!
 //! Turn-taking. Both locks are taken without waiting. A writer refused sets the "waits" flag;
 //! a reader about to take its lock (opening, refreshing) first waits, up to [`READER_YIELD`],
@@ -137,8 +140,8 @@ fn decode(bytes: &[u8], path: &Path) -> Result<Published> {
     })
 }
 
-/// A writer that holds the database lock and is about to recover it: marks the published
-/// lsn as its predecessor's until it publishes its own (`ReaderGate::open`).
+/// A writer about to take the database lock (holding it shared, so no writer is live): marks
+/// the published lsn as its predecessor's until it publishes its own (`ReaderGate::open`).
 pub(crate) fn announce_opening(storage: &dyn Storage, dir: &Path) -> Result<()> {
     let path = dir.join(DURABLE_FILE_NAME);
     if !storage.exists(&path)? {
