@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 44] = [
+pub const ALL: [(&str, &str); 45] = [
     (
         "sync-commit-unpublished",
         "a Sync commit returns before the durable lsn read-only handles open at is published",
@@ -184,6 +184,10 @@ pub const ALL: [(&str, &str); 44] = [
     (
         "buffered-then-through",
         "under a write-through flush method, a Sync write goes through while earlier Buffered writes are not yet flushed: a power cut can keep it and lose them",
+    ),
+    (
+        "evictions-wait-for-readers",
+        "an eviction that must write a dirty page back waits for read-only handles to let go of their snapshots instead of parking the page: a reader stalls the writer's commits",
     ),
 ];
 

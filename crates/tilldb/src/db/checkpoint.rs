@@ -70,6 +70,9 @@ impl Db {
             }
         };
         let started = std::time::Instant::now();
+        // Pages parked while readers held their snapshots come back to be written with the
+        // rest (`page/buffer_pool/held.rs`).
+        inner.pool.unpark()?;
         let (end, alloc) = {
             let alloc = inner.writer.lock();
             let end = inner.wal.end_lsn();

@@ -55,13 +55,18 @@ pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn HeldLoc
     // it. Marked after the lock, a reader between the two read the dead writer's lsn as the
     // live one's (`tests/read_only.rs`,
     // `a_reader_never_takes_a_dead_writers_lsn_for_a_writer_that_just_took_the_lock`).
-    if !crate::mutants::active("reader-takes-predecessor-lsn")
-        && let Some(shared) = storage.try_lock(&lock_path, LockMode::Shared)?
-    {
-        super::readers::announce_opening(storage, dir)?;
+    // A mark that cannot be written (read-only media) is written again once the lock is
+    // held, so that the lock's own error, naming its file, comes first.
+    let mark = !crate::mutants::active("reader-takes-predecessor-lsn");
+    let mut marked = !mark;
+    if mark && let Some(shared) = storage.try_lock(&lock_path, LockMode::Shared)? {
+        marked = super::readers::announce_opening(storage, dir).is_ok();
         drop(shared);
     }
     let lock = storage.lock(&lock_path, LockMode::Exclusive)?;
+    if !marked {
+        super::readers::announce_opening(storage, dir)?;
+    }
     // Exclusive on real storage. An overlay that writes nothing beneath (`till check`) holds
     // the real lock shared, which still keeps every writer out, or nothing on read-only media
     // without a lock file, where no writer can be: so no assertion on the mode here.

@@ -287,6 +287,25 @@ impl Backend for PoolBackend {
         self.files.write(pages).inspect_err(|e| self.poison.set(e))
     }
 
+    fn write_pages_unless_readers(&self, pages: &mut [PageBuf]) -> Result<bool> {
+        let gate = match &self.gate {
+            Some(gate)
+                if !crate::mutants::active("writes-ignore-readers")
+                    && !crate::mutants::active("evictions-wait-for-readers") =>
+            {
+                gate
+            }
+            _ => return self.write_pages(pages).map(|()| true),
+        };
+        let Some(_gate) = gate.try_enter().inspect_err(|e| self.poison.set(e))? else {
+            return Ok(false);
+        };
+        self.files
+            .write(pages)
+            .inspect_err(|e| self.poison.set(e))
+            .map(|()| true)
+    }
+
     fn save_ledger(&self) -> Result<()> {
         let _gate = self.enter_gate().inspect_err(|e| self.poison.set(e))?;
         self.files.save_ledger().inspect_err(|e| self.poison.set(e))

@@ -50,8 +50,9 @@
 //! a reader about to take its lock (opening, refreshing) first waits, up to [`READER_YIELD`],
 //! for the flag to clear, so a reader refreshing every few milliseconds still lets the writer
 //! in between. What a reader costs the writer while it holds a snapshot: checkpoints are
-//! deferred (the log grows), and a cache miss that must write a dirty page back waits until
-//! the reader refreshes or goes. Commits that find clean pages never wait.
+//! deferred (the log grows), and a cache miss that must evict a dirty page parks it in the
+//! spill file instead of writing it to the data file (`page/buffer_pool/held.rs`; the next
+//! checkpoint writes it back). Commits never wait for a reader.
 
 use crate::FlushMethod;
 use crate::checksum::crc32c;

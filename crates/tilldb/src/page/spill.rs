@@ -5,7 +5,9 @@
 //! replay, which applies none of an unfinished commit, never undoes. The buffer pool keeps such
 //! pages in memory (*held*), and when it needs the frame of one it writes the page here
 //! instead (`page/buffer_pool/held.rs`), reading it back when it is needed again or when the
-//! commit's last part is logged.
+//! commit's last part is logged. It also takes ordinary dirty pages an eviction *parks* while
+//! read-only handles hold their snapshots (the data file may not change under them), until a
+//! miss or the next checkpoint reads them back.
 //!
 //! ```text
 //! offset          size        field

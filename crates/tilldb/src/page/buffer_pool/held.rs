@@ -9,10 +9,20 @@
 //!
 //! A held page is never written to the data file (the write-back passes skip it, eviction
 //! spills it), so a crash before the last part leaves the data file as if the commit never
-//! began, which is what replay makes of an unfinished commit. Memory: the frames, plus 24
+//! began, which is what replay makes of an unfinished commit. Memory: the frames, plus 32
 //! bytes per spilled page for where it is. [`BufferPool::release_held`] stamps every held
-//! page with the last part's lsn and reads every spilled one back, as ordinary dirty pages
-//! (evicting some of them to the data file on the way, the log durable first as always).
+//! page with the last part's lsn and reads every held one spilled back, as ordinary dirty
+//! pages (evicting some of them to the data file on the way, the log durable first as always).
+//!
+//! The spill file also takes *parked* pages: ordinary dirty pages that an eviction could not
+//! write to the data file because read-only handles hold their snapshots (`db/readers.rs`),
+//! so that a commit never waits for a reader. A parked page comes back dirty, with its redo
+//! point, when it is needed, or when a checkpoint or a close (which hold the readers' lock)
+//! calls [`BufferPool::unpark`] to write it back.
+//!
+//! ```text
+//!   dirty, logged ──(frame needed, readers hold)──> spill slot, parked ──(needed, unpark)──> dirty frame
+//! ```
 
 use super::BufferPool;
 use crate::error::Result;
@@ -20,11 +30,20 @@ use crate::page::{PageBuf, PageId};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
+/// One spilled page: where it is, and what it was when it left its frame.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SpilledPage {
+    pub slot: u64,
+    /// The page's redo point when it was spilled.
+    pub rec_lsn: Option<u64>,
+    /// Held (a commit's page before its last part), or parked (an ordinary dirty page).
+    pub held: bool,
+}
+
 /// Where each spilled page is, and the slots free for reuse.
 #[derive(Debug, Default)]
 pub(super) struct Spilled {
-    /// Page -> (slot, the page's redo point when it was spilled).
-    pages: HashMap<PageId, (u64, Option<u64>)>,
+    pages: HashMap<PageId, SpilledPage>,
     free: Vec<u64>,
     /// Slots ever used: the file's length in pages.
     slots: u64,
@@ -43,8 +62,13 @@ impl Spilled {
         self.free.push(slot);
     }
 
-    pub(super) fn insert(&mut self, id: PageId, slot: u64, rec_lsn: Option<u64>) {
-        let earlier = self.pages.insert(id, (slot, rec_lsn));
+    pub(super) fn insert(&mut self, id: PageId, page: SpilledPage) {
+        assert!(
+            page.slot < self.slots,
+            "{id} spilled to slot {} never taken",
+            page.slot
+        );
+        let earlier = self.pages.insert(id, page);
         assert!(earlier.is_none(), "{id} spilled twice");
     }
 
@@ -52,12 +76,32 @@ impl Spilled {
     /// point then.
     pub(super) fn forget(&mut self, id: PageId) -> Forgotten {
         match self.pages.remove(&id) {
-            Some((slot, rec_lsn)) => {
-                self.free_slot(slot);
-                Forgotten::Spilled { rec_lsn }
+            Some(page) => {
+                self.free_slot(page.slot);
+                Forgotten::Spilled {
+                    rec_lsn: page.rec_lsn,
+                }
             }
             None => Forgotten::NotSpilled,
         }
+    }
+
+    /// The spilled pages that are held (`true`) or parked (`false`).
+    fn ids(&self, held: bool) -> Vec<PageId> {
+        self.pages
+            .iter()
+            .filter(|(_, p)| p.held == held)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Every slot is free or holds exactly one page.
+    fn check_slots(&self) {
+        assert_eq!(
+            self.free.len() + self.pages.len(),
+            usize::try_from(self.slots).expect("slots fit usize"),
+            "a spill slot leaked"
+        );
     }
 }
 
@@ -108,12 +152,10 @@ impl BufferPool {
                 Self::release_frame(f, lsn, redo_from);
             }
         }
-        loop {
-            let Some(&id) = self.spilled.lock().pages.keys().next() else {
-                break;
-            };
+        let spilled_held = self.spilled.lock().ids(true);
+        for id in spilled_held {
             // Read back held; released before the next one is read, so that no release
-            // spills another.
+            // spills another (an eviction meanwhile may park a released one).
             let frame = self.pin(id, None)?;
             let f = &self.frames[frame];
             assert!(f.held.load(Ordering::Acquire), "{id} came back unheld");
@@ -121,12 +163,28 @@ impl BufferPool {
             self.unpin(frame);
         }
         let spilled = self.spilled.lock();
-        assert_eq!(
-            spilled.free.len() as u64,
-            spilled.slots,
-            "a spill slot leaked"
-        );
+        assert!(spilled.ids(true).is_empty(), "a held page stayed spilled");
+        spilled.check_slots();
         Ok(())
+    }
+
+    /// Brings every parked page back into a frame, dirty with its redo point, for the
+    /// write-back that follows (a checkpoint, a close: they hold the readers' lock, so the
+    /// evictions this makes write to the data file instead of parking again). Returns how
+    /// many came back.
+    pub fn unpark(&self) -> Result<usize> {
+        let parked = self.spilled.lock().ids(false);
+        let mut back = 0;
+        for id in parked {
+            let still = self.spilled.lock().pages.get(&id).is_some_and(|p| !p.held);
+            if still {
+                let frame = self.pin(id, None)?;
+                self.unpin(frame);
+                back += 1;
+            }
+        }
+        self.spilled.lock().check_slots();
+        Ok(back)
     }
 
     /// Stamps a held frame's page, unless an eviction spilled it meanwhile (the frame holds
@@ -151,18 +209,22 @@ impl BufferPool {
         f.held.store(false, Ordering::Release);
     }
 
-    /// Pages in the spill file now.
+    /// Pages in the spill file now, held or parked.
     #[must_use]
     pub fn spilled_pages(&self) -> usize {
         self.spilled.lock().pages.len()
     }
 
-    /// Writes held `page` to a free slot of the spill file; returns the slot.
-    pub(super) fn spill_out(&self, page: &mut PageBuf) -> Result<u64> {
+    /// Writes held or parked `page` to a free slot of the spill file; returns the slot.
+    pub(super) fn spill_out(&self, page: &mut PageBuf, held: bool) -> Result<u64> {
         let slot = self.spilled.lock().take_slot();
         match self.backend.spill_write(slot, page) {
             Ok(()) => {
-                self.spills.fetch_add(1, Ordering::Relaxed);
+                if held {
+                    self.spills.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.parks.fetch_add(1, Ordering::Relaxed);
+                }
                 Ok(slot)
             }
             Err(e) => {
@@ -172,16 +234,16 @@ impl BufferPool {
         }
     }
 
-    /// Reads `id` back from the spill file if it is there: the page and its redo point.
-    pub(super) fn spill_in(&self, id: PageId) -> Option<Result<(PageBuf, Option<u64>)>> {
-        let (slot, rec_lsn) = self.spilled.lock().pages.remove(&id)?;
-        match self.backend.spill_read(slot, id) {
+    /// Reads `id` back from the spill file if it is there: the page, and what it was.
+    pub(super) fn spill_in(&self, id: PageId) -> Option<Result<(PageBuf, SpilledPage)>> {
+        let spilled = self.spilled.lock().pages.remove(&id)?;
+        match self.backend.spill_read(spilled.slot, id) {
             Ok(page) => {
-                self.spilled.lock().free_slot(slot);
-                Some(Ok((page, rec_lsn)))
+                self.spilled.lock().free_slot(spilled.slot);
+                Some(Ok((page, spilled)))
             }
             Err(e) => {
-                self.spilled.lock().insert(id, slot, rec_lsn);
+                self.spilled.lock().insert(id, spilled);
                 Some(Err(e))
             }
         }
@@ -189,6 +251,17 @@ impl BufferPool {
 
     /// The lowest redo point of a spilled page.
     pub(super) fn spilled_min_rec_lsn(&self) -> Option<u64> {
-        self.spilled.lock().pages.values().filter_map(|e| e.1).min()
+        self.spilled
+            .lock()
+            .pages
+            .values()
+            .filter_map(|p| p.rec_lsn)
+            .min()
+    }
+
+    /// Pages parked in the spill file now.
+    #[must_use]
+    pub fn parked_pages(&self) -> usize {
+        self.spilled.lock().ids(false).len()
     }
 }

@@ -10,13 +10,34 @@ use std::sync::atomic::Ordering;
 impl BufferPool {
     /// The write-ahead rule, then the write.
     pub(super) fn write_back(&self, pages: &mut [PageBuf]) -> Result<()> {
+        self.write_ahead(pages)?;
+        self.backend.write_pages(pages)?;
+        self.pages_written
+            .fetch_add(pages.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// [`BufferPool::write_back`] unless read-only handles hold their snapshots: then
+    /// `Ok(false)`, nothing written (an eviction parks the page instead).
+    pub(super) fn write_back_unless_readers(&self, pages: &mut [PageBuf]) -> Result<bool> {
+        self.write_ahead(pages)?;
+        let written = self.backend.write_pages_unless_readers(pages)?;
+        if written {
+            self.pages_written
+                .fetch_add(pages.len() as u64, Ordering::Relaxed);
+        }
+        Ok(written)
+    }
+
+    /// The write-ahead rule: the log durable up to every page's lsn.
+    fn write_ahead(&self, pages: &[PageBuf]) -> Result<()> {
         let max_lsn = pages.iter().map(PageBuf::lsn).max().unwrap_or(0);
         let durable = if crate::mutants::active("page-before-log") {
             max_lsn
         } else {
             self.backend.log_durable_to(max_lsn)?
         };
-        for page in pages.iter() {
+        for page in pages {
             assert!(
                 page.lsn() <= durable,
                 "{} lsn {} written before the log is durable ({durable})",
@@ -24,9 +45,6 @@ impl BufferPool {
                 page.lsn()
             );
         }
-        self.backend.write_pages(pages)?;
-        self.pages_written
-            .fetch_add(pages.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -106,8 +124,10 @@ impl BufferPool {
         self.backend.save_ledger()
     }
 
-    /// Writes back every dirty, logged page (checkpoints). Returns how many.
+    /// Writes back every dirty, logged page, parked ones too (a close, a create). Returns how
+    /// many.
     pub fn flush_all(&self) -> Result<usize> {
+        self.unpark()?;
         let mut total = 0;
         loop {
             let n = self.flush_dirty(256)?;
