@@ -77,6 +77,12 @@ pub(crate) const READER_YIELD: Duration = Duration::from_millis(200);
 const RETRY: Duration = Duration::from_millis(1);
 /// How long the "waits" flag stands without the writer trying again.
 const WAITS_STALE: Duration = Duration::from_millis(100);
+/// How long a refusal of the readers' lock stands before the OS is asked again. Evictions
+/// try the lock for each dirty page while readers hold it (they park the page when refused),
+/// and Wine leaks a little with every refused `LockFileEx`: about 20,000 refusals and the
+/// process is out of handles ("Too many open files", found by
+/// `a_writer_whose_cache_fills_with_dirty_pages_never_waits_for_a_reader` under Wine).
+const REFUSED_RETRY: Duration = Duration::from_millis(5);
 /// How often the publisher looks for a durable lsn that moved.
 const PUBLISH_EVERY: Duration = Duration::from_millis(2);
 
@@ -270,6 +276,9 @@ struct GateState {
     /// Guards alive in this process.
     depth: usize,
     held: Option<Box<dyn HeldLock>>,
+    /// When the readers last refused the lock: tries within [`REFUSED_RETRY`] of it are
+    /// refused without asking the OS again.
+    refused_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for ReaderGate {
@@ -404,15 +413,23 @@ impl ReaderGate {
     pub(crate) fn try_enter(&self) -> Result<Option<GateGuard<'_>>> {
         let mut state = self.state.lock();
         if state.depth == 0 {
+            if state
+                .refused_at
+                .is_some_and(|at| at.elapsed() < REFUSED_RETRY)
+            {
+                return Ok(None);
+            }
             let Some(held) = self
                 .storage
                 .try_lock(&self.lock_path, LockMode::Exclusive)?
             else {
+                state.refused_at = Some(Instant::now());
                 drop(state);
                 self.publish_with(true)?;
                 return Ok(None);
             };
             state.held = Some(held);
+            state.refused_at = None;
         }
         state.depth += 1;
         drop(state);
