@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 /// Seeds that run first on every run: a few to start with, then every seed that ever
 /// failed, with what it found.
-const CORPUS: [u64; 13] = [
+const CORPUS: [u64; 14] = [
     1, 2, 3, 4,
     // The overlay panic of a writer waiting in `begin()` while a commit fails (fixed):
     // 1011 (7 threads, a short write of the log), 1020 (a lost data-file flush).
@@ -63,6 +63,9 @@ const CORPUS: [u64; 13] = [
     // After the page ledger: an eviction's failed write-back inside a read did not stop
     // another thread's commit (1524; `a_failed_write_back_poisons_the_database`).
     1524,
+    // After parked pages: a checkpoint's exact count of spill slots while a commit's held
+    // page was on its way to the spill file ("a spill slot leaked", 1925).
+    1925,
 ];
 
 /// Bugs found by this tier and not fixed yet, each with its `#[ignore]`d test: the text of

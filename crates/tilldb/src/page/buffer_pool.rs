@@ -695,6 +695,8 @@ impl BufferPool {
         for (i, f) in self.frames.iter().enumerate() {
             assert_eq!(f.pins.load(Ordering::Acquire), 0, "frame {i} still pinned");
         }
+        // No pin out: no spill or read back on its way.
+        self.spilled.lock().check_slots(true);
         let dirty = self
             .frames
             .iter()
