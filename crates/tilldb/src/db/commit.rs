@@ -45,7 +45,7 @@ use crate::btree::PageOp;
 use crate::btree::Tree;
 use crate::error::{Error, Result};
 use crate::page::PageId;
-use crate::record::{self, Alloc};
+use crate::record::{self, Alloc, TableName};
 use crate::wal::{Lsn, WaitSlot};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,7 +59,7 @@ const LEAD_COMMITS_MAX: usize = 256;
 #[derive(Debug, Default)]
 pub(super) struct Changes {
     /// (table, key) -> new value (`None`: delete).
-    pub writes: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
+    pub writes: BTreeMap<(TableName, Vec<u8>), Option<Vec<u8>>>,
     /// Tables dropped. Drops apply before the writes, so a table dropped and then written to
     /// is a new table holding only those writes.
     pub dropped: BTreeSet<String>,
@@ -353,9 +353,9 @@ pub(super) fn apply(
     // table written to is created anew).
     let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
     for (table, _) in changes.writes.keys() {
-        if !roots.contains_key(table) {
+        if !roots.contains_key(table.as_str()) {
             roots.insert(
-                table.clone(),
+                table.to_string(),
                 changes.visible_root_of(db, table, exclusive.held())?,
             );
         }
@@ -474,7 +474,7 @@ fn write_in_parts<'c>(
             part_writes.clear();
             part_changes_bytes = 0;
         }
-        let tree = Tree::open(roots[table].expect("every table has a root by now"));
+        let tree = Tree::open(roots[table.as_str()].expect("every table has a root by now"));
         match value {
             Some(v) => {
                 tree.put(pages, key, v)?;
@@ -523,7 +523,7 @@ fn keep_befores(
     }
     let mut deltas = counts::Deltas::new();
     for ((table, key), value) in &changes.writes {
-        let before = match roots[table] {
+        let before = match roots[table.as_str()] {
             Some(root) => {
                 let before = Tree::open(root).get(&pages, key)?;
                 let held = before.is_some();

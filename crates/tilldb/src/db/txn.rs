@@ -14,6 +14,7 @@ use crate::Durability;
 use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
+use crate::record::TableName;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Bound;
@@ -71,7 +72,7 @@ impl<'db> Txn<'db> {
         self.check_sizes(table, key, Some(value))?;
         self.changes
             .writes
-            .insert((table.to_owned(), key.to_vec()), Some(value.to_vec()));
+            .insert((TableName::from(table), key.to_vec()), Some(value.to_vec()));
         Ok(())
     }
 
@@ -85,7 +86,7 @@ impl<'db> Txn<'db> {
         self.check_sizes(table, key, None)?;
         self.changes
             .writes
-            .insert((table.to_owned(), key.to_vec()), None);
+            .insert((TableName::from(table), key.to_vec()), None);
         Ok(())
     }
 
@@ -166,7 +167,11 @@ impl<'db> Txn<'db> {
     /// The value of `key` in `table`, this transaction's own writes included (takes the
     /// writer lock as [`Txn::get`] does).
     pub fn get_in(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = self.changes.writes.get(&(table.to_owned(), key.to_vec())) {
+        if let Some(v) = self
+            .changes
+            .writes
+            .get(&(TableName::from(table), key.to_vec()))
+        {
             return Ok(v.clone());
         }
         self.latch()?;
@@ -320,7 +325,7 @@ impl<'db> Txn<'db> {
         for ((_, key), value) in self
             .changes
             .writes
-            .range((table.to_owned(), Vec::new())..)
+            .range((TableName::from(table), Vec::new())..)
             .take_while(|((t, _), _)| t == table)
         {
             let before = match root {
