@@ -62,7 +62,7 @@ fn hot_rows(disk: &SimDisk, db: &Db, log_mib: u64) -> usize {
                 }
             });
         }
-        let _stop = StopOnDrop(&stop);
+        let _stop = common::StopOnDrop(&stop);
         let started = std::time::Instant::now();
         loop {
             // Reading the log to count its segments is not free: every 100 ms is enough.
@@ -179,7 +179,7 @@ fn when_write_back_cannot_keep_up_commits_wait_and_the_log_stays_bounded() {
             });
         }
         // A failing sample stops the writers too (they would run on to the disk's op limit).
-        let _stop = StopOnDrop(&stop);
+        let _stop = common::StopOnDrop(&stop);
         // 12 MiB of log, or 20 s of load: in about one run of ten the checkpoints take many
         // more pages each (the load's keys fall on more of them) and the waiting commits
         // reach 12 MiB only after a minute; the bound holds all along either way.
@@ -301,14 +301,5 @@ impl Hooks for SlowDataFile {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(())
-    }
-}
-
-/// Sets its flag when dropped: the sampling thread's panic stops the load's threads.
-struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }

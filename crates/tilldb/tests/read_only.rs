@@ -3,6 +3,8 @@
 //! them, and the writer's checkpoints deferred (never failed) while a reader holds its
 //! snapshot. `tests/read_only_procs.rs` runs writer and readers as separate processes.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -288,61 +290,7 @@ impl tilldb::io::Hooks for HoldAtHeader {
 
 #[test]
 fn a_reader_never_takes_a_dead_writers_lsn_for_the_opening_writers() {
-    use std::sync::Arc;
-    use tilldb::io::{CrashMode, HookedStorage, SimConfig, SimDisk, Storage};
-    let disk = SimDisk::new(SimConfig::default());
-    let dir = Path::new("/db");
-    let options = Options {
-        background_threads: false,
-        ..Options::for_tests()
-    };
-    // A writer publishes its Sync commits, then writes Buffered ones (not durable, not
-    // published) and dies: they are in the log all the same (a process kill loses nothing).
-    let writer = Db::open_with_storage(Arc::new(disk.clone()), dir, options.clone()).expect("open");
-    put_rows(&writer, 0, 10, Durability::Sync);
-    put_rows(&writer, 10, 20, Durability::Buffered);
-    disk.crash(CrashMode::ProcessKill);
-    std::mem::forget(writer);
-    // No writer: the reader reads the log to its end, as the next writer's recovery will.
-    let first =
-        Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone()).expect("ro");
-    assert_eq!(first.len().expect("len"), 20);
-    drop(first);
-    // The next writer holds the lock and is still opening: its predecessor's published lsn
-    // (10 rows) is not its own. A reader waits for what it publishes.
-    let hold = Arc::new(HoldAtHeader::default());
-    let hooked: Arc<dyn Storage> = Arc::new(HookedStorage::new(
-        Arc::new(disk.clone()),
-        ArcHooks(Arc::clone(&hold)),
-    ));
-    std::thread::scope(|scope| {
-        let opening = scope.spawn(|| Db::open_with_storage(hooked, dir, options.clone()));
-        {
-            let mut reached = hold.held.lock().expect("lock");
-            while !*reached {
-                reached = hold.reached.wait(reached).expect("wait");
-            }
-        }
-        let reader = scope.spawn(|| {
-            Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone())
-                .expect("ro")
-                .len()
-                .expect("len")
-        });
-        std::thread::sleep(Duration::from_millis(300));
-        *hold.held.lock().expect("lock") = false;
-        hold.release.notify_all();
-        let writer = opening
-            .join()
-            .expect("join")
-            .expect("the second writer opens");
-        assert_eq!(
-            reader.join().expect("join"),
-            20,
-            "a reader went back to the dead writer's published lsn"
-        );
-        drop(writer);
-    });
+    readers_beside_an_opening_writer(HoldAtHeader::default());
 }
 
 /// The same, with the next writer held the moment it has the database lock, before it
@@ -353,6 +301,19 @@ fn a_reader_never_takes_a_dead_writers_lsn_for_the_opening_writers() {
 /// before the lock is taken, under the lock held shared.
 #[test]
 fn a_reader_never_takes_a_dead_writers_lsn_for_a_writer_that_just_took_the_lock() {
+    readers_beside_an_opening_writer(HoldAtHeader {
+        after_lock: true,
+        ..HoldAtHeader::default()
+    });
+}
+
+/// A writer publishes its Sync commits (10 rows), then writes Buffered ones (not durable,
+/// not published) and dies: they are in the log all the same (a process kill loses
+/// nothing), and a reader with no writer live reads the log to its end (20 rows), as the
+/// next writer's recovery will. The next writer is then held where `hold` says while it
+/// opens: its predecessor's published lsn is not its own, so a new reader and the first
+/// one, refreshed, must wait for what it publishes, never go back to 10 rows.
+fn readers_beside_an_opening_writer(hold: HoldAtHeader) {
     use std::sync::Arc;
     use tilldb::io::{CrashMode, HookedStorage, SimConfig, SimDisk, Storage};
     let disk = SimDisk::new(SimConfig::default());
@@ -369,10 +330,7 @@ fn a_reader_never_takes_a_dead_writers_lsn_for_a_writer_that_just_took_the_lock(
     let mut first =
         Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone()).expect("ro");
     assert_eq!(first.len().expect("len"), 20);
-    let hold = Arc::new(HoldAtHeader {
-        after_lock: true,
-        ..HoldAtHeader::default()
-    });
+    let hold = Arc::new(hold);
     let hooked: Arc<dyn Storage> = Arc::new(HookedStorage::new(
         Arc::new(disk.clone()),
         ArcHooks(Arc::clone(&hold)),
@@ -385,7 +343,6 @@ fn a_reader_never_takes_a_dead_writers_lsn_for_a_writer_that_just_took_the_lock(
                 reached = hold.reached.wait(reached).expect("wait");
             }
         }
-        // A new handle, and the handle that read the log to its end, refreshed.
         let reader = scope.spawn(|| {
             Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone())
                 .expect("ro")
@@ -434,15 +391,6 @@ impl tilldb::io::Hooks for ArcHooks {
 /// Rows of each commit in `a_refreshing_reader_sees_a_commit_in_parts_whole_or_not_at_all`.
 const PART_ROWS: u32 = 3_000;
 
-/// Sets its flag when dropped.
-struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
 #[test]
 fn a_refreshing_reader_sees_a_commit_in_parts_whole_or_not_at_all() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -476,7 +424,7 @@ fn a_refreshing_reader_sees_a_commit_in_parts_whole_or_not_at_all() {
         });
         // The writer stops however the reader's checks end (a failed one unwinds through
         // the scope, which joins the writer).
-        let _stop = StopOnDrop(&stop);
+        let _stop = common::StopOnDrop(&stop);
         let mut reader = Db::open_read_only(dir.path(), options.clone()).expect("read-only");
         // The writer publishes its durable lsn every few milliseconds: round 0 may not be
         // there yet.

@@ -200,3 +200,13 @@ pub fn sample() -> usize {
         Err(_) => 1,
     }
 }
+
+/// Sets its flag when dropped: a test thread that panics (or returns) stops the load
+/// threads that watch the flag, instead of leaving them running.
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
