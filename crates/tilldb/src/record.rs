@@ -197,95 +197,22 @@ pub fn part_of(bytes: &[u8]) -> Result<Part, &'static str> {
     header_part(bytes)
 }
 
-/// One write as a transaction holds it: ((table, key), value or `None` to delete).
-pub type Write<'a> = (&'a (TableName, Vec<u8>), &'a Option<Vec<u8>>);
-
-/// A table's name as a transaction's write set keys it (ordered as its bytes, as a `String`).
-///
-/// Why not a `String`: the write set is a `BTreeMap` keyed by (table, key), and the default
-/// table's name is empty. A `String`'s comparison calls `memcmp` even for empty strings, and
-/// 200,000 puts into the default table took 5-7 times as long to collect as into a table
-/// named "x" (740 ms against 104-250 ms; a `BTreeMap` alone, no tilldb: 50 % of a bulk
-/// load's samples were that `memcmp`). Empty names are compared by length here.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct TableName(String);
-
-impl TableName {
-    /// The name.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl From<&str> for TableName {
-    fn from(name: &str) -> Self {
-        TableName(name.to_owned())
-    }
-}
-
-impl From<String> for TableName {
-    fn from(name: String) -> Self {
-        TableName(name)
-    }
-}
-
-impl std::ops::Deref for TableName {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::borrow::Borrow<str> for TableName {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl PartialEq<str> for TableName {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&str> for TableName {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
-    }
-}
-
-impl Ord for TableName {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        if self.0.is_empty() || other.0.is_empty() {
-            // The same order as the bytes': the empty name first.
-            self.0.len().cmp(&other.0.len())
-        } else {
-            self.0.as_bytes().cmp(other.0.as_bytes())
-        }
-    }
-}
-
-impl PartialOrd for TableName {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl std::fmt::Display for TableName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// One write of a commit: a key of a table and its new value (`None`: deleted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Write<'a> {
+    /// The table's name (`""`: the default table).
+    pub table: &'a str,
+    /// The key.
+    pub key: &'a [u8],
+    /// The new value; `None` deletes the key.
+    pub value: Option<&'a [u8]>,
 }
 
 /// Bytes the changes section takes for `writes`.
 pub fn changes_len<'a>(writes: impl IntoIterator<Item = Write<'a>>) -> usize {
     4 + writes
         .into_iter()
-        .map(|((table, key), value)| {
-            1 + 2 + table.len() + 4 + key.len() + value.as_ref().map_or(0, |v| 4 + v.len())
-        })
+        .map(|w| 1 + 2 + w.table.len() + 4 + w.key.len() + w.value.map_or(0, |v| 4 + v.len()))
         .sum::<usize>()
 }
 
@@ -320,7 +247,7 @@ where
         let count_at = out.len();
         out.extend_from_slice(&[0; 4]);
         let mut count = 0u32;
-        for ((table, key), value) in changes {
+        for Write { table, key, value } in changes {
             let len32 = |n: usize| u32::try_from(n).expect("under the log's record limit");
             out.push(if value.is_some() {
                 CHANGE_PUT
@@ -549,39 +476,19 @@ mod tests {
     }
 
     #[test]
-    fn a_table_name_orders_as_its_string() {
-        let names = ["", "", "a", "ab", "b", "orders", "\u{e9}", "\0", "a\0"];
-        for a in names {
-            for b in names {
-                assert_eq!(
-                    TableName::from(a).cmp(&TableName::from(b)),
-                    a.cmp(b),
-                    "{a:?} against {b:?}"
-                );
-                let (x, y) = (TableName::from(a), TableName::from(b));
-                assert_eq!(x == y, a == b);
-                assert_eq!(x == *b, a == b);
-            }
-        }
-    }
-
-    #[test]
     fn changes_round_trip_and_every_truncation_is_an_error() {
         let alloc = Alloc {
             page_count: 2,
             free_head: PageId(0),
         };
-        let writes: std::collections::BTreeMap<(TableName, Vec<u8>), Option<Vec<u8>>> = [
-            ((TableName::from(""), b"a".to_vec()), Some(b"1".to_vec())),
-            ((TableName::from(""), b"b".to_vec()), None),
-            (
-                (TableName::from("orders"), b"o-1".to_vec()),
-                Some(vec![7; 300]),
-            ),
-        ]
-        .into_iter()
-        .collect();
-        let bytes = encode(Part::WHOLE, alloc, &[], Some(writes.iter()));
+        let seven = [7; 300];
+        let write = |table, key, value| Write { table, key, value };
+        let writes = [
+            write("", &b"a"[..], Some(&b"1"[..])),
+            write("", b"b", None),
+            write("orders", b"o-1", Some(&seven[..])),
+        ];
+        let bytes = encode(Part::WHOLE, alloc, &[], Some(writes.iter().copied()));
         let commit = decode(&bytes).expect("decodes");
         let changes = commit.changes.expect("carried");
         assert_eq!(changes.len(), 3);

@@ -39,13 +39,14 @@
 use super::counts;
 use super::locks::{TreeExclusive, TreeHeld, Writer};
 use super::pages::TxnPages;
+use super::write_set::Writes;
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
 use crate::Durability;
 use crate::btree::PageOp;
 use crate::btree::Tree;
 use crate::error::{Error, Result};
 use crate::page::PageId;
-use crate::record::{self, Alloc, TableName};
+use crate::record::{self, Alloc};
 use crate::wal::{Lsn, WaitSlot};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,18 +59,14 @@ const LEAD_COMMITS_MAX: usize = 256;
 /// The changes of a transaction: what a commit applies.
 #[derive(Debug, Default)]
 pub(super) struct Changes {
-    /// (table, key) -> new value (`None`: delete).
-    pub writes: BTreeMap<(TableName, Vec<u8>), Option<Vec<u8>>>,
+    /// The latest write of each (table, key), in that order.
+    pub writes: Writes,
     /// Tables dropped. Drops apply before the writes, so a table dropped and then written to
     /// is a new table holding only those writes.
     pub dropped: BTreeSet<String>,
 }
 
 impl Changes {
-    pub fn is_empty(&self) -> bool {
-        self.writes.is_empty() && self.dropped.is_empty()
-    }
-
     /// The root of `table` as these changes see it: `None` once they drop it.
     pub fn visible_root_of(
         &self,
@@ -352,13 +349,11 @@ pub(super) fn apply(
     // Roots of the tables written to; `None` for tables this commit creates (a dropped
     // table written to is created anew).
     let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
-    for (table, _) in changes.writes.keys() {
-        if !roots.contains_key(table.as_str()) {
-            roots.insert(
-                table.to_string(),
-                changes.visible_root_of(db, table, exclusive.held())?,
-            );
-        }
+    for (table, _) in changes.writes.tables() {
+        roots.insert(
+            table.to_owned(),
+            changes.visible_root_of(db, table, exclusive.held())?,
+        );
     }
     // Readers may not see this commit until it is acknowledged: keep the values they
     // still need, before the pages change. The provisional lsn is above every current
@@ -461,31 +456,32 @@ fn write_in_parts<'c>(
     // The writes whose ops the current part holds, for its changes section, and its bytes.
     let mut part_writes: Vec<record::Write<'_>> = Vec::new();
     let mut part_changes_bytes = 0;
-    for write in &changes.writes {
-        let ((table, key), value) = write;
-        let cut = pages.ops_bytes() + part_changes_bytes >= limit
-            || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
-        if cut {
-            let (ops, now, touched) = pages.take_part();
-            let feed = feed.then(|| part_writes.iter().copied());
-            append_parts(db, &ops, now, feed.as_ref(), &mut parts, false)?;
-            drop(ops);
-            inner.pool.hold(&touched);
-            part_writes.clear();
-            part_changes_bytes = 0;
-        }
-        let tree = Tree::open(roots[table.as_str()].expect("every table has a root by now"));
-        match value {
-            Some(v) => {
-                tree.put(pages, key, v)?;
+    for (table, writes) in changes.writes.tables() {
+        let tree = Tree::open(roots[table].expect("every table has a root by now"));
+        for write in writes {
+            let cut = pages.ops_bytes() + part_changes_bytes >= limit
+                || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
+            if cut {
+                let (ops, now, touched) = pages.take_part();
+                let feed = feed.then(|| part_writes.iter().copied());
+                append_parts(db, &ops, now, feed.as_ref(), &mut parts, false)?;
+                drop(ops);
+                inner.pool.hold(&touched);
+                part_writes.clear();
+                part_changes_bytes = 0;
             }
-            None => {
-                tree.delete(pages, key)?;
+            match write.value {
+                Some(v) => {
+                    tree.put(pages, write.key, v)?;
+                }
+                None => {
+                    tree.delete(pages, write.key)?;
+                }
             }
-        }
-        if feed {
-            part_writes.push(write);
-            part_changes_bytes += record::changes_len([write]) - 4;
+            if feed {
+                part_writes.push(write);
+                part_changes_bytes += record::changes_len([write]) - 4;
+            }
         }
     }
     Ok((parts, part_writes))
@@ -522,17 +518,25 @@ fn keep_befores(
         }
     }
     let mut deltas = counts::Deltas::new();
-    for ((table, key), value) in &changes.writes {
-        let before = match roots[table.as_str()] {
+    for (table, writes) in changes.writes.tables() {
+        let mut delta = 0i64;
+        match roots[table] {
             Some(root) => {
-                let before = Tree::open(root).get(&pages, key)?;
-                let held = before.is_some();
-                befores.push((root.0, key.as_slice(), before));
-                held
+                let tree = Tree::open(root);
+                for write in writes {
+                    let before = tree.get(&pages, write.key)?;
+                    delta += i64::from(write.value.is_some()) - i64::from(before.is_some());
+                    befores.push((root.0, write.key, before));
+                }
             }
-            None => false,
-        };
-        counts::count_write(&mut deltas, table, before, value.is_some());
+            None => {
+                delta = i64::try_from(writes.filter(|w| w.value.is_some()).count())
+                    .expect("counts fit i64");
+            }
+        }
+        if delta != 0 {
+            deltas.insert(table.to_owned(), delta);
+        }
     }
     // The entries whose counts change, of tables that exist before this commit (a created
     // one is hidden by its absent entry above).

@@ -58,6 +58,7 @@ mod readers;
 mod reads;
 mod space;
 mod txn;
+mod write_set;
 mod writeback;
 
 pub use backup::BackupReport;

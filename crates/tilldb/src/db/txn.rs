@@ -9,13 +9,13 @@
 
 use super::commit::{self, Changes};
 use super::locks::{TreeHeld, Writer};
+use super::write_set::WriteSet;
 use super::{Db, TABLE_NAME_BYTES_MAX};
 use crate::Durability;
 use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
-use crate::record::TableName;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Bound;
 
@@ -27,7 +27,9 @@ pub struct Txn<'db> {
     db: &'db Db,
     /// The writer lock, once a read took it.
     alloc: Option<Writer<'db>>,
-    changes: Changes,
+    writes: WriteSet,
+    /// Tables dropped (`Changes::dropped`).
+    dropped: BTreeSet<String>,
 }
 
 impl fmt::Debug for Txn<'_> {
@@ -35,8 +37,8 @@ impl fmt::Debug for Txn<'_> {
         write!(
             f,
             "Txn({} writes, {} drops)",
-            self.changes.writes.len(),
-            self.changes.dropped.len()
+            self.writes.len_upper(),
+            self.dropped.len()
         )
     }
 }
@@ -46,7 +48,8 @@ impl<'db> Txn<'db> {
         Txn {
             db,
             alloc: None,
-            changes: Changes::default(),
+            writes: WriteSet::default(),
+            dropped: BTreeSet::new(),
         }
     }
 
@@ -70,9 +73,7 @@ impl<'db> Txn<'db> {
     /// Sets `key` to `value` in `table`, creating the table at commit if it does not exist.
     pub fn put_in(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_sizes(table, key, Some(value))?;
-        self.changes
-            .writes
-            .insert((TableName::from(table), key.to_vec()), Some(value.to_vec()));
+        self.writes.put(table, key, Some(value));
         Ok(())
     }
 
@@ -84,9 +85,7 @@ impl<'db> Txn<'db> {
     /// Removes `key` from `table`.
     pub fn delete_in(&mut self, table: &str, key: &[u8]) -> Result<()> {
         self.check_sizes(table, key, None)?;
-        self.changes
-            .writes
-            .insert((TableName::from(table), key.to_vec()), None);
+        self.writes.put(table, key, None);
         Ok(())
     }
 
@@ -148,14 +147,11 @@ impl<'db> Txn<'db> {
         let existed = {
             let shared = self.db.inner.tree_lock.read();
             self.visible_root_of(table, shared.held())?.is_some()
-        } || self
-            .changes
-            .writes
-            .iter()
-            .any(|((t, _), v)| t == table && v.is_some());
-        self.changes.writes.retain(|(t, _), _| t != table);
-        self.changes.dropped.insert(table.to_owned());
-        Ok(existed)
+        };
+        // Its writes go: a put among them made it exist for this transaction.
+        let written = self.writes.remove_table(table);
+        self.dropped.insert(table.to_owned());
+        Ok(existed || written)
     }
 
     /// The value of `key` in the default table, this transaction's own writes included. A
@@ -167,12 +163,8 @@ impl<'db> Txn<'db> {
     /// The value of `key` in `table`, this transaction's own writes included (takes the
     /// writer lock as [`Txn::get`] does).
     pub fn get_in(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = self
-            .changes
-            .writes
-            .get(&(TableName::from(table), key.to_vec()))
-        {
-            return Ok(v.clone());
+        if let Some(v) = self.writes.get(table, key) {
+            return Ok(v.map(<[u8]>::to_vec));
         }
         self.latch()?;
         let shared = self.db.inner.tree_lock.read();
@@ -213,12 +205,12 @@ impl<'db> Txn<'db> {
                 None => BTreeMap::new(),
             }
         };
-        for ((t, k), v) in &self.changes.writes {
-            if t != table || !std::ops::RangeBounds::contains(&(lower, upper), k.as_slice()) {
+        for (k, v) in self.writes.table(table) {
+            if !std::ops::RangeBounds::contains(&(lower, upper), k) {
                 continue;
             }
             match v {
-                Some(v) => merged.insert(k.clone(), v.clone()),
+                Some(v) => merged.insert(k.to_vec(), v.to_vec()),
                 None => merged.remove(k),
             };
         }
@@ -240,13 +232,16 @@ impl<'db> Txn<'db> {
     /// afterwards that fails does not fail the commit (it is durable by then); it poisons
     /// the database, so the next call reports it.
     pub fn commit_with(mut self, durability: Durability) -> Result<()> {
-        if self.changes.is_empty() {
+        if self.writes.is_empty() && self.dropped.is_empty() {
             return Ok(());
         }
         // No size check here: a transaction of any size commits, in parts when it must
         // (`commit::apply`); each key and value passed its own limit at `put`.
         let db = self.db;
-        let changes = std::mem::take(&mut self.changes);
+        let changes = Changes {
+            writes: std::mem::take(&mut self.writes).seal(),
+            dropped: std::mem::take(&mut self.dropped),
+        };
         let lsn = match self.alloc.take() {
             // It read: it holds the writer lock, and applies its own commit under it.
             Some(mut alloc) => {
@@ -307,7 +302,10 @@ impl<'db> Txn<'db> {
     /// The root of `table` as this transaction sees it: `None` once it dropped it (its own
     /// later writes to the table are in `writes`, not in a tree).
     fn visible_root_of(&self, table: &str, tree: TreeHeld<'_>) -> Result<Option<PageId>> {
-        self.changes.visible_root_of(self.db, table, tree)
+        if self.dropped.contains(table) {
+            return Ok(None);
+        }
+        commit::root_of(self.db, table, tree)
     }
 
     /// [`Txn::len_in`]: the latest committed count (this transaction holds the writer lock
@@ -322,12 +320,7 @@ impl<'db> Txn<'db> {
             None => 0,
         };
         let mut deltas = super::counts::Deltas::new();
-        for ((_, key), value) in self
-            .changes
-            .writes
-            .range((TableName::from(table), Vec::new())..)
-            .take_while(|((t, _), _)| t == table)
-        {
+        for (key, value) in self.writes.table(table) {
             let before = match root {
                 Some(root) => super::counts::holds(&pages, root, key)?,
                 None => false,
