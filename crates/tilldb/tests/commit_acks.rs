@@ -91,6 +91,112 @@ fn a_queued_sync_commit_is_invisible_to_readers_while_its_flush_is_held() {
     db.close().expect("close");
 }
 
+/// A load into tables that are empty when it commits (the default table, never written, and
+/// "orders", whose one row an earlier commit deleted) keeps no older value per key for
+/// readers: it records one empty mark per table (`txn/overlay.rs`). While its flush is held,
+/// a snapshot from before the delete still sees the deleted row (its own version is older
+/// than the mark) and nothing of the load, by get, scan and length; a snapshot from after
+/// the delete, and one taken during the flush, see both tables empty. With the mutant
+/// `empty-mark-lost` (no mark, and no value per key either) the readers saw the load before
+/// it was durable.
+#[test]
+fn a_load_into_empty_tables_is_invisible_to_readers_while_its_flush_is_held() {
+    let disk = SimDisk::new(SimConfig::default());
+    let gate = Arc::new(Gate::default());
+    let storage = Arc::new(HookedStorage::new(
+        Arc::new(disk.clone()),
+        FlushGate(Arc::clone(&gate)),
+    ));
+    let options = Options {
+        background_threads: false,
+        ..Options::for_tests()
+    };
+    let db = Db::open_with_storage(storage, Path::new(DIR), options).expect("open");
+    let mut txn = db.begin().expect("begin");
+    txn.put_in("orders", b"o-1", b"first").expect("put");
+    txn.commit_with(Durability::Sync).expect("commit");
+    let with_row = db.begin_read().expect("begin_read");
+    let mut txn = db.begin().expect("begin");
+    txn.delete_in("orders", b"o-1").expect("delete");
+    txn.commit_with(Durability::Sync).expect("commit");
+    let emptied = db.begin_read().expect("begin_read");
+    const ROWS: u32 = 600;
+    gate.arm(1);
+    let loader = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut txn = db.begin().expect("begin");
+            for i in 0..ROWS {
+                let key = format!("o-{i}");
+                txn.put(key.as_bytes(), b"loaded").expect("put");
+                txn.put_in("orders", key.as_bytes(), b"loaded")
+                    .expect("put");
+            }
+            txn.commit_with(Durability::Sync).expect("commit");
+        })
+    };
+    gate.wait_held();
+    let during = db.begin_read().expect("begin_read");
+    let all = (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded);
+    let scan = |r: &tilldb::ReadTxn<'_>, table: &str| {
+        r.scan_in(table, all.0, all.1, tilldb::Direction::Forward)
+            .expect("scan")
+    };
+    assert_eq!(
+        with_row.get_in("orders", b"o-1").expect("get"),
+        Some(b"first".to_vec()),
+        "a snapshot from before the delete lost its row to the load's mark"
+    );
+    let scanned = scan(&with_row, "orders");
+    assert_eq!(
+        scanned.len(),
+        1,
+        "a snapshot from before the delete scanned the held load"
+    );
+    assert_eq!(scanned[0], (b"o-1".to_vec(), b"first".to_vec()));
+    assert_eq!(with_row.len_in("orders").expect("len"), 1);
+    for (name, reader) in [("emptied", &emptied), ("during", &during)] {
+        for table in ["", "orders"] {
+            assert_eq!(
+                reader.get_in(table, b"o-7").expect("get"),
+                None,
+                "{name}: a get in {table:?} saw the held load"
+            );
+            assert_eq!(
+                scan(reader, table).len(),
+                0,
+                "{name}: a scan of {table:?} saw the held load"
+            );
+            assert_eq!(reader.len_in(table).expect("len"), 0, "{name}: {table:?}");
+        }
+    }
+    assert_eq!(
+        db.get(b"o-7").expect("get"),
+        None,
+        "a read saw the held load"
+    );
+    gate.release();
+    loader.join().expect("loader");
+    assert_eq!(scan(&during, "").len(), 0, "a snapshot moved");
+    assert_eq!(
+        with_row.get_in("orders", b"o-1").expect("get"),
+        Some(b"first".to_vec()),
+        "a snapshot moved"
+    );
+    drop((with_row, emptied, during));
+    let after = db.begin_read().expect("begin_read");
+    for table in ["", "orders"] {
+        assert_eq!(scan(&after, table).len(), ROWS as usize, "{table:?}");
+        assert_eq!(after.len_in(table).expect("len"), u64::from(ROWS));
+        assert_eq!(
+            after.get_in(table, b"o-1").expect("get"),
+            Some(b"loaded".to_vec())
+        );
+    }
+    drop(after);
+    db.close().expect("close");
+}
+
 /// Writers whose blind commits queue behind a transaction that read, whose commit then fails
 /// in the middle of applying (a page read fails: its pages may be half changed, and the
 /// database is poisoned). Every queued commit must fail too: the leader checks the poison

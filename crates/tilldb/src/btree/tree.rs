@@ -39,6 +39,15 @@ impl Tree {
         self.root
     }
 
+    /// True when the tree holds no key: its root is an empty leaf. (A tree emptied by
+    /// deletes may keep a branch root over empty leaves: false then, which callers must
+    /// take as "maybe not empty".)
+    pub fn is_empty<P: Pages>(self, pages: &P) -> Result<bool> {
+        with_node(pages, self.root, |node| {
+            node.kind() == NodeKind::Leaf && node.count() == 0
+        })
+    }
+
     /// Descends to the leaf whose key range holds `key`, returning the path and the leaf.
     pub(super) fn descend<P: Pages>(self, pages: &P, key: &[u8]) -> Result<(Path, PageId)> {
         walk::descend(pages, self.root, key)

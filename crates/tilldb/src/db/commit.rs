@@ -518,22 +518,36 @@ fn keep_befores(
         }
     }
     let mut deltas = counts::Deltas::new();
+    // Existing tables this commit finds empty: one empty mark each, no entry per key.
+    let mut empties: Vec<PageId> = Vec::new();
     for (table, writes) in changes.writes.tables() {
-        let mut delta = 0i64;
-        match roots[table] {
+        // A table this commit creates is hidden by its catalog entry; one it finds empty
+        // by an empty mark (`overlay.rs`): in both, every key is absent before, so a put
+        // adds a row and a delete changes nothing.
+        let per_key = match roots[table] {
+            Some(root) if Tree::open(root).is_empty(&pages)? => {
+                if !crate::mutants::active("empty-mark-lost") {
+                    empties.push(root);
+                }
+                None
+            }
+            root => root,
+        };
+        let delta = match per_key {
             Some(root) => {
                 let tree = Tree::open(root);
+                let mut delta = 0i64;
                 for write in writes {
                     let before = tree.get(&pages, write.key)?;
                     delta += i64::from(write.value.is_some()) - i64::from(before.is_some());
                     befores.push((root.0, write.key, before));
                 }
+                delta
             }
             None => {
-                delta = i64::try_from(writes.filter(|w| w.value.is_some()).count())
-                    .expect("counts fit i64");
+                i64::try_from(writes.filter(|w| w.value.is_some()).count()).expect("counts fit i64")
             }
-        }
+        };
         if delta != 0 {
             deltas.insert(table.to_owned(), delta);
         }
@@ -550,6 +564,9 @@ fn keep_befores(
         }
     }
     let mut reads = inner.reads.lock();
+    for root in empties {
+        reads.overlay.record_empty(root.0, provisional);
+    }
     for (table_id, key, before) in befores {
         reads.overlay.record(table_id, key, provisional, before);
     }

@@ -158,19 +158,32 @@ impl Db {
         self.check_poison()?;
         let direction = window.direction;
         let wanted = window.batch;
-        // One batch from the tree, under the shared lock, copied into `out`'s buffer.
+        // One batch from the tree, under the shared lock, copied into `out`'s buffer; none
+        // when a commit after this snapshot found the table empty (an empty mark): the
+        // reader's view of it is then the overlay's keys alone, in the whole window (checked
+        // under the tree lock, which that commit held while it recorded the mark, before it
+        // changed a page).
         {
             let _shared = self.inner.tree_lock.read();
-            let pages = self.read_pages();
-            Tree::open(root)
-                .scan(
-                    &pages,
-                    as_ref(&window.lower),
-                    as_ref(&window.upper),
-                    direction,
-                )
-                .limit(wanted)
-                .fill(out, wanted)?;
+            let hidden = !self.overlay_is_empty()
+                && self
+                    .inner
+                    .reads
+                    .lock()
+                    .overlay
+                    .hides_table(root.0, snapshot);
+            if !hidden {
+                let pages = self.read_pages();
+                Tree::open(root)
+                    .scan(
+                        &pages,
+                        as_ref(&window.lower),
+                        as_ref(&window.upper),
+                        direction,
+                    )
+                    .limit(wanted)
+                    .fill(out, wanted)?;
+            }
         }
         let done = out.len() < wanted;
         window.batch = (wanted * 2).min(SCAN_BATCH);

@@ -15,6 +15,14 @@
 //! A reader with snapshot lsn `r` sees, for key `k`, the `before` value of the first entry
 //! with `lsn > r`, or the tree's value when there is none. Entries are pruned once every
 //! reader's snapshot is at or past their lsn.
+//!
+//! A commit that fills a table it found empty (a bulk load) records no entry per key: it
+//! records one *empty mark*, "table `t` was empty before lsn `m`", which stands for an entry
+//! `before = None` of every key of `t` at `m`. So a reader at `r` takes, of the key's first
+//! entry after `r` and the table's first mark after `r`, the earlier: a mark first means the
+//! key was absent at `r` (the table was empty just before `m`, and nothing changed the key
+//! between `r` and `m`). A scan by a reader below a mark reads no tree key of that table: it
+//! sees only the overlay's keys, each as [`Overlay::seen`] says (`hides_table`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -89,6 +97,10 @@ pub struct Overlay {
     entries: BTreeMap<Arc<[u8]>, Versions>,
     /// Every version's (lsn, entry key), in recording order, which is lsn order: for pruning.
     by_lsn: VecDeque<(u64, Arc<[u8]>)>,
+    /// Per table, the lsns of its empty marks (see the module doc), increasing.
+    empty_marks: BTreeMap<TableId, VecDeque<u64>>,
+    /// Every empty mark's (lsn, table), in lsn order: for pruning.
+    marks_by_lsn: VecDeque<(u64, TableId)>,
 }
 
 /// What the overlay says a reader sees for one key.
@@ -104,12 +116,7 @@ impl Overlay {
     /// Records that the commit at `lsn` changed `key`, which held `before` until then.
     /// Commits are recorded in lsn order.
     pub fn record(&mut self, table: TableId, key: &[u8], lsn: u64, before: Option<Vec<u8>>) {
-        if let Some((last, _)) = self.by_lsn.back() {
-            assert!(
-                *last <= lsn,
-                "overlay: commits recorded out of lsn order: {last} then {lsn}"
-            );
-        }
+        self.assert_in_order(lsn);
         let version = Before { lsn, value: before };
         let existing = with_entry_key(table, key, |probe| {
             self.entries
@@ -137,16 +144,69 @@ impl Overlay {
         self.by_lsn.push_back((lsn, shared));
     }
 
+    /// Records that the commit at `lsn` found `table` empty: every key it holds from then
+    /// on was absent before `lsn` (see the module doc). Commits are recorded in lsn order.
+    pub fn record_empty(&mut self, table: TableId, lsn: u64) {
+        self.assert_in_order(lsn);
+        let marks = self.empty_marks.entry(table).or_default();
+        if let Some(last) = marks.back() {
+            assert!(
+                *last < lsn,
+                "overlay: empty marks of table {table} out of order: {last} then {lsn}"
+            );
+        }
+        marks.push_back(lsn);
+        self.marks_by_lsn.push_back((lsn, table));
+    }
+
+    fn assert_in_order(&self, lsn: u64) {
+        let last = self
+            .by_lsn
+            .back()
+            .map(|(l, _)| *l)
+            .max(self.marks_by_lsn.back().map(|(l, _)| *l));
+        if let Some(last) = last {
+            assert!(
+                last <= lsn,
+                "overlay: commits recorded out of lsn order: {last} then {lsn}"
+            );
+        }
+    }
+
+    /// The first empty mark of `table` after `read_lsn`: a reader at `read_lsn` sees the
+    /// table as it was before that commit, when it was empty.
+    fn first_mark_after(&self, table: TableId, read_lsn: u64) -> Option<u64> {
+        self.empty_marks
+            .get(&table)?
+            .iter()
+            .copied()
+            .find(|lsn| *lsn > read_lsn)
+    }
+
+    /// True when a reader at `read_lsn` may see none of `table`'s keys in the tree: a
+    /// commit after its snapshot found the table empty. Its view of the table is the
+    /// overlay's keys alone ([`Overlay::keys_in`], each [`Overlay::seen`]).
+    #[must_use]
+    pub fn hides_table(&self, table: TableId, read_lsn: u64) -> bool {
+        self.first_mark_after(table, read_lsn).is_some()
+    }
+
     /// What a reader at snapshot `read_lsn` sees for `key`.
     #[must_use]
     pub fn seen(&self, table: TableId, key: &[u8], read_lsn: u64) -> Seen {
-        with_entry_key(table, key, |probe| match self.entries.get(probe) {
-            None => Seen::Tree,
-            Some(versions) => match versions.iter().find(|b| b.lsn > read_lsn) {
-                Some(b) => Seen::Value(b.value.clone()),
-                None => Seen::Tree,
-            },
-        })
+        let mark = self.first_mark_after(table, read_lsn);
+        let version = with_entry_key(table, key, |probe| {
+            self.entries
+                .get(probe)
+                .and_then(|versions| versions.iter().find(|b| b.lsn > read_lsn))
+        });
+        match (version, mark) {
+            (None, None) => Seen::Tree,
+            (Some(b), mark) if mark.is_none_or(|m| b.lsn < m) => Seen::Value(b.value.clone()),
+            // The table was empty just before the mark, and the key unchanged since the
+            // snapshot: it was absent then.
+            _ => Seen::Value(None),
+        }
     }
 
     /// Keys of `table` in `[start, end)` (as bounds) that the overlay knows, in order: a
@@ -198,18 +258,33 @@ impl Overlay {
                 }
             }
         }
+        while let Some(&(lsn, table)) = self.marks_by_lsn.front() {
+            if lsn > horizon {
+                break;
+            }
+            self.marks_by_lsn.pop_front();
+            let marks = self
+                .empty_marks
+                .get_mut(&table)
+                .expect("marks_by_lsn and empty_marks agree");
+            assert_eq!(marks.pop_front(), Some(lsn), "pruning marks out of order");
+            if marks.is_empty() {
+                self.empty_marks.remove(&table);
+            }
+        }
     }
 
-    /// Number of keys with hidden versions.
+    /// Number of keys with hidden versions (empty marks not counted).
     #[must_use]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
-    /// True when no key has a hidden version.
+    /// True when no key has a hidden version and no table an empty mark: every reader
+    /// reads the tree as it is.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.empty_marks.is_empty()
     }
 
     /// Panics unless every key's versions are in strictly increasing lsn order, none past
@@ -258,6 +333,33 @@ impl Overlay {
             versions_total,
             "overlay: the index and the versions disagree"
         );
+        let mut marks_total = 0;
+        for (table, marks) in &self.empty_marks {
+            assert!(
+                !marks.is_empty(),
+                "overlay: table {table} with no marks kept"
+            );
+            for (i, lsn) in marks.iter().enumerate() {
+                assert!(
+                    i == 0 || marks[i - 1] < *lsn,
+                    "overlay: marks of table {table} out of order"
+                );
+                assert!(
+                    *lsn <= end + 1,
+                    "overlay: mark {lsn} past the log end {end} + 1"
+                );
+                assert!(
+                    self.marks_by_lsn.contains(&(*lsn, *table)),
+                    "overlay: mark {lsn} of table {table} not in the index"
+                );
+                marks_total += 1;
+            }
+        }
+        assert_eq!(
+            self.marks_by_lsn.len(),
+            marks_total,
+            "overlay: the marks' index and the marks disagree"
+        );
     }
 }
 
@@ -299,24 +401,33 @@ mod tests {
 
     proptest! {
         /// Against a model that keeps the whole history: a reader at any snapshot at or after
-        /// the prune horizon sees exactly the state after the commits up to its snapshot.
+        /// the prune horizon sees exactly the state after the commits up to its snapshot. A
+        /// commit that finds the table empty records an empty mark instead of its keys when
+        /// `marks` says so; a reader's scan then reads no tree key while the table is hidden.
         #[test]
         fn overlay_matches_full_history(
             commits in prop::collection::vec(prop::collection::vec((0u8..6, prop::option::of(0u8..50)), 1..4), 1..30),
-            prune_at in 0usize..30,
+            marks in prop::collection::vec(any::<bool>(), 30),
+            // Half the cases prune nothing: every snapshot, the oldest ones too, is read.
+            prune_at in prop_oneof![Just(0usize), 0usize..30],
         ) {
             let mut tree: BTreeMap<u8, u8> = BTreeMap::new();
             let mut history: Vec<(u64, BTreeMap<u8, u8>)> = vec![(0, tree.clone())];
             let mut o = Overlay::default();
             for (i, changes) in commits.iter().enumerate() {
                 let lsn = (i as u64 + 1) * 10;
+                let mark = tree.is_empty() && marks[i];
+                if mark {
+                    o.record_empty(0, lsn);
+                }
                 let mut seen_in_commit = std::collections::BTreeSet::new();
                 for &(k, v) in changes {
-                    if seen_in_commit.insert(k) {
+                    if !mark && seen_in_commit.insert(k) {
                         o.record(0, &[k], lsn, tree.get(&k).map(|b| vec![*b]));
                     }
                     match v { Some(v) => { tree.insert(k, v); } None => { tree.remove(&k); } }
                 }
+                o.check_invariants(lsn);
                 history.push((lsn, tree.clone()));
             }
             let horizon = (prune_at.min(commits.len()) as u64) * 10;
@@ -330,6 +441,25 @@ mod tests {
                     };
                     prop_assert_eq!(got, want, "key {} at {}", k, lsn);
                 }
+                // A scan as `Db::scan_step` makes one: the tree's entries (none while the
+                // table is hidden), then each overlay key's view over them.
+                let mut scanned: BTreeMap<u8, u8> = if o.hides_table(0, *lsn) {
+                    BTreeMap::new()
+                } else {
+                    tree.clone()
+                };
+                for k in o.keys_in(0, Bound::Unbounded, Bound::Unbounded) {
+                    match o.seen(0, k, *lsn) {
+                        Seen::Tree => {}
+                        Seen::Value(Some(v)) => {
+                            scanned.insert(k[0], v[0]);
+                        }
+                        Seen::Value(None) => {
+                            scanned.remove(&k[0]);
+                        }
+                    }
+                }
+                prop_assert_eq!(&scanned, state, "scan at {}", lsn);
             }
         }
     }
