@@ -101,6 +101,7 @@ fn a_queued_sync_commit_is_invisible_to_readers_while_its_flush_is_held() {
 /// it was durable.
 #[test]
 fn a_load_into_empty_tables_is_invisible_to_readers_while_its_flush_is_held() {
+    const ROWS: u32 = 600;
     let disk = SimDisk::new(SimConfig::default());
     let gate = Arc::new(Gate::default());
     let storage = Arc::new(HookedStorage::new(
@@ -120,7 +121,6 @@ fn a_load_into_empty_tables_is_invisible_to_readers_while_its_flush_is_held() {
     txn.delete_in("orders", b"o-1").expect("delete");
     txn.commit_with(Durability::Sync).expect("commit");
     let emptied = db.begin_read().expect("begin_read");
-    const ROWS: u32 = 600;
     gate.arm(1);
     let loader = {
         let db = db.clone();
