@@ -374,13 +374,62 @@ impl PageOp {
         );
     }
 
-    /// Bytes of the encoded op.
+    /// Bytes of the encoded op, counted without encoding it (a commit asks for it once per
+    /// op it applies and once per op it logs; encoding into a scratch vector each time was
+    /// most of what `encode` cost a bulk load).
     #[must_use]
     pub fn encoded_len(&self) -> usize {
-        let mut out = Vec::new();
-        self.encode(&mut out);
-        out.len()
+        const TAG_AND_PAGE: usize = 1 + size_of::<u64>();
+        let key = |key: &[u8]| size_of::<u16>() + key.len();
+        let bytes32 = |bytes: &[u8]| size_of::<u32>() + bytes.len();
+        TAG_AND_PAGE
+            + match self {
+                PageOp::Format { .. } => 1,
+                PageOp::Image { body, .. } => {
+                    let (_, zeros) = longest_zero_run(body);
+                    1 + 3 * size_of::<u32>() + body.len() - zeros
+                }
+                PageOp::LeafPut { key: k, value, .. } => {
+                    key(k)
+                        + 1
+                        + match value {
+                            LeafValue::Inline(bytes) => bytes32(bytes),
+                            LeafValue::Overflow { .. } => size_of::<u32>() + size_of::<u64>(),
+                        }
+                }
+                PageOp::LeafDelete { key: k, .. } => key(k),
+                PageOp::Truncate { .. } | PageOp::BranchRemove { .. } => size_of::<u16>(),
+                PageOp::BranchInsert { key: k, .. } => key(k) + size_of::<u64>(),
+                PageOp::SetLeftmost { .. } | PageOp::SetPrev { .. } | PageOp::SetNext { .. } => {
+                    size_of::<u64>()
+                }
+                PageOp::OverflowWrite { data, .. } => size_of::<u64>() + bytes32(data),
+            }
     }
+}
+
+/// The start and length of the longest run of zero bytes in `body` (the first of equal
+/// runs; `(0, 0)` when there is none). Eight bytes at a time through the zeros: a page image
+/// is mostly its free space, and a split images a page.
+fn longest_zero_run(body: &[u8]) -> (usize, usize) {
+    let (mut best_start, mut best_len, mut run_start) = (0, 0, 0);
+    let mut index = 0;
+    while index < body.len() {
+        if index + 8 <= body.len() && index > run_start && body[index..index + 8] == [0; 8] {
+            // Inside a run of zeros: the whole word extends it.
+            index += 8;
+        } else {
+            if body[index] != 0 {
+                run_start = index + 1;
+            }
+            index += 1;
+        }
+        if index > run_start && index - run_start > best_len {
+            best_start = run_start;
+            best_len = index - run_start;
+        }
+    }
+    (best_start, best_len)
 }
 
 fn put_key(out: &mut Vec<u8>, key: &[u8]) {
@@ -398,15 +447,7 @@ fn put_bytes32(out: &mut Vec<u8>, bytes: &[u8]) {
 /// Encodes an image as the bytes around its longest run of zeros: a node's free space and an
 /// overflow page's tail cost nothing in the log.
 fn encode_image(out: &mut Vec<u8>, kind: PageKind, body: &[u8]) {
-    let (mut best_start, mut best_len, mut run_start) = (0, 0, 0);
-    for (index, &byte) in body.iter().enumerate() {
-        if byte != 0 {
-            run_start = index + 1;
-        } else if index + 1 - run_start > best_len {
-            best_start = run_start;
-            best_len = index + 1 - run_start;
-        }
-    }
+    let (best_start, best_len) = longest_zero_run(body);
     let head = &body[..best_start];
     let tail = &body[best_start + best_len..];
     out.push(kind_byte(kind));

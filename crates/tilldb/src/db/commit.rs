@@ -592,10 +592,12 @@ fn part_limit(db: &Db) -> usize {
 }
 
 /// Appends `ops`, and the changes section of `writes` (with the change feed), as records
-/// `*records..` of one commit, and counts them in `records`: as few as hold them with at most
-/// [`part_limit`] bytes of ops each (and at least one op: an op is at most a page and its
-/// header), the changes on the last (or in a record of their own where they do not fit
-/// beside its ops). With `last`, the last record ends the commit. The parts of one commit may
+/// `*records..` of one commit, and counts them in `records`: as few as hold them (at least one
+/// op each: an op is at most a page and its header), the changes on the last (or in a record
+/// of their own where they do not fit beside its ops). A part [`write_in_parts`] cut holds a
+/// little more than [`part_limit`] bytes of ops (the write that passed it), which one record
+/// carries: split at the limit, every part was a full record and a second of one op, whose
+/// append waited for a segment of its own (docs/benchmarks.md, "The write set as an arena"). With `last`, the last record ends the commit. The parts of one commit may
 /// divide its ops anywhere, even inside one write's split: replay applies all of them or
 /// none. Returns the last record's end.
 fn append_parts<'a, I>(
@@ -609,15 +611,15 @@ fn append_parts<'a, I>(
 where
     I: IntoIterator<Item = record::Write<'a>> + Clone,
 {
-    let limit = part_limit(db);
     let max = db.inner.wal.max_payload_bytes();
+    let chunk_max = max - record::HEADER_BYTES;
     let changes_bytes = writes.map_or(0, |w| record::changes_len(w.clone()));
-    // The ops in chunks of at most `limit` bytes (an op at least; none for no ops).
+    // The ops in chunks that each fill at most one record (an op at least; none for no ops).
     let mut chunks: Vec<&[PageOp]> = Vec::new();
     let (mut from, mut bytes) = (0, 0);
     for (i, op) in ops.iter().enumerate() {
         let len = op.encoded_len();
-        if i > from && bytes + len > limit {
+        if i > from && bytes + len > chunk_max {
             chunks.push(&ops[from..i]);
             (from, bytes) = (i, 0);
         }

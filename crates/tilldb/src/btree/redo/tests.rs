@@ -289,3 +289,47 @@ fn an_op_for_another_page_is_a_bug() {
     }
     .apply_to(&mut page);
 }
+
+#[test]
+fn encoded_len_is_the_length_encode_writes() {
+    for op in samples() {
+        let mut out = Vec::new();
+        op.encode(&mut out);
+        assert_eq!(op.encoded_len(), out.len(), "{op:?}");
+    }
+}
+
+/// The longest run of zeros, the first of equal ones, one byte at a time.
+fn longest_zero_run_bytewise(body: &[u8]) -> (usize, usize) {
+    let (mut best_start, mut best_len, mut run_start) = (0, 0, 0);
+    for (index, &byte) in body.iter().enumerate() {
+        if byte != 0 {
+            run_start = index + 1;
+        } else if index + 1 - run_start > best_len {
+            best_start = run_start;
+            best_len = index + 1 - run_start;
+        }
+    }
+    (best_start, best_len)
+}
+
+proptest::proptest! {
+    /// The word-at-a-time scan finds the run the byte-at-a-time one does, on bodies of runs
+    /// of zeros and non-zeros of every length and alignment.
+    #[test]
+    fn the_longest_zero_run_is_found_a_word_at_a_time(
+        runs in proptest::collection::vec((0usize..40, proptest::bool::ANY), 0..20),
+    ) {
+        let mut body = Vec::new();
+        for (i, (len, zero)) in runs.iter().enumerate() {
+            let fill = if *zero { 0 } else { u8::try_from(i % 250).unwrap_or(0) + 1 };
+            body.extend(std::iter::repeat_n(fill, *len));
+        }
+        proptest::prop_assert_eq!(longest_zero_run(&body), longest_zero_run_bytewise(&body));
+        let op = PageOp::Image { page: PageId(1), kind: PageKind::Leaf, body };
+        let mut out = Vec::new();
+        op.encode(&mut out);
+        proptest::prop_assert_eq!(op.encoded_len(), out.len());
+        proptest::prop_assert_eq!(decode(&out), Ok((op, out.len())));
+    }
+}
