@@ -10,7 +10,7 @@
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use tilldb::internals::btree::{Direction, MemPages, Pages, Tree};
+use tilldb::internals::btree::{Direction, Finger, MemPages, Pages, Tree};
 use tilldb::internals::page::{PageBuf, PageId};
 
 const PAGE_BYTES: u32 = 4096;
@@ -115,13 +115,17 @@ fn run(ops: &[Op]) -> Result<(MemPages, Vec<Snapshot>), TestCaseError> {
     let tree = Tree::create(&pages).expect("create");
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut snapshots = Vec::new();
+    // Puts go through a finger kept across them, as a commit's do (cleared at a delete): a
+    // run of them in key order starts at the leaf the last one changed.
+    let mut finger = Finger::default();
     for (step, op) in ops.iter().enumerate() {
         match op {
             Op::Put(key, value) => {
-                let replaced = tree.put(&pages, key, value).expect("put");
+                let replaced = tree.put_at(&pages, key, value, &mut finger).expect("put");
                 prop_assert_eq!(replaced, model.insert(key.clone(), value.clone()).is_some());
             }
             Op::Delete(key) => {
+                finger.clear();
                 let deleted = tree.delete(&pages, key).expect("delete");
                 prop_assert_eq!(deleted, model.remove(key).is_some());
             }
@@ -185,15 +189,21 @@ fn assert_same_pages(expected: &Snapshot, actual: &Snapshot) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
-    /// A growing phase, a shrinking phase (merges, root collapse), then a mixed one.
+    /// A growing phase, a run of puts in key order, a shrinking phase (merges, root collapse),
+    /// then a mixed one.
     #[test]
     fn tree_matches_model_and_redo_rebuilds_every_page(
         grow in prop::collection::vec(op(8, 1), 0..300),
+        in_order in prop::collection::vec((key(), value()), 0..200),
         shrink in prop::collection::vec(op(1, 8), 0..300),
         mixed in prop::collection::vec(op(4, 3), 0..100),
         choices in prop::collection::vec(any::<prop::sample::Index>(), 64),
     ) {
-        let ops: Vec<Op> = grow.into_iter().chain(shrink).chain(mixed).collect();
+        // A run of puts in key order, as a commit applies its write set.
+        let mut in_order = in_order;
+        in_order.sort_by(|a, b| a.0.cmp(&b.0));
+        let in_order = in_order.into_iter().map(|(k, v)| Op::Put(k, v));
+        let ops: Vec<Op> = grow.into_iter().chain(in_order).chain(shrink).chain(mixed).collect();
         let (pages, snapshots) = run(&ops)?;
         let log = pages.log();
         let final_pages = pages.snapshot();

@@ -58,7 +58,7 @@ pub use entries::Entries;
 pub use mem::MemPages;
 pub use node::LeafValue;
 pub use redo::PageOp;
-pub use tree::Tree;
+pub use tree::{Finger, Tree};
 
 use crate::page::{HEADER_BYTES, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageBuf, PageId, PageKind};
 use crate::{Error, Result};

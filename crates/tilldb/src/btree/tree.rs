@@ -96,10 +96,30 @@ impl Tree {
     /// changes. An I/O error from the pages may leave the tree half changed; the engine then
     /// stops and recovers from the log.
     pub fn put<P: Pages>(self, pages: &P, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.put_at(pages, key, value, &mut Finger::untracked())
+    }
+
+    /// [`Tree::put`], starting at the leaf `finger` holds when that leaf's key range holds
+    /// `key`, and leaving it on the leaf this put changed (cleared by a split). For a run of
+    /// puts in key order (a commit applies its writes so): most of them land in the leaf the
+    /// last one did, and skip the descent from the root. The finger must be this tree's, and
+    /// nothing but puts through it may change the tree while it is kept
+    /// ([`Tree::delete`] does not keep it: clear it around one).
+    pub fn put_at<P: Pages>(
+        self,
+        pages: &P,
+        key: &[u8],
+        value: &[u8],
+        finger: &mut Finger,
+    ) -> Result<bool> {
         let limits = Limits::new(pages.page_bytes());
         limits.check_key(key)?;
         limits.check_value(value)?;
-        let (path, leaf) = self.descend(pages, key)?;
+        let at = match finger.at.take() {
+            Some(at) if at.root == self.root && at.covers(key) => at,
+            _ => FingerAt::descend(pages, self.root, key, finger.tracked)?,
+        };
+        let leaf = at.leaf;
         let inline = limits.is_inline(key.len(), value.len());
         let cell_bytes = if inline {
             node::LEAF_CELL_HEADER_BYTES + key.len() + value.len()
@@ -133,8 +153,11 @@ impl Tree {
                 key: key.to_vec(),
                 value: new_value,
             })?;
+            if finger.tracked {
+                finger.at = Some(at);
+            }
         } else {
-            split::split_leaf(pages, self.root, path, leaf, key, new_value)?;
+            split::split_leaf(pages, self.root, at.path, leaf, key, new_value)?;
         }
         if let Some(Some((first, len))) = old {
             overflow::free(pages, first, len)?;
@@ -240,6 +263,82 @@ fn overflow_of(value: ValueRef<'_>) -> Option<(PageId, u32)> {
     match value {
         ValueRef::Inline(_) => None,
         ValueRef::Overflow { len, first } => Some((first, len)),
+    }
+}
+
+/// Where a run of puts last landed (see [`Tree::put_at`]).
+#[derive(Debug)]
+pub struct Finger {
+    at: Option<FingerAt>,
+    /// Whether it keeps the leaf (a lone put's does not: no separators copied).
+    tracked: bool,
+}
+
+impl Default for Finger {
+    fn default() -> Self {
+        Finger {
+            at: None,
+            tracked: true,
+        }
+    }
+}
+
+impl Finger {
+    fn untracked() -> Self {
+        Finger {
+            at: None,
+            tracked: false,
+        }
+    }
+
+    /// Forgets the leaf: the next put descends from the root.
+    pub fn clear(&mut self) {
+        self.at = None;
+    }
+}
+
+/// A leaf, the path to it, and the key range it holds: `low <= key < high` (a missing
+/// bound: open on that side), the separators beside the path's innermost branches.
+#[derive(Debug)]
+struct FingerAt {
+    root: PageId,
+    path: walk::Path,
+    leaf: PageId,
+    low: Option<Vec<u8>>,
+    high: Option<Vec<u8>>,
+}
+
+impl FingerAt {
+    /// Descends to `key`'s leaf; with `fences`, keeps the range it holds.
+    fn descend<P: Pages>(pages: &P, root: PageId, key: &[u8], fences: bool) -> Result<FingerAt> {
+        let (mut low, mut high) = (None, None);
+        let (path, leaf) = walk::descend_by(pages, root, |node| {
+            let index = node.child_index(key);
+            if !fences {
+                return index;
+            }
+            // Child `index` holds the keys from separator `index - 1` up to separator
+            // `index`: the innermost branch with a separator on a side bounds that side.
+            if index > 0 {
+                low = Some(node.key(index - 1).to_vec());
+            }
+            if index < node.count() {
+                high = Some(node.key(index).to_vec());
+            }
+            index
+        })?;
+        Ok(FingerAt {
+            root,
+            path,
+            leaf,
+            low,
+            high,
+        })
+    }
+
+    fn covers(&self, key: &[u8]) -> bool {
+        self.low.as_deref().is_none_or(|low| low <= key)
+            && self.high.as_deref().is_none_or(|high| key < high)
     }
 }
 

@@ -43,7 +43,7 @@ use super::write_set::Writes;
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
 use crate::Durability;
 use crate::btree::PageOp;
-use crate::btree::Tree;
+use crate::btree::{Finger, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
 use crate::record::{self, Alloc};
@@ -458,6 +458,8 @@ fn write_in_parts<'c>(
     let mut part_changes_bytes = 0;
     for (table, writes) in changes.writes.tables() {
         let tree = Tree::open(roots[table].expect("every table has a root by now"));
+        // The writes come in key order: a put usually lands in the leaf the last one did.
+        let mut finger = Finger::default();
         for write in writes {
             let cut = pages.ops_bytes() + part_changes_bytes >= limit
                 || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
@@ -470,13 +472,11 @@ fn write_in_parts<'c>(
                 part_writes.clear();
                 part_changes_bytes = 0;
             }
-            match write.value {
-                Some(v) => {
-                    tree.put(pages, write.key, v)?;
-                }
-                None => {
-                    tree.delete(pages, write.key)?;
-                }
+            if let Some(v) = write.value {
+                tree.put_at(pages, write.key, v, &mut finger)?;
+            } else {
+                finger.clear();
+                tree.delete(pages, write.key)?;
             }
             if feed {
                 part_writes.push(write);
