@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn a_broken_leaf_link_is_reported_with_its_page() {
         let (pages, tree) = two_level_tree();
-        let (_, leaf) = tree.descend(&pages, b"0100").expect("descend");
+        let leaf = super::super::walk::find_leaf(&pages, tree.root(), b"0100").expect("descend");
         pages
             .apply(PageOp::SetNext {
                 page: leaf,
@@ -316,7 +316,7 @@ mod tests {
     #[test]
     fn a_key_outside_its_separators_is_reported() {
         let (pages, tree) = two_level_tree();
-        let (_, leaf) = tree.descend(&pages, b"0100").expect("descend");
+        let leaf = super::super::walk::find_leaf(&pages, tree.root(), b"0100").expect("descend");
         pages
             .apply(PageOp::LeafPut {
                 page: leaf,

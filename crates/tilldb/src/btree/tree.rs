@@ -7,7 +7,7 @@
 
 use super::cursor::{Cursor, Direction};
 use super::node::{self, LeafValue, NodeKind, ValueRef};
-use super::walk::{self, Path, resolve, with_node};
+use super::walk::{self, resolve, with_node};
 use super::{Limits, PageOp, Pages, TreeStats, check, merge, overflow, split};
 use crate::Result;
 use crate::page::{PageId, PageKind};
@@ -46,11 +46,6 @@ impl Tree {
         with_node(pages, self.root, |node| {
             node.kind() == NodeKind::Leaf && node.count() == 0
         })
-    }
-
-    /// Descends to the leaf whose key range holds `key`, returning the path and the leaf.
-    pub(super) fn descend<P: Pages>(self, pages: &P, key: &[u8]) -> Result<(Path, PageId)> {
-        walk::descend(pages, self.root, key)
     }
 
     /// The value of `key`, if present.
@@ -112,6 +107,30 @@ impl Tree {
         value: &[u8],
         finger: &mut Finger,
     ) -> Result<bool> {
+        Ok(self.put_inner(pages, key, value, finger, false)?.0)
+    }
+
+    /// [`Tree::put_at`], returning the value `key` held before (read from the leaf the put
+    /// changes: one descent where a lookup and a put took two).
+    pub fn put_keeping<P: Pages>(
+        self,
+        pages: &P,
+        key: &[u8],
+        value: &[u8],
+        finger: &mut Finger,
+    ) -> Result<Option<Vec<u8>>> {
+        Ok(self.put_inner(pages, key, value, finger, true)?.1)
+    }
+
+    /// A put; with `keep`, the old value too (else `None`).
+    fn put_inner<P: Pages>(
+        self,
+        pages: &P,
+        key: &[u8],
+        value: &[u8],
+        finger: &mut Finger,
+        keep: bool,
+    ) -> Result<(bool, Option<Vec<u8>>)> {
         let limits = Limits::new(pages.page_bytes());
         limits.check_key(key)?;
         limits.check_value(value)?;
@@ -131,13 +150,20 @@ impl Tree {
             "cell of {cell_bytes} bytes"
         );
         // What the key holds now, and whether the new cell fits beside the others.
-        let (old, fits) = with_node(pages, leaf, |node| match node.search(key) {
+        let (old, fits, kept) = with_node(pages, leaf, |node| match node.search(key) {
             Ok(index) => (
                 Some(overflow_of(node.value(index))),
                 cell_bytes <= node.free_bytes() + node.cell(index).len(),
+                keep.then(|| node.value(index).to_owned()),
             ),
-            Err(_) => (None, cell_bytes + node::SLOT_BYTES <= node.free_bytes()),
+            Err(_) => (
+                None,
+                cell_bytes + node::SLOT_BYTES <= node.free_bytes(),
+                None,
+            ),
         })?;
+        // The old value whole (an overflow chain read) before anything changes.
+        let kept = kept.map(|value| resolve(pages, value)).transpose()?;
         let new_value = if inline {
             LeafValue::Inline(value.to_vec())
         } else {
@@ -162,20 +188,55 @@ impl Tree {
         if let Some(Some((first, len))) = old {
             overflow::free(pages, first, len)?;
         }
-        Ok(old.is_some())
+        Ok((old.is_some(), kept))
     }
 
     /// Removes `key`. Returns whether it was present.
     pub fn delete<P: Pages>(self, pages: &P, key: &[u8]) -> Result<bool> {
-        let (path, leaf) = self.descend(pages, key)?;
-        let old = with_node(pages, leaf, |node| {
-            node.search(key)
-                .ok()
-                .map(|index| overflow_of(node.value(index)))
-        })?;
-        let Some(old_overflow) = old else {
-            return Ok(false);
+        Ok(self
+            .delete_inner(pages, key, &mut Finger::untracked(), false)?
+            .0)
+    }
+
+    /// [`Tree::delete`] through `finger` (as [`Tree::put_at`]; kept unless the delete
+    /// merges), returning the value `key` held (`None`: it was absent, nothing changed).
+    pub fn delete_keeping<P: Pages>(
+        self,
+        pages: &P,
+        key: &[u8],
+        finger: &mut Finger,
+    ) -> Result<Option<Vec<u8>>> {
+        Ok(self.delete_inner(pages, key, finger, true)?.1)
+    }
+
+    /// A delete; with `keep`, the old value too (else `None`).
+    fn delete_inner<P: Pages>(
+        self,
+        pages: &P,
+        key: &[u8],
+        finger: &mut Finger,
+        keep: bool,
+    ) -> Result<(bool, Option<Vec<u8>>)> {
+        let at = match finger.at.take() {
+            Some(at) if at.root == self.root && at.covers(key) => at,
+            _ => FingerAt::descend(pages, self.root, key, finger.tracked)?,
         };
+        let leaf = at.leaf;
+        let old = with_node(pages, leaf, |node| {
+            node.search(key).ok().map(|index| {
+                (
+                    overflow_of(node.value(index)),
+                    keep.then(|| node.value(index).to_owned()),
+                )
+            })
+        })?;
+        let Some((old_overflow, kept)) = old else {
+            if finger.tracked {
+                finger.at = Some(at);
+            }
+            return Ok((false, None));
+        };
+        let kept = kept.map(|value| resolve(pages, value)).transpose()?;
         pages.apply(PageOp::LeafDelete {
             page: leaf,
             key: key.to_vec(),
@@ -183,8 +244,17 @@ impl Tree {
         if let Some((first, len)) = old_overflow {
             overflow::free(pages, first, len)?;
         }
-        merge::rebalance(pages, self.root, path, leaf)?;
-        Ok(true)
+        // A leaf still at least a quarter full is not merged: the finger stays on it.
+        #[expect(clippy::redundant_closure_for_method_calls, reason = "as in merge.rs")]
+        let underfull = with_node(pages, leaf, |view| view.is_underfull())?;
+        if leaf != self.root && !underfull {
+            if finger.tracked {
+                finger.at = Some(at);
+            }
+        } else {
+            merge::rebalance(pages, self.root, at.path, leaf)?;
+        }
+        Ok((true, kept))
     }
 
     /// The entries with keys between `lower` and `upper`, in `direction`.

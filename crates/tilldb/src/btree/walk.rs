@@ -51,11 +51,6 @@ pub(super) fn resolve<P: Pages>(pages: &P, value: LeafValue) -> Result<Vec<u8>> 
     }
 }
 
-/// Descends from `root` to the leaf that holds `key` (or would).
-pub(super) fn descend<P: Pages>(pages: &P, root: PageId, key: &[u8]) -> Result<(Path, PageId)> {
-    descend_by(pages, root, |node| node.child_index(key))
-}
-
 /// Descends from `root` to the leaf that holds `key` (or would), without recording the path:
 /// for reads.
 pub(super) fn find_leaf<P: Pages>(pages: &P, root: PageId, key: &[u8]) -> Result<PageId> {

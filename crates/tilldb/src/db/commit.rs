@@ -355,34 +355,50 @@ pub(super) fn apply(
             changes.visible_root_of(db, table, exclusive.held())?,
         );
     }
-    // Readers may not see this commit until it is acknowledged: keep the values they
-    // still need, before the pages change. The provisional lsn is above every current
-    // snapshot and at most this commit's lsn. A table this commit creates is hidden by
-    // its catalog entry; its keys need no entries.
-    // The log end now, under the writer lock: this commit's record starts at or after it.
-    // A log that failed in the background (the interval flusher) fails this commit here,
-    // before it changes a page or the overlay.
+    // Readers may not see this commit until it is acknowledged: the overlay keeps the
+    // values they still need, under a provisional lsn above every current snapshot and at
+    // most this commit's lsn. The log end now, under the writer lock: this commit's record
+    // starts at or after it. A log that failed in the background (the interval flusher)
+    // fails this commit here, before it changes a page or the overlay.
     let before = inner.wal.end_lsn_checked()?.0;
     let provisional = before + 1;
-    let deltas = keep_befores(db, changes, &drops, &roots, provisional, &exclusive)?;
+    let (mut befores, empties) = catalog_befores(db, changes, &drops, &roots, &exclusive)?;
+    // Tables whose every key is absent before this commit: created by it (hidden by their
+    // absent catalog entry) or found empty (hidden by an empty mark). Their writes keep no
+    // value per key.
+    let fresh: BTreeSet<&str> = roots
+        .iter()
+        .filter(|(_, root)| root.is_none_or(|root| empties.contains(&root)))
+        .map(|(table, _)| table.as_str())
+        .collect();
     let pages = TxnPages::new(&inner.pool, &inner.data_path, **alloc, db.image_below());
-    super::drop::apply_drops(&pages, &drops, &exclusive)?;
-    for (table, root) in &mut roots {
-        if root.is_none() {
-            let tree = Tree::create(&pages)?;
-            Tree::open(CATALOG_ROOT).put(
-                &pages,
-                counts::key_of(table),
-                &counts::entry(tree.root(), 0),
-            )?;
-            *root = Some(tree.root());
+    // From the first change on, a failure poisons the database before the tree lock is let
+    // go: no reader may see pages half changed (reads check the poison under the lock).
+    let poisoned = |e| db.poison(e);
+    super::drop::apply_drops(&pages, &drops, &exclusive).map_err(poisoned)?;
+    let created = create_tables(&pages, &roots).map_err(poisoned)?;
+    let feed = inner.options.change_feed;
+    let written = write_in_parts(db, &pages, changes, &created, &fresh, alloc, &exclusive)
+        .map_err(poisoned)?;
+    let parts = written.parts;
+    befores.extend(written.befores);
+    // The entries whose counts change, of tables that exist before this commit (a created
+    // one is hidden by its absent entry), as they are before `apply_deltas` changes them.
+    for (table, delta) in &written.deltas {
+        if *delta != 0
+            && roots[table.as_str()].is_some()
+            && !crate::mutants::active("count-not-kept-for-readers")
+        {
+            let key = counts::key_of(table);
+            let entry = Tree::open(CATALOG_ROOT).get(&pages, key);
+            befores.push((CATALOG_TABLE, key, entry.map_err(poisoned)?));
         }
     }
-    let feed = inner.options.change_feed;
-    let (parts, part_writes) = write_in_parts(db, &pages, changes, &roots, alloc, &exclusive)?;
+    record_befores(db, befores, &empties, provisional, &exclusive);
     // The rows each table gained or lost, in its catalog entry: the last change of the
     // commit, in its last part.
-    counts::apply_deltas(&pages, &deltas, alloc, &exclusive)?;
+    counts::apply_deltas(&pages, &written.deltas, alloc, &exclusive).map_err(poisoned)?;
+    let part_writes = written.part_writes;
     // The pages are whole again (no node half split) and the overlay hides this commit
     // from readers until it is acknowledged: readers may go on while the record is
     // appended, which can wait for a log segment to be prepared. Not after parts: the
@@ -435,76 +451,130 @@ pub(super) fn apply(
     Ok(lsn)
 }
 
+/// `roots` with a new tree, and its catalog entry (count 0), for each table this commit
+/// creates (`None`).
+fn create_tables(
+    pages: &TxnPages<'_>,
+    roots: &BTreeMap<String, Option<PageId>>,
+) -> Result<BTreeMap<String, Option<PageId>>> {
+    let mut created = roots.clone();
+    for (table, root) in &mut created {
+        if root.is_none() {
+            let tree = Tree::create(pages)?;
+            Tree::open(CATALOG_ROOT).put(
+                pages,
+                counts::key_of(table),
+                &counts::entry(tree.root(), 0),
+            )?;
+            *root = Some(tree.root());
+        }
+    }
+    Ok(created)
+}
+
+/// What [`write_in_parts`] did.
+struct Written<'c> {
+    /// Parts appended before the last.
+    parts: u32,
+    /// The writes since the last part (the last part's, for its changes section).
+    part_writes: Vec<record::Write<'c>>,
+    /// The value each key of a table that is not fresh held before: (table id, key, value).
+    befores: Vec<Before<'c>>,
+    /// The rows each table gained or lost.
+    deltas: counts::Deltas,
+}
+
+/// A value a reader with an older snapshot may need: (table id, key, value before).
+type Before<'a> = (u64, &'a [u8], Option<Vec<u8>>);
+
 /// Applies `changes`' writes to their trees through `pages`, cutting a part (appended to the
 /// log, its pages held by the pool) before the next write once the current one holds
-/// [`part_limit`] bytes, or once the pages it left unlogged would crowd the cache. Returns how many parts
-/// it appended, and the writes since the last (the last part's, for its changes section).
+/// [`part_limit`] bytes, or once the pages it left unlogged would crowd the cache. A table in
+/// `fresh` held no key before this commit; of the others, each write keeps the value its key
+/// held, read from the leaf it changes (one descent per write: a lookup before the changes
+/// and the change took two), and the rows each table gained or lost are counted.
 fn write_in_parts<'c>(
     db: &Db,
     pages: &TxnPages<'_>,
     changes: &'c Changes,
     roots: &BTreeMap<String, Option<PageId>>,
+    fresh: &BTreeSet<&str>,
     _writer: &Writer<'_>,
     _tree: &TreeExclusive<'_>,
-) -> Result<(u32, Vec<record::Write<'c>>)> {
+) -> Result<Written<'c>> {
     let inner = &db.inner;
     let feed = inner.options.change_feed;
     let limit = part_limit(db);
     // Unlogged frames the pool cannot evict: a part is cut before they crowd it.
     let unlogged_max = (inner.pool.capacity() / 4).max(4);
-    let mut parts = 0u32;
-    // The writes whose ops the current part holds, for its changes section, and its bytes.
-    let mut part_writes: Vec<record::Write<'_>> = Vec::new();
+    let mut written = Written {
+        parts: 0,
+        part_writes: Vec::new(),
+        befores: Vec::new(),
+        deltas: counts::Deltas::new(),
+    };
     let mut part_changes_bytes = 0;
     for (table, writes) in changes.writes.tables() {
         let tree = Tree::open(roots[table].expect("every table has a root by now"));
+        let fresh = fresh.contains(table);
         // The writes come in key order: a put usually lands in the leaf the last one did.
         let mut finger = Finger::default();
+        let mut delta = 0i64;
         for write in writes {
             let cut = pages.ops_bytes() + part_changes_bytes >= limit
                 || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
             if cut {
                 let (ops, now, touched) = pages.take_part();
-                let feed = feed.then(|| part_writes.iter().copied());
-                append_parts(db, &ops, now, feed.as_ref(), &mut parts, false)?;
+                let feed = feed.then(|| written.part_writes.iter().copied());
+                append_parts(db, &ops, now, feed.as_ref(), &mut written.parts, false)?;
                 drop(ops);
                 inner.pool.hold(&touched);
-                part_writes.clear();
+                written.part_writes.clear();
                 part_changes_bytes = 0;
             }
-            if let Some(v) = write.value {
-                tree.put_at(pages, write.key, v, &mut finger)?;
-            } else {
-                finger.clear();
-                tree.delete(pages, write.key)?;
+            let before = match (write.value, fresh) {
+                (Some(v), true) => {
+                    tree.put_at(pages, write.key, v, &mut finger)?;
+                    None
+                }
+                (None, true) => {
+                    tree.delete_keeping(pages, write.key, &mut finger)?;
+                    None
+                }
+                (Some(v), false) => Some(tree.put_keeping(pages, write.key, v, &mut finger)?),
+                (None, false) => Some(tree.delete_keeping(pages, write.key, &mut finger)?),
+            };
+            delta += i64::from(write.value.is_some())
+                - i64::from(before.as_ref().is_some_and(Option::is_some));
+            if let Some(before) = before {
+                written.befores.push((tree.root().0, write.key, before));
             }
             if feed {
-                part_writes.push(write);
+                written.part_writes.push(write);
                 part_changes_bytes += record::changes_len([write]) - 4;
             }
         }
+        if delta != 0 {
+            written.deltas.insert(table.to_owned(), delta);
+        }
     }
-    Ok((parts, part_writes))
+    Ok(written)
 }
 
-/// Records in the overlay the values readers with older snapshots still need, before the
-/// pages change: each key's value now, a dropped table's catalog entry, the entry that
-/// hides a table this commit creates, and the entry (with its count) of each table whose
-/// count the commit changes. Returns those changes (`counts.rs`): a put of an absent key
-/// adds a row, a delete of a present one takes one. `provisional` is above every current
-/// snapshot and at most this commit's lsn.
-fn keep_befores(
+/// The values readers with older snapshots need of the catalog before this commit changes
+/// it: a dropped table's catalog entry, and the absent entry that hides a table this commit
+/// creates. Returns them, with the existing tables this commit finds empty (each gets an
+/// empty mark instead of a value per key: `txn/overlay.rs`).
+fn catalog_befores<'a>(
     db: &Db,
     changes: &Changes,
-    drops: &[(String, PageId)],
-    roots: &BTreeMap<String, Option<PageId>>,
-    provisional: u64,
+    drops: &'a [(String, PageId)],
+    roots: &'a BTreeMap<String, Option<PageId>>,
     _tree: &TreeExclusive<'_>,
-) -> Result<counts::Deltas> {
-    let inner = &db.inner;
+) -> Result<(Vec<Before<'a>>, Vec<PageId>)> {
     let pages = db.read_pages();
     let catalog = Tree::open(CATALOG_ROOT);
-    let mut befores = Vec::with_capacity(changes.writes.len());
+    let mut befores = Vec::new();
     // A dropped table's catalog entry, for readers that still see it (and, if this
     // commit creates it anew, the one entry that hides the new table from them).
     for (table, _) in drops {
@@ -517,55 +587,34 @@ fn keep_befores(
             befores.push((CATALOG_TABLE, counts::key_of(table), None));
         }
     }
-    let mut deltas = counts::Deltas::new();
-    // Existing tables this commit finds empty: one empty mark each, no entry per key.
-    let mut empties: Vec<PageId> = Vec::new();
-    for (table, writes) in changes.writes.tables() {
-        // A table this commit creates is hidden by its catalog entry; one it finds empty
-        // by an empty mark (`overlay.rs`): in both, every key is absent before, so a put
-        // adds a row and a delete changes nothing.
-        let per_key = match roots[table] {
-            Some(root) if Tree::open(root).is_empty(&pages)? => {
-                if !crate::mutants::active("empty-mark-lost") {
-                    empties.push(root);
-                }
-                None
-            }
-            root => root,
-        };
-        let delta = match per_key {
-            Some(root) => {
-                let tree = Tree::open(root);
-                let mut delta = 0i64;
-                for write in writes {
-                    let before = tree.get(&pages, write.key)?;
-                    delta += i64::from(write.value.is_some()) - i64::from(before.is_some());
-                    befores.push((root.0, write.key, before));
-                }
-                delta
-            }
-            None => {
-                i64::try_from(writes.filter(|w| w.value.is_some()).count()).expect("counts fit i64")
-            }
-        };
-        if delta != 0 {
-            deltas.insert(table.to_owned(), delta);
+    let mut empties = Vec::new();
+    for (table, _) in changes.writes.tables() {
+        if let Some(root) = roots[table]
+            && Tree::open(root).is_empty(&pages)?
+        {
+            empties.push(root);
         }
     }
-    // The entries whose counts change, of tables that exist before this commit (a created
-    // one is hidden by its absent entry above).
-    for (table, delta) in &deltas {
-        if crate::mutants::active("count-not-kept-for-readers") {
-            break;
-        }
-        if *delta != 0 && roots[table.as_str()].is_some() {
-            let entry = catalog.get(&pages, counts::key_of(table))?;
-            befores.push((CATALOG_TABLE, counts::key_of(table), entry));
-        }
-    }
+    Ok((befores, empties))
+}
+
+/// Records in the overlay, under the provisional lsn, what readers with older snapshots
+/// still need: `befores`, and an empty mark for each table of `empties`. Requires: the tree
+/// lock held exclusively since before the pages changed, so no reader has seen a change
+/// the overlay does not hold yet.
+fn record_befores(
+    db: &Db,
+    befores: Vec<Before<'_>>,
+    empties: &[PageId],
+    provisional: u64,
+    _tree: &TreeExclusive<'_>,
+) {
+    let inner = &db.inner;
     let mut reads = inner.reads.lock();
-    for root in empties {
-        reads.overlay.record_empty(root.0, provisional);
+    if !crate::mutants::active("empty-mark-lost") {
+        for root in empties {
+            reads.overlay.record_empty(root.0, provisional);
+        }
     }
     for (table_id, key, before) in befores {
         reads.overlay.record(table_id, key, provisional, before);
@@ -578,7 +627,6 @@ fn keep_befores(
             .overlay_empty
             .store(false, std::sync::atomic::Ordering::Release);
     }
-    Ok(deltas)
 }
 
 /// The most bytes of ops one record of a commit holds: `Options::commit_part_bytes`, at most

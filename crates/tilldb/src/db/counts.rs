@@ -22,9 +22,9 @@
 //! so the empty key cannot collide with one; every scan of names starts after it
 //! ([`names_lower`]).
 //!
-//! A commit learns each written key's value before it changes the pages (for the overlay,
-//! `commit::keep_befores`); a put of a key that was absent adds one row, a delete of one that
-//! was present takes one away, and the commit's last change is each touched table's entry,
+//! A commit learns each written key's old value from the leaf it changes (for the overlay,
+//! `commit::write_in_parts`; a table it creates or finds empty held none); a put of a key
+//! that was absent adds one row, a delete of one that was present takes one away, and the commit's last change is each touched table's entry,
 //! with the new count. A count never goes below zero (asserted).
 
 use super::locks::{TreeExclusive, TreeHeld, Writer};

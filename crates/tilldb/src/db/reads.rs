@@ -75,8 +75,9 @@ impl Db {
     }
 
     /// `key` as a reader at `snapshot` sees it. The tree is read first and the overlay after:
-    /// a commit records the overlay entry before it changes the page, so a change seen in the
-    /// tree always has its entry by the time the overlay is asked.
+    /// a commit holds the tree lock exclusively from before it changes a page until it has
+    /// recorded the overlay entries, so a change seen in the tree always has its entry by the
+    /// time the overlay is asked.
     pub(super) fn read_at(
         &self,
         root: PageId,
@@ -85,6 +86,9 @@ impl Db {
     ) -> Result<Option<Vec<u8>>> {
         let tree_value = {
             let _shared = self.inner.tree_lock.read();
+            // Under the lock: a commit that failed with pages half changed poisoned the
+            // database before it let the lock go.
+            self.check_poison()?;
             Tree::open(root).get(&self.read_pages(), key)?
         };
         if self.overlay_is_empty() {
@@ -111,6 +115,7 @@ impl Db {
     ) -> Result<Option<R>> {
         {
             let _shared = self.inner.tree_lock.read();
+            self.check_poison()?;
             if self.overlay_is_empty() {
                 return Tree::open(root).get_with(&self.read_pages(), key, f);
             }
@@ -165,6 +170,7 @@ impl Db {
         // changed a page).
         {
             let _shared = self.inner.tree_lock.read();
+            self.check_poison()?;
             let hidden = !self.overlay_is_empty()
                 && self
                     .inner

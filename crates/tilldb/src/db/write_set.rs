@@ -414,11 +414,6 @@ pub(super) struct Writes {
 }
 
 impl Writes {
-    /// Keys written.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
     /// Every write, in (table, key) order.
     pub fn iter(&self) -> WritesIter<'_> {
         WritesIter {
@@ -549,7 +544,7 @@ mod tests {
                 .collect();
             let want: Vec<_> = model.clone().into_iter().collect();
             prop_assert_eq!(&got, &want);
-            prop_assert_eq!(sealed.len(), model.len());
+            prop_assert_eq!(sealed.iter().len(), model.len());
             let grouped: Vec<_> = sealed
                 .tables()
                 .flat_map(|(name, writes)| writes.map(move |w| (name, w.table)))
@@ -577,7 +572,7 @@ mod tests {
             set.arena.stored_bytes
         );
         let sealed = set.seal();
-        assert_eq!(sealed.len(), 1);
+        assert_eq!(sealed.iter().len(), 1);
     }
 
     #[test]
