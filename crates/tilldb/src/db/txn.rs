@@ -205,10 +205,7 @@ impl<'db> Txn<'db> {
                 None => BTreeMap::new(),
             }
         };
-        for (k, v) in self.writes.table(table) {
-            if !std::ops::RangeBounds::contains(&(lower, upper), k) {
-                continue;
-            }
+        for (k, v) in self.writes.table_range(table, lower, upper) {
             match v {
                 Some(v) => merged.insert(k.to_vec(), v.to_vec()),
                 None => merged.remove(k),

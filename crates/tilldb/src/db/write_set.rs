@@ -33,6 +33,7 @@
 use crate::record::Write;
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::ops::Bound;
 
 /// Bytes of an arena chunk (a key and value larger than that get a chunk of their own size).
 const CHUNK_BYTES: usize = 1 << 20;
@@ -318,13 +319,36 @@ impl WriteSet {
 
     /// The latest write of each key of `table`, in key order: (key, value or `None`).
     pub fn table(&mut self, table: &str) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        self.table_range(table, Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// [`WriteSet::table`], only the keys between the bounds (found by binary search: a
+    /// scan of a few keys does not walk the table's writes).
+    pub fn table_range(
+        &mut self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         self.normalize();
         let entries = self.arena.find_table(table).map_or(&[][..], |id| {
             let run = self.runs.first().map_or(&[][..], Vec::as_slice);
             self.arena.table_slice(run, id)
         });
         let arena = &self.arena;
-        entries.iter().map(|e| (arena.key(e), arena.value(e)))
+        let start = match lower {
+            Bound::Unbounded => 0,
+            Bound::Included(k) => entries.partition_point(|e| arena.key(e) < k),
+            Bound::Excluded(k) => entries.partition_point(|e| arena.key(e) <= k),
+        };
+        let end = match upper {
+            Bound::Unbounded => entries.len(),
+            Bound::Included(k) => entries.partition_point(|e| arena.key(e) <= k),
+            Bound::Excluded(k) => entries.partition_point(|e| arena.key(e) < k),
+        };
+        entries[start..end.max(start)]
+            .iter()
+            .map(|e| (arena.key(e), arena.value(e)))
     }
 
     /// Forgets every write to `table`; returns whether any of them (the latest of its key)
@@ -477,6 +501,7 @@ mod tests {
         Put(usize, Vec<u8>, Option<Vec<u8>>),
         Get(usize, Vec<u8>),
         Table(usize),
+        Range(usize, Bound<Vec<u8>>, Bound<Vec<u8>>),
         RemoveTable(usize),
     }
 
@@ -491,7 +516,17 @@ mod tests {
             8 => (0..3usize, key.clone(), value).prop_map(|(t, k, v)| Op::Put(t, k, v)),
             4 => (0..3usize, key).prop_map(|(t, k)| Op::Get(t, k)),
             1 => (0..3usize).prop_map(Op::Table),
+            2 => (0..3usize, bound(), bound()).prop_map(|(t, lo, hi)| Op::Range(t, lo, hi)),
             1 => (0..3usize).prop_map(Op::RemoveTable),
+        ]
+    }
+
+    fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+        let key = prop::collection::vec(0u8..3, 0..11);
+        prop_oneof![
+            Just(Bound::Unbounded),
+            key.clone().prop_map(Bound::Included),
+            key.prop_map(Bound::Excluded),
         ]
     }
 
@@ -528,6 +563,17 @@ mod tests {
                             .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
                             .collect();
                         prop_assert_eq!(got, model_table(&model, TABLES[t]));
+                    }
+                    Op::Range(t, lo, hi) => {
+                        let got: Vec<_> = set
+                            .table_range(TABLES[t], lo.as_ref().map(Vec::as_slice), hi.as_ref().map(Vec::as_slice))
+                            .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                            .collect();
+                        let want: Vec<_> = model_table(&model, TABLES[t])
+                            .into_iter()
+                            .filter(|(k, _)| std::ops::RangeBounds::contains(&(lo.clone(), hi.clone()), k))
+                            .collect();
+                        prop_assert_eq!(got, want);
                     }
                     Op::RemoveTable(t) => {
                         let put = model_table(&model, TABLES[t]).iter().any(|(_, v)| v.is_some());
