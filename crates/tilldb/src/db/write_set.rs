@@ -44,6 +44,9 @@ const PENDING_SCAN_MAX: usize = 32;
 /// Dead arena bytes (keys written again, deletes of keys put) below which no compaction runs.
 const COMPACT_DEAD_BYTES_MIN: usize = 4 << 20;
 
+/// Writes ahead of the one yielded whose bytes [`WritesIter`] asks the CPU to fetch.
+const PREFETCH_AHEAD: usize = 4;
+
 /// `Entry::value_len` of a delete.
 const DELETED: u32 = u32::MAX;
 
@@ -474,6 +477,14 @@ impl<'a> Iterator for WritesIter<'a> {
 
     fn next(&mut self) -> Option<Write<'a>> {
         let e = self.entries.next()?;
+        // The entries in key order point all over the arena (it is in put order): the bytes
+        // of a write a few ahead are asked for now, so that they are in cache when it comes
+        // (a 200,000-row load's commit: 0.28-0.29 s without, 0.25-0.26 s with, by turns).
+        if let Some(ahead) = self.entries.as_slice().get(PREFETCH_AHEAD) {
+            let at = ahead.at as usize;
+            let chunk = &self.arena.chunks[ahead.chunk as usize];
+            crate::io::prefetch(&chunk[at..at + ahead.bytes()]);
+        }
         Some(Write {
             table: &self.arena.tables[e.table as usize],
             key: self.arena.key(e),
