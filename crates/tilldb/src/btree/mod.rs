@@ -39,6 +39,7 @@
 //! of overflow pages; values up to [`VALUE_BYTES_MAX`] (4 GiB - 1) bytes. Empty keys and values
 //! are allowed.
 
+mod build;
 mod check;
 mod cursor;
 mod entries;
@@ -52,6 +53,7 @@ mod split;
 mod tree;
 mod walk;
 
+pub use build::fill_empty;
 pub use check::TreeStats;
 pub use cursor::{Cursor, Direction};
 pub use entries::Entries;

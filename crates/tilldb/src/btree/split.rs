@@ -44,7 +44,7 @@ fn split_point<C: AsRef<[u8]>>(cells: &[C]) -> usize {
 }
 
 /// The shortest prefix of `right_first` that is above `left_last`.
-fn separator(left_last: &[u8], right_first: &[u8]) -> Vec<u8> {
+pub(super) fn separator(left_last: &[u8], right_first: &[u8]) -> Vec<u8> {
     assert!(left_last < right_first, "split halves out of order");
     let common = left_last
         .iter()

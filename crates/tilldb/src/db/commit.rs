@@ -43,7 +43,7 @@ use super::write_set::Writes;
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
 use crate::Durability;
 use crate::btree::PageOp;
-use crate::btree::{Finger, Tree};
+use crate::btree::{Finger, Tree, fill_empty};
 use crate::error::{Error, Result};
 use crate::page::PageId;
 use crate::record::{self, Alloc};
@@ -517,6 +517,33 @@ fn write_in_parts<'c>(
     for (table, writes) in changes.writes.tables() {
         let tree = Tree::open(roots[table].expect("every table has a root by now"));
         let fresh = fresh.contains(table);
+        if fresh && !feed {
+            // Built bottom up, a leaf at a time (`btree/build.rs`); a part may be cut after
+            // each leaf. (With the feed, each part's changes section must hold the writes
+            // its ops apply: the puts below keep that.)
+            let puts = writes.filter_map(|w| w.value.map(|v| (w.key, v)));
+            let put = fill_empty(tree.root(), pages, puts, || {
+                if pages.ops_bytes() >= limit || pages.touched_len() >= unlogged_max {
+                    let (ops, now, touched) = pages.take_part();
+                    append_parts::<[record::Write<'_>; 0]>(
+                        db,
+                        &ops,
+                        now,
+                        None,
+                        &mut written.parts,
+                        false,
+                    )?;
+                    drop(ops);
+                    inner.pool.hold(&touched);
+                }
+                Ok(())
+            })?;
+            if put > 0 {
+                let put = i64::try_from(put).expect("counts fit i64");
+                written.deltas.insert(table.to_owned(), put);
+            }
+            continue;
+        }
         // The writes come in key order: a put usually lands in the leaf the last one did.
         let mut finger = Finger::default();
         let mut delta = 0i64;

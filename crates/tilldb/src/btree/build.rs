@@ -1,0 +1,260 @@
+//! Filling an empty tree from entries in key order, bottom up: each leaf is built whole and
+//! logged as one image, then each level of branches over the one below, the top one in the
+//! root's page (a root keeps its id).
+//!
+//! ```text
+//!  entries in key order   ops, in order
+//!  ---------------------  -------------------------------------------------------------------
+//!  cells until a leaf     Format L1 (allocate), then, once the next leaf is allocated,
+//!  is full                Image L1 (prev 0, next L2); Image L2 ...; the last: next 0
+//!  one leaf in all        Image root (the leaf itself)
+//!  a level of branches    Format B1, Image B1 (leftmost child, separators and children) ...
+//!  the top node           Image root (a branch over the level below)
+//! ```
+//!
+//! Why: a commit into a table it created or found empty (a bulk load) applied each write as
+//! one put: a descent, a search, an op and its copies per row, and a split per leaf. Built
+//! whole, a leaf costs one copy of each cell and one op. Leaves are filled completely, as
+//! loads in key order leave them after splits (`split.rs`); separators are the shortest
+//! prefix of the right leaf's first key above the left's last key, as a split makes them.
+//!
+//! Requires: the tree empty, the entries strictly increasing, each key and value within
+//! [`Limits`] (a value too large for a cell goes to an overflow chain, as a put does).
+
+use super::node::{self, LeafValue, NodeKind};
+use super::split::separator;
+use super::walk::with_node;
+use super::{Limits, PageOp, Pages, node_mut, overflow};
+use crate::Result;
+use crate::page::PageId;
+
+/// Cells of the node being built, back to back, with their ends.
+#[derive(Default)]
+struct Cells {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Cells {
+    /// Bytes the cells and their slots take in a node.
+    fn node_bytes(&self) -> usize {
+        self.bytes.len() + self.ends.len() * node::SLOT_BYTES
+    }
+
+    fn push(&mut self, cell: &[u8]) {
+        self.bytes.extend_from_slice(cell);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn slices(&self) -> Vec<&[u8]> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .map(|&end| {
+                let cell = &self.bytes[start..end];
+                start = end;
+                cell
+            })
+            .collect()
+    }
+
+    fn last_key(&self, kind: NodeKind) -> Option<&[u8]> {
+        let end = *self.ends.last()?;
+        let start = self.ends.len().checked_sub(2).map_or(0, |i| self.ends[i]);
+        Some(node::cell_key(kind, &self.bytes[start..end]))
+    }
+
+    /// Removes the last cell of a branch: (its separator, its child).
+    fn pop_branch_cell(&mut self) -> (Vec<u8>, PageId) {
+        let end = self.ends.pop().expect("a branch cell to move");
+        let start = self.ends.last().copied().unwrap_or(0);
+        let cell = &self.bytes[start..end];
+        let moved = (
+            node::cell_key(NodeKind::Branch, cell).to_vec(),
+            node::branch_cell_child(cell),
+        );
+        self.bytes.truncate(start);
+        moved
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+}
+
+/// Fills the empty tree whose root is `root` with `entries` (key, value), in strictly
+/// increasing key order.
+/// `between` runs after each full leaf is logged and before each overflow value is stored
+/// (the caller may cut a commit part there).
+/// Returns how many entries it put.
+pub fn fill_empty<'e, P: Pages>(
+    root: PageId,
+    pages: &P,
+    entries: impl IntoIterator<Item = (&'e [u8], &'e [u8])>,
+    mut between: impl FnMut() -> Result<()>,
+) -> Result<u64> {
+    let empty = with_node(pages, root, |node| {
+        node.kind() == NodeKind::Leaf && node.count() == 0
+    })?;
+    assert!(empty, "fill_empty of a tree that holds keys");
+    let limits = Limits::new(pages.page_bytes());
+    let mut leaf = Cells::default();
+    // The leaf being built: its page once the one before is logged (`None`: the first).
+    let mut leaf_page: Option<PageId> = None;
+    let mut prev = PageId(0);
+    // The level above: each leaf's page with the separator to its left (none for the first).
+    let mut children: Vec<(Option<Vec<u8>>, PageId)> = Vec::new();
+    let mut count = 0u64;
+    let mut last: Option<Vec<u8>> = None;
+    for (key, value) in entries {
+        limits.check_key(key)?;
+        limits.check_value(value)?;
+        if let Some(last) = &last {
+            assert!(last.as_slice() < key, "fill_empty: keys out of order");
+        }
+        let value = if limits.is_inline(key.len(), value.len()) {
+            LeafValue::Inline(value.to_vec())
+        } else {
+            // An overflow chain changes pages of its own: a part may end before it too.
+            between()?;
+            LeafValue::Overflow {
+                len: u32::try_from(value.len()).expect("checked against VALUE_BYTES_MAX"),
+                first: overflow::store(pages, value)?,
+            }
+        };
+        let cell = node::encode_leaf_cell(key, &value);
+        if leaf.node_bytes() + cell.len() + node::SLOT_BYTES > limits.usable_bytes {
+            // Full: log it, linked to the next, which gets its page now.
+            let page = match leaf_page {
+                Some(page) => page,
+                None => pages.allocate(NodeKind::Leaf.page_kind())?,
+            };
+            let next = pages.allocate(NodeKind::Leaf.page_kind())?;
+            image(pages, &limits, NodeKind::Leaf, page, prev, next, &leaf)?;
+            let left_last = leaf.last_key(NodeKind::Leaf).expect("a full leaf");
+            let separator = separator(left_last, key);
+            if children.is_empty() {
+                children.push((None, page));
+            }
+            children.push((Some(separator), next));
+            prev = page;
+            leaf_page = Some(next);
+            leaf.clear();
+            between()?;
+        }
+        leaf.push(&cell);
+        last = Some(key.to_vec());
+        count += 1;
+    }
+    match leaf_page {
+        // One leaf in all: the root's page holds it.
+        None => image(
+            pages,
+            &limits,
+            NodeKind::Leaf,
+            root,
+            PageId(0),
+            PageId(0),
+            &leaf,
+        )?,
+        Some(page) => {
+            image(pages, &limits, NodeKind::Leaf, page, prev, PageId(0), &leaf)?;
+            fill_branches(pages, &limits, root, children)?;
+        }
+    }
+    Ok(count)
+}
+
+/// Builds the levels of branches over `children` (each with the separator to its left; the
+/// first has none), the top one in `root`'s page.
+fn fill_branches<P: Pages>(
+    pages: &P,
+    limits: &Limits,
+    root: PageId,
+    mut children: Vec<(Option<Vec<u8>>, PageId)>,
+) -> Result<()> {
+    loop {
+        assert!(children.len() >= 2, "a level of branches over one child");
+        let mut level: Vec<(Option<Vec<u8>>, PageId)> = Vec::new();
+        let mut cells = Cells::default();
+        let mut leftmost = children[0].1;
+        // The separator to the left of the branch being built.
+        let mut left_separator: Option<Vec<u8>> = None;
+        let mut nodes: Vec<(Option<Vec<u8>>, PageId, Cells)> = Vec::new();
+        for (separator, child) in children.drain(..).skip(1) {
+            let separator = separator.expect("every child but the first has a separator");
+            let cell = node::encode_branch_cell(&separator, child);
+            if cells.node_bytes() + cell.len() + node::SLOT_BYTES > limits.usable_bytes {
+                // Full: this separator moves up, and `child` leads the next branch.
+                nodes.push((left_separator.take(), leftmost, std::mem::take(&mut cells)));
+                left_separator = Some(separator);
+                leftmost = child;
+                continue;
+            }
+            cells.push(&cell);
+        }
+        nodes.push((left_separator, leftmost, cells));
+        // A branch holds one key at least: a last branch left with its leftmost child alone
+        // takes the previous branch's last child, whose separator moves up in its place.
+        if nodes.len() >= 2
+            && nodes
+                .last()
+                .is_some_and(|(_, _, cells)| cells.ends.is_empty())
+        {
+            let (separator, leftmost, _) = nodes.pop().expect("two");
+            let (_, _, before) = nodes.last_mut().expect("two");
+            let (moved_separator, moved_child) = before.pop_branch_cell();
+            let mut cells = Cells::default();
+            cells.push(&node::encode_branch_cell(
+                &separator.expect("a branch after the first has a separator"),
+                leftmost,
+            ));
+            nodes.push((Some(moved_separator), moved_child, cells));
+        }
+        if nodes.len() == 1 {
+            let (_, leftmost, cells) = nodes.pop().expect("one");
+            return image(
+                pages,
+                limits,
+                NodeKind::Branch,
+                root,
+                leftmost,
+                PageId(0),
+                &cells,
+            );
+        }
+        for (separator, leftmost, cells) in nodes {
+            let page = pages.allocate(NodeKind::Branch.page_kind())?;
+            image(
+                pages,
+                limits,
+                NodeKind::Branch,
+                page,
+                leftmost,
+                PageId(0),
+                &cells,
+            )?;
+            level.push((separator, page));
+        }
+        children = level;
+    }
+}
+
+/// Logs `page` as a node of `kind` holding `cells`, with its links (a leaf: previous and
+/// next; a branch: its leftmost child, and 0).
+fn image<P: Pages>(
+    pages: &P,
+    limits: &Limits,
+    kind: NodeKind,
+    page: PageId,
+    link_low: PageId,
+    link_high: PageId,
+    cells: &Cells,
+) -> Result<()> {
+    pages.apply(PageOp::Image {
+        page,
+        kind: kind.page_kind(),
+        body: node_mut::build(kind, limits, link_low, link_high, &cells.slices()),
+    })
+}
