@@ -415,14 +415,32 @@ fn longest_zero_run(body: &[u8]) -> (usize, usize) {
     let (mut best_start, mut best_len, mut run_start) = (0, 0, 0);
     let mut index = 0;
     while index < body.len() {
-        if index + 8 <= body.len() && index > run_start && body[index..index + 8] == [0; 8] {
-            // Inside a run of zeros: the whole word extends it.
-            index += 8;
-        } else {
-            if body[index] != 0 {
-                run_start = index + 1;
+        let word = body
+            .get(index..index + 8)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        match word {
+            // Zeros: the whole word extends the run.
+            Some(0) => index += 8,
+            // Once the best run is 8 bytes or more, the runs inside a word (6 bytes at most)
+            // cannot beat it: only the zeros that end the current run (the word's first
+            // bytes, its low ones) and those that start the next (its last) matter.
+            Some(word) if best_len >= 8 => {
+                let leading = usize::try_from(word.trailing_zeros() / 8).expect("at most 8");
+                let end = index + leading;
+                if end - run_start > best_len {
+                    best_start = run_start;
+                    best_len = end - run_start;
+                }
+                let last = 7 - usize::try_from(word.leading_zeros() / 8).expect("at most 8");
+                run_start = index + last + 1;
+                index += 8;
             }
-            index += 1;
+            _ => {
+                if body[index] != 0 {
+                    run_start = index + 1;
+                }
+                index += 1;
+            }
         }
         if index > run_start && index - run_start > best_len {
             best_start = run_start;

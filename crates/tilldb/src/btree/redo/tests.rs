@@ -314,6 +314,8 @@ fn longest_zero_run_bytewise(body: &[u8]) -> (usize, usize) {
 }
 
 proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
     /// The word-at-a-time scan finds the run the byte-at-a-time one does, on bodies of runs
     /// of zeros and non-zeros of every length and alignment.
     #[test]
