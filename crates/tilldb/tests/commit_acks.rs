@@ -17,6 +17,23 @@ use tilldb::{Db, Durability, Options};
 
 const DIR: &str = "/db";
 
+/// A database on a simulated disk whose log flushes pass a gate the test holds, with no
+/// background threads (every flush is a committer's).
+fn gated_db() -> (Db, Arc<Gate>) {
+    let disk = SimDisk::new(SimConfig::default());
+    let gate = Arc::new(Gate::default());
+    let storage = Arc::new(HookedStorage::new(
+        Arc::new(disk),
+        FlushGate(Arc::clone(&gate)),
+    ));
+    let options = Options {
+        background_threads: false,
+        ..Options::for_tests()
+    };
+    let db = Db::open_with_storage(storage, Path::new(DIR), options).expect("open");
+    (db, gate)
+}
+
 /// A transaction that only writes commits through the commit queue, leading it alone, with
 /// the durability it was given recorded in its queue entry: that entry's durability decides
 /// when readers see the commit. Its flush is held at a gate; while it is held, neither a
@@ -25,17 +42,7 @@ const DIR: &str = "/db";
 /// the sale as soon as it was written: a reader could act on a sale a power cut then takes.
 #[test]
 fn a_queued_sync_commit_is_invisible_to_readers_while_its_flush_is_held() {
-    let disk = SimDisk::new(SimConfig::default());
-    let gate = Arc::new(Gate::default());
-    let storage = Arc::new(HookedStorage::new(
-        Arc::new(disk.clone()),
-        FlushGate(Arc::clone(&gate)),
-    ));
-    let options = Options {
-        background_threads: false,
-        ..Options::for_tests()
-    };
-    let db = Db::open_with_storage(storage, Path::new(DIR), options).expect("open");
+    let (db, gate) = gated_db();
     let mut txn = db.begin().expect("begin");
     txn.put(b"sale-0", b"flushed").expect("put");
     txn.commit_with(Durability::Sync).expect("commit");
@@ -102,17 +109,7 @@ fn a_queued_sync_commit_is_invisible_to_readers_while_its_flush_is_held() {
 #[test]
 fn a_load_into_empty_tables_is_invisible_to_readers_while_its_flush_is_held() {
     const ROWS: u32 = 600;
-    let disk = SimDisk::new(SimConfig::default());
-    let gate = Arc::new(Gate::default());
-    let storage = Arc::new(HookedStorage::new(
-        Arc::new(disk.clone()),
-        FlushGate(Arc::clone(&gate)),
-    ));
-    let options = Options {
-        background_threads: false,
-        ..Options::for_tests()
-    };
-    let db = Db::open_with_storage(storage, Path::new(DIR), options).expect("open");
+    let (db, gate) = gated_db();
     let mut txn = db.begin().expect("begin");
     txn.put_in("orders", b"o-1", b"first").expect("put");
     txn.commit_with(Durability::Sync).expect("commit");
