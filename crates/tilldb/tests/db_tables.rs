@@ -113,3 +113,68 @@ fn overlong_table_names_are_refused() {
         "{err}"
     );
 }
+
+fn key_of(n: u8) -> Vec<u8> {
+    vec![b'k', n / 16, n % 16]
+}
+
+fn bound() -> impl proptest::strategy::Strategy<Value = Bound<Vec<u8>>> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(Bound::Unbounded),
+        (0u8..64).prop_map(|n| Bound::Included(key_of(n))),
+        (0u8..64).prop_map(|n| Bound::Excluded(key_of(n))),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// A transaction's scan is its own puts and deletes over what is committed, between any
+    /// bounds, either way: the tree's range and the write set's, merged in one pass.
+    #[test]
+    fn a_transactions_scan_sees_its_own_writes_over_the_committed_ones(
+        committed in proptest::collection::btree_map(0u8..64, proptest::prelude::any::<u8>(), 0..40),
+        own in proptest::collection::vec((0u8..64, proptest::option::of(proptest::prelude::any::<u8>())), 0..40),
+        lower in bound(),
+        upper in bound(),
+        backward in proptest::prelude::any::<bool>(),
+    ) {
+        let disk = SimDisk::new(SimConfig::default());
+        let db = open(&disk);
+        let mut txn = db.begin().expect("begin");
+        for (k, v) in &committed {
+            txn.put_in("t", &key_of(*k), &[*v]).expect("put");
+        }
+        txn.commit().expect("commit");
+        let mut model: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = committed
+            .iter()
+            .map(|(k, v)| (key_of(*k), vec![*v]))
+            .collect();
+        let mut txn = db.begin().expect("begin");
+        for (k, v) in &own {
+            match v {
+                Some(v) => {
+                    txn.put_in("t", &key_of(*k), &[*v]).expect("put");
+                    model.insert(key_of(*k), vec![*v]);
+                }
+                None => {
+                    txn.delete_in("t", &key_of(*k)).expect("delete");
+                    model.remove(&key_of(*k));
+                }
+            }
+        }
+        let direction = if backward { Direction::Backward } else { Direction::Forward };
+        let scanned = txn
+            .scan_in("t", lower.as_ref().map(Vec::as_slice), upper.as_ref().map(Vec::as_slice), direction)
+            .expect("scan");
+        let mut want: Vec<(Vec<u8>, Vec<u8>)> = model
+            .into_iter()
+            .filter(|(k, _)| std::ops::RangeBounds::contains(&(lower.clone(), upper.clone()), k))
+            .collect();
+        if backward {
+            want.reverse();
+        }
+        proptest::prop_assert_eq!(scanned, want);
+    }
+}

@@ -15,7 +15,7 @@ use crate::Durability;
 use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::ops::Bound;
 
@@ -193,7 +193,7 @@ impl<'db> Txn<'db> {
         direction: Direction,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.latch()?;
-        let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = {
+        let tree: Vec<(Vec<u8>, Vec<u8>)> = {
             let shared = self.db.inner.tree_lock.read();
             match self.visible_root_of(table, shared.held())? {
                 Some(root) => {
@@ -202,19 +202,26 @@ impl<'db> Txn<'db> {
                         .scan(&pages, lower, upper, Direction::Forward)
                         .collect::<Result<_>>()?
                 }
-                None => BTreeMap::new(),
+                None => Vec::new(),
             }
         };
-        for (k, v) in self.writes.table_range(table, lower, upper) {
-            match v {
-                Some(v) => merged.insert(k.to_vec(), v.to_vec()),
-                None => merged.remove(k),
-            };
+        // Both in key order: merged in one pass, an own write replacing the tree's entry.
+        let mut merged = Vec::with_capacity(tree.len());
+        let mut tree = tree.into_iter().peekable();
+        for (key, value) in self.writes.table_range(table, lower, upper) {
+            while let Some(entry) = tree.next_if(|(k, _)| k.as_slice() < key) {
+                merged.push(entry);
+            }
+            tree.next_if(|(k, _)| k.as_slice() == key);
+            if let Some(value) = value {
+                merged.push((key.to_vec(), value.to_vec()));
+            }
         }
-        Ok(match direction {
-            Direction::Forward => merged.into_iter().collect(),
-            Direction::Backward => merged.into_iter().rev().collect(),
-        })
+        merged.extend(tree);
+        if direction == Direction::Backward {
+            merged.reverse();
+        }
+        Ok(merged)
     }
 
     /// Commits at the database's default durability.
