@@ -153,15 +153,12 @@ proptest::proptest! {
             .collect();
         let mut txn = db.begin().expect("begin");
         for (k, v) in &own {
-            match v {
-                Some(v) => {
-                    txn.put_in("t", &key_of(*k), &[*v]).expect("put");
-                    model.insert(key_of(*k), vec![*v]);
-                }
-                None => {
-                    txn.delete_in("t", &key_of(*k)).expect("delete");
-                    model.remove(&key_of(*k));
-                }
+            if let Some(v) = v {
+                txn.put_in("t", &key_of(*k), &[*v]).expect("put");
+                model.insert(key_of(*k), vec![*v]);
+            } else {
+                txn.delete_in("t", &key_of(*k)).expect("delete");
+                model.remove(&key_of(*k));
             }
         }
         let direction = if backward { Direction::Backward } else { Direction::Forward };
