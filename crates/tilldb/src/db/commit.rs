@@ -3,10 +3,14 @@
 //!
 //! A commit is one log record, or, when its page operations outgrow `Options::commit_part_bytes`
 //! (or the pages it leaves unlogged crowd the cache), several: [`apply`] cuts a *part* between
-//! two writes, appends it, and has the pool *hold* the pages it changed (never written to the
+//! two writes (or two leaves of a table it fills bottom up, `btree/build.rs`), appends it, and has the pool *hold* the pages it changed (never written to the
 //! data file; spilled when their frames are needed) until the last part is appended, stamped
 //! and the held pages released, all under the tree lock (`record.rs` has the format and
 //! the rules readers of the log follow).
+//!
+//! The values readers with older snapshots need (the overlay) are taken from the leaves the
+//! writes change and recorded before the tree lock, held exclusively from the first change,
+//! is let go: no reader sees a changed page before its older value is there.
 //!
 //! A transaction that read holds the writer lock since its first read and applies its own
 //! changes. One that only wrote reaches commit without it, and joins the *commit queue*: the
