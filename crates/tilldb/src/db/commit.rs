@@ -528,17 +528,7 @@ fn write_in_parts<'c>(
             let puts = writes.filter_map(|w| w.value.map(|v| (w.key, v)));
             let put = fill_empty(tree.root(), pages, puts, || {
                 if pages.ops_bytes() >= limit || pages.touched_len() >= unlogged_max {
-                    let (ops, now, touched) = pages.take_part();
-                    append_parts::<[record::Write<'_>; 0]>(
-                        db,
-                        &ops,
-                        now,
-                        None,
-                        &mut written.parts,
-                        false,
-                    )?;
-                    drop(ops);
-                    inner.pool.hold(&touched);
+                    cut_part(db, pages, &mut written, false)?;
                 }
                 Ok(())
             })?;
@@ -555,12 +545,7 @@ fn write_in_parts<'c>(
             let cut = pages.ops_bytes() + part_changes_bytes >= limit
                 || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
             if cut {
-                let (ops, now, touched) = pages.take_part();
-                let feed = feed.then(|| written.part_writes.iter().copied());
-                append_parts(db, &ops, now, feed.as_ref(), &mut written.parts, false)?;
-                drop(ops);
-                inner.pool.hold(&touched);
-                written.part_writes.clear();
+                cut_part(db, pages, &mut written, feed)?;
                 part_changes_bytes = 0;
             }
             let before = match (write.value, fresh) {
@@ -590,6 +575,18 @@ fn write_in_parts<'c>(
         }
     }
     Ok(written)
+}
+
+/// Appends the ops applied since the last part as a part of the commit (with the feed, the
+/// changes section of the writes they apply), and has the pool hold the pages they changed.
+fn cut_part(db: &Db, pages: &TxnPages<'_>, written: &mut Written<'_>, feed: bool) -> Result<()> {
+    let (ops, now, touched) = pages.take_part();
+    let writes = feed.then(|| written.part_writes.iter().copied());
+    append_parts(db, &ops, now, writes.as_ref(), &mut written.parts, false)?;
+    drop(ops);
+    db.inner.pool.hold(&touched);
+    written.part_writes.clear();
+    Ok(())
 }
 
 /// The values readers with older snapshots need of the catalog before this commit changes
