@@ -13,6 +13,7 @@
 //!   ledger.tdb           LEDGER_FILE_NAME        the newest lsn written per page (page/ledger.rs)
 //!   doublewrite.tdb      DOUBLEWRITE_FILE_NAME   the doublewrite batch (page/doublewrite.rs)
 //!   txn-spill.tdb        SPILL_FILE_NAME         pages of a commit logged in parts (page/spill.rs)
+//!   txn-writes-<n>.tdb   WRITE_SET_RUN_PREFIX    a large transaction's spilled writes (db/write_set/spill.rs)
 //!   wal/                 WAL_DIR_NAME            the log (wal/)
 //!     {generation:020}.wal   segment_name        one segment (wal/segment.rs)
 //!   feed/                FEED_DIR_NAME           the change feed (feed/)
@@ -45,6 +46,9 @@ pub const LEDGER_FILE_NAME: &str = "ledger.tdb";
 pub const DOUBLEWRITE_FILE_NAME: &str = "doublewrite.tdb";
 /// The spill file of a commit logged in parts (`page/spill.rs`).
 pub const SPILL_FILE_NAME: &str = "txn-spill.tdb";
+/// The start of the name of a run a large transaction's write set spilled
+/// (`db/write_set/spill.rs`): `txn-writes-<n>.tdb`.
+pub const WRITE_SET_RUN_PREFIX: &str = "txn-writes-";
 /// The log's directory.
 pub const WAL_DIR_NAME: &str = "wal";
 /// The change feed's directory (`feed.rs`).
@@ -110,6 +114,7 @@ pub fn is_database_file_name(name: &str) -> bool {
     .contains(&name)
         || name.starts_with(SCRATCH_FILE_PREFIX)
         || name.starts_with(MEASURE_FILE_PREFIX)
+        || name.starts_with(WRITE_SET_RUN_PREFIX)
 }
 
 #[cfg(test)]
@@ -128,6 +133,7 @@ mod tests {
             CREATING_FILE_NAME,
             ATOMIC_CHECK_FILE,
             ".tilldb-facts-12-0",
+            "txn-writes-3.tdb",
         ] {
             assert!(is_database_file_name(name), "{name}");
         }

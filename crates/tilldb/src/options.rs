@@ -325,6 +325,13 @@ pub struct Options {
     /// spill file `txn-spill.tdb`). At most half the largest record a log segment holds.
     /// Default: 8 MiB.
     pub commit_part_bytes: u64,
+    /// Bytes of its writes (keys, values, 32 bytes an entry) a transaction keeps in memory;
+    /// past them it sorts them into a run and writes it to a scratch file of its own
+    /// (`txn-writes-<txn>-<run>.tdb`, removed when the transaction ends), so a transaction
+    /// of any size needs about this much memory, not memory in proportion to its size
+    /// (docs/durability.md, "Large transactions"). Its reads of its own writes then read the
+    /// runs back. Default: 64 MiB.
+    pub write_set_bytes: u64,
 }
 
 impl Default for Options {
@@ -348,6 +355,7 @@ impl Default for Options {
             change_feed: false,
             feed_retention_bytes: 4 << 30,
             commit_part_bytes: 8 << 20,
+            write_set_bytes: 64 << 20,
         }
     }
 }
@@ -373,6 +381,7 @@ impl Options {
             change_feed: false,
             feed_retention_bytes: 64 << 20,
             commit_part_bytes: 64 << 10,
+            write_set_bytes: 512 << 10,
         }
     }
 
@@ -395,6 +404,12 @@ impl Options {
             return bad(format!(
                 "cache of {} bytes holds fewer than 8 pages of {page_bytes}",
                 self.cache_bytes
+            ));
+        }
+        if self.write_set_bytes < 64 << 10 {
+            return bad(format!(
+                "write_set_bytes of {} is below the minimum of 65536",
+                self.write_set_bytes
             ));
         }
         if self.commit_part_bytes == 0 {

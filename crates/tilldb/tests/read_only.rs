@@ -625,3 +625,50 @@ fn parked_pages_lost_in_a_power_cut_are_redone_from_the_log() {
     assert!(found == expected, "the rows differ after the power cut");
     reopened.check().expect("check");
 }
+
+#[test]
+fn a_read_only_handle_opens_while_the_writer_has_spill_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = Db::open(dir.path(), Options::for_tests()).expect("open");
+    // A commit larger than the cache: the pages of its earlier parts spill to
+    // `txn-spill.tdb`.
+    let mut txn = writer.begin().expect("begin");
+    for i in 0..20_000 {
+        txn.put(&key(i), &[7u8; 100]).expect("put");
+    }
+    txn.commit().expect("commit");
+    // A transaction past `write_set_bytes`, open: its writes are in `txn-writes-*.tdb`.
+    let mut open_txn = writer.begin().expect("begin");
+    for i in 0..20_000 {
+        open_txn.put(&key(i), &[8u8; 100]).expect("put");
+    }
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "txn-spill.tdb"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("txn-writes-")),
+        "{names:?}"
+    );
+    // The reader opens beside them, removes neither, and reads the committed rows.
+    let reader = Db::open_read_only(dir.path(), Options::for_tests()).expect("read-only");
+    assert_eq!(
+        reader
+            .begin_read()
+            .expect("read")
+            .get(&key(19_999))
+            .expect("get"),
+        Some(vec![7u8; 100])
+    );
+    assert!(dir.path().join("txn-spill.tdb").exists());
+    open_txn.commit().expect("the spilled transaction commits");
+    assert_eq!(
+        writer
+            .begin_read()
+            .expect("read")
+            .get(&key(5))
+            .expect("get"),
+        Some(vec![8u8; 100])
+    );
+}

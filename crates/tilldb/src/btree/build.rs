@@ -84,7 +84,7 @@ impl Cells {
 }
 
 /// Fills the empty tree whose root is `root` with `entries` (key, value), in strictly
-/// increasing key order.
+/// increasing key order ([`Filler`], fed from an iterator).
 /// `between` runs after each full leaf is logged and before each overflow value is stored
 /// (the caller may cut a commit part there).
 /// Returns how many entries it put.
@@ -94,25 +94,71 @@ pub fn fill_empty<'e, P: Pages>(
     entries: impl IntoIterator<Item = (&'e [u8], &'e [u8])>,
     mut between: impl FnMut() -> Result<()>,
 ) -> Result<u64> {
-    let empty = with_node(pages, root, |node| {
-        node.kind() == NodeKind::Leaf && node.count() == 0
-    })?;
-    assert!(empty, "fill_empty of a tree that holds keys");
-    let limits = Limits::new(pages.page_bytes());
-    let mut leaf = Cells::default();
-    // The leaf being built: its page once the one before is logged (`None`: the first).
-    let mut leaf_page: Option<PageId> = None;
-    let mut prev = PageId(0);
-    // The level above: each leaf's page with the separator to its left (none for the first).
-    let mut children: Vec<(Option<Vec<u8>>, PageId)> = Vec::new();
-    let mut count = 0u64;
-    let mut last: Option<Vec<u8>> = None;
+    let mut filler = Filler::new(root, pages)?;
     for (key, value) in entries {
+        filler.push(key, value, &mut between)?;
+    }
+    filler.finish()
+}
+
+/// An empty tree being filled, one entry at a time in strictly increasing key order: what
+/// [`fill_empty`] does, for a caller whose entries are not an iterator of borrowed slices
+/// (a commit's writes read back from its spilled runs, `db/write_set/`).
+pub struct Filler<'p, P: Pages> {
+    pages: &'p P,
+    root: PageId,
+    limits: Limits,
+    leaf: Cells,
+    /// The leaf being built: its page once the one before is logged (`None`: the first).
+    leaf_page: Option<PageId>,
+    prev: PageId,
+    /// The level above: each leaf's page with the separator to its left (none for the first).
+    children: Vec<(Option<Vec<u8>>, PageId)>,
+    count: u64,
+    last: Vec<u8>,
+}
+
+impl<P: Pages> std::fmt::Debug for Filler<'_, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Filler(root {}, {} entries)", self.root, self.count)
+    }
+}
+
+impl<'p, P: Pages> Filler<'p, P> {
+    /// Starts filling the tree whose root is `root`, which must be empty.
+    pub fn new(root: PageId, pages: &'p P) -> Result<Self> {
+        let empty = with_node(pages, root, |node| {
+            node.kind() == NodeKind::Leaf && node.count() == 0
+        })?;
+        assert!(empty, "fill_empty of a tree that holds keys");
+        Ok(Filler {
+            pages,
+            root,
+            limits: Limits::new(pages.page_bytes()),
+            leaf: Cells::default(),
+            leaf_page: None,
+            prev: PageId(0),
+            children: Vec::new(),
+            count: 0,
+            last: Vec::new(),
+        })
+    }
+
+    /// Adds `key` (above every key added before) with `value`. `between` as for
+    /// [`fill_empty`].
+    pub fn push(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        mut between: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let (pages, limits) = (self.pages, &self.limits);
         limits.check_key(key)?;
         limits.check_value(value)?;
-        if let Some(last) = &last {
-            assert!(last.as_slice() < key, "fill_empty: keys out of order");
-        }
+        assert!(
+            self.count == 0 || self.last.as_slice() < key,
+            "fill_empty: keys out of order"
+        );
         let value = if limits.is_inline(key.len(), value.len()) {
             LeafValue::Inline(value.to_vec())
         } else {
@@ -124,46 +170,70 @@ pub fn fill_empty<'e, P: Pages>(
             }
         };
         let cell = node::encode_leaf_cell(key, &value);
-        if leaf.node_bytes() + cell.len() + node::SLOT_BYTES > limits.usable_bytes {
+        if self.leaf.node_bytes() + cell.len() + node::SLOT_BYTES > limits.usable_bytes {
             // Full: log it, linked to the next, which gets its page now.
-            let page = match leaf_page {
+            let page = match self.leaf_page {
                 Some(page) => page,
                 None => pages.allocate(NodeKind::Leaf.page_kind())?,
             };
             let next = pages.allocate(NodeKind::Leaf.page_kind())?;
-            image(pages, &limits, NodeKind::Leaf, page, prev, next, &leaf)?;
-            let left_last = leaf.last_key(NodeKind::Leaf).expect("a full leaf");
+            image(
+                pages,
+                limits,
+                NodeKind::Leaf,
+                page,
+                self.prev,
+                next,
+                &self.leaf,
+            )?;
+            let left_last = self.leaf.last_key(NodeKind::Leaf).expect("a full leaf");
             let separator = separator(left_last, key);
-            if children.is_empty() {
-                children.push((None, page));
+            if self.children.is_empty() {
+                self.children.push((None, page));
             }
-            children.push((Some(separator), next));
-            prev = page;
-            leaf_page = Some(next);
-            leaf.clear();
+            self.children.push((Some(separator), next));
+            self.prev = page;
+            self.leaf_page = Some(next);
+            self.leaf.clear();
             between()?;
         }
-        leaf.push(&cell);
-        last = Some(key.to_vec());
-        count += 1;
+        self.leaf.push(&cell);
+        self.last.clear();
+        self.last.extend_from_slice(key);
+        self.count += 1;
+        Ok(())
     }
-    match leaf_page {
-        // One leaf in all: the root's page holds it.
-        None => image(
-            pages,
-            &limits,
-            NodeKind::Leaf,
-            root,
-            PageId(0),
-            PageId(0),
-            &leaf,
-        )?,
-        Some(page) => {
-            image(pages, &limits, NodeKind::Leaf, page, prev, PageId(0), &leaf)?;
-            fill_branches(pages, &limits, root, children)?;
+
+    /// Logs the last leaf and the branches over the leaves; returns how many entries were
+    /// added.
+    pub fn finish(self) -> Result<u64> {
+        let (pages, limits) = (self.pages, &self.limits);
+        match self.leaf_page {
+            // One leaf in all: the root's page holds it.
+            None => image(
+                pages,
+                limits,
+                NodeKind::Leaf,
+                self.root,
+                PageId(0),
+                PageId(0),
+                &self.leaf,
+            )?,
+            Some(page) => {
+                image(
+                    pages,
+                    limits,
+                    NodeKind::Leaf,
+                    page,
+                    self.prev,
+                    PageId(0),
+                    &self.leaf,
+                )?;
+                fill_branches(pages, limits, self.root, self.children)?;
+            }
         }
+        Ok(self.count)
     }
-    Ok(count)
 }
 
 /// Builds the levels of branches over `children` (each with the separator to its left; the

@@ -53,7 +53,7 @@ mod split;
 mod tree;
 mod walk;
 
-pub use build::fill_empty;
+pub use build::{Filler, fill_empty};
 pub use check::TreeStats;
 pub use cursor::{Cursor, Direction};
 pub use entries::Entries;

@@ -47,7 +47,7 @@ use super::write_set::Writes;
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
 use crate::Durability;
 use crate::btree::PageOp;
-use crate::btree::{Finger, Tree, fill_empty};
+use crate::btree::{Filler, Finger, Tree};
 use crate::error::{Error, Result};
 use crate::page::PageId;
 use crate::record::{self, Alloc};
@@ -353,7 +353,7 @@ pub(super) fn apply(
     // Roots of the tables written to; `None` for tables this commit creates (a dropped
     // table written to is created anew).
     let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
-    for (table, _) in changes.writes.tables() {
+    for table in changes.writes.tables() {
         roots.insert(
             table.to_owned(),
             changes.visible_root_of(db, table, exclusive.held())?,
@@ -382,10 +382,10 @@ pub(super) fn apply(
     super::drop::apply_drops(&pages, &drops, &exclusive).map_err(poisoned)?;
     let created = create_tables(&pages, &roots).map_err(poisoned)?;
     let feed = inner.options.change_feed;
-    let written = write_in_parts(db, &pages, changes, &created, &fresh, alloc, &exclusive)
+    let mut written = write_in_parts(db, &pages, changes, &created, &fresh, alloc, &exclusive)
         .map_err(poisoned)?;
     let parts = written.parts;
-    befores.extend(written.befores);
+    befores.append(&mut written.befores);
     // The entries whose counts change, of tables that exist before this commit (a created
     // one is hidden by its absent entry), as they are before `apply_deltas` changes them.
     for (table, delta) in &written.deltas {
@@ -395,7 +395,7 @@ pub(super) fn apply(
         {
             let key = counts::key_of(table);
             let entry = Tree::open(CATALOG_ROOT).get(&pages, key);
-            befores.push((CATALOG_TABLE, key, entry.map_err(poisoned)?));
+            befores.push(CATALOG_TABLE, key, entry.map_err(poisoned)?);
         }
     }
     record_befores(db, befores, &empties, provisional, &exclusive);
@@ -416,13 +416,9 @@ pub(super) fn apply(
     let (ops, new_alloc, touched) = pages.finish();
     let held = parts > 0;
     let mut records = parts;
-    let lsn = if held {
-        let feed = feed.then(|| part_writes.iter().copied());
-        append_parts(db, &ops, new_alloc, feed.as_ref(), &mut records, true)?
-    } else {
-        let feed = feed.then(|| changes.writes.iter());
-        append_parts(db, &ops, new_alloc, feed.as_ref(), &mut records, true)?
-    };
+    // With the feed, the last part's writes (all of them when there is one part).
+    let feed = feed.then(|| part_writes.iter());
+    let lsn = append_parts(db, &ops, new_alloc, feed.as_ref(), &mut records, true)?;
     drop(ops);
     assert!(
         lsn.0 >= provisional,
@@ -480,16 +476,85 @@ fn create_tables(
 struct Written<'c> {
     /// Parts appended before the last.
     parts: u32,
-    /// The writes since the last part (the last part's, for its changes section).
-    part_writes: Vec<record::Write<'c>>,
-    /// The value each key of a table that is not fresh held before: (table id, key, value).
-    befores: Vec<Before<'c>>,
+    /// With the feed, the writes since the last part (the last part's, for its changes
+    /// section), copied: the cursor they come from lends each only until the next.
+    part_writes: PartWrites<'c>,
+    /// The value each key of a table that is not fresh held before.
+    befores: Befores,
     /// The rows each table gained or lost.
     deltas: counts::Deltas,
 }
 
-/// A value a reader with an older snapshot may need: (table id, key, value before).
-type Before<'a> = (u64, &'a [u8], Option<Vec<u8>>);
+/// Writes copied back to back: (table, key, value or `None`).
+#[derive(Debug, Default)]
+struct PartWrites<'c> {
+    bytes: Vec<u8>,
+    writes: Vec<(&'c str, usize, Option<usize>)>,
+}
+
+impl<'c> PartWrites<'c> {
+    fn push(&mut self, table: &'c str, key: &[u8], value: Option<&[u8]>) {
+        self.bytes.extend_from_slice(key);
+        let key_end = self.bytes.len();
+        let value_end = value.map(|v| {
+            self.bytes.extend_from_slice(v);
+            self.bytes.len()
+        });
+        self.writes.push((table, key_end, value_end));
+    }
+
+    fn iter(&self) -> impl Iterator<Item = record::Write<'_>> + Clone {
+        let mut start = 0;
+        self.writes.iter().map(move |&(table, key_end, value_end)| {
+            let key = &self.bytes[start..key_end];
+            let value = value_end.map(|end| &self.bytes[key_end..end]);
+            start = value_end.unwrap_or(key_end);
+            record::Write { table, key, value }
+        })
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.writes.clear();
+    }
+}
+
+/// Values readers with older snapshots may need, each with its table's id and key (copied
+/// back to back).
+#[derive(Debug, Default)]
+struct Befores {
+    keys: Vec<u8>,
+    values: Vec<(u64, usize, Option<Vec<u8>>)>,
+}
+
+impl Befores {
+    fn push(&mut self, table: u64, key: &[u8], before: Option<Vec<u8>>) {
+        self.keys.extend_from_slice(key);
+        self.values.push((table, self.keys.len(), before));
+    }
+
+    fn append(&mut self, other: &mut Befores) {
+        let base = self.keys.len();
+        self.keys.append(&mut other.keys);
+        self.values.extend(
+            other
+                .values
+                .drain(..)
+                .map(|(table, end, before)| (table, base + end, before)),
+        );
+    }
+
+    /// (table id, key, value before), in the order pushed.
+    fn drain(&mut self) -> impl Iterator<Item = (u64, &[u8], Option<Vec<u8>>)> {
+        let keys = &self.keys;
+        let mut start = 0;
+        self.values.drain(..).map(move |(table, end, before)| {
+            let key = &keys[start..end];
+            start = end;
+            (table, key, before)
+        })
+    }
+}
 
 /// Applies `changes`' writes to their trees through `pages`, cutting a part (appended to the
 /// log, its pages held by the pool) before the next write once the current one holds
@@ -513,25 +578,31 @@ fn write_in_parts<'c>(
     let unlogged_max = (inner.pool.capacity() / 4).max(4);
     let mut written = Written {
         parts: 0,
-        part_writes: Vec::new(),
-        befores: Vec::new(),
+        part_writes: PartWrites::default(),
+        befores: Befores::default(),
         deltas: counts::Deltas::new(),
     };
     let mut part_changes_bytes = 0;
-    for (table, writes) in changes.writes.tables() {
+    for table in changes.writes.tables() {
         let tree = Tree::open(roots[table].expect("every table has a root by now"));
         let fresh = fresh.contains(table);
+        let mut writes = changes.writes.table(table)?;
         if fresh && !feed {
             // Built bottom up, a leaf at a time (`btree/build.rs`); a part may be cut after
             // each leaf. (With the feed, each part's changes section must hold the writes
             // its ops apply: the puts below keep that.)
-            let puts = writes.filter_map(|w| w.value.map(|v| (w.key, v)));
-            let put = fill_empty(tree.root(), pages, puts, || {
-                if pages.ops_bytes() >= limit || pages.touched_len() >= unlogged_max {
-                    cut_part(db, pages, &mut written, false)?;
+            let mut filler = Filler::new(tree.root(), pages)?;
+            while let Some(write) = writes.next()? {
+                if let Some(value) = write.value {
+                    filler.push(write.key, value, || {
+                        if pages.ops_bytes() >= limit || pages.touched_len() >= unlogged_max {
+                            cut_part(db, pages, &mut written, false)?;
+                        }
+                        Ok(())
+                    })?;
                 }
-                Ok(())
-            })?;
+            }
+            let put = filler.finish()?;
             if put > 0 {
                 let put = i64::try_from(put).expect("counts fit i64");
                 written.deltas.insert(table.to_owned(), put);
@@ -541,7 +612,7 @@ fn write_in_parts<'c>(
         // The writes come in key order: a put usually lands in the leaf the last one did.
         let mut finger = Finger::default();
         let mut delta = 0i64;
-        for write in writes {
+        while let Some(write) = writes.next()? {
             let cut = pages.ops_bytes() + part_changes_bytes >= limit
                 || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
             if cut {
@@ -563,10 +634,10 @@ fn write_in_parts<'c>(
             delta += i64::from(write.value.is_some())
                 - i64::from(before.as_ref().is_some_and(Option::is_some));
             if let Some(before) = before {
-                written.befores.push((tree.root().0, write.key, before));
+                written.befores.push(tree.root().0, write.key, before);
             }
             if feed {
-                written.part_writes.push(write);
+                written.part_writes.push(table, write.key, write.value);
                 part_changes_bytes += record::changes_len([write]) - 4;
             }
         }
@@ -581,9 +652,9 @@ fn write_in_parts<'c>(
 /// changes section of the writes they apply), and has the pool hold the pages they changed.
 fn cut_part(db: &Db, pages: &TxnPages<'_>, written: &mut Written<'_>, feed: bool) -> Result<()> {
     let (ops, now, touched) = pages.take_part();
-    let writes = feed.then(|| written.part_writes.iter().copied());
+    let writes = feed.then(|| written.part_writes.iter());
     append_parts(db, &ops, now, writes.as_ref(), &mut written.parts, false)?;
-    drop(ops);
+    drop((ops, writes));
     db.inner.pool.hold(&touched);
     written.part_writes.clear();
     Ok(())
@@ -593,30 +664,30 @@ fn cut_part(db: &Db, pages: &TxnPages<'_>, written: &mut Written<'_>, feed: bool
 /// it: a dropped table's catalog entry, and the absent entry that hides a table this commit
 /// creates. Returns them, with the existing tables this commit finds empty (each gets an
 /// empty mark instead of a value per key: `txn/overlay.rs`).
-fn catalog_befores<'a>(
+fn catalog_befores(
     db: &Db,
     changes: &Changes,
-    drops: &'a [(String, PageId)],
-    roots: &'a BTreeMap<String, Option<PageId>>,
+    drops: &[(String, PageId)],
+    roots: &BTreeMap<String, Option<PageId>>,
     _tree: &TreeExclusive<'_>,
-) -> Result<(Vec<Before<'a>>, Vec<PageId>)> {
+) -> Result<(Befores, Vec<PageId>)> {
     let pages = db.read_pages();
     let catalog = Tree::open(CATALOG_ROOT);
-    let mut befores = Vec::new();
+    let mut befores = Befores::default();
     // A dropped table's catalog entry, for readers that still see it (and, if this
     // commit creates it anew, the one entry that hides the new table from them).
     for (table, _) in drops {
         let entry = catalog.get(&pages, counts::key_of(table))?;
         assert!(entry.is_some(), "a dropped table without its catalog entry");
-        befores.push((CATALOG_TABLE, counts::key_of(table), entry));
+        befores.push(CATALOG_TABLE, counts::key_of(table), entry);
     }
     for (table, root) in roots {
         if root.is_none() && !drops.iter().any(|(t, _)| t == table) {
-            befores.push((CATALOG_TABLE, counts::key_of(table), None));
+            befores.push(CATALOG_TABLE, counts::key_of(table), None);
         }
     }
     let mut empties = Vec::new();
-    for (table, _) in changes.writes.tables() {
+    for table in changes.writes.tables() {
         if let Some(root) = roots[table]
             && Tree::open(root).is_empty(&pages)?
         {
@@ -632,7 +703,7 @@ fn catalog_befores<'a>(
 /// the overlay does not hold yet.
 fn record_befores(
     db: &Db,
-    befores: Vec<Before<'_>>,
+    mut befores: Befores,
     empties: &[PageId],
     provisional: u64,
     _tree: &TreeExclusive<'_>,
@@ -644,7 +715,7 @@ fn record_befores(
             reads.overlay.record_empty(root.0, provisional);
         }
     }
-    for (table_id, key, before) in befores {
+    for (table_id, key, before) in befores.drain() {
         reads.overlay.record(table_id, key, provisional, before);
     }
     if !reads.overlay.is_empty()

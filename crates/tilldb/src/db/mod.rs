@@ -188,6 +188,8 @@ struct Inner {
     queued_commits: AtomicU64,
     /// Records of commits logged in parts (`commit.rs`).
     parts_logged: AtomicU64,
+    /// Where transactions spill their write sets (`write_set/spill.rs`).
+    spill_to: Arc<write_set::SpillTo>,
     /// Dropped tables whose pages are not reclaimed yet (`drop.rs`). Changed under the
     /// writer lock.
     graveyard: Mutex<drop::Graveyard>,

@@ -494,7 +494,14 @@ pub(super) fn assemble(
     };
     if gate.is_some() {
         wal.release_before(keep)?;
+        // Runs of transactions a process that died was writing (`db/write_set/spill.rs`).
+        super::write_set::remove_leftovers(&**storage, dir)?;
     }
+    let spill_to = Arc::new(super::write_set::SpillTo::new(
+        Arc::clone(storage),
+        dir.to_owned(),
+        usize::try_from(options.write_set_bytes).unwrap_or(usize::MAX),
+    ));
     if let Some(gate) = &gate
         && options.background_threads
     {
@@ -556,6 +563,7 @@ pub(super) fn assemble(
             backpressure_waits: AtomicU64::new(0),
             queued_commits: AtomicU64::new(0),
             parts_logged: AtomicU64::new(0),
+            spill_to,
             graveyard: Mutex::new(super::drop::Graveyard::new()),
             feed,
             gate,

@@ -18,6 +18,7 @@ use crate::page::PageId;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// A read-write transaction. Reads see the latest state plus its own writes; the first read
 /// takes the writer lock (another transaction's first read then waits until this one ends),
@@ -48,7 +49,7 @@ impl<'db> Txn<'db> {
         Txn {
             db,
             alloc: None,
-            writes: WriteSet::default(),
+            writes: WriteSet::spilling(Arc::clone(&db.inner.spill_to)),
             dropped: BTreeSet::new(),
         }
     }
@@ -73,8 +74,7 @@ impl<'db> Txn<'db> {
     /// Sets `key` to `value` in `table`, creating the table at commit if it does not exist.
     pub fn put_in(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_sizes(table, key, Some(value))?;
-        self.writes.put(table, key, Some(value));
-        Ok(())
+        self.writes.put(table, key, Some(value))
     }
 
     /// Removes `key` from the default table (nothing happens if it is absent).
@@ -85,8 +85,7 @@ impl<'db> Txn<'db> {
     /// Removes `key` from `table`.
     pub fn delete_in(&mut self, table: &str, key: &[u8]) -> Result<()> {
         self.check_sizes(table, key, None)?;
-        self.writes.put(table, key, None);
-        Ok(())
+        self.writes.put(table, key, None)
     }
 
     /// Removes every key of the default table between the bounds, as this transaction sees
@@ -149,7 +148,7 @@ impl<'db> Txn<'db> {
             self.visible_root_of(table, shared.held())?.is_some()
         };
         // Its writes go: a put among them made it exist for this transaction.
-        let written = self.writes.remove_table(table);
+        let written = self.writes.remove_table(table)?;
         self.dropped.insert(table.to_owned());
         Ok(existed || written)
     }
@@ -163,7 +162,7 @@ impl<'db> Txn<'db> {
     /// The value of `key` in `table`, this transaction's own writes included (takes the
     /// writer lock as [`Txn::get`] does).
     pub fn get_in(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = self.writes.get(table, key) {
+        if let Some(v) = self.writes.get(table, key)? {
             return Ok(v.map(<[u8]>::to_vec));
         }
         self.latch()?;
@@ -208,12 +207,14 @@ impl<'db> Txn<'db> {
         // Both in key order: merged in one pass, an own write replacing the tree's entry.
         let mut merged = Vec::with_capacity(tree.len());
         let mut tree = tree.into_iter().peekable();
-        for (key, value) in self.writes.table_range(table, lower, upper) {
+        let mut own = self.writes.table_range(table, lower, upper)?;
+        while let Some(write) = own.next()? {
+            let key = write.key;
             while let Some(entry) = tree.next_if(|(k, _)| k.as_slice() < key) {
                 merged.push(entry);
             }
             tree.next_if(|(k, _)| k.as_slice() == key);
-            if let Some(value) = value {
+            if let Some(value) = write.value {
                 merged.push((key.to_vec(), value.to_vec()));
             }
         }
@@ -324,12 +325,13 @@ impl<'db> Txn<'db> {
             None => 0,
         };
         let mut deltas = super::counts::Deltas::new();
-        for (key, value) in self.writes.table(table) {
+        let mut own = self.writes.table(table)?;
+        while let Some(write) = own.next()? {
             let before = match root {
-                Some(root) => super::counts::holds(&pages, root, key)?,
+                Some(root) => super::counts::holds(&pages, root, write.key)?,
                 None => false,
             };
-            super::counts::count_write(&mut deltas, table, before, value.is_some());
+            super::counts::count_write(&mut deltas, table, before, write.value.is_some());
         }
         let delta = deltas.get(table).copied().unwrap_or(0);
         // Below zero only when the count on disk is damaged (it counts fewer rows than the
