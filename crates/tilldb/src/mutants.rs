@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 46] = [
+pub const ALL: [(&str, &str); 47] = [
     (
         "sync-commit-unpublished",
         "a Sync commit returns before the durable lsn read-only handles open at is published",
@@ -192,6 +192,10 @@ pub const ALL: [(&str, &str); 46] = [
     (
         "empty-mark-lost",
         "a commit into a table it finds empty records neither an empty mark nor a value per key: older snapshots see its rows before it is acknowledged",
+    ),
+    (
+        "spilled-older-wins",
+        "a write set merged from runs spilled to disk keeps an older write of a key over a newer one: a key rewritten or deleted after it was spilled commits its first value",
     ),
 ];
 

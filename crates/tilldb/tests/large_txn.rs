@@ -308,7 +308,15 @@ fn child_commits_one_large_transaction() {
     std::thread::sleep(std::time::Duration::from_mins(10));
 }
 
-/// Log segment files in `dir`'s log directory.
+/// Runs of spilled write sets in `dir` (`txn-writes-*.tdb`).
+fn write_set_runs(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .expect("list")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("txn-writes-"))
+        .count()
+}
+
 /// Bytes of the log's segment files (the prepared spare among them).
 fn segment_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir.join("wal")).map_or(0, |entries| {
@@ -394,7 +402,15 @@ fn a_kill_during_a_million_row_commit_leaves_all_of_it_or_none() {
         }
         child.kill().expect("kill -9");
         child.wait().expect("reaped");
+        // The large transaction spilled its write set (1,000,000 rows of 174 bytes pass
+        // `write_set_bytes`): the runs are still on disk until the reopen removes them.
+        let runs_left = write_set_runs(dir.path());
         let db = Db::open(dir.path(), Options::default()).expect("reopen after kill -9");
+        assert_eq!(
+            write_set_runs(dir.path()),
+            0,
+            "the dead process's runs are removed"
+        );
         let report = db.recovery();
         let mut count = 0u64;
         for (k, v) in db
@@ -423,7 +439,7 @@ fn a_kill_during_a_million_row_commit_leaves_all_of_it_or_none() {
         db.check().expect("check");
         outcomes.push(format!(
             "{rows} rows, kill after {added:?} new log bytes, {:.1} s in: {} ({}; {} part \
-             records skipped, open {} ms)",
+             records skipped, open {} ms, {runs_left} spilled runs left by the kill)",
             started.elapsed().as_secs_f64(),
             if whole { "all there" } else { "none there" },
             committed.as_deref().unwrap_or("not acknowledged"),
@@ -432,4 +448,59 @@ fn a_kill_during_a_million_row_commit_leaves_all_of_it_or_none() {
         ));
     }
     println!("kill -9 during large commits: {}", outcomes.join("; "));
+}
+
+/// A transaction past `write_set_bytes` (512 KiB in `Options::for_tests()`): its writes go to
+/// runs on disk; it reads its own writes back from them (gets, scans, its table lengths), a
+/// drop of a table it wrote to forgets them, and it commits whole; its runs are removed when
+/// it commits and when it rolls back.
+#[test]
+fn a_transaction_past_its_write_set_bound_spills_reads_back_and_commits_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), Options::for_tests()).expect("open");
+    put_rows(&db, 0, 1_000, 1).expect("base");
+    let rows = 12_000u64;
+    let mut txn = db.begin().expect("begin");
+    for i in 0..rows {
+        txn.put(&key(i), &value(i, 2)).expect("put");
+        txn.put_in("scratch", &key(i), b"x").expect("put");
+    }
+    // Every tenth row deleted again, after it was spilled.
+    for i in (0..rows).step_by(10) {
+        txn.delete(&key(i)).expect("delete");
+    }
+    assert!(write_set_runs(dir.path()) >= 2, "the writes spilled");
+    assert_eq!(txn.get(&key(1)).expect("get"), Some(value(1, 2)));
+    assert_eq!(txn.get(&key(10)).expect("get"), None);
+    assert_eq!(txn.len().expect("len"), rows - rows / 10);
+    let scanned = txn
+        .scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .expect("scan");
+    assert_eq!(scanned.len() as u64, rows - rows / 10);
+    assert!(scanned.windows(2).all(|w| w[0].0 < w[1].0), "in key order");
+    assert!(txn.drop_table("scratch").expect("drop"), "it held the puts");
+    assert_eq!(txn.len_in("scratch").expect("len"), 0);
+    txn.commit().expect("commit");
+    assert_eq!(write_set_runs(dir.path()), 0, "the runs go with the commit");
+    let got = all(&db);
+    assert_eq!(got.len() as u64, rows - rows / 10);
+    for i in 0..rows {
+        let want = (i % 10 != 0).then(|| value(i, 2));
+        assert_eq!(got.get(&key(i)).cloned(), want, "row {i}");
+    }
+    assert_eq!(db.len_in("scratch").expect("len"), 0);
+    // Rolled back: nothing of it, and no runs left.
+    let mut txn = db.begin().expect("begin");
+    for i in 0..rows {
+        txn.put(&key(i), &value(i, 3)).expect("put");
+    }
+    assert!(write_set_runs(dir.path()) >= 2, "the writes spilled");
+    txn.rollback();
+    assert_eq!(
+        write_set_runs(dir.path()),
+        0,
+        "the runs go with the rollback"
+    );
+    assert_eq!(db.get(&key(1)).expect("get"), Some(value(1, 2)));
+    db.check().expect("check");
 }

@@ -800,18 +800,18 @@ impl<'a> Cursor<'a> {
         }
         loop {
             // The smallest head; of equal ones the newest (memory is newer than every run).
+            let newer_wins = !crate::mutants::active("spilled-older-wins");
+            let wins = |order: Ordering| order == Ordering::Less || (newer_wins && order.is_eq());
             let mut best: Option<Source> = None;
             for i in 0..self.disk.len() {
                 if let Some(head) = self.disk[i].head()
-                    && best.is_none_or(|b| self.cmp_head((head.0, head.1), b) != Ordering::Greater)
+                    && best.is_none_or(|b| wins(self.cmp_head((head.0, head.1), b)))
                 {
                     best = Some(Source::Disk(i));
                 }
             }
             if let Some(e) = self.memory.first()
-                && best.is_none_or(|b| {
-                    self.cmp_head((e.table, self.arena.key(e)), b) != Ordering::Greater
-                })
+                && best.is_none_or(|b| wins(self.cmp_head((e.table, self.arena.key(e)), b)))
             {
                 best = Some(Source::Memory);
             }
