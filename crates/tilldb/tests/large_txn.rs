@@ -308,6 +308,20 @@ fn child_commits_one_large_transaction() {
     std::thread::sleep(std::time::Duration::from_mins(10));
 }
 
+/// The rows of `db`, each checked to be under its own key.
+fn count_rows(db: &Db) -> u64 {
+    let mut count = 0u64;
+    for (k, v) in db
+        .scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .expect("scan")
+    {
+        let i = u64::from_le_bytes(v[..8].try_into().expect("8"));
+        assert_eq!(k, key(i), "row {i} under another key");
+        count += 1;
+    }
+    count
+}
+
 /// Runs of spilled write sets in `dir` (`txn-writes-*.tdb`).
 fn write_set_runs(dir: &Path) -> usize {
     std::fs::read_dir(dir)
@@ -412,15 +426,7 @@ fn a_kill_during_a_million_row_commit_leaves_all_of_it_or_none() {
             "the dead process's runs are removed"
         );
         let report = db.recovery();
-        let mut count = 0u64;
-        for (k, v) in db
-            .scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
-            .expect("scan")
-        {
-            let i = u64::from_le_bytes(v[..8].try_into().expect("8"));
-            assert_eq!(k, key(i), "row {i} under another key");
-            count += 1;
-        }
+        let count = count_rows(&db);
         let whole = count == BASE_ROWS + rows;
         assert!(
             count == BASE_ROWS || whole,
