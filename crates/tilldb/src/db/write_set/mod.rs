@@ -44,6 +44,10 @@ use std::sync::Arc;
 /// Bytes of an arena chunk (a key and value larger than that get a chunk of their own size).
 const CHUNK_BYTES: usize = 1 << 20;
 
+/// Bytes of a transaction's first arena chunk; each next one is twice the last, up to
+/// [`CHUNK_BYTES`].
+const FIRST_CHUNK_BYTES: usize = 4 << 10;
+
 /// Pending entries a get looks through one by one; beyond this it sorts them into a run.
 const PENDING_SCAN_MAX: usize = 32;
 
@@ -143,7 +147,13 @@ impl Arena {
             .last()
             .is_some_and(|c| c.capacity() - c.len() >= len);
         if !fits {
-            self.chunks.push(Vec::with_capacity(CHUNK_BYTES.max(len)));
+            // The first chunks small, doubling: a transaction of a few writes (most of them)
+            // allocates a few KiB, not a chunk of 1 MiB.
+            let size = self
+                .chunks
+                .last()
+                .map_or(FIRST_CHUNK_BYTES, |c| (c.capacity() * 2).min(CHUNK_BYTES));
+            self.chunks.push(Vec::with_capacity(size.max(len)));
         }
         let chunk_index = self.chunks.len() - 1;
         let chunk = self.chunks.last_mut().expect("pushed above");

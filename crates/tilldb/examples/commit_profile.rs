@@ -1,0 +1,73 @@
+//! One-row commits alone, for profiling (`perf record`) and for comparing two builds run by
+//! turns: loads ROWS rows (24-byte random keys, 150-byte values, one transaction), then makes
+//! COMMITS one-row commits of new random keys at LEVEL (`buffered`, `sync` or `lazy`) from
+//! one thread, as `till bench kv`'s no-flush and durable rows do (its 4 GiB cache too),
+//! printing the rate. The database is made in DIR and removed.
+//!
+//! ```sh
+//! cargo run --release -p tilldb --example commit_profile -- [LEVEL] [COMMITS] [ROWS] [DIR]
+//! # defaults: buffered, 200000 commits, 200000 rows, ./tilldb-commit-profile
+//! ```
+//!
+//! `till bench kv` is the benchmark of record (every engine side by side).
+
+use std::path::PathBuf;
+use std::time::Instant;
+use tilldb::{Db, Durability, Options};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let level = match args.next().as_deref() {
+        None | Some("buffered") => Durability::Buffered,
+        Some("sync") => Durability::Sync,
+        Some("lazy") => Durability::Lazy,
+        Some(other) => return Err(format!("level {other:?}: buffered, sync or lazy").into()),
+    };
+    let commits: u64 = args.next().map_or(Ok(200_000), |s| s.parse())?;
+    let rows: u64 = args.next().map_or(Ok(200_000), |s| s.parse())?;
+    let dir = PathBuf::from(
+        args.next()
+            .unwrap_or_else(|| "tilldb-commit-profile".to_owned()),
+    );
+    if dir.exists() {
+        return Err(format!("{} exists: give a directory that does not", dir.display()).into());
+    }
+    let mut seed = 0x9e37_79b9_u64;
+    let mut key = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut key = [0u8; 24];
+        key[..8].copy_from_slice(&seed.to_le_bytes());
+        key[8..16].copy_from_slice(&seed.rotate_left(17).to_le_bytes());
+        key
+    };
+    let value = [0x5a_u8; 150];
+    // The cache `till bench kv` gives every engine: no page is read back.
+    let options = Options {
+        cache_bytes: 4 << 30,
+        ..Options::default()
+    };
+    let db = Db::open(&dir, options)?;
+    let mut txn = db.begin()?;
+    for _ in 0..rows {
+        txn.put(&key(), &value)?;
+    }
+    txn.commit()?;
+    let started = Instant::now();
+    for _ in 0..commits {
+        let mut txn = db.begin()?;
+        txn.put(&key(), &value)?;
+        txn.commit_with(level)?;
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "{commits} one-row {level:?} commits over {rows} rows: {:.2} s, {:.0} commits/s, {:.2} us each",
+        elapsed.as_secs_f64(),
+        commits as f64 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64() * 1e6 / commits as f64
+    );
+    db.close()?;
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
