@@ -61,11 +61,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         txn.commit_with(level)?;
     }
     let elapsed = started.elapsed();
+    let each = elapsed / u32::try_from(commits)?;
     println!(
         "{commits} one-row {level:?} commits over {rows} rows: {:.2} s, {:.0} commits/s, {:.2} us each",
         elapsed.as_secs_f64(),
-        commits as f64 / elapsed.as_secs_f64(),
-        elapsed.as_secs_f64() * 1e6 / commits as f64
+        1.0 / each.as_secs_f64(),
+        each.as_secs_f64() * 1e6
     );
     db.close()?;
     std::fs::remove_dir_all(&dir)?;
