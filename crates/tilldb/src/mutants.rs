@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 47] = [
+pub const ALL: [(&str, &str); 49] = [
     (
         "sync-commit-unpublished",
         "a Sync commit returns before the durable lsn read-only handles open at is published",
@@ -196,6 +196,14 @@ pub const ALL: [(&str, &str); 47] = [
     (
         "spilled-older-wins",
         "a write set merged from runs spilled to disk keeps an older write of a key over a newer one: a key rewritten or deleted after it was spilled commits its first value",
+    ),
+    (
+        "unseen-commit-unlocks-early",
+        "a large commit that kept no values for older snapshots lets the tree lock go before it is visible: a snapshot registered then reads its pages as of before it",
+    ),
+    (
+        "snapshot-registered-unlocked",
+        "a snapshot is registered without the tree lock: one registered while a large commit that kept no values for older snapshots is applied reads its pages as of before it",
     ),
 ];
 

@@ -253,3 +253,86 @@ fn commits_queued_behind_a_failed_commit_fail_instead_of_being_acknowledged() {
     }
     assert!(db.begin().is_err(), "the database did not stop");
 }
+
+/// A large commit (many times `commit_part_bytes`) that no snapshot is open to see keeps no
+/// older value per key (`Stats::overlay_keys`): it holds the tree lock until it is visible,
+/// and a snapshot begun meanwhile waits for it, then sees all of it. With a snapshot open,
+/// the same commit keeps a value per key, and a snapshot begun during its held flush does not
+/// wait and sees none of it. With the mutants `unseen-commit-unlocks-early` and
+/// `snapshot-registered-unlocked` a snapshot began while the commit's flush was held.
+#[test]
+fn a_large_commit_no_snapshot_sees_keeps_no_older_values_and_new_snapshots_wait_for_it() {
+    const ROWS: u32 = 2_000;
+    fn key(i: u32) -> Vec<u8> {
+        format!("row-{i:05}").into_bytes()
+    }
+    fn update(db: &Db, round: u8) {
+        let mut txn = db.begin().expect("begin");
+        for i in 0..ROWS {
+            txn.put(&key(i), &[round; 100]).expect("put");
+        }
+        txn.commit_with(Durability::Sync).expect("commit");
+    }
+    let (db, gate) = gated_db();
+    update(&db, 1);
+    let overlay_before = db.stats().overlay_keys;
+    // No snapshot open: the update keeps no older values.
+    gate.arm(1);
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || update(&db, 2))
+    };
+    gate.wait_held();
+    let kept = db.stats().overlay_keys;
+    assert!(
+        kept < overlay_before + 10,
+        "{kept} keys kept (before: {overlay_before}) for snapshots nobody holds"
+    );
+    let began = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (db, began) = (db.clone(), Arc::clone(&began));
+        std::thread::spawn(move || {
+            let snapshot = db.begin_read().expect("begin_read");
+            began.store(true, std::sync::atomic::Ordering::SeqCst);
+            (0..ROWS)
+                .map(|i| snapshot.get(&key(i)).expect("get").expect("a row")[0])
+                .collect::<Vec<u8>>()
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !began.load(std::sync::atomic::Ordering::SeqCst),
+        "a snapshot began while the commit that kept no older values was not yet visible"
+    );
+    gate.release();
+    writer.join().expect("writer");
+    let seen = reader.join().expect("reader");
+    assert!(
+        seen.iter().all(|&v| v == 2),
+        "the waiting snapshot saw part of the update"
+    );
+    // A snapshot open: the update keeps an older value per key; a snapshot begun during its
+    // held flush does not wait, and sees none of it.
+    let open = db.begin_read().expect("begin_read");
+    gate.arm(1);
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || update(&db, 3))
+    };
+    gate.wait_held();
+    assert!(
+        db.stats().overlay_keys >= u64::from(ROWS),
+        "no older values kept"
+    );
+    let during = db.begin_read().expect("begin_read");
+    for i in (0..ROWS).step_by(97) {
+        assert_eq!(open.get(&key(i)).expect("get"), Some(vec![2; 100]));
+        assert_eq!(during.get(&key(i)).expect("get"), Some(vec![2; 100]));
+    }
+    gate.release();
+    writer.join().expect("writer");
+    assert_eq!(open.get(&key(7)).expect("get"), Some(vec![2; 100]));
+    drop((open, during));
+    assert_eq!(db.get(&key(7)).expect("get"), Some(vec![3; 100]));
+    db.close().expect("close");
+}

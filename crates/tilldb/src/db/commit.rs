@@ -366,6 +366,12 @@ pub(super) fn apply(
     // fails this commit here, before it changes a page or the overlay.
     let before = inner.wal.end_lsn_checked()?.0;
     let provisional = before + 1;
+    // A large commit that no snapshot is open to see keeps no value per key for readers: it
+    // holds the tree lock until it is visible, and a snapshot is registered under that lock
+    // (`Db::snapshot_register`), so every snapshot from now on sees all of it. Its memory
+    // then does not grow with the keys it changes (docs/durability.md, "Large transactions").
+    let unseen =
+        changes.writes.bytes() >= part_limit(db) as u64 && inner.reads.lock().snapshots.is_empty();
     let (mut befores, empties) = catalog_befores(db, changes, &drops, &roots, &exclusive)?;
     // Tables whose every key is absent before this commit: created by it (hidden by their
     // absent catalog entry) or found empty (hidden by an empty mark). Their writes keep no
@@ -382,8 +388,15 @@ pub(super) fn apply(
     super::drop::apply_drops(&pages, &drops, &exclusive).map_err(poisoned)?;
     let created = create_tables(&pages, &roots).map_err(poisoned)?;
     let feed = inner.options.change_feed;
-    let mut written = write_in_parts(db, &pages, changes, &created, &fresh, alloc, &exclusive)
-        .map_err(poisoned)?;
+    let mut written = write_in_parts(
+        db,
+        &pages,
+        changes,
+        (&created, &fresh, !unseen),
+        alloc,
+        &exclusive,
+    )
+    .map_err(poisoned)?;
     let parts = written.parts;
     befores.append(&mut written.befores);
     // The entries whose counts change, of tables that exist before this commit (a created
@@ -407,7 +420,7 @@ pub(super) fn apply(
     // from readers until it is acknowledged: readers may go on while the record is
     // appended, which can wait for a log segment to be prepared. Not after parts: the
     // held pages must all be released before anyone can read one back from the spill.
-    let exclusive = if parts == 0 {
+    let exclusive = if parts == 0 && !unseen {
         drop(exclusive);
         None
     } else {
@@ -438,17 +451,32 @@ pub(super) fn apply(
             .parts_logged
             .fetch_add(u64::from(records), std::sync::atomic::Ordering::Relaxed);
     }
-    drop(exclusive);
+    if unseen && !crate::mutants::active("unseen-commit-unlocks-early") {
+        // Visible before the tree lock goes: a snapshot registered after it sees all of
+        // this commit, which kept no values for older ones.
+        inner.reads.lock().visibility.committed(lsn.0, durability);
+        inner.wal.wait(lsn, durability).map_err(poisoned)?;
+        db.visible_through(lsn.0);
+        drop(exclusive);
+    } else {
+        drop(exclusive);
+        inner.reads.lock().visibility.committed(lsn.0, durability);
+    }
     **alloc = new_alloc;
-    inner.reads.lock().visibility.committed(lsn.0, durability);
+    bury(db, drops, lsn);
+    Ok(lsn)
+}
+
+/// Hands the trees of the tables a commit at `lsn` dropped to the graveyard, until no
+/// snapshot can see them (`drop.rs`).
+fn bury(db: &Db, drops: Vec<(String, PageId)>, lsn: Lsn) {
     if !drops.is_empty() {
-        let mut graveyard = inner.graveyard.lock();
+        let mut graveyard = db.inner.graveyard.lock();
         for (_, root) in drops {
             let earlier = graveyard.insert(root, lsn.0);
             assert!(earlier.is_none(), "tree {root} dropped twice");
         }
     }
-    Ok(lsn)
 }
 
 /// `roots` with a new tree, and its catalog entry (count 0), for each table this commit
@@ -566,8 +594,7 @@ fn write_in_parts<'c>(
     db: &Db,
     pages: &TxnPages<'_>,
     changes: &'c Changes,
-    roots: &BTreeMap<String, Option<PageId>>,
-    fresh: &BTreeSet<&str>,
+    (roots, fresh, keep_befores): (&BTreeMap<String, Option<PageId>>, &BTreeSet<&str>, bool),
     _writer: &Writer<'_>,
     _tree: &TreeExclusive<'_>,
 ) -> Result<Written<'c>> {
@@ -633,7 +660,9 @@ fn write_in_parts<'c>(
             };
             delta += i64::from(write.value.is_some())
                 - i64::from(before.as_ref().is_some_and(Option::is_some));
-            if let Some(before) = before {
+            if let Some(before) = before
+                && keep_befores
+            {
                 written.befores.push(tree.root().0, write.key, before);
             }
             if feed {

@@ -124,6 +124,10 @@ pub struct Stats {
     /// Log records of commits too large for one record, logged in parts (`record.rs`),
     /// their last parts included.
     pub commit_parts: u64,
+    /// Keys whose older values the database keeps in memory now, for snapshots older than
+    /// the commits that changed them (`txn/overlay.rs`). A large commit that no snapshot is
+    /// open to see keeps none (docs/durability.md, "Large transactions").
+    pub overlay_keys: u64,
 }
 
 /// An open database. Cheap to share: clone it, or wrap it in an `Arc`.
@@ -442,6 +446,7 @@ impl Db {
             backpressure_waits: self.inner.backpressure_waits.load(Ordering::Relaxed),
             queued_commits: self.inner.queued_commits.load(Ordering::Relaxed),
             commit_parts: self.inner.parts_logged.load(Ordering::Relaxed),
+            overlay_keys: self.inner.reads.lock().overlay.len() as u64,
         }
     }
 

@@ -50,7 +50,13 @@ impl Db {
             .load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Registers a snapshot of what is visible now. Under the tree lock, shared: a large
+    /// commit that found no snapshot registered keeps no values for older ones, and holds the
+    /// tree lock exclusively until it is visible (`commit.rs`), so a snapshot registered
+    /// meanwhile would read its pages with none of them.
     pub(super) fn snapshot_register(&self) -> u64 {
+        let _shared = (!crate::mutants::active("snapshot-registered-unlocked"))
+            .then(|| self.inner.tree_lock.read());
         let snapshot = self.visible_lsn();
         *self
             .inner

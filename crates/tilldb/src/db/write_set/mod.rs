@@ -642,6 +642,11 @@ impl Writes {
         )
     }
 
+    /// Bytes of keys and values (those replaced in memory since the last sort included).
+    pub fn bytes(&self) -> u64 {
+        self.arena.stored_bytes as u64 + self.disk.runs.iter().map(|r| r.bytes).sum::<u64>()
+    }
+
     /// The tables written to, in name order.
     pub fn tables(&self) -> Vec<&str> {
         let mut ids: Vec<u32> = self.entries.iter().map(|e| e.table).collect();
