@@ -46,6 +46,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The cache `till bench kv` gives every engine: no page is read back.
     let options = Options {
         cache_bytes: 4 << 30,
+        background_threads: std::env::var_os("TILLDB_NO_BACKGROUND").is_none(),
+        torn_page_guard: match std::env::var("TILLDB_GUARD").as_deref() {
+            Ok("doublewrite") => tilldb::TornPageGuard::Doublewrite,
+            Ok("full-page-images") => tilldb::TornPageGuard::FullPageImages,
+            _ => tilldb::TornPageGuard::Auto,
+        },
         ..Options::default()
     };
     let db = Db::open(&dir, options)?;
@@ -54,6 +60,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         txn.put(&key(), &value)?;
     }
     txn.commit()?;
+    if std::env::var("TILLDB_CHECKPOINT_FIRST").as_deref() == Ok("1") {
+        db.checkpoint()?;
+    }
+    if std::env::var("TILLDB_BATCHES_FIRST").as_deref() == Ok("1") {
+        // As `till bench kv` runs before its no-flush row: 1,000 durable one-row commits,
+        // then 100 durable transactions of 1,000 rows.
+        for _ in 0..1000 {
+            let mut txn = db.begin()?;
+            txn.put(&key(), &value)?;
+            txn.commit()?;
+        }
+        let started = Instant::now();
+        for _ in 0..100 {
+            let mut txn = db.begin()?;
+            for _ in 0..1000 {
+                txn.put(&key(), &value)?;
+            }
+            txn.commit()?;
+        }
+        println!("  batches first: {:.2} s", started.elapsed().as_secs_f64());
+    }
+    let stats_before = db.stats();
+    let log_before = db.stats().log;
+    let pool_before = db.stats().pool;
     let started = Instant::now();
     for _ in 0..commits {
         let mut txn = db.begin()?;
@@ -67,6 +97,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         elapsed.as_secs_f64(),
         1.0 / each.as_secs_f64(),
         each.as_secs_f64() * 1e6
+    );
+    let log = db.stats().log.since(log_before);
+    println!(
+        "  backpressure waits: {}",
+        db.stats().backpressure_waits - stats_before.backpressure_waits
+    );
+    let pool = db.stats().pool;
+    println!(
+        "  log: {} writes, {} device flushes, {} bytes written, {} log bytes a commit; pool: {} misses, {} written back (before: {}, {})",
+        log.writes,
+        log.device_flushes(),
+        log.bytes_written / commits,
+        log.log_bytes / commits,
+        pool.misses,
+        pool.pages_written,
+        pool_before.misses,
+        pool_before.pages_written
     );
     db.close()?;
     std::fs::remove_dir_all(&dir)?;

@@ -20,6 +20,11 @@ const DIR: &str = "/db";
 /// A database on a simulated disk whose log flushes pass a gate the test holds, with no
 /// background threads (every flush is a committer's).
 fn gated_db() -> (Db, Arc<Gate>) {
+    gated_db_with(Options::for_tests())
+}
+
+/// [`gated_db`] with `options` (background threads off).
+fn gated_db_with(options: Options) -> (Db, Arc<Gate>) {
     let disk = SimDisk::new(SimConfig::default());
     let gate = Arc::new(Gate::default());
     let storage = Arc::new(HookedStorage::new(
@@ -28,7 +33,7 @@ fn gated_db() -> (Db, Arc<Gate>) {
     ));
     let options = Options {
         background_threads: false,
-        ..Options::for_tests()
+        ..options
     };
     let db = Db::open_with_storage(storage, Path::new(DIR), options).expect("open");
     (db, gate)
@@ -273,7 +278,12 @@ fn a_large_commit_no_snapshot_sees_keeps_no_older_values_and_new_snapshots_wait_
         }
         txn.commit_with(Durability::Sync).expect("commit");
     }
-    let (db, gate) = gated_db();
+    // A cache that holds the table: no eviction flushes the log (the write-ahead rule) while
+    // a commit is applied, so the flush held is the commit's own.
+    let (db, gate) = gated_db_with(Options {
+        cache_bytes: 16 << 20,
+        ..Options::for_tests()
+    });
     update(&db, 1);
     let overlay_before = db.stats().overlay_keys;
     // No snapshot open: the update keeps no older values.

@@ -53,7 +53,7 @@ mod split;
 mod tree;
 mod walk;
 
-pub use build::{Filler, fill_empty};
+pub use build::{Filler, LEAF_FILL_PERCENT, fill_empty};
 pub use check::TreeStats;
 pub use cursor::{Cursor, Direction};
 pub use entries::Entries;
