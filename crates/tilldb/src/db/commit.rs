@@ -10,7 +10,10 @@
 //!
 //! The values readers with older snapshots need (the overlay) are taken from the leaves the
 //! writes change and recorded before the tree lock, held exclusively from the first change,
-//! is let go: no reader sees a changed page before its older value is there.
+//! is let go: no reader sees a changed page before its older value is there. A large commit
+//! (more than a part of writes) that finds no snapshot registered records none: it holds the
+//! tree lock until it is visible (its flush waited for under the lock), and snapshots are
+//! registered under the tree lock, so none can be older than it and read its pages.
 //!
 //! A transaction that read holds the writer lock since its first read and applies its own
 //! changes. One that only wrote reaches commit without it, and joins the *commit queue*: the
