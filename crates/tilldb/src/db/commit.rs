@@ -3,8 +3,9 @@
 //!
 //! A commit is one log record, or, when its page operations outgrow `Options::commit_part_bytes`
 //! (or the pages it leaves unlogged crowd the cache), several: [`apply`] cuts a *part* between
-//! two writes (or two leaves of a table it fills bottom up, `btree/build.rs`), appends it, and has the pool *hold* the pages it changed (never written to the
-//! data file; spilled when their frames are needed) until the last part is appended, stamped
+//! two writes (or two leaves of a table it fills bottom up, `btree/build.rs`), appends it,
+//! and has the pool *hold* the pages it changed (never written to the data file; spilled
+//! when their frames are needed) until the last part is appended, stamped
 //! and the held pages released, all under the tree lock (`record.rs` has the format and
 //! the rules readers of the log follow).
 //!
@@ -776,7 +777,8 @@ fn part_limit(db: &Db) -> usize {
 /// of their own where they do not fit beside its ops). A part [`write_in_parts`] cut holds a
 /// little more than [`part_limit`] bytes of ops (the write that passed it), which one record
 /// carries: split at the limit, every part was a full record and a second of one op, whose
-/// append waited for a segment of its own (docs/benchmarks.md, "The write set as an arena"). With `last`, the last record ends the commit. The parts of one commit may
+/// append waited for a segment of its own (docs/benchmarks.md, "The write set as an arena").
+/// With `last`, the last record ends the commit. The parts of one commit may
 /// divide its ops anywhere, even inside one write's split: replay applies all of them or
 /// none. Returns the last record's end.
 fn append_parts<'a, I>(
