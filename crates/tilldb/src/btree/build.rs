@@ -186,15 +186,7 @@ impl<'p, P: Pages> Filler<'p, P> {
                 None => pages.allocate(NodeKind::Leaf.page_kind())?,
             };
             let next = pages.allocate(NodeKind::Leaf.page_kind())?;
-            image(
-                pages,
-                limits,
-                NodeKind::Leaf,
-                page,
-                self.prev,
-                next,
-                &self.leaf,
-            )?;
+            self.log_leaf(page, self.prev, next)?;
             let left_last = self.leaf.last_key(NodeKind::Leaf).expect("a full leaf");
             let separator = separator(left_last, key);
             if self.children.is_empty() {
@@ -216,32 +208,28 @@ impl<'p, P: Pages> Filler<'p, P> {
     /// Logs the last leaf and the branches over the leaves; returns how many entries were
     /// added.
     pub fn finish(self) -> Result<u64> {
-        let (pages, limits) = (self.pages, &self.limits);
         match self.leaf_page {
             // One leaf in all: the root's page holds it.
-            None => image(
-                pages,
-                limits,
-                NodeKind::Leaf,
-                self.root,
-                PageId(0),
-                PageId(0),
-                &self.leaf,
-            )?,
+            None => self.log_leaf(self.root, PageId(0), PageId(0))?,
             Some(page) => {
-                image(
-                    pages,
-                    limits,
-                    NodeKind::Leaf,
-                    page,
-                    self.prev,
-                    PageId(0),
-                    &self.leaf,
-                )?;
-                fill_branches(pages, limits, self.root, self.children)?;
+                self.log_leaf(page, self.prev, PageId(0))?;
+                fill_branches(self.pages, &self.limits, self.root, self.children)?;
             }
         }
         Ok(self.count)
+    }
+
+    /// Logs the leaf being built as `page`, linked to `prev` and `next`.
+    fn log_leaf(&self, page: PageId, prev: PageId, next: PageId) -> Result<()> {
+        image(
+            self.pages,
+            &self.limits,
+            NodeKind::Leaf,
+            page,
+            prev,
+            next,
+            &self.leaf,
+        )
     }
 }
 

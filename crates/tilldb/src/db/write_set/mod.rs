@@ -539,7 +539,9 @@ impl WriteSet {
     /// write set holds what it held (sorted).
     fn spill(&mut self) -> Result<()> {
         self.normalize();
-        if let Some(run) = self.runs.first() {
+        if let Some(run) = self.runs.first()
+            && !run.is_empty()
+        {
             let to = self.disk.to.as_ref().expect("a spilling write set");
             let mut writer = RunWriter::create(to, 0)?;
             for e in run {
