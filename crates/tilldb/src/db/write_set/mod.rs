@@ -651,7 +651,12 @@ impl Writes {
 
     /// The tables written to, in name order.
     pub fn tables(&self) -> Vec<&str> {
-        let mut ids: Vec<u32> = self.entries.iter().map(|e| e.table).collect();
+        // The entries are sorted by table: one id per table, not one per entry.
+        let mut ids: Vec<u32> = self
+            .entries
+            .chunk_by(|a, b| a.table == b.table)
+            .map(|group| group[0].table)
+            .collect();
         for (i, run) in self.disk.runs.iter().enumerate() {
             ids.extend(run.tables.iter().filter(|&&t| self.disk.holds(i, t)));
         }
