@@ -327,7 +327,7 @@ pub struct Options {
     pub commit_part_bytes: u64,
     /// Bytes of its writes (keys, values, 32 bytes an entry) a transaction keeps in memory;
     /// past them it sorts them into a run and writes it to a scratch file of its own
-    /// (`txn-writes-<txn>-<run>.tdb`, removed when the transaction ends), so a transaction
+    /// (`txn-writes-<n>.tdb`, removed when the transaction ends), so a transaction
     /// of any size needs about this much memory, not memory in proportion to its size
     /// (docs/durability.md, "Large transactions"). Its reads of its own writes then read the
     /// runs back. Default: 64 MiB.

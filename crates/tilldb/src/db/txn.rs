@@ -96,9 +96,9 @@ impl<'db> Txn<'db> {
 
     /// Removes every key of `table` between the bounds, as this transaction sees them (its
     /// own puts included), atomically with the rest of the transaction; returns how many.
-    /// Each key is one delete of the commit (and of the change feed), so a range too large
-    /// for one commit fails at commit with [`Error::TooLarge`]: delete it in several
-    /// transactions, a bounded range each.
+    /// Each key is one delete of the commit (and of the change feed); a range of any size
+    /// commits (in parts when it must), but its keys are read into memory first: delete a
+    /// range of millions of keys in several calls, a bounded range each.
     pub fn delete_range_in(
         &mut self,
         table: &str,
