@@ -2,7 +2,14 @@
 //! turns: loads ROWS rows (24-byte random keys, 150-byte values, one transaction), then makes
 //! COMMITS one-row commits of new random keys at LEVEL (`buffered`, `sync` or `lazy`) from
 //! one thread, as `till bench kv`'s no-flush and durable rows do (its 4 GiB cache too),
-//! printing the rate. The database is made in DIR and removed.
+//! printing the rate and the log's and pool's counters over the commits. The database is
+//! made in DIR and removed.
+//!
+//! Environment: `TILLDB_GUARD=doublewrite|full-page-images` (default: auto);
+//! `TILLDB_CHECKPOINT_FIRST=1` checkpoints after the load; `TILLDB_BATCHES_FIRST=1` runs, after
+//! the load, `till bench kv`'s rows before its no-flush row (1,000 durable one-row commits,
+//! 100 durable transactions of 1,000 rows); `TILLDB_NO_BACKGROUND=1` turns the background
+//! threads off.
 //!
 //! ```sh
 //! cargo run --release -p tilldb --example commit_profile -- [LEVEL] [COMMITS] [ROWS] [DIR]
