@@ -1,11 +1,14 @@
 //! Reads alone, for profiling (`perf record`) and for comparing two builds run by turns:
 //! loads ROWS rows (24-byte random keys, 150-byte values, one transaction), then in one
 //! `ReadTxn` reads ROWS x 5 ranges of 10 entries (`Range::next_entry`), ROWS x 10 point
-//! reads of random loaded keys (`get`) and as many lent (`get_with`), printing each rate. The database is made in DIR and removed.
+//! reads of random loaded keys (`get`) and as many lent (`get_with`), then as many lent point
+//! reads spread over THREADS threads, each with its own `ReadTxn`, printing each rate. The
+//! database is made in DIR and removed. `READ_PROFILE_PHASES=ranges,gets,lent,threads` (any of
+//! them) runs only those, for a profile of one.
 //!
 //! ```sh
-//! cargo run --release -p tilldb --example read_profile -- [ROWS] [DIR] [CACHE_MIB]
-//! # defaults: 200000 rows, ./tilldb-read-profile, Options::default()'s cache
+//! cargo run --release -p tilldb --example read_profile -- [ROWS] [DIR] [CACHE_MIB] [THREADS]
+//! # defaults: 200000 rows, ./tilldb-read-profile, Options::default()'s cache, 32 threads
 //! ```
 //!
 //! `till bench kv` is the benchmark of record (every engine side by side); this is its read
@@ -25,6 +28,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or_else(|| "tilldb-read-profile".to_owned()),
     );
     let cache_mib: Option<u64> = args.next().map(|s| s.parse()).transpose()?;
+    let threads: usize = args.next().map_or(Ok(32), |s| s.parse())?;
+    let phases = std::env::var("READ_PROFILE_PHASES").ok();
+    let phase = |name: &str| {
+        phases
+            .as_ref()
+            .is_none_or(|p| p.split(',').any(|p| p == name))
+    };
     if dir.exists() {
         return Err(format!("{} exists: give a directory that does not", dir.display()).into());
     }
@@ -58,48 +68,92 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     txn.commit()?;
     println!("load: {:.0} rows/s", per_second(rows, started));
     let read = db.begin_read()?;
-    let (ranges, started) = (rows * 5, Instant::now());
-    let mut entries = 0u64;
-    for _ in 0..ranges {
-        let mut range = read.range(
-            Bound::Included(pick(next())),
-            Bound::Unbounded,
-            Direction::Forward,
-        )?;
-        for _ in 0..10 {
-            let Some(entry) = range.next_entry() else {
-                break;
-            };
-            let (key, value) = entry?;
-            assert!(!key.is_empty() && !value.is_empty(), "an empty entry");
-            entries += 1;
+    if phase("ranges") {
+        let (ranges, started) = (rows * 5, Instant::now());
+        let mut entries = 0u64;
+        for _ in 0..ranges {
+            let mut range = read.range(
+                Bound::Included(pick(next())),
+                Bound::Unbounded,
+                Direction::Forward,
+            )?;
+            for _ in 0..10 {
+                let Some(entry) = range.next_entry() else {
+                    break;
+                };
+                let (key, value) = entry?;
+                assert!(!key.is_empty() && !value.is_empty(), "an empty entry");
+                entries += 1;
+            }
         }
+        println!(
+            "ranges of 10: {:.0} ranges/s ({entries} entries)",
+            per_second(ranges, started)
+        );
     }
-    println!(
-        "ranges of 10: {:.0} ranges/s ({entries} entries)",
-        per_second(ranges, started)
-    );
-    let (gets, started) = (rows * 10, Instant::now());
-    let mut found = 0u64;
-    for _ in 0..gets {
-        found += u64::from(read.get(pick(next()))?.is_some());
+    if phase("gets") {
+        let (gets, started) = (rows * 10, Instant::now());
+        let mut found = 0u64;
+        for _ in 0..gets {
+            found += u64::from(read.get(pick(next()))?.is_some());
+        }
+        println!(
+            "point reads: {:.0} reads/s ({found} found)",
+            per_second(gets, started)
+        );
     }
-    println!(
-        "point reads: {:.0} reads/s ({found} found)",
-        per_second(gets, started)
-    );
-    let (gets, started) = (rows * 10, Instant::now());
-    let mut found = 0u64;
-    for _ in 0..gets {
-        found += u64::from(read.get_with(pick(next()), <[u8]>::len)?.is_some());
+    if phase("lent") {
+        let (gets, started) = (rows * 10, Instant::now());
+        let mut found = 0u64;
+        for _ in 0..gets {
+            found += u64::from(read.get_with(pick(next()), <[u8]>::len)?.is_some());
+        }
+        println!(
+            "point reads lent (get_with): {:.0} reads/s ({found} found)",
+            per_second(gets, started)
+        );
     }
-    println!(
-        "point reads lent (get_with): {:.0} reads/s ({found} found)",
-        per_second(gets, started)
-    );
     drop(read);
+    if phase("threads") {
+        threaded_reads(&db, &keys, threads)?;
+    }
     db.close()?;
     std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// `keys.len() x 10` lent point reads of random `keys`, spread over `threads` threads, each
+/// with its own `ReadTxn`.
+fn threaded_reads(db: &Db, keys: &[[u8; 24]], threads: usize) -> Result<(), tilldb::Error> {
+    let rows = keys.len();
+    let (gets, started) = (rows * 10, Instant::now());
+    let found: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || -> Result<u64, tilldb::Error> {
+                    let read = db.begin_read()?;
+                    let mut seed = 0x9E37_79B9_u64 + t as u64;
+                    let mut found = 0;
+                    for _ in 0..gets / threads {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        let key = &keys[usize::try_from(seed % rows as u64).expect("an index")];
+                        found += u64::from(read.get_with(key, <[u8]>::len)?.is_some());
+                    }
+                    Ok(found)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a reader panicked"))
+            .sum::<Result<u64, _>>()
+    })?;
+    println!(
+        "point reads lent, {threads} threads: {:.0} reads/s ({found} found)",
+        per_second(gets, started)
+    );
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 49] = [
+pub const ALL: [(&str, &str); 50] = [
     (
         "sync-commit-unpublished",
         "a Sync commit returns before the durable lsn read-only handles open at is published",
@@ -40,6 +40,10 @@ pub const ALL: [(&str, &str); 49] = [
     (
         "replay-applies-unfinished-parts",
         "recovery applies the parts of a commit whose last part the log does not hold (a prefix)",
+    ),
+    (
+        "hinted-read-trusted",
+        "a read takes the frame the buffer pool's hint table names without checking it holds the page",
     ),
     (
         "held-pages-written",

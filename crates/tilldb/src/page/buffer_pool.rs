@@ -1,14 +1,23 @@
 //! The buffer pool: a fixed set of frames caching pages of the data file.
 //!
 //! ```text
-//!   read(id) / write(id)                     flush_dirty() (background writer, checkpoint)
-//!        |  map: PageId -> frame (rwlock; a hit     |  copy dirty, logged pages under shared latch
-//!        v   pins under the shared lock)            v  log durable to their lsn (WAL rule)
+//!   read(id)                     write(id)             flush_dirty() (background writer, checkpoint)
+//!     | hints[hash(id)] -> frame   | map: PageId -> frame   |  copy dirty, logged pages under
+//!     | (no lock); latch shared,   | (rwlock; a hit pins    |  shared latch; log durable to
+//!     | check the page is id's     |  under the shared lock)|  their lsn (WAL rule)
+//!     v (else: as write does)      v                        v
 //!   frame: pins, referenced, flags, RwLock<FrameData> ---> Backend::write_pages (torn-page guard)
-//!        |  miss: clock picks an unpinned, logged victim; a dirty victim is written back first
-//!        v
+//!        |  miss: clock picks an unpinned, logged victim it can latch at once; a dirty victim
+//!        v  is written back first
 //!   Backend::read_page
 //! ```
+//!
+//! A read holds its frame by the latch alone, no pin: an eviction latches its victim
+//! exclusively before it changes anything, and takes only a victim nobody holds (`try_write`),
+//! so a latched page stays. The hint table is only a guess: a read checks, under the latch,
+//! that the frame holds its page, and otherwise asks the map. So a hit of a read writes to no
+//! line every reader shares but the frame's latch (the map lock and the pins were six atomic
+//! writes a page, on lines every thread wrote: docs/benchmarks.md, "Reads that pin nothing").
 //!
 //! Rules, each asserted where it is enforced:
 //! - A page is written to the data file only after the log is durable up to its page lsn.
@@ -18,7 +27,8 @@
 //! - A page changed by a commit whose last part is not logged yet (*held*, see `held.rs`) is
 //!   never written to the data file: evicted, it goes to the spill file, and comes back from
 //!   there. [`BufferPool::release_held`] lifts the ban once the last part is logged.
-//! - A pinned frame is never evicted; every guard unpins exactly once on drop.
+//! - A pinned or latched frame is never evicted; every write guard unpins exactly once on
+//!   drop (a read guard holds the latch only).
 //! - A page has one frame at most.
 //! - Lock order: a frame latch may be held while taking the map lock, never the reverse.
 
@@ -118,6 +128,11 @@ impl PoolStats {
 /// from there (not made afresh), whether it is held.
 type FromSpill = Option<(Option<u64>, Option<bool>)>;
 
+/// A hint table slot's value for `frame`.
+fn hint_of(frame: usize) -> u32 {
+    u32::try_from(frame + 1).expect("the frame count fits a hint (checked when made)")
+}
+
 #[derive(Debug, Default)]
 struct FrameData {
     page: Option<PageBuf>,
@@ -189,6 +204,10 @@ pub struct BufferPool {
     /// victim: a frame's pins rise only under this lock, so a victim chosen under the
     /// exclusive lock with no pins stays unpinned.
     map: RwLock<Map>,
+    /// Where each page probably is, read with no lock: slot `hint_slot(id)` holds a frame
+    /// index + 1 (0: none), set when a page is loaded into that frame. Another page hashed
+    /// to the slot, or an eviction since, makes it wrong: a read checks it under the latch.
+    hints: Box<[AtomicU32]>,
     /// Held pages written to the spill file. Lock order: after a frame latch and the map.
     spilled: Mutex<held::Spilled>,
     /// Striped: every reader of every thread counts its hits, and one shared counter was a
@@ -242,10 +261,19 @@ impl BufferPool {
                 data: RwLock::new(FrameData::default()),
             })
             .collect();
+        // Twice the frames, a power of two: few pages share a slot.
+        let hints = (0..(count.next_power_of_two() * 2))
+            .map(|_| AtomicU32::new(0))
+            .collect();
+        assert!(
+            u32::try_from(count).is_ok_and(|n| n < u32::MAX),
+            "{count} frames do not fit the hint table's u32 slots"
+        );
         BufferPool {
             page_bytes,
             backend,
             frames,
+            hints,
             map: RwLock::new(Map {
                 // Not sized to the frames: a map sized for a 4 GiB cache holding a few
                 // thousand pages spreads them over megabytes, a cache miss per lookup. Grown
@@ -311,18 +339,51 @@ impl BufferPool {
     /// Reads page `id`, loading it if needed. An unwritten page reads as an empty `Free` page
     /// with lsn 0 (recovery formats it).
     pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
+        if let Some(read) = self.read_hinted(id) {
+            return Ok(read);
+        }
+        // Through the map: pinned until latched, then held by the latch alone.
         let frame = self.pin(id, None)?;
         let guard = self.frames[frame].data.read();
+        self.unpin(frame);
         assert_eq!(
             guard.page.as_ref().map(PageBuf::id),
             Some(id),
             "frame {frame} holds the wrong page"
         );
-        Ok(PageRead {
-            pool: self,
-            frame,
-            guard,
-        })
+        self.hints[self.hint_slot(id)].store(hint_of(frame), Ordering::Release);
+        Ok(PageRead { frame, guard })
+    }
+
+    /// A hit found through the hint table, latched; `None` when the hint is wrong (the map
+    /// knows). No pin: the latch keeps the page in its frame (see the module doc).
+    fn read_hinted(&self, id: PageId) -> Option<PageRead<'_>> {
+        let hint = self.hints[self.hint_slot(id)].load(Ordering::Acquire);
+        let frame = usize::try_from(hint.checked_sub(1)?).expect("a frame index");
+        let f = &self.frames[frame];
+        let trusted = crate::mutants::active("hinted-read-trusted");
+        // A cheap first check, without the latch: a frame holding another page is skipped.
+        if f.id.load(Ordering::Acquire) != id.0 && !trusted {
+            return None;
+        }
+        let guard = f.data.read();
+        // The check that counts: under the latch, no eviction can change the frame.
+        if guard.page.as_ref().map(PageBuf::id) != Some(id) && !trusted {
+            return None;
+        }
+        if !f.referenced.load(Ordering::Relaxed) {
+            f.referenced.store(true, Ordering::Relaxed);
+        }
+        self.hits.add(1);
+        Some(PageRead { frame, guard })
+    }
+
+    /// The hint table's slot for `id`.
+    fn hint_slot(&self, id: PageId) -> usize {
+        // Fibonacci hashing, the top bits: the table's length is a power of two.
+        let bits = self.hints.len().trailing_zeros();
+        let hash = id.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits);
+        usize::try_from(hash).expect("a slot index")
     }
 
     /// Opens page `id` for changing. The page is dirty and unlogged from now until
@@ -476,7 +537,11 @@ impl BufferPool {
             let i = map.hand;
             map.hand = (map.hand + 1) % n;
             let f = &self.frames[i];
-            if f.pins.load(Ordering::Acquire) > 0 || f.unlogged.load(Ordering::Acquire) {
+            // A latched frame is held by a read (reads do not pin) or being worked on.
+            if f.pins.load(Ordering::Acquire) > 0
+                || f.unlogged.load(Ordering::Acquire)
+                || f.data.is_locked()
+            {
                 continue;
             }
             if f.referenced.swap(false, Ordering::Relaxed) {
@@ -490,7 +555,8 @@ impl BufferPool {
             return Ok(i);
         }
         // Pins are taken under the map lock, which this holds exclusively; a frame is marked unlogged
-        // only by a thread that pinned it. So the dirty candidate is still free.
+        // only by a thread that pinned it. So the dirty candidate is still unpinned (a read
+        // may latch it meanwhile: `load_into` then gives it up).
         if let Some(i) = dirty {
             let f = &self.frames[i];
             assert_eq!(f.pins.load(Ordering::Acquire), 0, "dirty victim pinned");
@@ -508,9 +574,10 @@ impl BufferPool {
             .iter()
             .filter(|f| f.unlogged.load(Ordering::Acquire))
             .count();
+        let latched = self.frames.iter().filter(|f| f.data.is_locked()).count();
         Err(Error::InvalidOptions(format!(
-            "the buffer pool's {n} frames are all pinned ({pinned}) or hold unlogged changes \
-             ({unlogged}); raise cache_bytes"
+            "the buffer pool's {n} frames are all pinned ({pinned}), held by reads \
+             ({latched}) or hold unlogged changes ({unlogged}); raise cache_bytes"
         )))
     }
 
@@ -551,7 +618,13 @@ impl BufferPool {
         create: Option<PageKind>,
     ) -> Result<Option<usize>> {
         let f = &self.frames[victim];
-        let mut data = f.data.write();
+        // A read holds its frame by the latch alone (no pin), and may hold it while it loads
+        // its next page: waiting here for a latch could wait for this very thread, or for a
+        // thread waiting for one this thread holds. A victim someone holds is given up.
+        let Some(mut data) = f.data.try_write() else {
+            self.unpin(victim);
+            return Ok(None);
+        };
         // A held victim goes to the spill file, never to the data file, and so does a dirty
         // one while read-only handles hold their snapshots (parked: the miss does not wait
         // for them): (its id, where), recorded once the frame is surely this load's.
@@ -606,6 +679,7 @@ impl BufferPool {
         }
         map.ids.insert(id, victim);
         f.id.store(id.0, Ordering::Release);
+        self.hints[self.hint_slot(id)].store(hint_of(victim), Ordering::Release);
         drop(map);
         // Readers of `id` now find this frame and wait on its latch until the page is in.
         let (loaded, from_spill) = self.load_page(id, create);

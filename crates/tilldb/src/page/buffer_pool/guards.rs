@@ -1,5 +1,6 @@
-//! The guards a page is held by: [`PageRead`] and [`PageWrite`] pin their frame and hold its
-//! latch; dropping one unpins the frame, exactly once.
+//! The guards a page is held by: [`PageRead`] holds its frame's latch shared (which keeps the
+//! page in the frame: an eviction latches its victim exclusively); [`PageWrite`] pins its
+//! frame and holds its latch exclusively, and dropping it unpins the frame, exactly once.
 
 use super::{BufferPool, FrameData};
 use crate::page::PageBuf;
@@ -9,7 +10,6 @@ use std::ops::{Deref, DerefMut};
 
 /// A page held for reading. The page cannot change or leave the pool while this lives.
 pub struct PageRead<'a> {
-    pub(super) pool: &'a BufferPool,
     pub(super) frame: usize,
     pub(super) guard: RwLockReadGuard<'a, FrameData>,
 }
@@ -42,12 +42,6 @@ impl Deref for PageRead<'_> {
     type Target = PageBuf;
     fn deref(&self) -> &PageBuf {
         held(&self.guard)
-    }
-}
-
-impl Drop for PageRead<'_> {
-    fn drop(&mut self) {
-        self.pool.unpin(self.frame);
     }
 }
 

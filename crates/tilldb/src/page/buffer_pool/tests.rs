@@ -278,3 +278,60 @@ fn concurrent_readers_and_writers_on_a_small_pool() {
     }
     pool.check_invariants();
 }
+
+/// Reads hold their frames by the latch alone, no pin: a read that holds every frame and
+/// needs another page gets the pool's error, not an endless hunt for a victim it could latch.
+#[test]
+fn a_read_holding_every_frame_is_told_to_raise_the_cache_not_left_spinning() {
+    let (pool, _) = pool(8);
+    for id in 1..=8 {
+        put(&pool, id, 7, 1);
+    }
+    let held: Vec<_> = (1..=8)
+        .map(|id| pool.read(PageId(id)).expect("read"))
+        .collect();
+    match pool.read(PageId(9)) {
+        Err(Error::InvalidOptions(why)) => {
+            assert!(why.contains("raise cache_bytes"), "{why}");
+        }
+        other => panic!("expected the pool's error, got {other:?}"),
+    }
+    drop(held);
+    assert_eq!(pool.read(PageId(9)).expect("read").id(), PageId(9));
+    pool.check_invariants();
+}
+
+/// Readers descend as a tree read does, holding a page while they read the next, on a pool so
+/// small that nearly every read evicts: no read waits for a latch its own thread holds, none
+/// finds the wrong page, and a page read through a stale hint is the page asked for.
+#[test]
+fn readers_holding_a_page_while_reading_the_next_churn_a_small_pool() {
+    let (pool, _) = pool(10);
+    for id in 1..=60 {
+        put(&pool, id, u8::try_from(id).expect("small"), 1);
+    }
+    let pool = Arc::new(pool);
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || {
+                let mut seed = 0x9E37_79B9_u64 + t;
+                for _ in 0..3_000 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let (a, b) = (1 + seed % 60, 1 + (seed >> 20) % 60);
+                    let first = pool.read(PageId(a)).expect("read");
+                    let second = pool.read(PageId(b)).expect("read");
+                    let byte = |id: u64| u8::try_from(id).expect("small");
+                    assert_eq!((first.id(), first.body()[0]), (PageId(a), byte(a)));
+                    assert_eq!((second.id(), second.body()[0]), (PageId(b), byte(b)));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    pool.check_invariants();
+}
