@@ -12,28 +12,81 @@
 //! only the tree lock, never while it holds the writer lock's guard unless it is the writer.
 
 use crate::record::Alloc;
-use parking_lot::{MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{MutexGuard, RwLock, RwLockWriteGuard};
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The writer lock, held: the allocator state, changed only by its holder.
 pub(super) type Writer<'a> = MutexGuard<'a, Alloc>;
 
-/// The tree lock (see the module doc).
+/// The tree lock (see the module doc). Readers count themselves in one of a few stripes, a
+/// cache line each, so that readers on two CPUs write no line in common (a `RwLock`'s one
+/// state word was two contended writes a point read, the root's latch besides: issue 37,
+/// docs/benchmarks.md, "A tree lock readers share no line of"). A writer takes `exclusive`,
+/// raises `writing`, then waits for every stripe to empty; a reader that finds `writing`
+/// raised steps back out of its stripe and waits on `exclusive`.
 #[derive(Debug, Default)]
-pub(super) struct TreeLock(RwLock<()>);
+pub(super) struct TreeLock {
+    exclusive: RwLock<()>,
+    writing: AtomicBool,
+    readers: [Stripe; STRIPES],
+}
+
+const STRIPES: usize = 16;
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Stripe(AtomicUsize);
+
+/// This thread's stripe: threads take them in turn, at their first read.
+fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    STRIPE.with(|stripe| *stripe)
+}
 
 impl TreeLock {
     /// Takes the lock shared (a read of the trees).
     pub(super) fn read(&self) -> TreeShared<'_> {
-        TreeShared {
-            _guard: self.0.read(),
+        let stripe = stripe();
+        let count = &self.readers[stripe].0;
+        loop {
+            // SeqCst, both sides: the reader's count before its look at `writing`, the
+            // writer's flag before its look at the counts; one of them sees the other.
+            count.fetch_add(1, Ordering::SeqCst);
+            if !self.writing.load(Ordering::SeqCst) {
+                return TreeShared { lock: self, stripe };
+            }
+            count.fetch_sub(1, Ordering::SeqCst);
+            // Wait for the writer, then try again.
+            drop(self.exclusive.read());
         }
     }
 
     /// Takes the lock exclusively (a change of the trees).
     pub(super) fn write(&self) -> TreeExclusive<'_> {
+        let guard = self.exclusive.write();
+        let was = self.writing.swap(true, Ordering::SeqCst);
+        assert!(!was, "two writers held the tree lock");
+        let mut spins = 0u32;
+        while self
+            .readers
+            .iter()
+            .any(|stripe| stripe.0.load(Ordering::SeqCst) != 0)
+        {
+            // Reads hold the lock for microseconds; one that lost its CPU needs this one's.
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
         TreeExclusive {
-            _guard: self.0.write(),
+            lock: self,
+            _guard: guard,
         }
     }
 }
@@ -41,13 +94,32 @@ impl TreeLock {
 /// The tree lock, held shared.
 #[must_use = "the tree lock is released when the guard is dropped"]
 pub(super) struct TreeShared<'a> {
-    _guard: RwLockReadGuard<'a, ()>,
+    lock: &'a TreeLock,
+    stripe: usize,
+}
+
+impl Drop for TreeShared<'_> {
+    fn drop(&mut self) {
+        let before = self.lock.readers[self.stripe]
+            .0
+            .fetch_sub(1, Ordering::SeqCst);
+        assert!(before > 0, "a tree lock stripe counted below zero");
+    }
 }
 
 /// The tree lock, held exclusively.
 #[must_use = "the tree lock is released when the guard is dropped"]
 pub(super) struct TreeExclusive<'a> {
+    lock: &'a TreeLock,
     _guard: RwLockWriteGuard<'a, ()>,
+}
+
+impl Drop for TreeExclusive<'_> {
+    fn drop(&mut self) {
+        // Before the guard (a field, dropped after this): readers waiting on it find the flag
+        // down when they come back.
+        self.lock.writing.store(false, Ordering::SeqCst);
+    }
 }
 
 /// Proof that the caller holds the tree lock, shared or exclusive, for as long as it lives
@@ -70,26 +142,76 @@ impl TreeExclusive<'_> {
 }
 
 #[cfg(test)]
+impl TreeLock {
+    /// Readers holding the lock now.
+    fn readers_in(&self) -> usize {
+        self.readers
+            .iter()
+            .map(|stripe| stripe.0.load(Ordering::SeqCst))
+            .sum()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writers change two counters that must stay equal, one after the other, under the
+    /// exclusive guard; readers in other threads (more than the stripes) check them under the
+    /// shared guard: no reader sees them apart, and no writer or reader waits forever.
+    #[test]
+    fn readers_never_see_a_writer_half_way_and_nobody_waits_forever() {
+        let lock = TreeLock::default();
+        let (a, b) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..2_000 {
+                        let _exclusive = lock.write();
+                        a.fetch_add(1, Ordering::Relaxed);
+                        // A window long enough for a reader that got in to see.
+                        for _ in 0..50 {
+                            std::hint::spin_loop();
+                        }
+                        std::thread::yield_now();
+                        b.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+            for _ in 0..STRIPES + 3 {
+                s.spawn(|| {
+                    for _ in 0..2_000 {
+                        let _shared = lock.read();
+                        let seen_b = b.load(Ordering::Relaxed);
+                        let seen_a = a.load(Ordering::Relaxed);
+                        assert_eq!(seen_a, seen_b, "a reader saw a writer half way");
+                    }
+                });
+            }
+        });
+        assert_eq!(a.load(Ordering::Relaxed), 4_000);
+        assert_eq!(lock.readers_in(), 0);
+        assert!(!lock.writing.load(Ordering::SeqCst));
+    }
 
     #[test]
     fn the_tree_guards_hold_the_lock_until_dropped() {
         let lock = TreeLock::default();
         let shared = lock.read();
         let again = lock.read();
-        assert!(
-            lock.0.try_write().is_none(),
-            "a shared guard keeps writers out"
-        );
+        assert_eq!(lock.readers_in(), 2, "both shared guards are counted");
         drop((shared, again));
+        assert_eq!(lock.readers_in(), 0, "released when dropped");
         let exclusive = lock.write();
         assert!(
-            lock.0.try_read().is_none(),
+            lock.writing.load(Ordering::SeqCst) && lock.exclusive.try_read().is_none(),
             "an exclusive guard keeps readers out"
         );
         let _held: TreeHeld<'_> = exclusive.held();
         drop(exclusive);
-        assert!(lock.0.try_write().is_some(), "released when dropped");
+        assert!(
+            !lock.writing.load(Ordering::SeqCst) && lock.exclusive.try_write().is_some(),
+            "released when dropped"
+        );
     }
 }
