@@ -795,11 +795,12 @@ where
     let max = db.inner.wal.max_payload_bytes();
     let chunk_max = max - record::HEADER_BYTES;
     let changes_bytes = writes.map_or(0, |w| record::changes_len(w.clone()));
-    // The ops in chunks that each fill at most one record (an op at least; none for no ops).
+    // The ops in chunks that each fill at most one record (an op at least; none for no ops),
+    // counting each op's length at most (an image whole: no scan of it before its encoding).
     let mut chunks: Vec<&[PageOp]> = Vec::new();
     let (mut from, mut bytes) = (0, 0);
     for (i, op) in ops.iter().enumerate() {
-        let len = op.encoded_len();
+        let len = op.encoded_len_at_most();
         if i > from && bytes + len > chunk_max {
             chunks.push(&ops[from..i]);
             (from, bytes) = (i, 0);

@@ -24,7 +24,7 @@ pub struct TxnPages<'a> {
     ops: RefCell<Vec<PageOp>>,
     /// Every page an op changed (since the last part): the frames left unlogged.
     touched: RefCell<HashSet<PageId>>,
-    /// Bytes the ops take encoded.
+    /// Bytes the ops take encoded, at most (`PageOp::encoded_len_at_most`).
     ops_bytes: std::cell::Cell<usize>,
     /// Full-page images: a page whose lsn is at most this is logged whole at its first change
     /// in this commit (see "Full-page images" in `db/mod.rs`). `None`: other guards.
@@ -62,7 +62,7 @@ impl<'a> TxnPages<'a> {
         })
     }
 
-    /// Bytes the ops so far take encoded.
+    /// Bytes the ops so far take encoded, at most (an image counts whole).
     pub fn ops_bytes(&self) -> usize {
         self.ops_bytes.get()
     }
@@ -144,7 +144,7 @@ impl Pages for TxnPages<'_> {
         }
         self.touched.borrow_mut().insert(id);
         self.ops_bytes
-            .set(self.ops_bytes.get() + logged.encoded_len());
+            .set(self.ops_bytes.get() + logged.encoded_len_at_most());
         self.ops.borrow_mut().push(logged);
         Ok(())
     }

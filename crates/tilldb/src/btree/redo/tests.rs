@@ -296,6 +296,7 @@ fn encoded_len_is_the_length_encode_writes() {
         let mut out = Vec::new();
         op.encode(&mut out);
         assert_eq!(op.encoded_len(), out.len(), "{op:?}");
+        assert!(op.encoded_len_at_most() >= out.len(), "{op:?}");
     }
 }
 
@@ -332,6 +333,7 @@ proptest::proptest! {
         let mut out = Vec::new();
         op.encode(&mut out);
         proptest::prop_assert_eq!(op.encoded_len(), out.len());
+        proptest::prop_assert!(op.encoded_len_at_most() >= out.len());
         proptest::prop_assert_eq!(decode(&out), Ok((op, out.len())));
     }
 }
