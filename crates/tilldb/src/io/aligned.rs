@@ -49,9 +49,25 @@ impl AlignedBuf {
             "{} bytes do not fit in {len}",
             bytes.len()
         );
-        let mut buf = Self::zeroed(len);
-        buf[..bytes.len()].copy_from_slice(bytes);
-        buf
+        if len == 0 {
+            return Self::zeroed(0);
+        }
+        // Not zeroed first: the copy writes the front, the tail is zeroed alone. (A page's
+        // clone zeroed 16 KiB and then copied over it: 5.5 % of a no-flush commit's CPU after
+        // a bulk load, in the write-back's copies.)
+        let layout = Self::layout(len);
+        // SAFETY: layout has a non-zero size.
+        let raw = unsafe { alloc::alloc(layout) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        assert!((ptr.as_ptr() as usize).is_multiple_of(Self::ALIGN));
+        // SAFETY: `ptr` is a fresh allocation of `len` bytes, `bytes` another of at most `len`
+        // (checked above): the copy and the fill together write every byte once, before the
+        // buffer is handed out, so no uninitialised byte is ever read.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr(), bytes.len());
+            std::ptr::write_bytes(ptr.as_ptr().add(bytes.len()), 0, len - bytes.len());
+        }
+        AlignedBuf { ptr, len }
     }
 
     fn layout(len: usize) -> Layout {
@@ -114,6 +130,25 @@ mod tests {
         let buf = AlignedBuf::from_slice_padded(b"abc", 8);
         assert_eq!(&buf[..], b"abc\0\0\0\0\0");
         assert_eq!(&buf.clone()[..], &buf[..]);
+        // Every split of copied and zeroed bytes, empty ones too; clones of whole pages.
+        for (copied, len) in [
+            (0, 0),
+            (0, 1),
+            (1, 1),
+            (0, 4096),
+            (4095, 4096),
+            (16384, 16384),
+        ] {
+            let bytes: Vec<u8> = (0..copied)
+                .map(|i| u8::try_from(i % 251 + 1).expect("small"))
+                .collect();
+            let buf = AlignedBuf::from_slice_padded(&bytes, len);
+            assert_eq!(buf.len(), len);
+            assert!((buf.as_ptr() as usize).is_multiple_of(AlignedBuf::ALIGN));
+            assert_eq!(&buf[..copied], &bytes[..]);
+            assert!(buf[copied..].iter().all(|&b| b == 0), "{copied} of {len}");
+            assert_eq!(&buf.clone()[..], &buf[..]);
+        }
     }
 }
 
