@@ -4,7 +4,7 @@
 
 use super::BufferPool;
 use crate::error::Result;
-use crate::page::PageBuf;
+use crate::page::{PageBuf, PageId};
 use std::sync::atomic::Ordering;
 
 impl BufferPool {
@@ -65,7 +65,12 @@ impl BufferPool {
         // the copy, so one starting at or after this: the redo point of a page changed again
         // while it is written back (see the loop after `write_back`).
         let floor = self.backend.log_end();
-        let mut batch: Vec<(usize, PageBuf)> = Vec::new();
+        // The frames copied, with each copy's id and lsn (what the write-back must find
+        // unchanged to clean the frame), and the copies, which the write takes as they are:
+        // one copy a page (there were two, 16 KiB each, on the path of the commits that
+        // checkpoint).
+        let mut batch: Vec<(usize, PageId, u64)> = Vec::new();
+        let mut pages: Vec<PageBuf> = Vec::new();
         for (i, f) in self.frames.iter().enumerate() {
             if batch.len() >= max {
                 break;
@@ -80,28 +85,30 @@ impl BufferPool {
             }
             let data = f.data.read();
             if data.dirty && !banned(f) && data.rec_lsn.is_some_and(|r| r < before) {
-                batch.push((i, data.page.clone().expect("a dirty frame holds its page")));
+                let page = data.page.clone().expect("a dirty frame holds its page");
+                batch.push((i, page.id(), page.lsn()));
+                pages.push(page);
             }
         }
         if batch.is_empty() {
             return Ok(0);
         }
-        let mut pages: Vec<PageBuf> = batch.iter().map(|(_, p)| p.clone()).collect();
         self.write_back(&mut pages)?;
-        for ((i, copy), _) in batch.iter().zip(&pages) {
-            let f = &self.frames[*i];
+        drop(pages);
+        for &(i, id, lsn) in &batch {
+            let f = &self.frames[i];
             let mut data = f.data.write();
             let same = data
                 .page
                 .as_ref()
-                .is_some_and(|p| p.id() == copy.id() && p.lsn() == copy.lsn())
+                .is_some_and(|p| p.id() == id && p.lsn() == lsn)
                 && !f.unlogged.load(Ordering::Acquire)
                 && !f.held.load(Ordering::Acquire);
             if same {
                 data.dirty = false;
                 data.rec_lsn = None;
                 self.mark_dirty(f, false);
-            } else if data.dirty && data.page.as_ref().is_some_and(|p| p.id() == copy.id()) {
+            } else if data.dirty && data.page.as_ref().is_some_and(|p| p.id() == id) {
                 // Changed again since the copy: the copy holds every change before `floor`,
                 // so redo for this page need only start there. Keeping the old redo point
                 // made checkpoints stall under hot pages (issue 21): a page always changed
