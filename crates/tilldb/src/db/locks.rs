@@ -76,12 +76,15 @@ impl TreeLock {
             .iter()
             .any(|stripe| stripe.0.load(Ordering::SeqCst) != 0)
         {
-            // Reads hold the lock for microseconds; one that lost its CPU needs this one's.
+            // Reads hold the lock for microseconds: spin; one that lost its CPU needs this
+            // one's: yield; one that reads a page from the disk takes a while: sleep.
             spins += 1;
             if spins < 64 {
                 std::hint::spin_loop();
-            } else {
+            } else if spins < 256 {
                 std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(20));
             }
         }
         TreeExclusive {
@@ -155,6 +158,30 @@ impl TreeLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader that holds the lock a long while (a page read from the disk) keeps a writer
+    /// out all that while (the writer spins, yields, then sleeps), and the writer gets in
+    /// once it leaves.
+    #[test]
+    fn a_writer_waits_for_a_slow_reader_and_gets_in_once_it_leaves() {
+        let lock = TreeLock::default();
+        let entered = AtomicBool::new(false);
+        let shared = lock.read();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _exclusive = lock.write();
+                entered.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            assert!(
+                !entered.load(Ordering::SeqCst),
+                "a writer got in beside a reader"
+            );
+            drop(shared);
+        });
+        assert!(entered.load(Ordering::SeqCst), "the writer never got in");
+        assert_eq!(lock.readers_in(), 0);
+    }
 
     /// Writers change two counters that must stay equal, one after the other, under the
     /// exclusive guard; readers in other threads (more than the stripes) check them under the
