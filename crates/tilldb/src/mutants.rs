@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 50] = [
+pub const ALL: [(&str, &str); 51] = [
     (
         "sync-commit-unpublished",
         "a Sync commit returns before the durable lsn read-only handles open at is published",
@@ -40,6 +40,10 @@ pub const ALL: [(&str, &str); 50] = [
     (
         "replay-applies-unfinished-parts",
         "recovery applies the parts of a commit whose last part the log does not hold (a prefix)",
+    ),
+    (
+        "tree-lock-reader-ignores-writer",
+        "a reader takes the tree lock without looking at the writer's flag: it reads pages a commit is changing",
     ),
     (
         "hinted-read-trusted",

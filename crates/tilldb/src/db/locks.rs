@@ -56,7 +56,9 @@ impl TreeLock {
             // SeqCst, both sides: the reader's count before its look at `writing`, the
             // writer's flag before its look at the counts; one of them sees the other.
             count.fetch_add(1, Ordering::SeqCst);
-            if !self.writing.load(Ordering::SeqCst) {
+            if !self.writing.load(Ordering::SeqCst)
+                || crate::mutants::active("tree-lock-reader-ignores-writer")
+            {
                 return TreeShared { lock: self, stripe };
             }
             count.fetch_sub(1, Ordering::SeqCst);
