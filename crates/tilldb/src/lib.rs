@@ -54,6 +54,7 @@ pub mod mutants;
 mod options;
 mod page;
 mod record;
+mod stripe;
 mod txn;
 mod wal;
 

@@ -38,19 +38,10 @@ const STRIPES: usize = 16;
 #[repr(align(128))]
 struct Stripe(AtomicUsize);
 
-/// This thread's stripe: threads take them in turn, at their first read.
-fn stripe() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-    }
-    STRIPE.with(|stripe| *stripe)
-}
-
 impl TreeLock {
     /// Takes the lock shared (a read of the trees).
     pub(super) fn read(&self) -> TreeShared<'_> {
-        let stripe = stripe();
+        let stripe = crate::stripe::thread_stripe(STRIPES);
         let count = &self.readers[stripe].0;
         loop {
             // SeqCst, both sides: the reader's count before its look at `writing`, the

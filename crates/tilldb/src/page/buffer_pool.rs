@@ -37,7 +37,7 @@ use crate::error::{Error, Result};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 mod guards;
 mod held;
@@ -178,12 +178,7 @@ struct Cell(AtomicU64);
 
 impl Striped {
     fn add(&self, n: u64) {
-        // Threads take the stripes in turn, at their first count.
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        thread_local! {
-            static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-        }
-        let stripe = STRIPE.with(|stripe| *stripe);
+        let stripe = crate::stripe::thread_stripe(STRIPES);
         self.cells[stripe].0.fetch_add(n, Ordering::Relaxed);
     }
 
