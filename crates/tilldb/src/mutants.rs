@@ -8,7 +8,11 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 51] = [
+pub const ALL: [(&str, &str); 52] = [
+    (
+        "shared-page-written-in-place",
+        "a page shared with a range read is changed in place, not copied first: the range sees a later commit",
+    ),
     (
         "sync-commit-unpublished",
         "a Sync commit returns before the durable lsn read-only handles open at is published",

@@ -173,7 +173,7 @@ impl<'p, P: Pages> Cursor<'p, P> {
         };
         let leaf = match start {
             Some(key) => walk::find_leaf(self.pages, self.root, key)?,
-            None => walk::descend_by(self.pages, self.root, last_child)?.1,
+            None => walk::descend_by(self.pages, self.root, walk::last_child)?.1,
         };
         self.seeked = true;
         Ok(leaf)
@@ -387,11 +387,6 @@ impl Sink for Entries {
             ValueRef::Overflow { .. } => false,
         }
     }
-}
-
-/// The index of a branch's last child (its key count): the way to the rightmost leaf.
-fn last_child(node: &NodeRef<'_>) -> usize {
-    node.count()
 }
 
 impl<P: Pages> Cursor<'_, P> {

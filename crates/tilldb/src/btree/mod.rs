@@ -49,6 +49,7 @@ pub mod node;
 mod node_mut;
 pub mod overflow;
 pub mod redo;
+mod run;
 mod split;
 mod tree;
 mod walk;
@@ -60,6 +61,7 @@ pub use entries::Entries;
 pub use mem::MemPages;
 pub use node::LeafValue;
 pub use redo::PageOp;
+pub use run::LeafRun;
 pub use tree::{Finger, Tree};
 
 use crate::page::{HEADER_BYTES, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageBuf, PageId, PageKind};

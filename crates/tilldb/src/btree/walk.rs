@@ -73,22 +73,59 @@ pub(super) fn descend_by<P: Pages>(
 fn walk_down<P: Pages>(
     pages: &P,
     root: PageId,
+    pick: impl FnMut(&NodeRef<'_>) -> usize,
+    step: impl FnMut(PageId, usize),
+) -> Result<PageId> {
+    descend_held(pages, root, pick, step).map(|leaf| leaf.id())
+}
+
+/// Descends from `root` to the leaf that holds `key` (or would) and returns it still held:
+/// one read of the leaf, for a caller that reads it next (`run.rs`).
+pub(super) fn find_leaf_held<'p, P: Pages>(
+    pages: &'p P,
+    root: PageId,
+    key: &[u8],
+) -> Result<P::Read<'p>> {
+    descend_held(pages, root, |node| node.child_index(key), |_, _| {})
+}
+
+/// The index of a branch's last child (its key count): the way to the rightmost leaf.
+pub(super) fn last_child(node: &NodeRef<'_>) -> usize {
+    node.count()
+}
+
+/// Descends from `root` to the rightmost leaf and returns it still held.
+pub(super) fn last_leaf_held<P: Pages>(pages: &P, root: PageId) -> Result<P::Read<'_>> {
+    descend_held(pages, root, last_child, |_, _| {})
+}
+
+/// [`walk_down`], returning the leaf's guard (checked to be a node; the caller checks it is
+/// a leaf if it needs to: a descent only stops at one).
+fn descend_held<P: Pages>(
+    pages: &P,
+    root: PageId,
     mut pick: impl FnMut(&NodeRef<'_>) -> usize,
     mut step: impl FnMut(PageId, usize),
-) -> Result<PageId> {
+) -> Result<P::Read<'_>> {
     let mut depth = 0;
     let mut id = root;
     loop {
-        let next = with_node(pages, id, |node| match node.kind() {
-            NodeKind::Leaf => None,
-            NodeKind::Branch => {
-                let index = pick(node);
-                Some((index, node.child(index)))
+        let page = pages.read(id)?;
+        assert_eq!(page.id(), id, "the pages returned another page");
+        let next = {
+            let node = NodeRef::parse(&page).map_err(|what| corrupt(pages, id, what))?;
+            match node.kind() {
+                NodeKind::Leaf => None,
+                NodeKind::Branch => {
+                    let index = pick(&node);
+                    Some((index, node.child(index)))
+                }
             }
-        })?;
-        let Some((index, child)) = next else {
-            return Ok(id);
         };
+        let Some((index, child)) = next else {
+            return Ok(page);
+        };
+        drop(page);
         if child.0 == 0 {
             return Err(corrupt(pages, id, "branch has a child of page 0"));
         }

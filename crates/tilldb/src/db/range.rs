@@ -1,17 +1,21 @@
-//! Lazy range iterators: a scan that reads the tree a batch at a time (16 entries, then twice
-//! as many each time up to `SCAN_BATCH`, merged with the overlay, `reads.rs`) as it is consumed, so a scan of a table of any size
-//! holds one batch, not the range. Each iterator reads one snapshot: the acknowledged state
-//! when it was made, whatever commits while it is read.
+//! Lazy range iterators: a scan that reads the tree a leaf or a batch at a time as it is
+//! consumed, so a scan of a table of any size holds one leaf or one batch, not the range.
+//! While the overlay is empty a leaf is read in place, from a copy of its page that shares the
+//! bytes (a run, `btree/run.rs`: nothing copied); otherwise, or past an overflow value, a batch
+//! is copied out (16 entries, then twice as many each time up to `SCAN_BATCH`, merged with the
+//! overlay, `reads.rs`). Each iterator reads one snapshot: the acknowledged state when it was
+//! made, whatever commits while it is read.
 
 use super::reads::ScanWindow;
 use super::{Bound, Db, Direction, PageId, Result};
-use crate::btree::Entries;
+use crate::btree::{Entries, LeafRun};
 use std::fmt;
 
 /// The entries of a key range, in order, read lazily from one snapshot. Made by
 /// [`Db::range`], [`Db::prefix`] and their `_in` and [`crate::ReadTxn`] forms.
 ///
-/// It holds one batch of entries (256) at a time. While it lives, the values that later
+/// It holds one leaf's page (shared with the cache, not copied) or one batch of entries (256)
+/// at a time. While it lives, the values that later
 /// commits replace in its range stay in memory for it (a long-lived iterator under heavy
 /// writes keeps more); drop it when done. An error (a failed read, a stopped database) is
 /// returned once, and the iterator ends.
@@ -23,6 +27,8 @@ pub struct Range<'db> {
     /// A snapshot registered for this iterator alone, released when it is dropped (one of a
     /// `ReadTxn` belongs to the transaction).
     owns_snapshot: bool,
+    /// The leaf being read in place, if any; taken from before `batch`.
+    run: Option<LeafRun>,
     batch: Entries,
 }
 
@@ -30,9 +36,10 @@ impl fmt::Debug for Range<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "Range(at {}, {} buffered, {:?})",
+            "Range(at {}, {} buffered, {:?}, {:?})",
             self.snapshot,
             self.batch.len(),
+            self.run,
             self.window
         )
     }
@@ -58,6 +65,7 @@ impl<'db> Range<'db> {
                 window,
                 snapshot,
                 owns_snapshot,
+                run: None,
                 batch: Entries::new(),
             }
         });
@@ -78,20 +86,42 @@ impl Range<'_> {
     /// As [`Iterator::next`]: a failed read or a stopped database, returned once, after
     /// which the iterator ends.
     pub fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
-        while self.batch.is_empty() {
-            match self
+        loop {
+            let taken = self.run.as_mut().and_then(LeafRun::advance);
+            if let Some(index) = taken {
+                return self.run.as_ref().map(|run| Ok(run.entry(index)));
+            }
+            if let Some(run) = self.run.take() {
+                self.window.after_run(&run);
+            }
+            if !self.batch.is_empty() {
+                return self.batch.take_first().map(Ok);
+            }
+            let read = self
                 .db
-                .scan_step(self.root, &mut self.window, self.snapshot, &mut self.batch)
-            {
+                .scan_run(self.root, &self.window)
+                .and_then(|run| match run {
+                    Some(run) => {
+                        self.run = Some(run);
+                        Ok(true)
+                    }
+                    None => self.db.scan_step(
+                        self.root,
+                        &mut self.window,
+                        self.snapshot,
+                        &mut self.batch,
+                    ),
+                });
+            match read {
                 Ok(true) => {}
                 Ok(false) => return None,
                 Err(e) => {
                     self.window = ScanWindow::empty(Direction::Forward);
+                    self.run = None;
                     return Some(Err(e));
                 }
             }
         }
-        self.batch.take_first().map(Ok)
     }
 }
 

@@ -3,7 +3,7 @@
 //! values that commits not yet visible to it replaced (`txn/overlay.rs`).
 
 use super::{BTreeMap, Bound, Db, Direction, PageId, Result, SCAN_BATCH, Seen, Tree};
-use crate::btree::Entries;
+use crate::btree::{Entries, LeafRun};
 
 impl Db {
     /// Moves the visible lsn over commits acknowledged since, and prunes the overlay.
@@ -150,6 +150,29 @@ impl Db {
         Ok(out)
     }
 
+    /// The next entries of a scan as a run read in place (`btree/run.rs`): the rest of the
+    /// window in the leaf it starts in. Only while the overlay is empty (checked under the
+    /// tree lock, as [`Db::read_at_with`] does): the tree then holds what every snapshot sees,
+    /// and the run keeps the leaf as it is now whatever commits after. `None` when the overlay
+    /// holds entries, when that leaf holds none of the window, or right after a run stopped at
+    /// an overflow value: [`Db::scan_step`] reads the next batch instead.
+    pub(super) fn scan_run(&self, root: PageId, window: &ScanWindow) -> Result<Option<LeafRun>> {
+        if window.done || window.copy_next {
+            return Ok(None);
+        }
+        let _shared = self.inner.tree_lock.read();
+        self.check_poison()?;
+        if !self.overlay_is_empty() {
+            return Ok(None);
+        }
+        Tree::open(root).leaf_run(
+            &self.read_pages(),
+            as_ref(&window.lower),
+            as_ref(&window.upper),
+            window.direction,
+        )
+    }
+
     /// Fills `out` (cleared first) with the next batch of a scan at `snapshot`: at most
     /// `SCAN_BATCH` entries from the tree, merged with the overlay's view of the same key
     /// window, in order, moving `window` past it. Returns false, with `out` empty, once the
@@ -166,6 +189,8 @@ impl Db {
         if window.done {
             return Ok(false);
         }
+        // This batch reads past any overflow value a run stopped at.
+        window.copy_next = false;
         self.check_poison()?;
         let direction = window.direction;
         let wanted = window.batch;
@@ -277,6 +302,8 @@ pub(super) struct ScanWindow {
     direction: Direction,
     last_key: Option<Vec<u8>>,
     done: bool,
+    /// The last run stopped at an overflow value: the next batch is read by `scan_step`.
+    copy_next: bool,
     /// Entries the next batch reads from the tree: a few at first (a short range read should
     /// not copy 256 entries to return 10: `till bench kv`'s ranges of 10 keys cost 37 point
     /// reads each), doubling up to `SCAN_BATCH`.
@@ -294,6 +321,7 @@ impl ScanWindow {
             direction,
             last_key: None,
             done: false,
+            copy_next: false,
             batch: FIRST_BATCH,
         }
     }
@@ -306,7 +334,42 @@ impl ScanWindow {
             direction,
             last_key: None,
             done: true,
+            copy_next: false,
             batch: FIRST_BATCH,
+        }
+    }
+
+    /// Moves the window past a run that is used up (its entries all taken, or stopped at an
+    /// overflow value): the next entries start past its last key taken, or the scan is done
+    /// when the range ended in the run's leaf.
+    pub(super) fn after_run(&mut self, run: &LeafRun) {
+        if run.stopped() {
+            self.copy_next = true;
+        }
+        let Some(key) = run.last_taken() else {
+            assert!(run.stopped(), "a run used up without an entry taken");
+            return;
+        };
+        if let Some(last) = &self.last_key {
+            assert!(
+                match self.direction {
+                    Direction::Forward => key > &last[..],
+                    Direction::Backward => key < &last[..],
+                },
+                "scan out of key order: {key:?} after {last:?}"
+            );
+        }
+        let last = self.last_key.get_or_insert_with(Vec::new);
+        last.clear();
+        last.extend_from_slice(key);
+        if !run.stopped() && run.ends_range() {
+            self.done = true;
+            return;
+        }
+        let bound = Bound::Excluded(key.to_vec());
+        match self.direction {
+            Direction::Forward => self.lower = bound,
+            Direction::Backward => self.upper = bound,
         }
     }
 }

@@ -240,6 +240,20 @@ impl PageBuf {
         }
     }
 
+    /// A read-only copy of this version of the page that shares its bytes (no copy is made):
+    /// the page copies them the next time it changes, so the copy keeps this version (see
+    /// [`AlignedBuf::share`]). Whether the node layer checked it carries over; its search
+    /// hints do not (a shared copy is read in place, not searched).
+    #[must_use]
+    pub fn share(&self) -> PageBuf {
+        PageBuf {
+            id: self.id,
+            buf: self.buf.share(),
+            node_checked: AtomicBool::new(self.node_checked.load(Ordering::Acquire)),
+            search_hints: OnceLock::new(),
+        }
+    }
+
     /// Checks the bytes found at page `id`'s place.
     pub fn validate(id: PageId, bytes: &[u8]) -> Result<PageState, PageFault> {
         if bytes.iter().all(|&b| b == 0) {
