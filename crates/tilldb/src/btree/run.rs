@@ -4,7 +4,8 @@
 //! A short range read (10 keys from a random key) cost a descent and a copy of every entry it
 //! might yield, values too, from a leaf not in the CPU's cache: the copy was a fifth of its
 //! time, and a batch that ran past the leaf's end paid a second descent. A run costs the
-//! descent and a binary search or two; each entry is read where it lies when it is taken. The
+//! descent and a binary search or two (a scan that resumes past its leaf's last key steps to the
+//! next leaf by its link, checked to link back); each entry is read where it lies when taken. The
 //! shared copy keeps the version of the leaf it was made from however the page changes after
 //! (the page copies its bytes before its next change), so a run, once made, needs no latch,
 //! no lock and no care about later commits.
@@ -15,7 +16,7 @@
 use super::node::{NodeKind, NodeRef, ValueRef};
 use super::{Direction, Pages, Tree, corrupt, walk};
 use crate::Result;
-use crate::page::PageBuf;
+use crate::page::{PageBuf, PageId};
 use std::fmt;
 use std::ops::Bound;
 
@@ -39,8 +40,9 @@ pub struct LeafRun {
 
 impl Tree {
     /// The entries of the leaf where a scan of `lower..upper` in `direction` starts, as a
-    /// run; `None` when that leaf holds none of them (the scan starts in a later leaf, or the
-    /// range is empty): a [`super::Cursor`] then follows the leaf chain.
+    /// run: the leaf the descent reaches, or the next one when the scan starts past its last
+    /// key. `None` when neither holds any (an empty leaf, or an empty range): a
+    /// [`super::Cursor`] then follows the leaf chain.
     ///
     /// Requires what a cursor does: no write to the tree while this runs. The run, once
     /// made, is independent of the tree.
@@ -65,8 +67,45 @@ impl Tree {
             }
             (Direction::Backward, _, Bound::Unbounded) => walk::last_leaf_held(pages, root)?,
         };
+        let hop = Self::run_in(pages, &page, lower, upper, direction)?;
+        drop(page);
+        match hop {
+            Hop::Run(run) => Ok(Some(run)),
+            Hop::Empty => Ok(None),
+            // The scan starts past this leaf's last key (a run that ended at the leaf's end
+            // resumes past its last key, which lies in this leaf): the next leaf holds it.
+            Hop::Next(id, link) => {
+                let page = pages.read(link)?;
+                assert_eq!(page.id(), link, "the pages returned another page");
+                let links_back = NodeRef::parse(&page).is_ok_and(|node| {
+                    node.kind() == NodeKind::Leaf
+                        && match direction {
+                            Direction::Forward => node.prev() == id,
+                            Direction::Backward => node.next() == id,
+                        }
+                });
+                if !links_back {
+                    return Err(corrupt(pages, id, "leaf chain link does not link back"));
+                }
+                match Self::run_in(pages, &page, lower, upper, direction)? {
+                    Hop::Run(run) => Ok(Some(run)),
+                    // An empty leaf (a merge left it): the cursor walks on.
+                    Hop::Empty | Hop::Next(..) => Ok(None),
+                }
+            }
+        }
+    }
+
+    /// The run of `page` (a leaf the scan reached) in the range.
+    fn run_in<P: Pages>(
+        pages: &P,
+        page: &PageBuf,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<Hop> {
         let id = page.id();
-        let node = NodeRef::parse(&page).map_err(|what| corrupt(pages, id, what))?;
+        let node = NodeRef::parse(page).map_err(|what| corrupt(pages, id, what))?;
         if node.kind() != NodeKind::Leaf {
             return Err(corrupt(pages, id, "a descent ends at a branch"));
         }
@@ -83,13 +122,23 @@ impl Tree {
             Bound::Excluded(key) => node.search(key).unwrap_or_else(|at| at),
         };
         if low >= high {
-            return Ok(None);
+            // Past the leaf's end in the scan's direction, with the range going on: the next
+            // leaf may hold the start.
+            return Ok(match direction {
+                Direction::Forward if low == node.count() && node.next().0 != 0 => {
+                    Hop::Next(id, node.next())
+                }
+                Direction::Backward if high == 0 && node.prev().0 != 0 => {
+                    Hop::Next(id, node.prev())
+                }
+                _ => Hop::Empty,
+            });
         }
         let (next, end, ends_range) = match direction {
             Direction::Forward => (low, high, high < node.count() || node.next().0 == 0),
             Direction::Backward => (high, low, low > 0 || node.prev().0 == 0),
         };
-        Ok(Some(LeafRun {
+        Ok(Hop::Run(LeafRun {
             // Shared after the parse above: the copy is known checked, as the page is.
             page: page.share(),
             start: next,
@@ -100,6 +149,15 @@ impl Tree {
             stopped: false,
         }))
     }
+}
+
+/// What a leaf holds of a scan's range.
+enum Hop {
+    Run(LeafRun),
+    /// None of it, and the range does not go on past it (or it is empty).
+    Empty,
+    /// None of it: the range starts past it, in the leaf it links to (`(leaf, link)`).
+    Next(PageId, PageId),
 }
 
 impl LeafRun {
@@ -179,5 +237,69 @@ impl fmt::Debug for LeafRun {
             self.end,
             self.direction
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::MemPages;
+
+    /// Runs chained as a range reads them: each from past the last key the one before took.
+    fn chained(pages: &MemPages, tree: Tree, direction: Direction) -> Vec<Vec<u8>> {
+        let (mut lower, mut upper): (Bound<Vec<u8>>, Bound<Vec<u8>>) = (
+            Bound::Included(b"00100".to_vec()),
+            Bound::Excluded(b"00900".to_vec()),
+        );
+        let mut keys = Vec::new();
+        loop {
+            let run = tree
+                .leaf_run(
+                    pages,
+                    lower.as_ref().map(Vec::as_slice),
+                    upper.as_ref().map(Vec::as_slice),
+                    direction,
+                )
+                .expect("run");
+            let Some(mut run) = run else { break };
+            while let Some(index) = run.advance() {
+                keys.push(run.entry(index).0.to_vec());
+            }
+            assert!(!run.stopped(), "no overflow value here");
+            let last = Bound::Excluded(run.last_taken().expect("a run holds an entry").to_vec());
+            if run.ends_range() {
+                break;
+            }
+            match direction {
+                Direction::Forward => lower = last,
+                Direction::Backward => upper = last,
+            }
+        }
+        keys
+    }
+
+    #[test]
+    fn runs_chained_from_leaf_to_leaf_yield_what_the_cursor_yields() {
+        let pages = MemPages::new(4096);
+        let tree = Tree::create(&pages).expect("create");
+        for i in 0..1000u32 {
+            tree.put(&pages, format!("{i:05}").as_bytes(), &[7; 60])
+                .expect("put");
+        }
+        for direction in [Direction::Forward, Direction::Backward] {
+            let cursor: Vec<Vec<u8>> = tree
+                .scan(
+                    &pages,
+                    Bound::Included(b"00100"),
+                    Bound::Excluded(b"00900"),
+                    direction,
+                )
+                .map(|entry| entry.expect("scan").0)
+                .collect();
+            assert_eq!(cursor.len(), 800);
+            // Every run after the first starts past its leaf's last key: it steps to the next
+            // leaf by the link rather than ending the chain.
+            assert_eq!(chained(&pages, tree, direction), cursor, "{direction:?}");
+        }
     }
 }
