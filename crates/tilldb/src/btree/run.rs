@@ -138,6 +138,14 @@ impl Tree {
             Direction::Forward => (low, high, high < node.count() || node.next().0 == 0),
             Direction::Backward => (high, low, low > 0 || node.prev().0 == 0),
         };
+        // The first entries arrive together, not one after another as they are taken.
+        for ahead in 0..RUN_PREFETCH.min(high - low) {
+            let index = match direction {
+                Direction::Forward => low + ahead,
+                Direction::Backward => high - 1 - ahead,
+            };
+            crate::io::prefetch(&node.body()[node.cell_offset(index)..]);
+        }
         Ok(Hop::Run(LeafRun {
             // Shared after the parse above: the copy is known checked, as the page is.
             page: page.share(),
@@ -150,6 +158,9 @@ impl Tree {
         }))
     }
 }
+
+/// Entries whose cells a new run asks the CPU for at once.
+const RUN_PREFETCH: usize = 4;
 
 /// What a leaf holds of a scan's range.
 enum Hop {
@@ -177,7 +188,8 @@ impl LeafRun {
             Direction::Forward => self.next,
             Direction::Backward => self.next - 1,
         };
-        if matches!(self.node().value(index), ValueRef::Overflow { .. }) {
+        let node = NodeRef::trusted(NodeKind::Leaf, self.page.body());
+        if matches!(node.value(index), ValueRef::Overflow { .. }) {
             self.stopped = true;
             return None;
         }
@@ -185,6 +197,14 @@ impl LeafRun {
             Direction::Forward => self.next + 1,
             Direction::Backward => self.next - 1,
         };
+        // The entry after this one arrives while the caller reads this one.
+        let after = match self.direction {
+            Direction::Forward => Some(self.next),
+            Direction::Backward => self.next.checked_sub(1),
+        };
+        if let Some(after) = after.filter(|&after| after < node.count()) {
+            crate::io::prefetch(&self.page.body()[node.cell_offset(after)..]);
+        }
         Some(index)
     }
 

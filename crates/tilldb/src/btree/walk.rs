@@ -111,6 +111,7 @@ fn descend_held<P: Pages>(
     let mut id = root;
     loop {
         let page = pages.read(id)?;
+        page.prefetch_for_search();
         assert_eq!(page.id(), id, "the pages returned another page");
         let next = {
             let node = NodeRef::parse(&page).map_err(|what| corrupt(pages, id, what))?;

@@ -429,3 +429,28 @@ pub fn prefetch(bytes: &[u8]) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bytes;
 }
+
+/// Asks the CPU to bring in the cache lines of `items`, up to `lines` of them spread evenly
+/// from its start to its end (a binary search's first probes fall among them). A hint only,
+/// as [`prefetch`].
+#[inline]
+pub fn prefetch_spread<T>(items: &[T], lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let bytes = std::mem::size_of_val(items);
+        let start = items.as_ptr().cast::<u8>();
+        let count = bytes.div_ceil(64).min(lines);
+        for line in 0..count {
+            let offset = bytes * line / count.max(1);
+            // SAFETY: as in `prefetch`: a hint that never faults; the address is inside
+            // `items`.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    start.wrapping_add(offset).cast(),
+                );
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (items, lines);
+}
