@@ -33,6 +33,22 @@ fn populated() -> (tempfile::TempDir, Db, BTreeMap<Vec<u8>, Vec<u8>>) {
     (tmp, db, model)
 }
 
+/// The model's entries between the bounds, in `direction`'s order.
+fn expected_in(
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    bounds: KeyRange<'_>,
+    direction: Direction,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut expected: Vec<_> = model
+        .range::<[u8], _>(bounds)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if direction == Direction::Backward {
+        expected.reverse();
+    }
+    expected
+}
+
 fn collect(range: tilldb::Range<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
     range.collect::<Result<_, _>>().expect("the range reads")
 }
@@ -64,13 +80,7 @@ fn ranges_return_what_the_vec_scans_return_for_every_bound_and_direction() {
                 borrowed, lazy,
                 "next_entry, {lower:?}..{upper:?} {direction:?}"
             );
-            let mut expected: Vec<_> = model
-                .range::<[u8], _>((lower, upper))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            if direction == Direction::Backward {
-                expected.reverse();
-            }
+            let expected = expected_in(&model, (lower, upper), direction);
             assert_eq!(
                 lazy, expected,
                 "{lower:?}..{upper:?} {direction:?} against the model"
@@ -136,10 +146,7 @@ fn a_range_reads_one_snapshot_across_batches_while_writers_commit() {
             }
         }
         seen.extend(range.map(|e| e.expect("read")));
-        let mut expected: Vec<_> = model.into_iter().collect();
-        if direction == Direction::Backward {
-            expected.reverse();
-        }
+        let expected = expected_in(&model, (Bound::Unbounded, Bound::Unbounded), direction);
         assert_eq!(seen.len(), expected.len(), "{direction:?}");
         assert!(
             seen == expected,
@@ -334,10 +341,7 @@ fn a_range_reading_a_leaf_in_place_does_not_see_a_commit_that_rewrites_that_leaf
         txn.commit().expect("commit");
         let mut seen = vec![first];
         seen.extend(range.map(|entry| entry.expect("read")));
-        let mut expected: Vec<_> = model.into_iter().collect();
-        if direction == Direction::Backward {
-            expected.reverse();
-        }
+        let expected = expected_in(&model, (Bound::Unbounded, Bound::Unbounded), direction);
         assert_eq!(seen.len(), expected.len(), "{direction:?}");
         for (got, want) in seen.iter().zip(&expected) {
             assert_eq!(
@@ -383,13 +387,7 @@ fn ranges_read_past_overflow_values_as_they_read_inline_ones() {
                 let (k, v) = entry.expect("the range reads");
                 got.push((k.to_vec(), v.to_vec()));
             }
-            let mut expected: Vec<_> = model
-                .range::<[u8], _>((lower, upper))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            if direction == Direction::Backward {
-                expected.reverse();
-            }
+            let expected = expected_in(&model, (lower, upper), direction);
             assert_eq!(
                 got.len(),
                 expected.len(),
