@@ -51,7 +51,9 @@ pub trait Backend: Send + Sync {
     fn log_durable_to(&self, lsn: u64) -> Result<u64>;
     /// Reads a page from the data file; `None` when it was never written.
     fn read_page(&self, id: PageId) -> Result<Option<PageBuf>>;
-    /// Writes pages in place, through the torn-page guard.
+    /// Writes pages in place, through the torn-page guard. A copy no newer than what was
+    /// last written of its page is skipped, not written: a write-back's copy can be overtaken
+    /// by an eviction that wrote the page since (`writeback.rs`). One copy a page a call.
     fn write_pages(&self, pages: &mut [PageBuf]) -> Result<()>;
     /// [`Backend::write_pages`] unless that would wait for read-only handles to let go of
     /// their snapshots: then writes nothing and returns `false` (an eviction parks the page

@@ -93,6 +93,7 @@ impl BufferPool {
         if batch.is_empty() {
             return Ok(0);
         }
+        keep_newest_copies(&mut batch, &mut pages);
         self.write_back(&mut pages)?;
         drop(pages);
         for &(i, id, lsn) in &batch {
@@ -169,4 +170,26 @@ impl BufferPool {
     pub fn dirty_count(&self) -> usize {
         usize::try_from(self.dirty_frames.load(Ordering::Acquire)).expect("at most the frames")
     }
+}
+
+/// Drops all but the newest copy of each page from a gathered batch (`batch[i]` describes
+/// `pages[i]`). The gathering lets each frame's latch go before the next: a page it copied may
+/// meanwhile be evicted (written back or spilled), loaded into a later frame, changed and
+/// stamped, and be copied again there. The older copy is already on its way out (the eviction
+/// wrote or spilled it) and its frame holds another page now; only the newer one is written.
+fn keep_newest_copies(batch: &mut Vec<(usize, PageId, u64)>, pages: &mut Vec<PageBuf>) {
+    debug_assert_eq!(batch.len(), pages.len());
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    order.sort_unstable_by_key(|&i| (batch[i].1, std::cmp::Reverse(batch[i].2)));
+    if order.windows(2).all(|w| batch[w[0]].1 != batch[w[1]].1) {
+        return;
+    }
+    let mut keep = vec![false; batch.len()];
+    for (n, &i) in order.iter().enumerate() {
+        keep[i] = n == 0 || batch[order[n - 1]].1 != batch[i].1;
+    }
+    let mut flags = keep.iter();
+    batch.retain(|_| *flags.next().expect("a flag a copy"));
+    let mut flags = keep.iter();
+    pages.retain(|_| *flags.next().expect("a flag a copy"));
 }
