@@ -813,6 +813,12 @@ where
         chunks.push(&[]);
     }
     let count = chunks.len();
+    // A commit in more than one record: until its last, the log's end is inside it, and no
+    // redo point may be taken from there (`Wal::boundary_end`).
+    let several = *records > 0 || count > 1 || !last;
+    if *records == 0 && several {
+        db.inner.wal.begin_parts();
+    }
     let mut end = Lsn(0);
     for (i, chunk) in chunks.into_iter().enumerate() {
         let part = record::Part {
@@ -834,6 +840,9 @@ where
         debug_assert_eq!(record::part_of(&payload), Ok(part), "a part read back");
         end = db.inner.wal.append(&payload)?;
         *records += 1;
+    }
+    if last && several {
+        db.inner.wal.end_parts();
     }
     Ok(end)
 }

@@ -265,6 +265,13 @@ impl Backend for PoolBackend {
         }
     }
 
+    fn boundary_end(&self) -> u64 {
+        match &self.snapshot_end {
+            Some(end) => end.load(std::sync::atomic::Ordering::Acquire),
+            None => self.wal.boundary_end().0,
+        }
+    }
+
     fn log_durable_to(&self, lsn: u64) -> Result<u64> {
         if let Some(end) = &self.snapshot_end {
             // Everything a read-only handle replayed is in the log it read.

@@ -65,6 +65,12 @@ pub trait Backend: Send + Sync {
     fn save_ledger(&self) -> Result<()>;
     /// The log's end now: every record appended later starts at or after it.
     fn log_end(&self) -> u64;
+    /// The log's end at a commit boundary: [`Backend::log_end`], or, while a commit is logged
+    /// in several records, where its first starts. What a redo point may be. Default:
+    /// `log_end`.
+    fn boundary_end(&self) -> u64 {
+        self.log_end()
+    }
 
     /// Writes a held page to `slot` of the spill file (`page/spill.rs`).
     fn spill_write(&self, slot: u64, page: &mut PageBuf) -> Result<()>;
@@ -126,10 +132,6 @@ impl PoolStats {
     }
 }
 
-/// What a miss found of its page in the spill file: its redo point, and when it was read back
-/// from there (not made afresh), whether it is held.
-type FromSpill = Option<(Option<u64>, Option<bool>)>;
-
 /// A hint table slot's value for `frame`.
 fn hint_of(frame: usize) -> u32 {
     u32::try_from(frame + 1).expect("the frame count fits a hint (checked when made)")
@@ -139,10 +141,10 @@ fn hint_of(frame: usize) -> u32 {
 struct FrameData {
     page: Option<PageBuf>,
     dirty: bool,
-    /// Where redo must start to replay the first change since the page was last clean: the
-    /// log position before that change's record (`None` when clean).
-    rec_lsn: Option<u64>,
 }
+
+/// [`Frame::rec_lsn`] of a clean frame.
+const NO_REDO_POINT: u64 = u64::MAX;
 
 struct Frame {
     /// Guards currently handed out, plus one while the pool itself works on the frame.
@@ -157,7 +159,32 @@ struct Frame {
     dirty: AtomicBool,
     /// The id the frame holds, 0 for none; readable without the latch.
     id: AtomicU64,
+    /// Where redo must start to replay the first change since the page was last clean: the
+    /// log position before that change's record ([`NO_REDO_POINT`] when clean). Changed under
+    /// the latch, exclusive; readable without it (the redo point's scan, `writeback.rs`).
+    rec_lsn: AtomicU64,
     data: RwLock<FrameData>,
+}
+
+impl Frame {
+    /// The frame's redo point (see [`Frame::rec_lsn`]).
+    fn rec_lsn(&self) -> Option<u64> {
+        match self.rec_lsn.load(Ordering::Acquire) {
+            NO_REDO_POINT => None,
+            lsn => Some(lsn),
+        }
+    }
+
+    /// Requires: the frame's latch, exclusive (or the frame's page moving to or from the
+    /// spill file, under its lock too: `held.rs`).
+    fn set_rec_lsn(&self, rec_lsn: Option<u64>) {
+        let lsn = rec_lsn.unwrap_or(NO_REDO_POINT);
+        assert!(
+            lsn != NO_REDO_POINT || rec_lsn.is_none(),
+            "a redo point at u64::MAX"
+        );
+        self.rec_lsn.store(lsn, Ordering::Release);
+    }
 }
 
 struct Map {
@@ -255,6 +282,7 @@ impl BufferPool {
                 held: AtomicBool::new(false),
                 dirty: AtomicBool::new(false),
                 id: AtomicU64::new(0),
+                rec_lsn: AtomicU64::new(NO_REDO_POINT),
                 data: RwLock::new(FrameData::default()),
             })
             .collect();
@@ -463,8 +491,8 @@ impl BufferPool {
             .expect("an unlogged frame holds its page");
         assert_eq!(page.id(), id, "unlogged frame {frame} changed pages");
         page.set_lsn(lsn);
-        if data.rec_lsn.is_none() {
-            data.rec_lsn = Some(redo_from);
+        if f.rec_lsn().is_none() {
+            f.set_rec_lsn(Some(redo_from));
         }
         f.held.store(false, Ordering::Release);
         f.unlogged.store(false, Ordering::Release);
@@ -578,23 +606,28 @@ impl BufferPool {
         )))
     }
 
-    /// Page `id` as a miss loads it: made afresh (`create`), read back from the spill file, or
-    /// read from the data file. With it, for a page that was spilled, its redo point and,
-    /// when read back, whether it is held (read back: dirty, held or parked as it left; made
-    /// afresh: its spilled copy dropped, its redo point kept).
-    fn load_page(&self, id: PageId, create: Option<PageKind>) -> (Result<PageBuf>, FromSpill) {
+    /// Page `id` as a miss loads it into `f` (latched): made afresh (`create`), read back from
+    /// the spill file, or read from the data file. With it, when read back from the spill
+    /// file, whether it is held (it comes back dirty, held or parked as it left; made afresh,
+    /// its spilled copy is dropped). A page that was spilled moves its redo point to `f` as
+    /// it leaves the spill file's list.
+    fn load_page(
+        &self,
+        f: &Frame,
+        id: PageId,
+        create: Option<PageKind>,
+    ) -> (Result<PageBuf>, Option<bool>) {
         match create {
             Some(kind) => {
-                let from_spill = match self.spilled.lock().forget(id) {
-                    held::Forgotten::Spilled { rec_lsn } => Some((rec_lsn, None)),
-                    held::Forgotten::NotSpilled => None,
-                };
-                (Ok(PageBuf::new(id, kind, self.page_bytes)), from_spill)
-            }
-            None => match self.spill_in(id) {
-                Some(Ok((page, spilled))) => {
-                    (Ok(page), Some((spilled.rec_lsn, Some(spilled.held))))
+                let mut spilled = self.spilled.lock();
+                if let held::Forgotten::Spilled { rec_lsn } = spilled.forget(id) {
+                    f.set_rec_lsn(rec_lsn);
                 }
+                drop(spilled);
+                (Ok(PageBuf::new(id, kind, self.page_bytes)), None)
+            }
+            None => match self.spill_in(f, id) {
+                Some(Ok((page, spilled))) => (Ok(page), Some(spilled.held)),
                 Some(Err(e)) => (Err(e), None),
                 None => (
                     self.backend.read_page(id).map(|p| {
@@ -659,10 +692,13 @@ impl BufferPool {
             return Ok(None);
         }
         if let Some((old, spilled)) = spill {
-            // Under the map lock, as the map forgets `old`: a miss on it finds it spilled.
-            self.spilled.lock().insert(old, spilled);
+            // Under the map lock, as the map forgets `old`: a miss on it finds it spilled. Its
+            // redo point moves under the spill file's lock, which the redo point's scan holds.
+            let mut list = self.spilled.lock();
+            list.insert(old, spilled);
+            f.set_rec_lsn(None);
+            drop(list);
             data.dirty = false;
-            data.rec_lsn = None;
             f.held.store(false, Ordering::Release);
             self.mark_dirty(f, false);
         }
@@ -679,19 +715,16 @@ impl BufferPool {
         self.hints[self.hint_slot(id)].store(hint_of(victim), Ordering::Release);
         drop(map);
         // Readers of `id` now find this frame and wait on its latch until the page is in.
-        let (loaded, from_spill) = self.load_page(id, create);
+        let (loaded, read_back) = self.load_page(f, id, create);
         match loaded {
             Ok(page) => {
                 assert_eq!(page.id(), id);
                 assert_eq!(page.page_bytes(), self.page_bytes as usize);
                 data.page = Some(page);
-                if let Some((rec_lsn, read_back)) = from_spill {
-                    data.rec_lsn = rec_lsn;
-                    if let Some(held) = read_back {
-                        data.dirty = true;
-                        self.mark_dirty(f, true);
-                        f.held.store(held, Ordering::Release);
-                    }
+                if let Some(held) = read_back {
+                    data.dirty = true;
+                    self.mark_dirty(f, true);
+                    f.held.store(held, Ordering::Release);
                 }
                 f.referenced.store(true, Ordering::Relaxed);
                 Ok(Some(victim))
@@ -717,7 +750,7 @@ impl BufferPool {
         f: &Frame,
         data: &mut FrameData,
     ) -> Result<Option<(PageId, held::SpilledPage)>> {
-        let rec_lsn = data.rec_lsn;
+        let rec_lsn = f.rec_lsn();
         let page = data.page.as_mut().expect("a dirty frame holds its page");
         let held = f.held.load(Ordering::Acquire) && !crate::mutants::active("held-pages-written");
         let written = !held && self.write_back_unless_readers(std::slice::from_mut(page))?;
@@ -731,7 +764,7 @@ impl BufferPool {
             return Ok(Some((page.id(), spilled)));
         }
         data.dirty = false;
-        data.rec_lsn = None;
+        f.set_rec_lsn(None);
         f.held.store(false, Ordering::Release);
         self.mark_dirty(f, false);
         self.eviction_writes.fetch_add(1, Ordering::Relaxed);
@@ -761,6 +794,10 @@ impl BufferPool {
             assert!(
                 d.dirty || !f.held.load(Ordering::Acquire),
                 "frame {i} held but clean"
+            );
+            assert!(
+                d.dirty || f.rec_lsn().is_none(),
+                "frame {i} clean with a redo point"
             );
         }
         for (i, f) in self.frames.iter().enumerate() {

@@ -215,6 +215,35 @@ impl Wal {
         Lsn(self.shared.state.lock().progress.appended)
     }
 
+    /// A commit logged in more than one record begins at the end now: until
+    /// [`Wal::end_parts`], [`Wal::boundary_end`] is where its first record starts. One at a
+    /// time (commits append under the database's writer lock).
+    pub fn begin_parts(&self) {
+        let mut st = self.shared.state.lock();
+        assert!(
+            st.parts_from.is_none(),
+            "a commit logged in parts began inside another (from {:?})",
+            st.parts_from
+        );
+        st.parts_from = Some(st.progress.appended);
+    }
+
+    /// The commit of [`Wal::begin_parts`] has appended its last record.
+    pub fn end_parts(&self) {
+        let mut st = self.shared.state.lock();
+        assert!(st.parts_from.is_some(), "parts ended that never began");
+        st.parts_from = None;
+    }
+
+    /// The log's end at a commit boundary: [`Wal::end_lsn`], or, while a commit is logged in
+    /// several records, where the first of them starts. A redo point must be one: redo from
+    /// inside a commit reads its later records without its first (the buffer pool's redo
+    /// point for a page changed while its copy is written back, `writeback.rs`).
+    pub fn boundary_end(&self) -> Lsn {
+        let st = self.shared.state.lock();
+        Lsn(st.parts_from.unwrap_or(st.progress.appended))
+    }
+
     /// [`Wal::end_lsn`], or `Err` once the log is poisoned: both under one take of the log's
     /// lock (a commit asks for both, and the lock is the log's most contended).
     pub fn end_lsn_checked(&self) -> Result<Lsn> {

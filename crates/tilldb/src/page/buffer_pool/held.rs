@@ -86,6 +86,11 @@ impl Spilled {
         }
     }
 
+    /// The lowest redo point of a spilled page.
+    pub(super) fn min_rec_lsn(&self) -> Option<u64> {
+        self.pages.values().filter_map(|p| p.rec_lsn).min()
+    }
+
     /// The spilled pages that are held (`true`) or parked (`false`).
     fn ids(&self, held: bool) -> Vec<PageId> {
         self.pages
@@ -208,8 +213,8 @@ impl BufferPool {
             .as_mut()
             .expect("a held frame holds its page")
             .set_lsn(lsn);
-        if data.rec_lsn.is_none() {
-            data.rec_lsn = Some(redo_from);
+        if f.rec_lsn().is_none() {
+            f.set_rec_lsn(Some(redo_from));
         }
         f.held.store(false, Ordering::Release);
     }
@@ -239,29 +244,30 @@ impl BufferPool {
         }
     }
 
-    /// Reads `id` back from the spill file if it is there: the page, and what it was.
-    pub(super) fn spill_in(&self, id: PageId) -> Option<Result<(PageBuf, SpilledPage)>> {
-        let spilled = self.spilled.lock().pages.remove(&id)?;
+    /// Reads `id` back from the spill file into `f` (latched, mapped to `id`: no one else
+    /// moves `id` meanwhile) if it is there: the page, and what it was. Its redo point moves
+    /// to `f` as its entry leaves the list, under the list's lock: the redo point's scan
+    /// (`writeback.rs`) finds it in one place or the other, never in neither.
+    pub(super) fn spill_in(
+        &self,
+        f: &super::Frame,
+        id: PageId,
+    ) -> Option<Result<(PageBuf, SpilledPage)>> {
+        let spilled = *self.spilled.lock().pages.get(&id)?;
         match self.backend.spill_read(spilled.slot, id) {
             Ok(page) => {
-                self.spilled.lock().free_slot(spilled.slot);
+                let mut list = self.spilled.lock();
+                let taken = list.pages.remove(&id);
+                assert!(
+                    taken.is_some_and(|t| t.slot == spilled.slot),
+                    "{id} moved in the spill file while its frame was latched"
+                );
+                f.set_rec_lsn(spilled.rec_lsn);
+                list.free_slot(spilled.slot);
                 Some(Ok((page, spilled)))
             }
-            Err(e) => {
-                self.spilled.lock().insert(id, spilled);
-                Some(Err(e))
-            }
+            Err(e) => Some(Err(e)),
         }
-    }
-
-    /// The lowest redo point of a spilled page.
-    pub(super) fn spilled_min_rec_lsn(&self) -> Option<u64> {
-        self.spilled
-            .lock()
-            .pages
-            .values()
-            .filter_map(|p| p.rec_lsn)
-            .min()
     }
 
     /// Pages parked in the spill file now.

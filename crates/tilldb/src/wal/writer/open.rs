@@ -133,6 +133,7 @@ impl Wal {
             waiters: Vec::new(),
             returning: 0,
             flush_ns_ewma: 0,
+            parts_from: None,
             poisoned: false,
             poison_cause: None,
             closing: false,

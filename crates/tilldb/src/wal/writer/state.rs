@@ -51,6 +51,9 @@ pub(super) struct State {
     pub(super) returning: usize,
     /// Recent flush stage duration, an exponentially weighted average.
     pub(super) flush_ns_ewma: u64,
+    /// Where the commit being logged in several records began (`Wal::begin_parts`): a log
+    /// end read meanwhile lies inside it, not at a commit boundary.
+    pub(super) parts_from: Option<u64>,
     pub(super) poisoned: bool,
     /// The failure that poisoned the log, for the errors everyone else gets.
     pub(super) poison_cause: Option<String>,
