@@ -8,7 +8,7 @@ mod gate;
 use gate::Gate;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tilldb::io::{Call, CrashMode, HookedStorage, Hooks, SimConfig, SimDisk};
 use tilldb::{Db, Durability, Options, TornPageGuard};
@@ -319,4 +319,116 @@ fn active_segment(disk: &SimDisk) -> (u64, u64, u64) {
     let header = last.header.expect("a chained segment has a header");
     let capacity = header.segment_bytes - 3 * u64::from(header.log_block_bytes);
     (header.base_lsn, capacity, log.recovery.end_lsn.0)
+}
+
+/// The checkpoint thread (issue 37): a commit that finds a checkpoint due asks the thread for
+/// it and returns. With that checkpoint's header write held at a gate, commits past the due
+/// point go on and return. The committing thread ran the checkpoint itself before (a second
+/// now and then after a bulk load, a quarter of a no-flush commit's time): here it would stall
+/// at the gate, and the watchdog fails the test.
+#[test]
+fn a_commit_that_finds_a_checkpoint_due_returns_while_the_checkpoint_thread_runs_it() {
+    let disk = SimDisk::new(SimConfig::default());
+    let gate = Arc::new(Gate::default());
+    let storage = Arc::new(HookedStorage::new(
+        Arc::new(disk.clone()),
+        HeaderGate(Arc::clone(&gate)),
+    ));
+    let options = Options {
+        torn_page_guard: TornPageGuard::Doublewrite,
+        ..Options::for_tests()
+    };
+    assert!(
+        options.background_threads,
+        "the thread runs with background threads"
+    );
+    let distance = options.checkpoint_log_bytes;
+    let db = Arc::new(Db::open_with_storage(storage, Path::new(DIR), options).expect("create"));
+    let start = db.stats().log.log_bytes;
+    gate.arm(1);
+    // Past the due point, to one and a half distances: short of where commits wait for a
+    // checkpoint that falls behind (twice the distance).
+    let committer = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while db.stats().log.log_bytes - start < distance * 3 / 2 {
+                let mut txn = db.begin().expect("begin");
+                txn.put(&key(i), &[5; 300]).expect("put");
+                txn.commit().expect("commit");
+                i += 1;
+            }
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !committer.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the commits stopped at the checkpoint's held header write: a commit ran the \
+             checkpoint it found due"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    committer.join().expect("committer");
+    // The thread's checkpoint is (or gets) to its header write, held; then it ends.
+    gate.wait_held();
+    gate.release();
+    assert_eq!(db.stats().backpressure_waits, 0, "no commit waited");
+    Arc::try_unwrap(db)
+        .expect("one handle")
+        .close()
+        .expect("close");
+}
+
+/// The checkpoint thread (issue 37) holds the database only while it checkpoints, and the
+/// last handle's drop waits for it: a database dropped while its thread checkpoints (held at
+/// its header write) is closed, its lock released, when the drop returns, as it was without
+/// the thread. Were the close left to the thread, the drop would return at once and an open
+/// right after would find the database locked by this very process.
+#[test]
+fn the_last_handle_dropped_while_the_checkpoint_thread_runs_waits_for_it_then_reopens() {
+    let disk = SimDisk::new(SimConfig::default());
+    let gate = Arc::new(Gate::default());
+    let storage: Arc<dyn tilldb::io::Storage> = Arc::new(HookedStorage::new(
+        Arc::new(disk.clone()),
+        HeaderGate(Arc::clone(&gate)),
+    ));
+    let options = Options {
+        torn_page_guard: TornPageGuard::Doublewrite,
+        ..Options::for_tests()
+    };
+    let distance = options.checkpoint_log_bytes;
+    let db = Db::open_with_storage(Arc::clone(&storage), Path::new(DIR), options.clone())
+        .expect("create");
+    let start = db.stats().log.log_bytes;
+    gate.arm(1);
+    let mut i = 0;
+    while db.stats().log.log_bytes - start < distance + 4096 {
+        let mut txn = db.begin().expect("begin");
+        txn.put(&key(i), &[5; 300]).expect("put");
+        txn.commit().expect("commit");
+        i += 1;
+    }
+    // The thread's checkpoint holds the database, at its header write.
+    gate.wait_held();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let last_drop = {
+        let dropped = Arc::clone(&dropped);
+        std::thread::spawn(move || {
+            drop(db);
+            dropped.store(true, Ordering::SeqCst);
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !dropped.load(Ordering::SeqCst),
+        "the last handle's drop returned while its checkpoint thread still held the database"
+    );
+    gate.release();
+    last_drop.join().expect("the drop");
+    let db = Db::open_with_storage(storage, Path::new(DIR), options)
+        .expect("the database reopens once its last handle's drop returned");
+    assert!(db.get(&key(0)).expect("get").is_some());
+    db.check().expect("a checked tree");
+    db.close().expect("close");
 }

@@ -45,7 +45,7 @@ impl Db {
     /// A page changed again during step 2 stays dirty, its redo point moved up to the log end
     /// at its copy (the copy holds every change before that; `flush_dirty_where`), so the
     /// passes converge under hot pages and redo starts at `end` (issue 21).
-    fn fuzzy_checkpoint(&self, readers_held: ReadersHeld) -> Result<()> {
+    pub(super) fn fuzzy_checkpoint(&self, readers_held: ReadersHeld) -> Result<()> {
         let inner = &self.inner;
         let _one_at_a_time = inner.checkpointing.lock();
         // The pages, the ledger, the header and the log's start change: not under a
@@ -202,7 +202,8 @@ impl Db {
     }
 
     /// Runs a checkpoint when enough log was written since the last one, or any log and
-    /// `checkpoint_interval` went by, unless one is running. `end` is the log end as the
+    /// `checkpoint_interval` went by, unless one is running: asks the checkpoint thread for
+    /// it (`checkpointer.rs`), or without one runs it here. `end` is the log end as the
     /// caller knows it (a committer: its own commit's end; reading the log's own end would
     /// take its lock on every commit). Requires: the caller holds no writer lock.
     pub(super) fn maybe_checkpoint(&self, end: Lsn) -> Result<()> {
@@ -218,7 +219,14 @@ impl Db {
                     >= inner.checkpoint_ms.load(Ordering::Acquire)
                         + millis(inner.options.checkpoint_interval));
         if due && !inner.checkpointing.is_locked() {
-            self.fuzzy_checkpoint(ReadersHeld::Defer)?;
+            let thread = inner.checkpointer.lock();
+            if thread.running() {
+                // The thread runs it; this commit returns (`checkpointer.rs`).
+                thread.ask();
+            } else {
+                drop(thread);
+                self.fuzzy_checkpoint(ReadersHeld::Defer)?;
+            }
         } else if since >= BACKPRESSURE_CHECKPOINTS * inner.options.checkpoint_log_bytes {
             // The running checkpoint is not keeping up with the load (the disk is too slow
             // for it): this committer waits for it before returning, so commits slow down
@@ -254,7 +262,8 @@ impl Drop for Inner {
             let early = &mut self._lock;
             *early = Box::new(crate::io::NoLock);
         }
-        // Join the writer first: nothing may write these files once the handle is gone.
+        // Join the writers first: nothing may write these files once the handle is gone.
+        self.checkpointer.get_mut().stop();
         self.writeback.lock().stop();
         let Some(gate) = self.gate.as_deref() else {
             // A read-only handle: everything it wrote is in memory, gone with it.
@@ -324,7 +333,7 @@ impl Drop for Inner {
 
 /// What a checkpoint does while read-only handles hold their snapshots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ReadersHeld {
+pub(super) enum ReadersHeld {
     /// Waits for them to refresh or close (a checkpoint asked for).
     Wait,
     /// Leaves the checkpoint for later (one the database runs by itself).

@@ -114,7 +114,7 @@ pub(super) fn create(
         elapsed: started.elapsed(),
         ..RecoveryReport::default()
     };
-    assemble(
+    let db = assemble(
         (storage, dir),
         options,
         (wal, Some(gate)),
@@ -122,7 +122,9 @@ pub(super) fn create(
         header_file,
         alloc,
         (report, lock),
-    )
+    )?;
+    super::checkpointer::start_for(&db)?;
+    Ok(db)
 }
 
 pub(crate) use crate::files::CREATING_FILE_NAME;

@@ -38,10 +38,12 @@
 //!
 //! Files: `open.rs` creates or recovers a database ([`RecoveryReport`]), `txn.rs` holds the
 //! transactions, `pages.rs` their views of the pages, `record.rs` the commit record format,
-//! `space.rs` free-space accounting, `writeback.rs` the background writer.
+//! `space.rs` free-space accounting, `writeback.rs` the background writer, `checkpointer.rs`
+//! the checkpoint thread.
 
 mod backup;
 mod checkpoint;
+mod checkpointer;
 mod claim;
 mod commit;
 mod compact;
@@ -131,9 +133,31 @@ pub struct Stats {
 }
 
 /// An open database. Cheap to share: clone it, or wrap it in an `Arc`.
-#[derive(Clone)]
 pub struct Db {
     inner: Arc<Inner>,
+    /// A handle the application holds (counted in `Inner::handles`), not the checkpoint
+    /// thread's own reference (`checkpointer.rs`).
+    counted: bool,
+}
+
+impl Clone for Db {
+    fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::AcqRel);
+        Db {
+            inner: Arc::clone(&self.inner),
+            counted: true,
+        }
+    }
+}
+
+impl Drop for Db {
+    /// The last handle stops the checkpoint thread and waits for it, so the database is
+    /// closed (its lock released) when the drop returns, as without the thread.
+    fn drop(&mut self) {
+        if self.counted && self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.inner.checkpointer.lock().stop();
+        }
+    }
 }
 
 impl std::fmt::Debug for Db {
@@ -174,6 +198,10 @@ struct Inner {
     header: Mutex<HeaderFile>,
     /// Held by the running checkpoint: one at a time.
     checkpointing: Mutex<()>,
+    /// The checkpoint thread, with background threads on (`checkpointer.rs`).
+    checkpointer: Mutex<checkpointer::Checkpointer>,
+    /// The application's handles ([`Db`] and its clones) open on this database.
+    handles: std::sync::atomic::AtomicUsize,
     /// Shared with the background writer, which sets it when a write-back fails.
     poisoned: Arc<Poison>,
     writeback: Mutex<writeback::WriteBack>,

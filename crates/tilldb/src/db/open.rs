@@ -190,6 +190,8 @@ pub(super) fn open_existing(
             (resume, header.checkpoint_lsn),
         ));
     }
+    // After the read-only state went in (`get_mut` needs no weak reference either).
+    super::checkpointer::start_for(&db)?;
     Ok(db)
 }
 
@@ -534,6 +536,7 @@ pub(super) fn assemble(
         source,
     })?;
     Ok(Db {
+        counted: true,
         inner: Arc::new(Inner {
             dir: dir.to_path_buf(),
             storage: Arc::clone(storage),
@@ -553,6 +556,8 @@ pub(super) fn assemble(
             overlay_empty: AtomicBool::new(true),
             header: Mutex::new(header),
             checkpointing: Mutex::new(()),
+            checkpointer: Mutex::new(super::checkpointer::Checkpointer::idle()),
+            handles: std::sync::atomic::AtomicUsize::new(1),
             poisoned,
             writeback: Mutex::new(writeback),
             checkpoint_end: AtomicU64::new(checkpoint.0),

@@ -288,7 +288,8 @@ impl<'db> Txn<'db> {
             }
         }
         db.visible_through(lsn.0);
-        // Outside the writer lock: the next writer goes on while pages are written back.
+        // Outside the writer lock: the next writer goes on while pages are written back (by
+        // the checkpoint thread, which this wakes, or here without background threads).
         if let Err(e) = db.maybe_checkpoint(lsn) {
             db.poison(e);
         }
