@@ -327,3 +327,28 @@ fn a_leader_hands_the_queue_on_after_its_share_and_every_commit_returns() {
         );
     }
 }
+
+/// Found by review (2026-11-29): a transaction that read holds the writer lock and applies its
+/// own commit, not through the queue. A panic there (a bug) let the lock go without stopping
+/// the database, so the next commit built on pages the panicked one had half changed (and a
+/// commit of several records left the log's commit-boundary mark open, `Wal::begin_parts`).
+/// Now its unwind stops the database before the lock goes, as a leader's does.
+#[test]
+fn a_transaction_that_read_and_panics_in_its_commit_stops_the_database() {
+    let (disk, db) = open_cold();
+    let mut txn = db.begin().expect("begin");
+    txn.get(b"filler-00000").expect("get"); // takes the writer lock
+    txn.put(b"filler-01990-x", b"v").expect("put");
+    // The commit's first page read from the data file (a leaf not cached) panics.
+    disk.inject(Fault::once(IoKind::Read, 1, FaultKind::Panic).on_path("data"));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| txn.commit()));
+    assert!(outcome.is_err(), "the commit panicked: {outcome:?}");
+    let after = db.begin().and_then(|mut t| {
+        t.put(b"after", b"v")?;
+        t.commit()
+    });
+    assert!(
+        matches!(after, Err(Error::PoisonedBy { ref cause }) if cause.contains("panicked")),
+        "{after:?}"
+    );
+}

@@ -275,6 +275,35 @@ fn hand(queued: &Queued, turn: Turn) {
     queued.slot.wake();
 }
 
+/// Stops the database if dropped armed: held by a thread applying a commit under the writer
+/// lock outside the queue (a transaction that read), made after the lock so that an unwind
+/// drops it first. A panic there must not let the next writer build on half-changed pages.
+pub(super) struct PoisonOnUnwind<'a> {
+    db: &'a Db,
+    armed: bool,
+}
+
+impl<'a> PoisonOnUnwind<'a> {
+    pub(super) fn new(db: &'a Db) -> Self {
+        PoisonOnUnwind { db, armed: true }
+    }
+
+    /// The commit returned (an error it returned poisoned already, where it was made).
+    pub(super) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for PoisonOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.db.poison(Error::PoisonedBy {
+                cause: "a committing thread panicked while it applied its commit".to_owned(),
+            });
+        }
+    }
+}
+
 /// The commits a leader holds. If the leader unwinds (a bug panicked while applying), they
 /// and everything queued fail instead of sleeping forever, the lead is given up and the
 /// database is poisoned: the pages may be half changed.

@@ -312,6 +312,12 @@ pub(super) fn replay(
     // The last applied commit and its page count.
     let mut last_count = None;
     let start_count = alloc.page_count;
+    // Where the commit being replayed began: its first part's lsn, the redo point of every
+    // page it changes (as a running commit stamps them). Its later parts' own lsns lie inside
+    // it: a page first changed by one and left dirty (a checkpoint after recovery deferred for
+    // read-only handles, then one whose passes a running commit kept it out of) would give a
+    // later checkpoint a redo point inside the commit.
+    let mut commit_from = None;
     for (rec, applies) in records.iter().zip(applies) {
         if !applies {
             report.parts_skipped += 1;
@@ -321,6 +327,10 @@ pub(super) fn replay(
             continue;
         }
         let commit = record::decode(&rec.payload).map_err(|what| corrupt(rec.lsn, what))?;
+        if commit.part.index == 0 {
+            commit_from = Some(rec.lsn.0);
+        }
+        let redo_from = commit_from.expect("a later part applies only after its first");
         if commit.part.last {
             // Page counts only grow from commit to commit.
             if let Some((_, before)) = last_count
@@ -349,10 +359,11 @@ pub(super) fn replay(
         report.ops_applied += touched.len() as u64;
         touched.sort_unstable();
         touched.dedup();
-        pool.stamp(&touched, rec.end_lsn.0, rec.lsn.0);
+        pool.stamp(&touched, rec.end_lsn.0, redo_from);
         if commit.part.last {
             alloc = commit.alloc;
             pending_from = None;
+            commit_from = None;
         }
     }
     // The header took its page count from the commit at its checkpoint's end, and redo may

@@ -251,9 +251,12 @@ impl<'db> Txn<'db> {
             // It read: it holds the writer lock, and applies its own commit under it.
             Some(mut alloc) => {
                 // Poisoned before the lock is released: a writer waiting for it checks the
-                // poison under it, and must not build on pages this commit half changed.
+                // poison under it, and must not build on pages this commit half changed. On
+                // a panic too: the guard, made after the lock, drops before it.
+                let unwinding = commit::PoisonOnUnwind::new(db);
                 let applied =
                     commit::apply(db, &mut alloc, &changes, durability).map_err(|e| db.poison(e));
+                unwinding.disarm();
                 drop(alloc);
                 applied?
             }
