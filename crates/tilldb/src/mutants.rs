@@ -55,7 +55,7 @@ pub const ALL: [(&str, &str); 53] = [
     ),
     (
         "hinted-read-trusted",
-        "a read takes the frame the buffer pool's hint table names without checking it holds the page",
+        "a read takes the frame the buffer pool's hint table (or a branch's guess) names without checking it holds the page",
     ),
     (
         "held-pages-written",

@@ -90,6 +90,22 @@ pub trait Pages {
     /// the file) is [`Error::Corruption`]: some page referred to it.
     fn read(&self, id: PageId) -> Result<Self::Read<'_>>;
 
+    /// Where page `id` probably is, for [`Pages::read_guessed`]: `slot` holds the last guess
+    /// (a branch keeps one per child: [`node::NodeRef::child_frame`]), checked here and
+    /// refreshed when wrong; 0 when not known. Called while the branch is read, so the
+    /// child's frame is found before the branch's guard goes. The default knows nothing.
+    fn locate(&self, id: PageId, slot: &std::sync::atomic::AtomicU32) -> u32 {
+        let _ = (id, slot);
+        0
+    }
+
+    /// [`Pages::read`], trying first where [`Pages::locate`] said the page is (`guess`; 0
+    /// for none). The default ignores the guess.
+    fn read_guessed(&self, id: PageId, guess: u32) -> Result<Self::Read<'_>> {
+        let _ = guess;
+        self.read(id)
+    }
+
     /// Applies `op` to `op.page()` and records it for redo.
     ///
     /// Requires: no guard from [`Pages::read`] is alive in this thread.

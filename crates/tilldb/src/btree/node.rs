@@ -43,7 +43,8 @@
 //! `usable - live`. An insert that does not find `2 + cell` contiguous bytes between the slots
 //! and the cell area first compacts the node (moves live cells to the end, in slot order).
 
-use crate::page::{PageBuf, PageId, PageKind};
+use crate::page::{PageBuf, PageId, PageKind, SearchHints};
+use std::sync::atomic::AtomicU32;
 
 /// Bytes of the node header.
 pub const NODE_HEADER_BYTES: usize = 24;
@@ -276,6 +277,9 @@ pub struct NodeRef<'a> {
     count: usize,
     /// The page's search hints, when it has them (see [`search_hints`]).
     hints: Option<&'a [u32]>,
+    /// A branch's guesses of its children's frames (see [`SearchHints::child_frames`]):
+    /// empty when the page has none.
+    child_frames: &'a [AtomicU32],
 }
 
 impl<'a> NodeRef<'a> {
@@ -290,15 +294,30 @@ impl<'a> NodeRef<'a> {
                 "a checked page changed"
             );
             let mut node = Self::trusted(kind, page.body());
-            node.hints = page.search_hints();
+            node.with_hints(page.search_hints());
             return Ok(node);
         }
         let mut node = Self::parse_body(kind, page.body())?;
         // Hints first: a reader that sees the page checked may use them at once.
-        page.set_search_hints(search_hints(&node));
+        let children = match kind {
+            NodeKind::Leaf => 0,
+            NodeKind::Branch => node.count + 1,
+        };
+        page.set_search_hints(SearchHints {
+            words: search_hints(&node),
+            child_frames: (0..children).map(|_| AtomicU32::new(0)).collect(),
+        });
         page.set_node_checked();
-        node.hints = page.search_hints();
+        node.with_hints(page.search_hints());
         Ok(node)
+    }
+
+    /// Takes the page's hints, when it has them, for searches and child reads.
+    fn with_hints(&mut self, hints: Option<&'a SearchHints>) {
+        if let Some(hints) = hints {
+            self.hints = Some(&hints.words);
+            self.child_frames = &hints.child_frames;
+        }
     }
 
     /// Views a node of `kind` on `body`, checking the layout rules in the format table.
@@ -343,6 +362,7 @@ impl<'a> NodeRef<'a> {
             body,
             count,
             hints: None,
+            child_frames: &[],
         };
         // Splits and merges rely on order and cell size; checking them here means a corrupt
         // page is an error wherever it is read, never a failed assertion later.
@@ -359,6 +379,7 @@ impl<'a> NodeRef<'a> {
             body,
             count: u16_at(body, COUNT_OFFSET),
             hints: None,
+            child_frames: &[],
         }
     }
 
@@ -457,6 +478,17 @@ impl<'a> NodeRef<'a> {
             self.leftmost()
         } else {
             branch_cell_child(self.cell(index - 1))
+        }
+    }
+
+    /// Branch: where child `index` was last found in the buffer pool (a guess the pool
+    /// checks and refreshes: [`super::Pages::locate`]); `None` when the page keeps none.
+    #[must_use]
+    pub fn child_frame(&self, index: usize) -> Option<&'a AtomicU32> {
+        if self.kind == NodeKind::Branch && self.child_frames.len() == self.count + 1 {
+            self.child_frames.get(index)
+        } else {
+            None
         }
     }
 

@@ -109,8 +109,9 @@ fn descend_held<P: Pages>(
 ) -> Result<P::Read<'_>> {
     let mut depth = 0;
     let mut id = root;
+    let mut guess = 0;
     loop {
-        let page = pages.read(id)?;
+        let page = pages.read_guessed(id, guess)?;
         page.prefetch_for_search();
         assert_eq!(page.id(), id, "the pages returned another page");
         let next = {
@@ -119,7 +120,13 @@ fn descend_held<P: Pages>(
                 NodeKind::Leaf => None,
                 NodeKind::Branch => {
                     let index = pick(&node);
-                    Some((index, node.child(index)))
+                    let child = node.child(index);
+                    // The child's frame from the branch's guess, checked: found while the
+                    // branch is held, whose guesses live while it is unchanged.
+                    guess = node
+                        .child_frame(index)
+                        .map_or(0, |slot| pages.locate(child, slot));
+                    Some((index, child))
                 }
             }
         };

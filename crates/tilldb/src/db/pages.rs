@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 
 /// Pages as one commit sees them: every change goes to the pool (unlogged until stamped) and
 /// into the commit's op list; allocation takes the free list first, then grows the file.
@@ -109,6 +110,17 @@ impl Pages for TxnPages<'_> {
             return Err(self.never_allocated(id));
         }
         self.pool.read(id)
+    }
+
+    fn locate(&self, id: PageId, slot: &AtomicU32) -> u32 {
+        self.pool.locate(id, slot)
+    }
+
+    fn read_guessed(&self, id: PageId, guess: u32) -> Result<PageRead<'_>> {
+        if id.0 == 0 || id.0 >= self.alloc.borrow().page_count {
+            return Err(self.never_allocated(id));
+        }
+        self.pool.read_guessed(id, guess)
     }
 
     fn apply(&self, op: PageOp) -> Result<()> {
@@ -219,6 +231,14 @@ impl Pages for ReadPages<'_> {
 
     fn read(&self, id: PageId) -> Result<PageRead<'_>> {
         self.pool.read(id)
+    }
+
+    fn locate(&self, id: PageId, slot: &AtomicU32) -> u32 {
+        self.pool.locate(id, slot)
+    }
+
+    fn read_guessed(&self, id: PageId, guess: u32) -> Result<PageRead<'_>> {
+        self.pool.read_guessed(id, guess)
     }
 
     fn apply(&self, op: PageOp) -> Result<()> {

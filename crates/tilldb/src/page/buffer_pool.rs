@@ -15,7 +15,10 @@
 //! A read holds its frame by the latch alone, no pin: an eviction latches its victim
 //! exclusively before it changes anything, and takes only a victim nobody holds (`try_write`),
 //! so a latched page stays. The hint table is only a guess: a read checks, under the latch,
-//! that the frame holds its page, and otherwise asks the map. So a hit of a read writes to no
+//! that the frame holds its page, and otherwise asks the map. A descent asks the hint table
+//! for a child's frame only when the branch's own guess for that child is wrong
+//! ([`BufferPool::locate`], looked up while the branch is still read): a guess, checked the
+//! same way ([`BufferPool::read_guessed`]). So a hit of a read writes to no
 //! line every reader shares but the frame's latch (the map lock and the pins were six atomic
 //! writes a page, on lines every thread wrote: docs/benchmarks.md, "Reads that pin nothing").
 //!
@@ -380,11 +383,54 @@ impl BufferPool {
         Ok(PageRead { frame, guard })
     }
 
+    /// Where page `id` probably is: the frame `slot` guesses (plus one), else the one the
+    /// hint table does (then kept in `slot`), each checked to hold the page now, without its
+    /// latch; 0 when neither does. For [`BufferPool::read_guessed`]: a branch keeps a slot
+    /// per child, and finds the child's frame while the branch is still read, so a descent
+    /// need not wait on the hint table between the two (`btree/walk.rs`).
+    pub fn locate(&self, id: PageId, slot: &AtomicU32) -> u32 {
+        let guess = slot.load(Ordering::Relaxed);
+        if self.frame_holds(guess, id) {
+            return guess;
+        }
+        let hint = self.hints[self.hint_slot(id)].load(Ordering::Acquire);
+        if hint != guess && self.frame_holds(hint, id) {
+            slot.store(hint, Ordering::Relaxed);
+            return hint;
+        }
+        0
+    }
+
+    /// True when frame `hint - 1` holds page `id` now (a glance without the latch).
+    fn frame_holds(&self, hint: u32, id: PageId) -> bool {
+        hint.checked_sub(1)
+            .and_then(|frame| self.frames.get(usize::try_from(frame).ok()?))
+            .is_some_and(|f| f.id.load(Ordering::Acquire) == id.0)
+    }
+
+    /// [`BufferPool::read`], trying frame `guess - 1` first ([`BufferPool::locate`]; 0: no
+    /// guess). A wrong guess costs a look, never a wrong page: it is checked under the latch.
+    pub fn read_guessed(&self, id: PageId, guess: u32) -> Result<PageRead<'_>> {
+        if let Some(frame) = guess.checked_sub(1)
+            && let Ok(frame) = usize::try_from(frame)
+            && frame < self.frames.len()
+            && let Some(read) = self.read_in(id, frame)
+        {
+            return Ok(read);
+        }
+        self.read(id)
+    }
+
     /// A hit found through the hint table, latched; `None` when the hint is wrong (the map
     /// knows). No pin: the latch keeps the page in its frame (see the module doc).
     fn read_hinted(&self, id: PageId) -> Option<PageRead<'_>> {
         let hint = self.hints[self.hint_slot(id)].load(Ordering::Acquire);
         let frame = usize::try_from(hint.checked_sub(1)?).expect("a frame index");
+        self.read_in(id, frame)
+    }
+
+    /// Page `id` latched in `frame` if that frame holds it; `None` when it does not.
+    fn read_in(&self, id: PageId, frame: usize) -> Option<PageRead<'_>> {
         let f = &self.frames[frame];
         let trusted = crate::mutants::active("hinted-read-trusted");
         // A cheap first check, without the latch: a frame holding another page is skipped.

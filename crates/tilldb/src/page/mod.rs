@@ -51,7 +51,7 @@ use crate::io::AlignedBuf;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Bytes of the page header; the body follows.
 pub const HEADER_BYTES: usize = 24;
@@ -192,7 +192,32 @@ pub struct PageBuf {
     node_checked: AtomicBool,
     /// What the node layer derived from this version of the page for its searches (in
     /// memory only, never written; `btree/node.rs`): dropped by every mutable access.
-    search_hints: OnceLock<Box<[u32]>>,
+    search_hints: OnceLock<SearchHints>,
+}
+
+/// What the node layer derived from one version of a page for its searches, kept with it in
+/// memory (never written) until the page changes.
+#[derive(Debug)]
+pub struct SearchHints {
+    /// The words a search narrows by (`btree/node/search.rs`).
+    pub words: Box<[u32]>,
+    /// A branch's children, by index: the frame each was last found in, plus one (0: not
+    /// known). Guesses only, which the buffer pool checks before it trusts one
+    /// ([`crate::page::BufferPool::locate`]); empty for a leaf.
+    pub child_frames: Box<[AtomicU32]>,
+}
+
+impl Clone for SearchHints {
+    fn clone(&self) -> Self {
+        SearchHints {
+            words: self.words.clone(),
+            child_frames: self
+                .child_frames
+                .iter()
+                .map(|frame| AtomicU32::new(frame.load(Ordering::Relaxed)))
+                .collect(),
+        }
+    }
 }
 
 impl Clone for PageBuf {
@@ -366,24 +391,25 @@ impl PageBuf {
 
     /// The node layer's search hints for this version of the page, if it made them.
     #[must_use]
-    pub fn search_hints(&self) -> Option<&[u32]> {
-        self.search_hints.get().map(|hints| &hints[..])
+    pub fn search_hints(&self) -> Option<&SearchHints> {
+        self.search_hints.get()
     }
 
-    /// Asks the CPU to bring in what a search of the page reads first: its header and its
-    /// search hints (a hint only: a read finds the page's frame, then the page and the hints
-    /// arrive together rather than one after the other).
+    /// Asks the CPU to bring in what a search of the page reads first: its header, the slots
+    /// that follow it (a leaf's, most of them), and its search hints (a hint only: a read
+    /// finds the page's frame, then the page, its slots and the hints arrive together rather
+    /// than one after the other).
     #[inline]
     pub fn prefetch_for_search(&self) {
-        crate::io::prefetch(&self.buf[..64]);
+        crate::io::prefetch(&self.buf[..192]);
         if let Some(hints) = self.search_hints.get() {
-            crate::io::prefetch_spread(hints, 8);
+            crate::io::prefetch_spread(&hints.words, 8);
         }
     }
 
     /// Keeps the node layer's search hints for this version of the page (the first made
     /// wins: two readers that checked the same version made the same).
-    pub fn set_search_hints(&self, hints: Box<[u32]>) {
+    pub fn set_search_hints(&self, hints: SearchHints) {
         let _ = self.search_hints.set(hints);
     }
 

@@ -461,3 +461,50 @@ fn the_redo_point_sees_a_page_moving_between_spill_file_and_frame() {
     assert!(rounds > 10, "the page moved {rounds} times");
     assert!(pool.stats().spills > 10, "spilled {:?}", pool.stats());
 }
+
+/// A branch's guess of where its child is (`locate`, `read_guessed`) is only a guess: a
+/// guess of a frame holding another page, of no frame, or of a frame the page was evicted
+/// from reads the right page, and `locate` refreshes a stale guess from the hint table.
+#[test]
+fn a_wrong_frame_guess_reads_the_right_page() {
+    let (pool, _backend) = pool(8);
+    for id in 1..=4 {
+        put(&pool, id, u8::try_from(id).expect("small"), id);
+    }
+    let guess_of = |id: u64| {
+        let slot = AtomicU32::new(0);
+        let guess = pool.locate(PageId(id), &slot);
+        assert_ne!(guess, 0, "page {id} is in the pool: its frame is known");
+        assert_eq!(
+            slot.load(Ordering::Relaxed),
+            guess,
+            "the slot keeps the guess"
+        );
+        guess
+    };
+    let (one, two) = (guess_of(1), guess_of(2));
+    assert_ne!(one, two);
+    for (id, guess) in [(1, one), (1, two), (2, one), (2, 0), (3, u32::MAX), (4, 9)] {
+        let page = pool.read_guessed(PageId(id), guess).expect("read");
+        assert_eq!(page.id(), PageId(id), "guess {guess}");
+        assert_eq!(page.body()[0], u8::try_from(id).expect("small"));
+    }
+    // A slot guessing page 2's frame for page 1 is put right.
+    let slot = AtomicU32::new(two);
+    assert_eq!(pool.locate(PageId(1), &slot), one);
+    assert_eq!(slot.load(Ordering::Relaxed), one);
+    // Page 1 evicted: the old guess now names a frame holding another page or none, and
+    // the read still finds page 1.
+    for id in 5..=40 {
+        put(&pool, id, u8::try_from(id).expect("small"), id);
+    }
+    let guess = pool.locate(PageId(1), &slot);
+    assert!(
+        guess == 0 || pool.read_guessed(PageId(1), guess).expect("read").id() == PageId(1),
+        "locate guessed frame {guess} for an evicted page"
+    );
+    let page = pool.read_guessed(PageId(1), one).expect("read");
+    assert_eq!((page.id(), page.body()[0]), (PageId(1), 1));
+    drop(page);
+    pool.check_invariants();
+}
