@@ -269,6 +269,22 @@ fn cell_size_at(kind: NodeKind, body: &[u8], offset: usize) -> Result<usize, &'s
     Ok(size)
 }
 
+/// The free space of a node's `body`, between its slots and its cells (`start..end`), and
+/// the dead bytes among its cells (removed cells, zeroed), as its header gives them: `None`
+/// when `kind` is not a node's or the header's counts do not fit the body. Not checked
+/// further: for the log's page images, which leave out a run of zeros and check the run is
+/// zeros (`redo.rs`).
+#[must_use]
+pub fn free_space(kind: PageKind, body: &[u8]) -> Option<(usize, usize, usize)> {
+    NodeKind::of(kind)?;
+    if body.len() < NODE_HEADER_BYTES {
+        return None;
+    }
+    let start = NODE_HEADER_BYTES + SLOT_BYTES * u16_at(body, COUNT_OFFSET);
+    let end = body.len().checked_sub(u16_at(body, CELL_BYTES_OFFSET))?;
+    (start <= end).then_some((start, end, u16_at(body, DEAD_BYTES_OFFSET)))
+}
+
 /// A validated read-only view of a node on a page body.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeRef<'a> {
