@@ -875,3 +875,76 @@ where
     }
     Ok(end)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Options;
+    use crate::io::{SimConfig, SimDisk};
+    use crate::page::PageKind;
+    use std::path::Path;
+
+    /// The call sites of `Wal::begin_parts` and `Wal::end_parts`: while a commit logged in
+    /// several records is between them (its parts appended, its last not yet), the log's
+    /// commit boundary stays at its first record's start, where a redo point may be taken
+    /// (`writeback.rs`); a commit in one record never moves it off the log's end. The
+    /// redo-point tests (`tests/redo_points.rs`) take the boundary from here.
+    #[test]
+    fn a_commit_between_its_records_keeps_the_log_boundary_at_its_start() {
+        let disk = SimDisk::new(SimConfig::default());
+        let db = Db::open_with_storage(
+            Arc::new(disk),
+            Path::new("/db"),
+            Options {
+                background_threads: false,
+                ..Options::for_tests()
+            },
+        )
+        .expect("create");
+        let wal = &db.inner.wal;
+        let alloc = Alloc {
+            page_count: 100,
+            free_head: PageId(0),
+        };
+        let body = vec![7u8; db.inner.pool.page_bytes() as usize - crate::page::HEADER_BYTES];
+        let image = |page: u64| PageOp::Image {
+            page: PageId(page),
+            kind: PageKind::Overflow,
+            body: body.clone(),
+        };
+        let none: Option<&Vec<record::Write<'_>>> = None;
+        // One record, the whole commit: the boundary is the log's end.
+        let mut records = 0;
+        append_parts(&db, &[image(50)], alloc, none, &mut records, true).expect("append");
+        assert_eq!(records, 1);
+        assert_eq!(wal.boundary_end(), wal.end_lsn());
+        // A part of a commit in more records than one (more images than a record holds),
+        // not its last: the boundary stays where the commit began.
+        let start = wal.end_lsn();
+        let per_record = wal.max_payload_bytes() / body.len();
+        let ops: Vec<PageOp> = (0..u64::try_from(per_record + 2).expect("small"))
+            .map(|i| image(51 + i))
+            .collect();
+        let mut records = 0;
+        append_parts(&db, &ops, alloc, none, &mut records, false).expect("append");
+        assert!(records >= 2, "{records} records");
+        assert!(wal.end_lsn() > start);
+        assert_eq!(
+            wal.boundary_end(),
+            start,
+            "the boundary moved inside a commit logged in several records"
+        );
+        // Its last part, in one record: the commit ends, and the boundary is the end again.
+        append_parts(&db, &ops[..1], alloc, none, &mut records, true).expect("append");
+        assert_eq!(wal.boundary_end(), wal.end_lsn());
+        // A commit whose first part is its last but takes two records.
+        let start = wal.end_lsn();
+        let mut records = 0;
+        append_parts(&db, &ops, alloc, none, &mut records, true).expect("append");
+        assert!(records >= 2);
+        assert!(wal.end_lsn() > start);
+        assert_eq!(wal.boundary_end(), wal.end_lsn());
+        // Not closed cleanly: nothing here is a commit the database could replay.
+        std::mem::forget(db);
+    }
+}
