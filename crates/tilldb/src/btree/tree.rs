@@ -50,8 +50,7 @@ impl Tree {
 
     /// The value of `key`, if present.
     pub fn get<P: Pages>(self, pages: &P, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let leaf = walk::find_leaf(pages, self.root, key)?;
-        let found = with_node(pages, leaf, |node| {
+        let found = walk::with_leaf(pages, self.root, key, |node| {
             node.search(key)
                 .ok()
                 .map(|index| node.value(index).to_owned())
@@ -67,9 +66,8 @@ impl Tree {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>> {
-        let leaf = walk::find_leaf(pages, self.root, key)?;
         let mut f = Some(f);
-        let found = with_node(pages, leaf, |node| {
+        let found = walk::with_leaf(pages, self.root, key, |node| {
             node.search(key).ok().map(|index| match node.value(index) {
                 ValueRef::Inline(value) => Ok(f.take().expect("called once")(value)),
                 overflow @ ValueRef::Overflow { .. } => Err(overflow.to_owned()),

@@ -57,6 +57,21 @@ pub(super) fn find_leaf<P: Pages>(pages: &P, root: PageId, key: &[u8]) -> Result
     walk_down(pages, root, |node| node.child_index(key), |_, _| {})
 }
 
+/// Descends from `root` to the leaf that holds `key` (or would) and runs `f` on it, read once:
+/// the guard the descent stopped at is the one `f` reads (a lookup that let it go and read
+/// the leaf again by its id paid a second look-up of its frame: docs/benchmarks.md).
+pub(super) fn with_leaf<P: Pages, T>(
+    pages: &P,
+    root: PageId,
+    key: &[u8],
+    f: impl FnOnce(&NodeRef<'_>) -> T,
+) -> Result<T> {
+    let page = find_leaf_held(pages, root, key)?;
+    let id = page.id();
+    let node = NodeRef::parse(&page).map_err(|what| corrupt(pages, id, what))?;
+    Ok(f(&node))
+}
+
 /// Descends from `root` choosing the child with `pick` at each branch.
 pub(super) fn descend_by<P: Pages>(
     pages: &P,
