@@ -279,6 +279,43 @@ mod tests {
         assert_eq!(copy.live_pages(), 1);
     }
 
+    /// A page changed in place keeps its checked mark and loses its search hints (they
+    /// describe the version before); a reader's descent makes them again. It did not: every
+    /// page a commit had changed was searched without hints (and a branch kept no guess of
+    /// its children's frames) until it left the cache.
+    #[test]
+    fn a_page_changed_in_place_gets_its_search_hints_back_on_the_next_read() {
+        use crate::btree::Tree;
+        let pages = MemPages::new(4096);
+        let tree = Tree::create(&pages).expect("create");
+        for i in 0..400u32 {
+            let key = format!("key{i:05}");
+            tree.put(&pages, key.as_bytes(), &[1; 20]).expect("put");
+        }
+        let root = tree.root();
+        let hints_of = |id: PageId| pages.read(id).expect("read").search_hints().is_some();
+        assert_eq!(
+            pages.read(root).expect("read").kind(),
+            PageKind::Branch,
+            "a tree of more than one leaf"
+        );
+        assert!(tree.get(&pages, b"key00200").expect("get").is_some());
+        let leaf = crate::btree::walk::find_leaf(&pages, root, b"key00200").expect("descend");
+        assert!(hints_of(root) && hints_of(leaf), "a read makes the hints");
+        // A change in place (a put into the leaf, no split) drops the leaf's hints.
+        tree.put(&pages, b"key00200", &[2; 20]).expect("put");
+        assert!(pages.read(leaf).expect("read").node_checked());
+        assert!(!hints_of(leaf), "the old version's hints were kept");
+        assert_eq!(
+            tree.get(&pages, b"key00200").expect("get").as_deref(),
+            Some(&[2u8; 20][..])
+        );
+        assert!(
+            hints_of(leaf),
+            "the next read searched the leaf without hints"
+        );
+    }
+
     #[test]
     #[should_panic(expected = "guard is held")]
     fn apply_under_a_guard_panics() {

@@ -99,6 +99,13 @@ pub trait Pages {
         0
     }
 
+    /// Whether a descent through these pages makes a page's search hints when it has none
+    /// ([`node::NodeRef::parse_to_search`]): yes for readers (the default), no for a commit's
+    /// pages, whose descents lead to the pages they change.
+    fn make_search_hints(&self) -> bool {
+        true
+    }
+
     /// [`Pages::read`], trying first where [`Pages::locate`] said the page is (`guess`; 0
     /// for none). The default ignores the guess.
     fn read_guessed(&self, id: PageId, guess: u32) -> Result<Self::Read<'_>> {

@@ -303,6 +303,15 @@ impl<'a> NodeRef<'a> {
     /// version of the page: a page changes only through a mutable access, which clears its
     /// checked mark, so an unchanged page checked before is trusted.
     pub fn parse(page: &'a PageBuf) -> Result<NodeRef<'a>, &'static str> {
+        Self::parse_to_search(page, false)
+    }
+
+    /// [`NodeRef::parse`], and with `hints`, the page's search hints made when it has none:
+    /// a page changed in place keeps its checked mark but loses its hints (they describe the
+    /// version before), and was searched without them until it left the cache. Readers ask
+    /// for them (a page is read many times a change); a commit's own descents do not (the
+    /// leaf it changes loses them again at once, and making them reads every key).
+    pub fn parse_to_search(page: &'a PageBuf, hints: bool) -> Result<NodeRef<'a>, &'static str> {
         let kind = NodeKind::of(page.kind()).ok_or("page is not a tree node")?;
         if page.node_checked() {
             debug_assert!(
@@ -310,22 +319,31 @@ impl<'a> NodeRef<'a> {
                 "a checked page changed"
             );
             let mut node = Self::trusted(kind, page.body());
+            if hints && page.search_hints().is_none() {
+                page.set_search_hints(node.make_hints());
+            }
             node.with_hints(page.search_hints());
             return Ok(node);
         }
         let mut node = Self::parse_body(kind, page.body())?;
         // Hints first: a reader that sees the page checked may use them at once.
-        let children = match kind {
-            NodeKind::Leaf => 0,
-            NodeKind::Branch => node.count + 1,
-        };
-        page.set_search_hints(SearchHints {
-            words: search_hints(&node),
-            child_frames: (0..children).map(|_| AtomicU32::new(0)).collect(),
-        });
+        page.set_search_hints(node.make_hints());
         page.set_node_checked();
         node.with_hints(page.search_hints());
         Ok(node)
+    }
+
+    /// This node's search hints (see [`search_hints`]), and for a branch a guess per child of
+    /// its frame, none known yet.
+    fn make_hints(&self) -> SearchHints {
+        let children = match self.kind {
+            NodeKind::Leaf => 0,
+            NodeKind::Branch => self.count + 1,
+        };
+        SearchHints {
+            words: search_hints(self),
+            child_frames: (0..children).map(|_| AtomicU32::new(0)).collect(),
+        }
     }
 
     /// Takes the page's hints, when it has them, for searches and child reads.

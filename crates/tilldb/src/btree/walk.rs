@@ -130,7 +130,8 @@ fn descend_held<P: Pages>(
         page.prefetch_for_search();
         assert_eq!(page.id(), id, "the pages returned another page");
         let next = {
-            let node = NodeRef::parse(&page).map_err(|what| corrupt(pages, id, what))?;
+            let node = NodeRef::parse_to_search(&page, pages.make_search_hints())
+                .map_err(|what| corrupt(pages, id, what))?;
             match node.kind() {
                 NodeKind::Leaf => None,
                 NodeKind::Branch => {

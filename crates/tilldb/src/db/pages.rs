@@ -116,6 +116,10 @@ impl Pages for TxnPages<'_> {
         self.pool.locate(id, slot)
     }
 
+    fn make_search_hints(&self) -> bool {
+        false
+    }
+
     fn read_guessed(&self, id: PageId, guess: u32) -> Result<PageRead<'_>> {
         if id.0 == 0 || id.0 >= self.alloc.borrow().page_count {
             return Err(self.never_allocated(id));
