@@ -139,9 +139,10 @@ fn descend_held<P: Pages>(
                     let child = node.child(index);
                     // The child's frame from the branch's guess, checked: found while the
                     // branch is held, whose guesses live while it is unchanged.
-                    guess = node
-                        .child_frame(index)
-                        .map_or(0, |slot| pages.locate(child, slot));
+                    guess = match node.child_frame(index) {
+                        Some(slot) if child.0 != 0 => pages.locate(child, slot),
+                        _ => 0,
+                    };
                     Some((index, child))
                 }
             }

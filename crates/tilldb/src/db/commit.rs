@@ -918,6 +918,16 @@ mod tests {
         append_parts(&db, &[image(50)], alloc, none, &mut records, true).expect("append");
         assert_eq!(records, 1);
         assert_eq!(wal.boundary_end(), wal.end_lsn());
+        // A first part of one record that is not the commit's last: the boundary stays at its
+        // start.
+        let start = wal.end_lsn();
+        let mut records = 0;
+        append_parts(&db, &[image(50)], alloc, none, &mut records, false).expect("append");
+        assert_eq!(records, 1);
+        assert!(wal.end_lsn() > start);
+        assert_eq!(wal.boundary_end(), start, "a first part of one record");
+        append_parts(&db, &[image(50)], alloc, none, &mut records, true).expect("append");
+        assert_eq!(wal.boundary_end(), wal.end_lsn());
         // A part of a commit in more records than one (more images than a record holds),
         // not its last: the boundary stays where the commit began.
         let start = wal.end_lsn();
@@ -944,7 +954,6 @@ mod tests {
         assert!(records >= 2);
         assert!(wal.end_lsn() > start);
         assert_eq!(wal.boundary_end(), wal.end_lsn());
-        // Not closed cleanly: nothing here is a commit the database could replay.
-        std::mem::forget(db);
+        drop(db);
     }
 }

@@ -430,31 +430,6 @@ pub fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
-/// Asks the CPU to bring in every cache line `value` spans (a struct read field by field, whose
-/// second line would otherwise be asked for only once the first arrived). A hint only, as
-/// [`prefetch`].
-#[inline]
-pub fn prefetch_value<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let start = std::ptr::from_ref(value).cast::<u8>();
-        let size = std::mem::size_of::<T>();
-        // A step of a line from the start meets every line but perhaps the last, which the
-        // last byte is in.
-        for offset in (0..size).step_by(64).chain(size.checked_sub(1)) {
-            // SAFETY: as in `prefetch`: a hint that never faults; the address is inside
-            // `value`.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    start.wrapping_add(offset).cast(),
-                );
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
-}
-
 /// Asks the CPU to bring in the cache lines of `items`, up to `lines` of them spread evenly
 /// from its start to its end (a binary search's first probes fall among them). A hint only,
 /// as [`prefetch`].

@@ -43,7 +43,7 @@ mod overlay;
 mod probe;
 mod sim;
 
-pub use aligned::{AlignedBuf, AlignedVec, prefetch, prefetch_spread, prefetch_value};
+pub use aligned::{AlignedBuf, AlignedVec, prefetch, prefetch_spread};
 pub use file::FileStorage;
 pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
 pub use hooked::{Call, HookedStorage, Hooks};
