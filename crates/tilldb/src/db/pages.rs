@@ -106,10 +106,7 @@ impl Pages for TxnPages<'_> {
     }
 
     fn read(&self, id: PageId) -> Result<PageRead<'_>> {
-        if id.0 == 0 || id.0 >= self.alloc.borrow().page_count {
-            return Err(self.never_allocated(id));
-        }
-        self.pool.read(id)
+        self.read_guessed(id, 0)
     }
 
     fn locate(&self, id: PageId, slot: &AtomicU32) -> u32 {
@@ -234,7 +231,7 @@ impl Pages for ReadPages<'_> {
     }
 
     fn read(&self, id: PageId) -> Result<PageRead<'_>> {
-        self.pool.read(id)
+        self.read_guessed(id, 0)
     }
 
     fn locate(&self, id: PageId, slot: &AtomicU32) -> u32 {

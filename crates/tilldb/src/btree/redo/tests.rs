@@ -338,29 +338,34 @@ proptest::proptest! {
     }
 }
 
-/// A node's image leaves out its free space (found from its header, not by a scan), and an
-/// image whose free space holds a stray byte (a node changed in place could) still decodes
-/// to the same body: the free space is checked before it is left out.
-#[test]
-fn an_image_of_a_node_leaves_out_its_free_space_only_when_it_is_zeros() {
+/// The body of a fresh 16 KiB leaf of `count` cells, keys `key0000`.., values of
+/// `value_bytes` sevens.
+fn leaf_body(count: usize, value_bytes: usize) -> Vec<u8> {
     use crate::btree::Limits;
     use crate::btree::node::encode_leaf_cell;
-    use crate::btree::node_mut::build;
-    let cells: Vec<Vec<u8>> = (0..40)
+    let cells: Vec<Vec<u8>> = (0..count)
         .map(|i| {
             encode_leaf_cell(
                 format!("key{i:04}").as_bytes(),
-                &LeafValue::Inline(vec![7; 50]),
+                &LeafValue::Inline(vec![7; value_bytes]),
             )
         })
         .collect();
-    let body = build(
+    crate::btree::node_mut::build(
         NodeKind::Leaf,
         &Limits::new(16384),
         PageId(0),
         PageId(0),
         &cells,
-    );
+    )
+}
+
+/// A node's image leaves out its free space (found from its header, not by a scan), and an
+/// image whose free space holds a stray byte (a node changed in place could) still decodes
+/// to the same body: the free space is checked before it is left out.
+#[test]
+fn an_image_of_a_node_leaves_out_its_free_space_only_when_it_is_zeros() {
+    let body = leaf_body(40, 50);
     let (start, end, dead) = node::free_space(PageKind::Leaf, &body).expect("a node");
     assert_eq!(dead, 0);
     assert!(end - start > 10_000, "{start}..{end}");
@@ -398,24 +403,8 @@ fn an_image_of_a_node_leaves_out_its_free_space_only_when_it_is_zeros() {
 /// there logged 47 % more a commit (a split's left page: docs/benchmarks.md).
 #[test]
 fn an_image_of_a_node_with_more_dead_bytes_than_free_space_leaves_out_the_longest_run() {
-    use crate::btree::Limits;
-    use crate::btree::node::encode_leaf_cell;
-    use crate::btree::node_mut::{NodeMut, build};
-    let cells: Vec<Vec<u8>> = (0..150)
-        .map(|i| {
-            encode_leaf_cell(
-                format!("key{i:04}").as_bytes(),
-                &LeafValue::Inline(vec![7; 80]),
-            )
-        })
-        .collect();
-    let mut body = build(
-        NodeKind::Leaf,
-        &Limits::new(16384),
-        PageId(0),
-        PageId(0),
-        &cells,
-    );
+    use crate::btree::node_mut::NodeMut;
+    let mut body = leaf_body(150, 80);
     {
         let mut node = NodeMut::new(NodeKind::Leaf, &mut body);
         for _ in 0..100 {
