@@ -259,6 +259,12 @@ fn a_sync_commit_whose_record_another_thread_wrote_returns_only_once_flushed() {
             (c_end, wal.durable_lsn())
         })
     };
+    // Release A's flush only once C has either returned or parked behind it with B: had
+    // the flush gone first, a C that starts late finds its record durable by then on either
+    // path, and a wrong lock-free check goes unseen (a CI run let the mutant survive so).
+    wait_until("C parked or returned", || {
+        c.is_finished() || wal.waiters() >= 2
+    });
     flushes.release();
     flushes.wait_held();
     flushes.release();

@@ -274,6 +274,13 @@ impl Wal {
         Lsn(self.shared.state.lock().progress.written)
     }
 
+    /// Committers parked in the log's queue, waiting for a stage to carry their records
+    /// (tests use it to know a thread is asleep in [`Wal::wait`], not about to call it).
+    #[must_use]
+    pub fn waiters(&self) -> usize {
+        self.shared.state.lock().waiters.len()
+    }
+
     /// Counters since open.
     #[must_use]
     pub fn stats(&self) -> WalStats {
