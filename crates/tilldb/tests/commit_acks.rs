@@ -309,7 +309,18 @@ fn a_large_commit_no_snapshot_sees_keeps_no_older_values_and_new_snapshots_wait_
                 .collect::<Vec<u8>>()
         })
     };
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The reader either begins (wrongly) or falls asleep behind the commit: wait for one
+    // of the two, not for a time, which a late-starting thread could outlast (then it
+    // begins after the commit is visible, and a wrong lock goes unseen).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
+    while !began.load(std::sync::atomic::Ordering::SeqCst) && db.readers_waiting_for_a_commit() == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader neither began nor waited within a minute"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     assert!(
         !began.load(std::sync::atomic::Ordering::SeqCst),
         "a snapshot began while the commit that kept no older values was not yet visible"

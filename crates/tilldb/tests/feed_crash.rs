@@ -161,14 +161,21 @@ fn the_feed_returns_no_sync_commit_while_its_flush_runs() {
         std::thread::spawn(move || sell(&db, 1, 2))
     };
     gate.wait_held();
-    // The publisher looks every 2 ms: 300 ms is a hundred and fifty chances to publish.
+    // The publisher looks every 2 ms. Look for 300 ms, and until two of its rounds have
+    // ended since the hold (the second began after it) before a look: time alone is no
+    // proof, a publisher that got no CPU in it published nothing, right or wrong.
+    let rounds = db.publisher_rounds();
     let until = Instant::now() + Duration::from_millis(300);
-    while Instant::now() < until {
+    loop {
+        let published = db.publisher_rounds() >= rounds + 2;
         let early = feed.next(Duration::from_millis(10)).expect("feed");
         assert!(
             early.is_none(),
             "the feed returned a Sync commit while its flush was held: {early:?}"
         );
+        if published && Instant::now() >= until {
+            break;
+        }
     }
     gate.release();
     seller.join().expect("seller");

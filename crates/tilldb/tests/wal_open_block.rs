@@ -281,3 +281,58 @@ fn a_sync_commit_whose_record_another_thread_wrote_returns_only_once_flushed() {
         .close()
         .expect("close");
 }
+
+/// Issue 35, item 3: a thread's wait slot is reused by its next wait, which starts unwoken.
+/// One thread, T, commits twice; each time another thread's flush is held, T's record is
+/// written during it and T parks behind it (its record is in the open block). Each commit
+/// must return with its record durable. With the mutant `wait-slot-not-reset` T's second
+/// wait began already woken: T spun, queueing its slot again and again, and the flush's
+/// wake-up found it woken twice.
+#[test]
+fn a_committer_that_waited_once_waits_again_for_its_next_flush() {
+    let disk = SimDisk::new(SimConfig::default());
+    let flushes = Arc::new(Gate::default());
+    let storage = gated(&disk, &flushes, &Arc::new(Gate::default()));
+    let (wal, _) = Wal::open(storage, Path::new("/log"), options()).expect("open");
+    let wal = Arc::new(wal);
+    let (ask, asked) = std::sync::mpsc::channel::<&'static [u8]>();
+    let (told, answers) = std::sync::mpsc::channel();
+    let t = {
+        let wal = Arc::clone(&wal);
+        std::thread::spawn(move || {
+            for payload in asked {
+                let end = wal.commit(payload, Durability::Sync).expect("T's commit");
+                told.send((end, wal.durable_lsn()))
+                    .expect("the test listens");
+            }
+        })
+    };
+    for round in 0..2 {
+        flushes.arm(1);
+        let leader = {
+            let wal = Arc::clone(&wal);
+            std::thread::spawn(move || wal.commit(b"leader", Durability::Sync).expect("commit"))
+        };
+        flushes.wait_held();
+        ask.send(b"T's record").expect("T listens");
+        wait_until("T parked behind the held flush", || wal.waiters() >= 1);
+        flushes.release();
+        leader
+            .join()
+            .expect("the leader's thread (a slot woken twice panics its waker)");
+        let (end, durable) = answers
+            .recv_timeout(Duration::from_secs(10))
+            .expect("T's commit returned");
+        assert!(
+            durable >= end,
+            "round {round}: T returned with the log durable to {durable:?}, before its \
+             record's end {end:?}"
+        );
+    }
+    drop(ask);
+    t.join().expect("T's thread");
+    Arc::try_unwrap(wal)
+        .expect("threads joined")
+        .close()
+        .expect("close");
+}

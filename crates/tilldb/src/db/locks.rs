@@ -28,6 +28,9 @@ pub(super) type Writer<'a> = MutexGuard<'a, Alloc>;
 #[derive(Debug, Default)]
 pub(super) struct TreeLock {
     exclusive: RwLock<()>,
+    /// Readers waiting for a writer (on `exclusive`): for tests, which must know a reader
+    /// is asleep behind a commit, not about to begin.
+    waiting: AtomicUsize,
     writing: AtomicBool,
     readers: [Stripe; STRIPES],
 }
@@ -54,8 +57,15 @@ impl TreeLock {
             }
             count.fetch_sub(1, Ordering::SeqCst);
             // Wait for the writer, then try again.
+            self.waiting.fetch_add(1, Ordering::SeqCst);
             drop(self.exclusive.read());
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+
+    /// Readers waiting for a writer to release the lock.
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
     }
 
     /// Takes the lock exclusively (a change of the trees).

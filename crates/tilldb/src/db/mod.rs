@@ -464,6 +464,24 @@ impl Db {
         self.checkpoint_unless_readers()
     }
 
+    /// Readers waiting for a commit to let go of the trees (a snapshot begun while a
+    /// commit no snapshot sees is not yet visible). For tests, which must know that a
+    /// reader is asleep, not about to begin.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn readers_waiting_for_a_commit(&self) -> usize {
+        self.inner.tree_lock.waiting()
+    }
+
+    /// Rounds the publisher thread (which publishes the durable lsn to read-only handles and
+    /// the change feed) has finished; 0 without one. For tests, which must know it looked
+    /// after some moment.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn publisher_rounds(&self) -> u64 {
+        self.inner.gate.as_ref().map_or(0, |g| g.publisher_rounds())
+    }
+
     /// What the database did since it opened: the log's and the buffer pool's counters, and
     /// the commits that waited for a checkpoint.
     #[must_use]

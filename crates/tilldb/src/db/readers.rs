@@ -262,6 +262,9 @@ pub(crate) struct ReaderGate {
     state: Mutex<GateState>,
     stop: Arc<(Mutex<bool>, Condvar)>,
     publisher: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Rounds the publisher thread finished: for tests, which must know it looked at the
+    /// log after some moment, not only that time passed.
+    rounds: std::sync::atomic::AtomicU64,
 }
 
 struct PublishedFile {
@@ -323,6 +326,7 @@ impl ReaderGate {
             state: Mutex::new(GateState::default()),
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             publisher: Mutex::new(None),
+            rounds: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -392,11 +396,18 @@ impl ReaderGate {
                         };
                         let _ = feed.publish(durable);
                     }
+                    gate.rounds
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     wake.wait_for(&mut guard, PUBLISH_EVERY);
                 }
             })?;
         *self.publisher.lock() = Some(thread);
         Ok(())
+    }
+
+    /// Rounds the publisher thread has finished.
+    pub(crate) fn publisher_rounds(&self) -> u64 {
+        self.rounds.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Stops the publisher thread, if one runs.
