@@ -138,14 +138,15 @@ fn commits_wait_for_a_checkpoint_that_cannot_finish_once_the_log_passes_twice_it
             }
         })
     };
-    // Until the committer stalls (the log stops growing for 300 ms) or ends.
-    let mut last = 0;
-    let mut still = 0;
-    while !committer.is_finished() && still < 6 {
-        std::thread::sleep(Duration::from_millis(50));
-        let now = most_returned.load(Ordering::SeqCst);
-        still = if now == last { still + 1 } else { 0 };
-        last = now;
+    // Until the committer waits for the checkpoint, or ends (a state, not a time: a
+    // committer that lost its CPU for a while would look stalled).
+    let deadline = std::time::Instant::now() + Duration::from_mins(1);
+    while !committer.is_finished() && db.stats().backpressure_waiting == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the committer neither waited nor ended within a minute"
+        );
+        std::thread::sleep(Duration::from_millis(1));
     }
     let grown = most_returned.load(Ordering::SeqCst);
     gate.release();

@@ -318,6 +318,7 @@ fn a_reader_never_takes_a_dead_writers_lsn_for_a_writer_that_just_took_the_lock(
 /// one, refreshed, must wait for what it publishes, never go back to 10 rows.
 fn readers_beside_an_opening_writer(hold: HoldAtHeader) {
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use tilldb::io::{CrashMode, HookedStorage, SimConfig, SimDisk, Storage};
     let disk = SimDisk::new(SimConfig::default());
     let dir = Path::new("/db");
@@ -330,8 +331,19 @@ fn readers_beside_an_opening_writer(hold: HoldAtHeader) {
     put_rows(&writer, 10, 20, Durability::Buffered);
     disk.crash(CrashMode::ProcessKill);
     std::mem::forget(writer);
+    // Each reader's reads of the published file, counted: a reader that read it three times
+    // saw the opening writer's mark and polls (one read holds the snapshot, one finds where
+    // it ends; a reader that took the dead writer's lsn read no more).
+    let counted = |reads: &Arc<AtomicUsize>| -> Arc<dyn Storage> {
+        Arc::new(HookedStorage::new(
+            Arc::new(disk.clone()),
+            DurableReads(Arc::clone(reads)),
+        ))
+    };
+    let (first_reads, reader_reads) =
+        (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut first =
-        Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone()).expect("ro");
+        Db::open_read_only_with_storage(counted(&first_reads), dir, options.clone()).expect("ro");
     assert_eq!(first.len().expect("len"), 20);
     let hold = Arc::new(hold);
     let hooked: Arc<dyn Storage> = Arc::new(HookedStorage::new(
@@ -346,17 +358,30 @@ fn readers_beside_an_opening_writer(hold: HoldAtHeader) {
                 reached = hold.reached.wait(reached).expect("wait");
             }
         }
+        let reader_storage = counted(&reader_reads);
         let reader = scope.spawn(|| {
-            Db::open_read_only_with_storage(Arc::new(disk.clone()), dir, options.clone())
+            Db::open_read_only_with_storage(reader_storage, dir, options.clone())
                 .expect("ro")
                 .len()
                 .expect("len")
         });
+        let before = first_reads.load(Ordering::SeqCst);
         let refreshed = scope.spawn(move || {
             first.refresh().expect("refresh");
             first.len().expect("len")
         });
-        std::thread::sleep(Duration::from_millis(300));
+        // Release the writer only once each reader has finished (wrongly) or polls for
+        // what it will publish: not after a time, which a late-starting thread outlasts.
+        let deadline = std::time::Instant::now() + Duration::from_mins(1);
+        while !(reader.is_finished() || reader_reads.load(Ordering::SeqCst) >= 3)
+            || !(refreshed.is_finished() || first_reads.load(Ordering::SeqCst) >= before + 3)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the readers neither ended nor polled within a minute"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         *hold.held.lock().expect("lock") = false;
         hold.release.notify_all();
         let writer = opening
@@ -375,6 +400,21 @@ fn readers_beside_an_opening_writer(hold: HoldAtHeader) {
         );
         drop(writer);
     });
+}
+
+/// Counts reads of the published file (`tilldb.durable`).
+#[derive(Debug)]
+struct DurableReads(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl tilldb::io::Hooks for DurableReads {
+    fn before(&self, call: &tilldb::io::Call<'_>) -> tilldb::Result<()> {
+        if let tilldb::io::Call::Read { path, .. } = call
+            && path.file_name().is_some_and(|n| n == "tilldb.durable")
+        {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(())
+    }
 }
 
 /// Hooks through an `Arc`, so the test keeps a handle on them.

@@ -211,6 +211,7 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
                 *me.turn.lock() = Turn::Finished(outcome);
             } else {
                 db.inner
+                    .counters
                     .queued_commits
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 finish(&queued, outcome, &mut leader.enlisted);
@@ -481,6 +482,7 @@ pub(super) fn apply(
     }
     if records > 1 {
         inner
+            .counters
             .parts_logged
             .fetch_add(u64::from(records), std::sync::atomic::Ordering::Relaxed);
     }

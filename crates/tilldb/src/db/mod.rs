@@ -120,6 +120,8 @@ pub struct Stats {
     /// (backpressure: the log since the running checkpoint began passed twice
     /// `Options::checkpoint_log_bytes`). Zero while the disk keeps up.
     pub backpressure_waits: u64,
+    /// Of those, the ones waiting now.
+    pub backpressure_waiting: u64,
     /// Commits applied for their thread by another committer leading the commit queue (the
     /// commits of transactions that only wrote, queued while the writer lock was taken).
     pub queued_commits: u64,
@@ -164,6 +166,19 @@ impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Db({})", self.inner.dir.display())
     }
+}
+
+/// The database's own counters ([`Stats`]).
+#[derive(Debug, Default)]
+struct Counters {
+    /// Commits whose return waited for a checkpoint that fell behind (backpressure).
+    backpressure_waits: AtomicU64,
+    /// Commits waiting now for a checkpoint that fell behind.
+    backpressure_waiting: AtomicU64,
+    /// Commits a queue leader applied for another thread (`commit.rs`).
+    queued_commits: AtomicU64,
+    /// Records of commits logged in parts (`commit.rs`).
+    parts_logged: AtomicU64,
 }
 
 struct Inner {
@@ -214,12 +229,8 @@ struct Inner {
     checkpoint_ms: AtomicU64,
     /// What opening the database did.
     recovery: RecoveryReport,
-    /// Commits whose return waited for a checkpoint that fell behind (backpressure).
-    backpressure_waits: AtomicU64,
-    /// Commits a queue leader applied for another thread (`commit.rs`).
-    queued_commits: AtomicU64,
-    /// Records of commits logged in parts (`commit.rs`).
-    parts_logged: AtomicU64,
+    /// What [`Stats`] reports beside the log's and the pool's counters.
+    counters: Counters,
     /// Where transactions spill their write sets (`write_set/spill.rs`).
     spill_to: Arc<write_set::SpillTo>,
     /// Dropped tables whose pages are not reclaimed yet (`drop.rs`). Changed under the
@@ -489,9 +500,18 @@ impl Db {
         Stats {
             log: self.inner.wal.stats(),
             pool: self.inner.pool.stats(),
-            backpressure_waits: self.inner.backpressure_waits.load(Ordering::Relaxed),
-            queued_commits: self.inner.queued_commits.load(Ordering::Relaxed),
-            commit_parts: self.inner.parts_logged.load(Ordering::Relaxed),
+            backpressure_waits: self
+                .inner
+                .counters
+                .backpressure_waits
+                .load(Ordering::Relaxed),
+            backpressure_waiting: self
+                .inner
+                .counters
+                .backpressure_waiting
+                .load(Ordering::SeqCst),
+            queued_commits: self.inner.counters.queued_commits.load(Ordering::Relaxed),
+            commit_parts: self.inner.counters.parts_logged.load(Ordering::Relaxed),
             overlay_keys: self.inner.reads.lock().overlay.len() as u64,
         }
     }
