@@ -166,7 +166,12 @@ fn the_feed_returns_no_sync_commit_while_its_flush_runs() {
     // proof, a publisher that got no CPU in it published nothing, right or wrong.
     let rounds = db.publisher_rounds();
     let until = Instant::now() + Duration::from_millis(300);
+    let deadline = Instant::now() + Duration::from_mins(1);
     loop {
+        assert!(
+            Instant::now() < deadline,
+            "the publisher finished no two rounds within a minute"
+        );
         let published = db.publisher_rounds() >= rounds + 2;
         let early = feed.next(Duration::from_millis(10)).expect("feed");
         assert!(

@@ -120,7 +120,8 @@ pub struct Stats {
     /// (backpressure: the log since the running checkpoint began passed twice
     /// `Options::checkpoint_log_bytes`). Zero while the disk keeps up.
     pub backpressure_waits: u64,
-    /// Of those, the ones waiting now.
+    /// Commits waiting now for such a checkpoint (each is counted in `backpressure_waits`
+    /// once its wait ends).
     pub backpressure_waiting: u64,
     /// Commits applied for their thread by another committer leading the commit queue (the
     /// commits of transactions that only wrote, queued while the writer lock was taken).
@@ -475,9 +476,9 @@ impl Db {
         self.checkpoint_unless_readers()
     }
 
-    /// Readers waiting for a commit to let go of the trees (a snapshot begun while a
-    /// commit no snapshot sees is not yet visible). For tests, which must know that a
-    /// reader is asleep, not about to begin.
+    /// Readers waiting for a commit to let go of the trees: it holds them while it changes
+    /// pages, and a large commit no snapshot sees holds them until it is visible. For tests,
+    /// which must know that a reader is asleep, not about to begin.
     #[doc(hidden)]
     #[must_use]
     pub fn readers_waiting_for_a_commit(&self) -> usize {

@@ -215,6 +215,11 @@ mod tests {
                     plain.search(probe),
                     "round {round}: {probe:?} in {keys:?}"
                 );
+                assert_eq!(
+                    plain.search(probe),
+                    keys.binary_search(probe),
+                    "round {round}: {probe:?} in {keys:?}, against the keys' own search"
+                );
             }
         }
     }
