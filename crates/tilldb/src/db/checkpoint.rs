@@ -233,20 +233,11 @@ impl Db {
             // rather than the log, and the time to recover, growing without bound. Its own
             // commit is durable already; only its return waits.
             if !crate::mutants::active("no-backpressure-wait") {
-                inner
-                    .counters
-                    .backpressure_waiting
-                    .fetch_add(1, Ordering::SeqCst);
+                let waiting = inner.counters.backpressure_wait();
                 drop(inner.checkpointing.lock());
-                inner
-                    .counters
-                    .backpressure_waiting
-                    .fetch_sub(1, Ordering::SeqCst);
+                drop(waiting);
             }
-            let waits = inner
-                .counters
-                .backpressure_waits
-                .fetch_add(1, Ordering::Relaxed);
+            let waits = inner.counters.backpressure_waited();
             if waits == 0 {
                 tracing::warn!(
                     target: "tilldb",

@@ -210,10 +210,7 @@ fn lead(db: &Db, me: &Arc<Queued>) -> Result<Lsn> {
             if Arc::ptr_eq(&queued, me) {
                 *me.turn.lock() = Turn::Finished(outcome);
             } else {
-                db.inner
-                    .counters
-                    .queued_commits
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                db.inner.counters.queued_commit();
                 finish(&queued, outcome, &mut leader.enlisted);
             }
         }
@@ -481,10 +478,7 @@ pub(super) fn apply(
         inner.pool.release_held(lsn.0, redo_from)?;
     }
     if records > 1 {
-        inner
-            .counters
-            .parts_logged
-            .fetch_add(u64::from(records), std::sync::atomic::Ordering::Relaxed);
+        inner.counters.parts_logged(records);
     }
     if unseen && !crate::mutants::active("unseen-commit-unlocks-early") {
         // Visible before the tree lock goes: a snapshot registered after it sees all of

@@ -42,6 +42,7 @@
 //! the checkpoint thread.
 
 mod backup;
+mod check;
 mod checkpoint;
 mod checkpointer;
 mod claim;
@@ -54,11 +55,13 @@ mod invariants;
 mod locks;
 mod open;
 mod pages;
+mod poison;
 mod range;
 mod read_only;
 mod readers;
 mod reads;
 mod space;
+mod stats;
 mod txn;
 mod write_set;
 mod writeback;
@@ -69,7 +72,11 @@ pub use compact::CompactReport;
 pub use open::RecoveryReport;
 pub use range::Range;
 pub use space::{LEAKED_LISTED_MAX, SpaceCheck};
+pub use stats::Stats;
 pub use txn::{ReadTxn, Txn};
+
+pub(crate) use poison::Poison;
+use stats::Counters;
 
 use crate::Options;
 use crate::btree::{Direction, Tree};
@@ -108,33 +115,6 @@ const CHECKPOINT_BATCH_PAGES: usize = 256;
 /// Entries a scan reads from the tree per hold of the tree lock.
 const SCAN_BATCH: usize = 256;
 
-/// What a database did since it opened ([`Db::stats`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// The log: records appended, writes, flushes, bytes.
-    pub log: crate::wal::WalStats,
-    /// The buffer pool: hits, misses, evictions, pages written, dirty frames now.
-    pub pool: crate::page::PoolStats,
-    /// Commits whose return waited for a checkpoint that fell behind the load
-    /// (backpressure: the log since the running checkpoint began passed twice
-    /// `Options::checkpoint_log_bytes`). Zero while the disk keeps up.
-    pub backpressure_waits: u64,
-    /// Commits waiting now for such a checkpoint (each is counted in `backpressure_waits`
-    /// once its wait ends).
-    pub backpressure_waiting: u64,
-    /// Commits applied for their thread by another committer leading the commit queue (the
-    /// commits of transactions that only wrote, queued while the writer lock was taken).
-    pub queued_commits: u64,
-    /// Log records of commits too large for one record, logged in parts (`record.rs`),
-    /// their last parts included.
-    pub commit_parts: u64,
-    /// Keys whose older values the database keeps in memory now, for snapshots older than
-    /// the commits that changed them (`txn/overlay.rs`). A large commit that no snapshot is
-    /// open to see keeps none (docs/durability.md, "Large transactions").
-    pub overlay_keys: u64,
-}
-
 /// An open database. Cheap to share: clone it, or wrap it in an `Arc`.
 pub struct Db {
     inner: Arc<Inner>,
@@ -167,19 +147,6 @@ impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Db({})", self.inner.dir.display())
     }
-}
-
-/// The database's own counters ([`Stats`]).
-#[derive(Debug, Default)]
-struct Counters {
-    /// Commits whose return waited for a checkpoint that fell behind (backpressure).
-    backpressure_waits: AtomicU64,
-    /// Commits waiting now for a checkpoint that fell behind.
-    backpressure_waiting: AtomicU64,
-    /// Commits a queue leader applied for another thread (`commit.rs`).
-    queued_commits: AtomicU64,
-    /// Records of commits logged in parts (`commit.rs`).
-    parts_logged: AtomicU64,
 }
 
 struct Inner {
@@ -494,89 +461,6 @@ impl Db {
         self.inner.gate.as_ref().map_or(0, |g| g.publisher_rounds())
     }
 
-    /// What the database did since it opened: the log's and the buffer pool's counters, and
-    /// the commits that waited for a checkpoint.
-    #[must_use]
-    pub fn stats(&self) -> Stats {
-        Stats {
-            log: self.inner.wal.stats(),
-            pool: self.inner.pool.stats(),
-            backpressure_waits: self
-                .inner
-                .counters
-                .backpressure_waits
-                .load(Ordering::Relaxed),
-            backpressure_waiting: self
-                .inner
-                .counters
-                .backpressure_waiting
-                .load(Ordering::SeqCst),
-            queued_commits: self.inner.counters.queued_commits.load(Ordering::Relaxed),
-            commit_parts: self.inner.counters.parts_logged.load(Ordering::Relaxed),
-            overlay_keys: self.inner.reads.lock().overlay.len() as u64,
-        }
-    }
-
-    /// Checks the default table's tree (order, links, page kinds) and returns its statistics.
-    /// Every table's tree and the catalog are checked; the default table's stats are returned.
-    pub fn check(&self) -> Result<crate::btree::TreeStats> {
-        let tables = self.check_tables()?;
-        Ok(tables
-            .into_iter()
-            .find(|(name, _)| name.is_empty())
-            .expect("the default table")
-            .1)
-    }
-
-    /// Checks the catalog and every table's tree (key order, separators, leaf links, page
-    /// kinds, overflow chains); returns each table's statistics, the default table as `""`.
-    /// Trees of dropped tables not yet reclaimed are checked too, not returned.
-    pub fn check_tables(&self) -> Result<Vec<(String, crate::btree::TreeStats)>> {
-        let _shared = self.inner.tree_lock.read();
-        let pages = self.read_pages();
-        Tree::open(CATALOG_ROOT).check(&pages)?;
-        for root in drop::graveyard_roots(&pages)? {
-            Tree::open(root).check(&pages)?;
-        }
-        let entries: Vec<(Vec<u8>, Vec<u8>)> = Tree::open(CATALOG_ROOT)
-            .scan(
-                &pages,
-                counts::names_lower(),
-                drop::names_upper(),
-                Direction::Forward,
-            )
-            .collect::<Result<_>>()?;
-        let default = Tree::open(CATALOG_ROOT)
-            .get(&pages, counts::key_of(""))?
-            .ok_or_else(|| Error::Corruption {
-                file: self.inner.data_path.clone(),
-                offset: CATALOG_ROOT.offset(self.inner.pool.page_bytes()),
-                what: "the catalog has no entry for the default table",
-            })?;
-        let mut stats = Vec::new();
-        for (name, value) in std::iter::once((Vec::new(), default)).chain(entries) {
-            let root =
-                catalog_root_of(&value, &self.inner.data_path, self.inner.pool.page_bytes())?;
-            let tree = Tree::open(root).check(&pages)?;
-            // The count kept with the table is the number of its entries (`counts.rs`).
-            let rows = counts::rows_of(&value).map_err(|what| Error::Corruption {
-                file: self.inner.data_path.clone(),
-                offset: CATALOG_ROOT.offset(self.inner.pool.page_bytes()),
-                what,
-            })?;
-            if rows.is_some_and(|rows| rows != tree.keys) {
-                return Err(Error::Corruption {
-                    file: self.inner.data_path.clone(),
-                    offset: root.offset(self.inner.pool.page_bytes()),
-                    what: "a table's row count (its catalog entry) differs from the entries \
-                           its tree holds",
-                });
-            }
-            stats.push((String::from_utf8_lossy(&name).into_owned(), tree));
-        }
-        Ok(stats)
-    }
-
     /// Decodes the payload of a commit record (a `Data` record of the log; format in
     /// `record.rs`), for tools that show the log (`till dump-log`). `Err` says what is
     /// wrong with the bytes.
@@ -611,50 +495,6 @@ impl Db {
 pub(super) fn advance_mark(mark: &AtomicU64, to: u64, what: &str) {
     let before = mark.swap(to, Ordering::AcqRel);
     assert!(before <= to, "{what} went back from {before} to {to}");
-}
-
-/// The database's fail-stop switch: set by the first failed write or flush (by a commit, a
-/// checkpoint, the background writer, or any page write-back: `pages.rs`), with that
-/// failure's text; never cleared (reopen).
-#[derive(Debug, Default)]
-pub(crate) struct Poison {
-    set: AtomicBool,
-    cause: Mutex<Option<String>>,
-}
-
-impl Poison {
-    pub(crate) fn is_set(&self) -> bool {
-        self.set.load(Ordering::Acquire)
-    }
-
-    /// Records `error` as the cause, unless an earlier one is recorded.
-    pub(crate) fn set(&self, error: &Error) {
-        let mut cause = self.cause.lock();
-        if cause.is_none() {
-            let text = match error {
-                Error::PoisonedBy { cause } => cause.clone(),
-                other => other.to_string(),
-            };
-            tracing::error!(
-                target: "tilldb",
-                cause = %text,
-                "database stopped after a failed write or flush (fail-stop); reopen to recover"
-            );
-            *cause = Some(text);
-        }
-        self.set.store(true, Ordering::Release);
-    }
-
-    /// `Err(PoisonedBy)` once set.
-    pub(crate) fn check(&self) -> Result<()> {
-        if !self.is_set() {
-            return Ok(());
-        }
-        let cause = self.cause.lock().clone();
-        Err(Error::PoisonedBy {
-            cause: cause.unwrap_or_else(|| "an earlier write or flush failed".to_owned()),
-        })
-    }
 }
 
 /// The root page a catalog entry names. A value that is no page id is corruption, reported
