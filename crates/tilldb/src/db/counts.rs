@@ -1,5 +1,5 @@
-//! Table lengths, kept exactly: [`Db::len_in`], [`ReadTxn::len_in`], [`Txn::len_in`] read a
-//! count, not the tree (issue 37: a length was a full scan, 361 ms at 1,000,000 rows).
+//! Table lengths, kept exactly: [`Db::len_in`], `ReadTxn::len_in`, `Txn::len_in` read a
+//! count, not the tree (a length was a full scan once: 361 ms at 1,000,000 rows).
 //!
 //! # Format (catalog entries, store header version 2)
 //!
@@ -29,7 +29,6 @@
 
 use super::locks::{TreeExclusive, TreeHeld, Writer};
 use super::pages::TxnPages;
-use super::txn::{ReadTxn, Txn};
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db};
 use crate::Durability;
 use crate::btree::{Direction, Pages, Tree};
@@ -180,7 +179,7 @@ impl Db {
     }
 
     /// The count of `table` at `snapshot`.
-    fn len_at(&self, table: &str, snapshot: u64) -> Result<u64> {
+    pub(super) fn len_at(&self, table: &str, snapshot: u64) -> Result<u64> {
         match self.read_at(CATALOG_ROOT, key_of(table), snapshot)? {
             Some(value) => rows_in_entry(self, &value),
             None if table.is_empty() => Err(Error::Corruption {
@@ -315,43 +314,6 @@ impl Db {
             .visibility
             .committed(lsn.0, Durability::Lazy);
         Ok(lsn)
-    }
-}
-
-impl ReadTxn<'_> {
-    /// The number of entries in the default table in this snapshot (a count, no scan).
-    pub fn len(&self) -> Result<u64> {
-        self.len_in("")
-    }
-
-    /// Whether the default table holds no entries in this snapshot.
-    pub fn is_empty(&self) -> Result<bool> {
-        Ok(self.len()? == 0)
-    }
-
-    /// The number of entries in `table` in this snapshot (0 if it does not exist there).
-    pub fn len_in(&self, table: &str) -> Result<u64> {
-        self.db().len_at(table, self.snapshot())
-    }
-}
-
-impl Txn<'_> {
-    /// The number of entries in the default table, this transaction's own writes included.
-    pub fn len(&mut self) -> Result<u64> {
-        self.len_in("")
-    }
-
-    /// Whether the default table holds no entries, this transaction's own writes included.
-    pub fn is_empty(&mut self) -> Result<bool> {
-        Ok(self.len()? == 0)
-    }
-
-    /// The number of entries in `table`, this transaction's own writes included: the
-    /// committed count, plus a look-up of each key this transaction wrote to the table (the
-    /// cost grows with its own writes, not with the table). Takes the writer lock as
-    /// [`Txn::get`] does.
-    pub fn len_in(&mut self, table: &str) -> Result<u64> {
-        self.committed_len_and_own_delta(table)
     }
 }
 

@@ -487,3 +487,41 @@ impl Drop for ReadTxn<'_> {
         self.db.snapshot_release(self.snapshot);
     }
 }
+
+// Table lengths (`counts.rs` keeps them).
+impl ReadTxn<'_> {
+    /// The number of entries in the default table in this snapshot (a count, no scan).
+    pub fn len(&self) -> Result<u64> {
+        self.len_in("")
+    }
+
+    /// Whether the default table holds no entries in this snapshot.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The number of entries in `table` in this snapshot (0 if it does not exist there).
+    pub fn len_in(&self, table: &str) -> Result<u64> {
+        self.db().len_at(table, self.snapshot())
+    }
+}
+
+impl Txn<'_> {
+    /// The number of entries in the default table, this transaction's own writes included.
+    pub fn len(&mut self) -> Result<u64> {
+        self.len_in("")
+    }
+
+    /// Whether the default table holds no entries, this transaction's own writes included.
+    pub fn is_empty(&mut self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The number of entries in `table`, this transaction's own writes included: the
+    /// committed count, plus a look-up of each key this transaction wrote to the table (the
+    /// cost grows with its own writes, not with the table). Takes the writer lock as
+    /// [`Txn::get`] does.
+    pub fn len_in(&mut self, table: &str) -> Result<u64> {
+        self.committed_len_and_own_delta(table)
+    }
+}

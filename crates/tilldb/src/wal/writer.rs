@@ -160,7 +160,7 @@ impl Wal {
     /// the log's waiters, and the wake-up plan runs over all of them at once (every waiter
     /// already satisfied, plus one leader per free stage), as after a completed stage. A woken
     /// thread then calls [`Wal::wait`], which returns at once or leads the stage. So threads
-    /// whose records another appended for them (the commit queue, `db/commit.rs`) each sleep
+    /// whose records another appended for them (the commit queue, `db/commit/`) each sleep
     /// once, in the same queue as the committers that appended their own, and a batch costs
     /// one lock hold here and at most one wake-up beyond the ones its commits need.
     pub(crate) fn enlist(&self, waiters: Vec<(Lsn, Durability, Arc<WaitSlot>)>) {
@@ -187,7 +187,7 @@ impl Wal {
 
     /// Parks the calling thread on its `slot` until woken, then wakes one more committer
     /// from the log's wake-up relay: how every committer the log may wake sleeps (the commit
-    /// queue's, `db/commit.rs`, as the log's own waiters in `wait`).
+    /// queue's, `db/commit/`, as the log's own waiters in `wait`).
     pub(crate) fn park(&self, slot: &WaitSlot) {
         self.shared.park(slot);
     }

@@ -1,0 +1,271 @@
+//! Committing: a transaction's changes applied to the tree and appended to the log, under the
+//! writer lock, one transaction at a time; then the wait for the log.
+//!
+//! A commit is one log record, or, when its page operations outgrow `Options::commit_part_bytes`
+//! (or the pages it leaves unlogged crowd the cache), several: [`apply`] cuts a *part* between
+//! two writes (or two leaves of a table it fills bottom up, `btree/build.rs`), appends it,
+//! and has the pool *hold* the pages it changed (never written to the data file; spilled
+//! when their frames are needed) until the last part is appended, stamped
+//! and the held pages released, all under the tree lock (`record.rs` has the format and
+//! the rules readers of the log follow).
+//!
+//! The values readers with older snapshots need (the overlay) are taken from the leaves the
+//! writes change and recorded before the tree lock, held exclusively from the first change,
+//! is let go: no reader sees a changed page before its older value is there. A large commit
+//! (more than a part of writes) that finds no snapshot registered records none: it holds the
+//! tree lock until it is visible (its flush waited for under the lock), and snapshots are
+//! registered under the tree lock, so none can be older than it and read its pages.
+//!
+//! Rooms: [`queue`] (commits of transactions that only wrote, applied by one leader per
+//! batch), [`parts`] (a commit's writes cut into log records, and the values readers still
+//! need), and here [`apply`], which runs both under the writer lock and the tree lock.
+
+mod parts;
+mod queue;
+
+pub(super) use queue::{CommitQueue, commit_queued};
+
+use super::counts;
+use super::locks::{TreeHeld, Writer};
+use super::pages::TxnPages;
+use super::write_set::Writes;
+use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
+use crate::Durability;
+use crate::btree::Tree;
+use crate::error::{Error, Result};
+use crate::page::PageId;
+use crate::wal::Lsn;
+use parts::{append_parts, catalog_befores, part_limit, record_befores, write_in_parts};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The changes of a transaction: what a commit applies.
+#[derive(Debug, Default)]
+pub(super) struct Changes {
+    /// The latest write of each (table, key), in that order.
+    pub writes: Writes,
+    /// Tables dropped. Drops apply before the writes, so a table dropped and then written to
+    /// is a new table holding only those writes.
+    pub dropped: BTreeSet<String>,
+}
+
+impl Changes {
+    /// The root of `table` as these changes see it: `None` once they drop it.
+    pub fn visible_root_of(
+        &self,
+        db: &Db,
+        table: &str,
+        tree: TreeHeld<'_>,
+    ) -> Result<Option<PageId>> {
+        if self.dropped.contains(table) {
+            return Ok(None);
+        }
+        root_of(db, table, tree)
+    }
+}
+
+/// The committed root of `table` (the writer sees the latest catalog).
+pub(super) fn root_of(db: &Db, table: &str, _tree: TreeHeld<'_>) -> Result<Option<PageId>> {
+    if table.is_empty() {
+        return Ok(Some(super::DEFAULT_ROOT));
+    }
+    let value = Tree::open(CATALOG_ROOT).get(&db.read_pages(), table.as_bytes())?;
+    value
+        .map(|v| catalog_root_of(&v, &db.inner.data_path, db.inner.pool.page_bytes()))
+        .transpose()
+}
+
+/// Stops the database if dropped armed: held by a thread applying a commit under the writer
+/// lock outside the queue (a transaction that read), made after the lock so that an unwind
+/// drops it first. A panic there must not let the next writer build on half-changed pages.
+pub(super) struct PoisonOnUnwind<'a> {
+    db: &'a Db,
+    armed: bool,
+}
+
+impl<'a> PoisonOnUnwind<'a> {
+    pub(super) fn new(db: &'a Db) -> Self {
+        PoisonOnUnwind { db, armed: true }
+    }
+
+    /// The commit returned (an error it returned poisoned already, where it was made).
+    pub(super) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for PoisonOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.db.poison(Error::PoisonedBy {
+                cause: "a committing thread panicked while it applied its commit".to_owned(),
+            });
+        }
+    }
+}
+
+/// Applies `changes` to the tree and appends their record to the log; returns its lsn. A
+/// commit whose page operations outgrow one part ([`part_limit`]) is logged in several
+/// records (`record.rs`, "parts"): the pages the earlier parts changed are held by the
+/// pool (never written to the data file) until the last part is appended.
+pub(super) fn apply(
+    db: &Db,
+    alloc: &mut Writer<'_>,
+    changes: &Changes,
+    durability: Durability,
+) -> Result<Lsn> {
+    let inner = &db.inner;
+    let exclusive = inner.tree_lock.write();
+    // Tables this commit drops that exist, with their roots.
+    let mut drops: Vec<(String, PageId)> = Vec::new();
+    for table in &changes.dropped {
+        if let Some(root) = root_of(db, table, exclusive.held())? {
+            drops.push((table.clone(), root));
+        }
+    }
+    // Roots of the tables written to; `None` for tables this commit creates (a dropped
+    // table written to is created anew).
+    let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
+    for table in changes.writes.tables() {
+        roots.insert(
+            table.to_owned(),
+            changes.visible_root_of(db, table, exclusive.held())?,
+        );
+    }
+    // Readers may not see this commit until it is acknowledged: the overlay keeps the
+    // values they still need, under a provisional lsn above every current snapshot and at
+    // most this commit's lsn. The log end now, under the writer lock: this commit's record
+    // starts at or after it. A log that failed in the background (the interval flusher)
+    // fails this commit here, before it changes a page or the overlay.
+    let before = inner.wal.end_lsn_checked()?.0;
+    let provisional = before + 1;
+    // A large commit that no snapshot is open to see keeps no value per key for readers: it
+    // holds the tree lock until it is visible, and a snapshot is registered under that lock
+    // (`Db::snapshot_register`), so every snapshot from now on sees all of it. Its memory
+    // then does not grow with the keys it changes (docs/durability.md, "Large transactions").
+    let unseen =
+        changes.writes.bytes() >= part_limit(db) as u64 && inner.reads.lock().snapshots.is_empty();
+    let (mut befores, empties) = catalog_befores(db, changes, &drops, &roots, &exclusive)?;
+    // Tables whose every key is absent before this commit: created by it (hidden by their
+    // absent catalog entry) or found empty (hidden by an empty mark). Their writes keep no
+    // value per key.
+    let fresh: BTreeSet<&str> = roots
+        .iter()
+        .filter(|(_, root)| root.is_none_or(|root| empties.contains(&root)))
+        .map(|(table, _)| table.as_str())
+        .collect();
+    let pages = TxnPages::new(&inner.pool, &inner.data_path, **alloc, db.image_below());
+    // From the first change on, a failure poisons the database before the tree lock is let
+    // go: no reader may see pages half changed (reads check the poison under the lock).
+    let poisoned = |e| db.poison(e);
+    super::drop::apply_drops(&pages, &drops, &exclusive).map_err(poisoned)?;
+    let created = create_tables(&pages, &roots).map_err(poisoned)?;
+    let feed = inner.options.change_feed;
+    let mut written = write_in_parts(
+        db,
+        &pages,
+        changes,
+        (&created, &fresh, !unseen),
+        alloc,
+        &exclusive,
+    )
+    .map_err(poisoned)?;
+    let parts = written.parts;
+    befores.append(&mut written.befores);
+    // The entries whose counts change, of tables that exist before this commit (a created
+    // one is hidden by its absent entry), as they are before `apply_deltas` changes them.
+    for (table, delta) in &written.deltas {
+        if *delta != 0
+            && roots[table.as_str()].is_some()
+            && !crate::mutants::active("count-not-kept-for-readers")
+        {
+            let key = counts::key_of(table);
+            let entry = Tree::open(CATALOG_ROOT).get(&pages, key);
+            befores.push(CATALOG_TABLE, key, entry.map_err(poisoned)?);
+        }
+    }
+    record_befores(db, befores, &empties, provisional, &exclusive);
+    // The rows each table gained or lost, in its catalog entry: the last change of the
+    // commit, in its last part.
+    counts::apply_deltas(&pages, &written.deltas, alloc, &exclusive).map_err(poisoned)?;
+    let part_writes = written.part_writes;
+    // The pages are whole again (no node half split) and the overlay hides this commit
+    // from readers until it is acknowledged: readers may go on while the record is
+    // appended, which can wait for a log segment to be prepared. Not after parts: the
+    // held pages must all be released before anyone can read one back from the spill.
+    let exclusive = if parts == 0 && !unseen {
+        drop(exclusive);
+        None
+    } else {
+        Some(exclusive)
+    };
+    let (ops, new_alloc, touched) = pages.finish();
+    let held = parts > 0;
+    let mut records = parts;
+    // With the feed, the last part's writes (all of them when there is one part).
+    let feed = feed.then(|| part_writes.iter());
+    let lsn = append_parts(db, &ops, new_alloc, feed.as_ref(), &mut records, true)?;
+    drop(ops);
+    assert!(
+        lsn.0 >= provisional,
+        "commit lsn {lsn} below its provisional lsn {provisional}"
+    );
+    let redo_from = if crate::mutants::active("redo-point-at-record-end") {
+        lsn.0
+    } else {
+        before
+    };
+    inner.pool.stamp(&touched, lsn.0, redo_from);
+    if held {
+        inner.pool.release_held(lsn.0, redo_from)?;
+    }
+    if records > 1 {
+        inner.counters.parts_logged(records);
+    }
+    if unseen && !crate::mutants::active("unseen-commit-unlocks-early") {
+        // Visible before the tree lock goes: a snapshot registered after it sees all of
+        // this commit, which kept no values for older ones.
+        inner.reads.lock().visibility.committed(lsn.0, durability);
+        inner.wal.wait(lsn, durability).map_err(poisoned)?;
+        db.visible_through(lsn.0);
+        drop(exclusive);
+    } else {
+        drop(exclusive);
+        inner.reads.lock().visibility.committed(lsn.0, durability);
+    }
+    **alloc = new_alloc;
+    bury(db, drops, lsn);
+    Ok(lsn)
+}
+
+/// Hands the trees of the tables a commit at `lsn` dropped to the graveyard, until no
+/// snapshot can see them (`drop.rs`).
+fn bury(db: &Db, drops: Vec<(String, PageId)>, lsn: Lsn) {
+    if !drops.is_empty() {
+        let mut graveyard = db.inner.graveyard.lock();
+        for (_, root) in drops {
+            let earlier = graveyard.insert(root, lsn.0);
+            assert!(earlier.is_none(), "tree {root} dropped twice");
+        }
+    }
+}
+
+/// `roots` with a new tree, and its catalog entry (count 0), for each table this commit
+/// creates (`None`).
+fn create_tables(
+    pages: &TxnPages<'_>,
+    roots: &BTreeMap<String, Option<PageId>>,
+) -> Result<BTreeMap<String, Option<PageId>>> {
+    let mut created = roots.clone();
+    for (table, root) in &mut created {
+        if root.is_none() {
+            let tree = Tree::create(pages)?;
+            Tree::open(CATALOG_ROOT).put(
+                pages,
+                counts::key_of(table),
+                &counts::entry(tree.root(), 0),
+            )?;
+            *root = Some(tree.root());
+        }
+    }
+    Ok(created)
+}

@@ -1,0 +1,442 @@
+//! A commit's writes applied through its pages and cut into log records (*parts*) where
+//! they outgrow one (`record.rs`, "parts"), and the values readers with older snapshots still
+//! need of the keys they change (the overlay's entries).
+
+use super::Changes;
+use crate::btree::PageOp;
+use crate::btree::{Filler, Finger, Tree};
+use crate::db::counts;
+use crate::db::locks::{TreeExclusive, Writer};
+use crate::db::pages::TxnPages;
+use crate::db::{CATALOG_ROOT, CATALOG_TABLE, Db};
+use crate::error::Result;
+use crate::page::PageId;
+use crate::record::{self, Alloc};
+use crate::wal::Lsn;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What [`write_in_parts`] did.
+pub(super) struct Written<'c> {
+    /// Parts appended before the last.
+    pub(super) parts: u32,
+    /// With the feed, the writes since the last part (the last part's, for its changes
+    /// section), copied: the cursor they come from lends each only until the next.
+    pub(super) part_writes: PartWrites<'c>,
+    /// The value each key of a table that is not fresh held before.
+    pub(super) befores: Befores,
+    /// The rows each table gained or lost.
+    pub(super) deltas: counts::Deltas,
+}
+
+/// Writes copied back to back: (table, key, value or `None`).
+#[derive(Debug, Default)]
+pub(super) struct PartWrites<'c> {
+    bytes: Vec<u8>,
+    writes: Vec<(&'c str, usize, Option<usize>)>,
+}
+
+impl<'c> PartWrites<'c> {
+    pub(super) fn push(&mut self, table: &'c str, key: &[u8], value: Option<&[u8]>) {
+        self.bytes.extend_from_slice(key);
+        let key_end = self.bytes.len();
+        let value_end = value.map(|v| {
+            self.bytes.extend_from_slice(v);
+            self.bytes.len()
+        });
+        self.writes.push((table, key_end, value_end));
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = record::Write<'_>> + Clone {
+        let mut start = 0;
+        self.writes.iter().map(move |&(table, key_end, value_end)| {
+            let key = &self.bytes[start..key_end];
+            let value = value_end.map(|end| &self.bytes[key_end..end]);
+            start = value_end.unwrap_or(key_end);
+            record::Write { table, key, value }
+        })
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.bytes.clear();
+        self.writes.clear();
+    }
+}
+
+/// Values readers with older snapshots may need, each with its table's id and key (copied
+/// back to back).
+#[derive(Debug, Default)]
+pub(super) struct Befores {
+    keys: Vec<u8>,
+    values: Vec<(u64, usize, Option<Vec<u8>>)>,
+}
+
+impl Befores {
+    pub(super) fn push(&mut self, table: u64, key: &[u8], before: Option<Vec<u8>>) {
+        self.keys.extend_from_slice(key);
+        self.values.push((table, self.keys.len(), before));
+    }
+
+    pub(super) fn append(&mut self, other: &mut Befores) {
+        let base = self.keys.len();
+        self.keys.append(&mut other.keys);
+        self.values.extend(
+            other
+                .values
+                .drain(..)
+                .map(|(table, end, before)| (table, base + end, before)),
+        );
+    }
+
+    /// (table id, key, value before), in the order pushed.
+    pub(super) fn drain(&mut self) -> impl Iterator<Item = (u64, &[u8], Option<Vec<u8>>)> {
+        let keys = &self.keys;
+        let mut start = 0;
+        self.values.drain(..).map(move |(table, end, before)| {
+            let key = &keys[start..end];
+            start = end;
+            (table, key, before)
+        })
+    }
+}
+
+/// Applies `changes`' writes to their trees through `pages`, cutting a part (appended to the
+/// log, its pages held by the pool) before the next write once the current one holds
+/// [`part_limit`] bytes, or once the pages it left unlogged would crowd the cache. A table in
+/// `fresh` held no key before this commit; of the others, each write keeps the value its key
+/// held, read from the leaf it changes (one descent per write: a lookup before the changes
+/// and the change took two), and the rows each table gained or lost are counted.
+pub(super) fn write_in_parts<'c>(
+    db: &Db,
+    pages: &TxnPages<'_>,
+    changes: &'c Changes,
+    (roots, fresh, keep_befores): (&BTreeMap<String, Option<PageId>>, &BTreeSet<&str>, bool),
+    _writer: &Writer<'_>,
+    _tree: &TreeExclusive<'_>,
+) -> Result<Written<'c>> {
+    let inner = &db.inner;
+    let feed = inner.options.change_feed;
+    let limit = part_limit(db);
+    // Unlogged frames the pool cannot evict: a part is cut before they crowd it.
+    let unlogged_max = (inner.pool.capacity() / 4).max(4);
+    let mut written = Written {
+        parts: 0,
+        part_writes: PartWrites::default(),
+        befores: Befores::default(),
+        deltas: counts::Deltas::new(),
+    };
+    let mut part_changes_bytes = 0;
+    for table in changes.writes.tables() {
+        let tree = Tree::open(roots[table].expect("every table has a root by now"));
+        let fresh = fresh.contains(table);
+        let mut writes = changes.writes.table(table)?;
+        if fresh && !feed {
+            // Built bottom up, a leaf at a time (`btree/build.rs`); a part may be cut after
+            // each leaf. (With the feed, each part's changes section must hold the writes
+            // its ops apply: the puts below keep that.)
+            let mut filler = Filler::new(tree.root(), pages)?;
+            while let Some(write) = writes.next()? {
+                if let Some(value) = write.value {
+                    filler.push(write.key, value, || {
+                        if pages.ops_bytes() >= limit || pages.touched_len() >= unlogged_max {
+                            cut_part(db, pages, &mut written, false)?;
+                        }
+                        Ok(())
+                    })?;
+                }
+            }
+            let put = filler.finish()?;
+            if put > 0 {
+                let put = i64::try_from(put).expect("counts fit i64");
+                written.deltas.insert(table.to_owned(), put);
+            }
+            continue;
+        }
+        // The writes come in key order: a put usually lands in the leaf the last one did.
+        let mut finger = Finger::default();
+        let mut delta = 0i64;
+        while let Some(write) = writes.next()? {
+            let cut = pages.ops_bytes() + part_changes_bytes >= limit
+                || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
+            if cut {
+                cut_part(db, pages, &mut written, feed)?;
+                part_changes_bytes = 0;
+            }
+            let before = match (write.value, fresh) {
+                (Some(v), true) => {
+                    tree.put_at(pages, write.key, v, &mut finger)?;
+                    None
+                }
+                (None, true) => {
+                    tree.delete_keeping(pages, write.key, &mut finger)?;
+                    None
+                }
+                (Some(v), false) => Some(tree.put_keeping(pages, write.key, v, &mut finger)?),
+                (None, false) => Some(tree.delete_keeping(pages, write.key, &mut finger)?),
+            };
+            delta += i64::from(write.value.is_some())
+                - i64::from(before.as_ref().is_some_and(Option::is_some));
+            if let Some(before) = before
+                && keep_befores
+            {
+                written.befores.push(tree.root().0, write.key, before);
+            }
+            if feed {
+                written.part_writes.push(table, write.key, write.value);
+                part_changes_bytes += record::changes_len([write]) - 4;
+            }
+        }
+        if delta != 0 {
+            written.deltas.insert(table.to_owned(), delta);
+        }
+    }
+    Ok(written)
+}
+
+/// Appends the ops applied since the last part as a part of the commit (with the feed, the
+/// changes section of the writes they apply), and has the pool hold the pages they changed.
+fn cut_part(db: &Db, pages: &TxnPages<'_>, written: &mut Written<'_>, feed: bool) -> Result<()> {
+    let (ops, now, touched) = pages.take_part();
+    let writes = feed.then(|| written.part_writes.iter());
+    append_parts(db, &ops, now, writes.as_ref(), &mut written.parts, false)?;
+    drop((ops, writes));
+    db.inner.pool.hold(&touched);
+    written.part_writes.clear();
+    Ok(())
+}
+
+/// The values readers with older snapshots need of the catalog before this commit changes
+/// it: a dropped table's catalog entry, and the absent entry that hides a table this commit
+/// creates. Returns them, with the existing tables this commit finds empty (each gets an
+/// empty mark instead of a value per key: `txn/overlay.rs`).
+pub(super) fn catalog_befores(
+    db: &Db,
+    changes: &Changes,
+    drops: &[(String, PageId)],
+    roots: &BTreeMap<String, Option<PageId>>,
+    _tree: &TreeExclusive<'_>,
+) -> Result<(Befores, Vec<PageId>)> {
+    let pages = db.read_pages();
+    let catalog = Tree::open(CATALOG_ROOT);
+    let mut befores = Befores::default();
+    // A dropped table's catalog entry, for readers that still see it (and, if this
+    // commit creates it anew, the one entry that hides the new table from them).
+    for (table, _) in drops {
+        let entry = catalog.get(&pages, counts::key_of(table))?;
+        assert!(entry.is_some(), "a dropped table without its catalog entry");
+        befores.push(CATALOG_TABLE, counts::key_of(table), entry);
+    }
+    for (table, root) in roots {
+        if root.is_none() && !drops.iter().any(|(t, _)| t == table) {
+            befores.push(CATALOG_TABLE, counts::key_of(table), None);
+        }
+    }
+    let mut empties = Vec::new();
+    for table in changes.writes.tables() {
+        if let Some(root) = roots[table]
+            && Tree::open(root).is_empty(&pages)?
+        {
+            empties.push(root);
+        }
+    }
+    Ok((befores, empties))
+}
+
+/// Records in the overlay, under the provisional lsn, what readers with older snapshots
+/// still need: `befores`, and an empty mark for each table of `empties`. Requires: the tree
+/// lock held exclusively since before the pages changed, so no reader has seen a change
+/// the overlay does not hold yet.
+pub(super) fn record_befores(
+    db: &Db,
+    mut befores: Befores,
+    empties: &[PageId],
+    provisional: u64,
+    _tree: &TreeExclusive<'_>,
+) {
+    let inner = &db.inner;
+    let mut reads = inner.reads.lock();
+    if !crate::mutants::active("empty-mark-lost") {
+        for root in empties {
+            reads.overlay.record_empty(root.0, provisional);
+        }
+    }
+    for (table_id, key, before) in befores.drain() {
+        reads.overlay.record(table_id, key, provisional, before);
+    }
+    if !reads.overlay.is_empty()
+        && !crate::mutants::active("reads-skip-overlay")
+        && !crate::mutants::active("commit-leaves-overlay-hint")
+    {
+        inner
+            .overlay_empty
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// The most bytes of ops one record of a commit holds: `Options::commit_part_bytes`, at most
+/// half of what one log record can carry (the changes section rides beside them).
+pub(super) fn part_limit(db: &Db) -> usize {
+    let max = db.inner.wal.max_payload_bytes();
+    usize::try_from(db.inner.options.commit_part_bytes)
+        .unwrap_or(usize::MAX)
+        .min(max / 2)
+        .max(1)
+}
+
+/// Appends `ops`, and the changes section of `writes` (with the change feed), as records
+/// `*records..` of one commit, and counts them in `records`: as few as hold them (at least one
+/// op each: an op is at most a page and its header), the changes on the last (or in a record
+/// of their own where they do not fit beside its ops). A part [`write_in_parts`] cut holds a
+/// little more than [`part_limit`] bytes of ops (the write that passed it), which one record
+/// carries: split at the limit, every part was a full record and a second of one op, whose
+/// append waited for a segment of its own (docs/benchmarks.md, "The write set as an arena").
+/// With `last`, the last record ends the commit. The parts of one commit may
+/// divide its ops anywhere, even inside one write's split: replay applies all of them or
+/// none. Returns the last record's end.
+pub(super) fn append_parts<'a, I>(
+    db: &Db,
+    ops: &[PageOp],
+    alloc: Alloc,
+    writes: Option<&I>,
+    records: &mut u32,
+    last: bool,
+) -> Result<Lsn>
+where
+    I: IntoIterator<Item = record::Write<'a>> + Clone,
+{
+    let max = db.inner.wal.max_payload_bytes();
+    let chunk_max = max - record::HEADER_BYTES;
+    let changes_bytes = writes.map_or(0, |w| record::changes_len(w.clone()));
+    // The ops in chunks that each fill at most one record (an op at least; none for no ops),
+    // counting each op's length at most (an image whole: no scan of it before its encoding).
+    let mut chunks: Vec<&[PageOp]> = Vec::new();
+    let (mut from, mut bytes) = (0, 0);
+    for (i, op) in ops.iter().enumerate() {
+        let len = op.encoded_len_at_most();
+        if i > from && bytes + len > chunk_max {
+            chunks.push(&ops[from..i]);
+            (from, bytes) = (i, 0);
+        }
+        bytes += len;
+    }
+    chunks.push(&ops[from..]);
+    if record::HEADER_BYTES + bytes + changes_bytes > max {
+        // The changes do not fit beside the last chunk: a record of their own.
+        chunks.push(&[]);
+    }
+    let count = chunks.len();
+    // A commit in more than one record: until its last, the log's end is inside it, and no
+    // redo point may be taken from there (`Wal::boundary_end`).
+    let several = *records > 0 || count > 1 || !last;
+    if *records == 0 && several {
+        db.inner.wal.begin_parts();
+    }
+    let mut end = Lsn(0);
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        let part = record::Part {
+            index: *records,
+            last: last && i + 1 == count,
+        };
+        let feed = if i + 1 == count {
+            writes.cloned()
+        } else {
+            None
+        };
+        let payload = record::encode(part, alloc, chunk, feed);
+        assert!(
+            payload.len() <= max,
+            "a commit part of {} bytes",
+            payload.len()
+        );
+        // The pair of the read side's check: the part reads back as it was written.
+        debug_assert_eq!(record::part_of(&payload), Ok(part), "a part read back");
+        end = db.inner.wal.append(&payload)?;
+        *records += 1;
+    }
+    if last && several {
+        db.inner.wal.end_parts();
+    }
+    Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Options;
+    use crate::io::{SimConfig, SimDisk};
+    use crate::page::PageKind;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    /// The call sites of `Wal::begin_parts` and `Wal::end_parts`: while a commit logged in
+    /// several records is between them (its parts appended, its last not yet), the log's
+    /// commit boundary stays at its first record's start, where a redo point may be taken
+    /// (`writeback.rs`); a commit in one record never moves it off the log's end. The
+    /// redo-point tests (`tests/redo_points.rs`) take the boundary from here.
+    #[test]
+    fn a_commit_between_its_records_keeps_the_log_boundary_at_its_start() {
+        let disk = SimDisk::new(SimConfig::default());
+        let db = Db::open_with_storage(
+            Arc::new(disk),
+            Path::new("/db"),
+            Options {
+                background_threads: false,
+                ..Options::for_tests()
+            },
+        )
+        .expect("create");
+        let wal = &db.inner.wal;
+        let alloc = Alloc {
+            page_count: 100,
+            free_head: PageId(0),
+        };
+        let body = vec![7u8; db.inner.pool.page_bytes() as usize - crate::page::HEADER_BYTES];
+        let image = |page: u64| PageOp::Image {
+            page: PageId(page),
+            kind: PageKind::Overflow,
+            body: body.clone(),
+        };
+        let none: Option<&Vec<record::Write<'_>>> = None;
+        // One record, the whole commit: the boundary is the log's end.
+        let mut records = 0;
+        append_parts(&db, &[image(50)], alloc, none, &mut records, true).expect("append");
+        assert_eq!(records, 1);
+        assert_eq!(wal.boundary_end(), wal.end_lsn());
+        // A first part of one record that is not the commit's last: the boundary stays at its
+        // start.
+        let start = wal.end_lsn();
+        let mut records = 0;
+        append_parts(&db, &[image(50)], alloc, none, &mut records, false).expect("append");
+        assert_eq!(records, 1);
+        assert!(wal.end_lsn() > start);
+        assert_eq!(wal.boundary_end(), start, "a first part of one record");
+        append_parts(&db, &[image(50)], alloc, none, &mut records, true).expect("append");
+        assert_eq!(wal.boundary_end(), wal.end_lsn());
+        // A part of a commit in more records than one (more images than a record holds),
+        // not its last: the boundary stays where the commit began.
+        let start = wal.end_lsn();
+        let per_record = wal.max_payload_bytes() / body.len();
+        let ops: Vec<PageOp> = (0..u64::try_from(per_record + 2).expect("small"))
+            .map(|i| image(51 + i))
+            .collect();
+        let mut records = 0;
+        append_parts(&db, &ops, alloc, none, &mut records, false).expect("append");
+        assert!(records >= 2, "{records} records");
+        assert!(wal.end_lsn() > start);
+        assert_eq!(
+            wal.boundary_end(),
+            start,
+            "the boundary moved inside a commit logged in several records"
+        );
+        // Its last part, in one record: the commit ends, and the boundary is the end again.
+        append_parts(&db, &ops[..1], alloc, none, &mut records, true).expect("append");
+        assert_eq!(wal.boundary_end(), wal.end_lsn());
+        // A commit whose first part is its last but takes two records.
+        let start = wal.end_lsn();
+        let mut records = 0;
+        append_parts(&db, &ops, alloc, none, &mut records, true).expect("append");
+        assert!(records >= 2);
+        assert!(wal.end_lsn() > start);
+        assert_eq!(wal.boundary_end(), wal.end_lsn());
+        drop(db);
+    }
+}
