@@ -18,7 +18,7 @@
 //!     {generation:020}.wal   segment_name        one segment (wal/segment.rs)
 //!   feed/                FEED_DIR_NAME           the change feed (feed/)
 //!     durable, start, released, <name>.consumer, <name>.dropped
-//!   .tilldb-creating     CREATING_FILE_NAME      a create in progress (db/open.rs)
+//!   .tilldb-creating     CREATING_FILE_NAME      a create in progress (db/open/create.rs)
 //!   .tilldb-backup-incomplete  BACKUP_INCOMPLETE_FILE_NAME  a backup's target, until done
 //!   .tilldb-atomic-check ATOMIC_CHECK_FILE       the atomic-write check (page/guard.rs)
 //!   .tilldb-facts-*      (io/os/linux/facts.rs)  the device-facts probe's scratch

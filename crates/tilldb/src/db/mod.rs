@@ -34,9 +34,9 @@
 //! by a write of changes made at or after the `h` of the header in force (older changes were
 //! durable before that header was), and the first such change of every page found a page lsn
 //! of at most `h`, so it was logged whole, at an lsn recovery replays. Redo rebuilds a page it
-//! cannot read from a whole-page op (`open.rs`, `redo_op`).
+//! cannot read from a whole-page op (`open/replay.rs`, `redo_op`).
 //!
-//! Files: `open.rs` creates or recovers a database ([`RecoveryReport`]), `txn.rs` holds the
+//! Files: `open/` creates or recovers a database ([`RecoveryReport`]), `txn.rs` holds the
 //! transactions, `pages.rs` their views of the pages, `record.rs` the commit record format,
 //! `space.rs` free-space accounting, `writeback.rs` the background writer, `checkpointer.rs`
 //! the checkpoint thread.
@@ -49,7 +49,6 @@ mod claim;
 mod commit;
 mod compact;
 mod counts;
-mod create;
 mod drop;
 mod invariants;
 mod locks;
@@ -57,7 +56,6 @@ mod open;
 mod pages;
 mod poison;
 mod range;
-mod read_only;
 mod readers;
 mod reads;
 mod space;
@@ -82,7 +80,7 @@ use crate::Options;
 use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
-use crate::io::{FileStorage, Storage};
+use crate::io::Storage;
 use crate::page::{BufferPool, PageId};
 use crate::record::{self, Alloc};
 use crate::txn::{Overlay, Seen, TableId, Visibility};
@@ -210,7 +208,7 @@ struct Inner {
     /// (`readers.rs`); `None` for a read-only handle.
     gate: Option<Arc<readers::ReaderGate>>,
     /// What a read-only handle needs to refresh (`read_only.rs`); `None` for the writer.
-    read_only: Option<read_only::ReadOnly>,
+    read_only: Option<open::ReadOnly>,
     /// The database lock (`claim.rs`). Last, so it is released after every other field has
     /// closed its files: the log and the pool (whose last `Arc<Wal>` joins the log's threads).
     _lock: Box<dyn crate::io::HeldLock>,
@@ -234,85 +232,6 @@ impl Reads {
 }
 
 impl Db {
-    /// Opens the database in `dir`, creating it when missing, on the real file system.
-    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
-        Db::open_with_storage(Arc::new(FileStorage::new()), dir.as_ref(), options)
-    }
-
-    /// Opens the database in `dir` on any storage (the simulated disk in tests).
-    #[expect(
-        clippy::needless_pass_by_value,
-        reason = "callers hand the storage over; the log keeps its own clone"
-    )]
-    pub fn open_with_storage(
-        storage: Arc<dyn Storage>,
-        dir: &Path,
-        options: Options,
-    ) -> Result<Db> {
-        let started = std::time::Instant::now();
-        let _span = tracing::info_span!("tilldb.open", dir = %dir.display()).entered();
-        options.validate()?;
-        let header_path = dir.join(crate::header::HEADER_FILE_NAME);
-        let early =
-            if crate::mutants::active("header-read-before-lock") && storage.exists(&header_path)? {
-                Some(HeaderFile::open(
-                    &*storage,
-                    dir,
-                    crate::FlushMethod::Fdatasync,
-                )?)
-            } else {
-                None
-            };
-        // Before anything else touches the directory: one process at a time. Nothing of the
-        // database is read before this (a holder may checkpoint or close until it lets go;
-        // `tests/db_lock.rs` checks the order of the calls).
-        let lock = claim::claim(&*storage, dir)?;
-        if !storage.exists(&header_path)? {
-            return create::create(&storage, dir, options, (started, lock));
-        }
-        // Read with any method; then flushed, as every file of the database, with the method
-        // stored at create, whatever `options.flush_method` says (a header flushed with
-        // `NoSync` while the log before it is reused would lose the log the old header needs).
-        let read = match early {
-            Some(early) => early,
-            None => HeaderFile::open(&*storage, dir, crate::FlushMethod::Fdatasync)?,
-        };
-        match read {
-            Some((header_file, header)) => {
-                let existing = if header.flush_method == crate::FlushMethod::Fdatasync {
-                    (header_file, header)
-                } else {
-                    drop(header_file);
-                    HeaderFile::open(&*storage, dir, header.flush_method)?.ok_or_else(|| {
-                        Error::Corruption {
-                            file: header_path.clone(),
-                            offset: 0,
-                            what: "the header file changed while it was opened",
-                        }
-                    })?
-                };
-                let db = open::open_existing(
-                    &storage,
-                    dir,
-                    (options, open::Opener::Writer),
-                    existing,
-                    (started, lock),
-                )?;
-                db.checkpoint_after_recovery()?;
-                db.count_after_open()?;
-                db.reclaim_after_open()?;
-                Ok(db)
-            }
-            // `HeaderFile::create` writes and flushes a slot before the file gets its name.
-            None => Err(Error::Corruption {
-                file: header_path,
-                offset: 0,
-                what: "the header file holds no header (empty or all zeros); the database's \
-                       other files are left as they are",
-            }),
-        }
-    }
-
     /// What opening this database did: whether it was created, pages restored from the
     /// torn-page guard, and the log redo replayed, with the time it all took.
     #[must_use]

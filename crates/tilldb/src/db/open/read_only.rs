@@ -18,8 +18,9 @@
 //! and opens a new one at the latest durable lsn. Its cost: the redo from the writer's last
 //! checkpoint, in memory (the cache, then the overlay's memory for pages beyond it).
 
-use super::{Db, open, readers};
+use super as open;
 use crate::Options;
+use crate::db::{Db, readers};
 use crate::error::{Error, Result};
 use crate::header::{HEADER_FILE_NAME, HeaderFile};
 use crate::io::{FileStorage, OverlayStorage, Storage};
@@ -37,7 +38,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 const OPEN_TRIES: u32 = 3;
 
 /// What a read-only handle needs to refresh.
-pub(super) struct ReadOnly {
+pub(in crate::db) struct ReadOnly {
     /// The storage the database's files are read from (never written).
     base: Arc<dyn Storage>,
     /// Where the handle may write what is not the database (a backup's copy).
@@ -59,7 +60,7 @@ pub(super) struct ReadOnly {
 }
 
 impl ReadOnly {
-    /// What `open.rs` knows of a read-only handle it opened; [`Db::open_read_only`] says
+    /// What `open/mod.rs` knows of a read-only handle it opened; [`Db::open_read_only`] says
     /// where it may write.
     pub(super) fn new(
         base: Arc<dyn Storage>,
@@ -81,7 +82,7 @@ impl ReadOnly {
 
 impl Db {
     /// Opens the database in `dir` read-only, at the latest durable commit, while another
-    /// process may have it open and commit: see `db/read_only.rs`. Nothing on disk changes
+    /// process may have it open and commit: see `db/open/read_only.rs`. Nothing on disk changes
     /// (the lock files `tilldb.readers` and `tilldb.lock` are made if missing and the
     /// directory is writable); on read-only media it reads the database as it is. It never
     /// blocks the writer's commits; while it is open, the writer defers its checkpoints.
@@ -296,13 +297,13 @@ impl Db {
         };
         let mut follower = match read_only.follower.take() {
             Some(kept) if kept.position() == read_only.resume => kept,
-            _ => open::log_follower(&base, &inner.dir, read_only.resume),
+            _ => open::replay::log_follower(&base, &inner.dir, read_only.resume),
         };
-        let records = open::follow_log(&mut follower, durable.max(read_only.resume))?;
+        let records = open::replay::follow_log(&mut follower, durable.max(read_only.resume))?;
         if let Some(last) = records.last() {
             let end = last.end_lsn;
             // Pages the writer wrote since are at most this new: read, they are no error.
-            super::advance_mark(&read_only.end, end.0, "a refresh's end");
+            crate::db::advance_mark(&read_only.end, end.0, "a refresh's end");
             let mut report = open::RecoveryReport::default();
             let before = *inner.writer.get_mut();
             let (alloc, pending) =
@@ -315,7 +316,7 @@ impl Db {
                 "a refresh under a read transaction"
             );
             reads.visibility = crate::txn::Visibility::new(end.0);
-            super::advance_mark(&inner.visible_hint, end.0, "the visible lsn");
+            crate::db::advance_mark(&inner.visible_hint, end.0, "the visible lsn");
         }
         read_only.follower = Some(follower);
         #[expect(
@@ -329,7 +330,7 @@ impl Db {
 
     /// The log is durable to here: a writer's log made durable now, or a read-only handle's
     /// snapshot end (its own log is empty and knows nothing of the records it read).
-    pub(super) fn durable_end(&self) -> Result<Lsn> {
+    pub(in crate::db) fn durable_end(&self) -> Result<Lsn> {
         if let Some(read_only) = &self.inner.read_only {
             return Ok(Lsn(read_only.end.load(Ordering::Acquire)));
         }
@@ -338,7 +339,7 @@ impl Db {
     }
 
     /// Where this handle may write files that are not the database's (a backup's copy).
-    pub(super) fn writable_storage(&self) -> Arc<dyn Storage> {
+    pub(in crate::db) fn writable_storage(&self) -> Arc<dyn Storage> {
         self.inner.read_only.as_ref().map_or_else(
             || Arc::clone(&self.inner.storage),
             |r| Arc::clone(&r.writable),
@@ -346,7 +347,7 @@ impl Db {
     }
 
     /// `Err(ReadOnly)` on a read-only handle.
-    pub(super) fn refuse_read_only(&self) -> Result<()> {
+    pub(in crate::db) fn refuse_read_only(&self) -> Result<()> {
         if self.is_read_only() {
             return Err(Error::ReadOnly {
                 dir: self.inner.dir.clone(),

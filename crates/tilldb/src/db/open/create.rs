@@ -3,9 +3,9 @@
 //! the marker removed (a directory without a header was never used). What a create cut short
 //! leaves is removed by the next one (`remove_interrupted_create`).
 
-use super::open::{RecoveryReport, assemble, pool_over, reason};
-use super::readers::ReaderGate;
-use super::{CATALOG_ROOT, Db, pages, record};
+use super::{RecoveryReport, assemble, pool_over, reason};
+use crate::db::readers::ReaderGate;
+use crate::db::{CATALOG_ROOT, Db, pages, record};
 use crate::error::{Error, Result};
 use crate::header::{Header, HeaderFile};
 use crate::io::{HeldLock, IoGeometry, LockMode, Storage, choose_flush_method};
@@ -84,7 +84,7 @@ pub(super) fn create(
     };
     let (wal, _) = Wal::open(
         Arc::clone(storage),
-        &dir.join(super::claim::WAL_DIR_NAME),
+        &dir.join(crate::db::claim::WAL_DIR_NAME),
         wal_options,
     )?;
     let wal = Arc::new(wal);
@@ -123,7 +123,7 @@ pub(super) fn create(
         alloc,
         (report, lock),
     )?;
-    super::checkpointer::start_for(&db)?;
+    crate::db::checkpointer::start_for(&db)?;
     Ok(db)
 }
 
@@ -137,7 +137,7 @@ fn first_commit(pool: &BufferPool, wal: &Wal, data_path: &Path) -> Result<Alloc>
         free_head: PageId(0),
     };
     let pages = TxnPages::new(pool, data_path, first, None);
-    super::counts::create_first_trees(&pages)?;
+    crate::db::counts::create_first_trees(&pages)?;
     let (ops, alloc, touched) = pages.finish();
     let before = wal.end_lsn();
     let lsn = wal.commit(&record::encode_plain(alloc, &ops), Durability::Sync)?;
@@ -162,7 +162,7 @@ pub(super) fn remove_creating_marker(storage: &dyn Storage, dir: &Path) -> Resul
 /// without a header are someone's data whose header is gone: refused, never removed.
 fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
     if !storage.exists(&dir.join(CREATING_FILE_NAME))? {
-        let wal_dir = dir.join(super::claim::WAL_DIR_NAME);
+        let wal_dir = dir.join(crate::db::claim::WAL_DIR_NAME);
         let log_files = if storage.exists(&wal_dir)? {
             storage.list_dir(&wal_dir)?.len()
         } else {
@@ -192,7 +192,7 @@ fn remove_interrupted_create(storage: &dyn Storage, dir: &Path) -> Result<()> {
             storage.remove(&path)?;
         }
     }
-    let wal_dir = dir.join(super::claim::WAL_DIR_NAME);
+    let wal_dir = dir.join(crate::db::claim::WAL_DIR_NAME);
     if storage.exists(&wal_dir)? {
         for name in storage.list_dir(&wal_dir)? {
             storage.remove(&wal_dir.join(name))?;

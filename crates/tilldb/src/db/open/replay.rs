@@ -1,0 +1,239 @@
+//! Step 3 of recovery (`open/mod.rs`): torn pages restored from the guard, the log read from
+//! the checkpoint (or followed up to a live writer's published lsn), and redo: each page
+//! operation applied to a page that lacks it, a commit logged in parts only with its last part.
+
+use super::{Opener, RecoveryReport};
+use crate::btree::PageOp;
+use crate::db::readers::ReaderGate;
+use crate::error::{Error, Result};
+use crate::io::Storage;
+use crate::page::{BufferPool, DATA_FILE_NAME, PageGuard, PageId, PageStore};
+use crate::record::{self, Alloc};
+use crate::wal::Wal;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Where a read-only handle's own log lives, in its overlay's memory only.
+const READER_WAL_DIR_NAME: &str = "wal.read-only";
+
+/// A follower of the log in `dir` from `from`.
+pub(super) fn log_follower(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    from: crate::wal::Lsn,
+) -> crate::wal::follow::LogFollower {
+    crate::wal::follow::LogFollower::new(
+        Arc::clone(storage),
+        &dir.join(crate::db::claim::WAL_DIR_NAME),
+        from,
+    )
+}
+
+/// The records `follower` reads from its position to the last one ending at or before
+/// `durable`, read as the change feed reads a live log (`wal/follow.rs`).
+pub(super) fn follow_log(
+    follower: &mut crate::wal::follow::LogFollower,
+    durable: crate::wal::Lsn,
+) -> Result<Vec<crate::wal::WalRecord>> {
+    let mut records = Vec::new();
+    loop {
+        let batch = follower.read(durable, 8 << 20)?;
+        if batch.is_empty() {
+            return Ok(records);
+        }
+        if let Some(last) = records.last() {
+            let last: &crate::wal::WalRecord = last;
+            assert!(
+                batch[0].lsn >= last.end_lsn,
+                "the log followed out of order"
+            );
+        }
+        records.extend(batch);
+    }
+}
+
+/// The log an opener recovers from the checkpoint: the database's own, recovered (a
+/// writer, or a reader while no writer has the database open), or, for a reader following a
+/// live writer, an empty one of its own in memory and the records it followed up to the
+/// writer's published durable lsn.
+pub(super) fn log_of(
+    opener: &Opener,
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    wal_options: crate::wal::WalOptions,
+    checkpoint: crate::wal::Lsn,
+) -> Result<(Wal, Option<Vec<crate::wal::WalRecord>>)> {
+    if let Opener::Reader {
+        base,
+        follow: Some(durable),
+    } = opener
+    {
+        let mut follower = log_follower(base, dir, checkpoint);
+        let records = follow_log(&mut follower, (*durable).max(checkpoint))?;
+        let end = records.last().map_or(checkpoint, |r| r.end_lsn);
+        let own_dir = dir.join(READER_WAL_DIR_NAME);
+        let wal = Wal::detached(Arc::clone(storage), &own_dir, wal_options, end)?;
+        return Ok((wal, Some(records)));
+    }
+    Ok((
+        super::assemble::open_log(storage, dir, wal_options, checkpoint)?,
+        None,
+    ))
+}
+
+/// Restores torn pages from the guard's last batch; returns how many. A writer (`gate`)
+/// writes them only once read-only handles let go of the files.
+pub(super) fn restore_torn(
+    guard: &PageGuard,
+    store: &mut PageStore,
+    gate: Option<&ReaderGate>,
+) -> Result<usize> {
+    let mut entered = None;
+    let restored = guard.restore_torn_pages_with(store, &mut || {
+        if let Some(gate) = gate {
+            entered = Some(gate.enter()?);
+        }
+        Ok(())
+    })?;
+    drop(entered);
+    Ok(restored.restored.len())
+}
+
+/// Redo: applies the log from the header's checkpoint to the pages (each op only to a page
+/// older than its record), skipping the records of commits logged in parts that never got
+/// their last part. Returns the allocator state of the last commit.
+pub(in crate::db) fn replay(
+    records: &[crate::wal::WalRecord],
+    pool: &BufferPool,
+    dir: &Path,
+    mut alloc: Alloc,
+    report: &mut RecoveryReport,
+) -> Result<(Alloc, Option<crate::wal::Lsn>)> {
+    // Where the records after the last applied one begin: parts of a commit whose last part
+    // the records do not reach (a read-only handle's next refresh reads again from there).
+    let mut pending_from = None;
+    let corrupt = |lsn: crate::wal::Lsn, what| Error::Corruption {
+        file: dir.join(crate::db::claim::WAL_DIR_NAME),
+        offset: lsn.0,
+        what,
+    };
+    // A commit logged in parts counts only with its last part (`record.rs`): the records of
+    // one the log ends before, or a reopen's records follow, are skipped.
+    let parts = records
+        .iter()
+        .map(|rec| record::part_of(&rec.payload).map_err(|what| corrupt(rec.lsn, what)))
+        .collect::<Result<Vec<_>>>()?;
+    let applies = record::committed(&parts).map_err(|(i, what)| corrupt(records[i].lsn, what))?;
+    // The last applied commit and its page count.
+    let mut last_count = None;
+    let start_count = alloc.page_count;
+    // Where the commit being replayed began: its first part's lsn, the redo point of every
+    // page it changes (as a running commit stamps them). Its later parts' own lsns lie inside
+    // it: a page first changed by one and left dirty (a checkpoint after recovery deferred for
+    // read-only handles, then one whose passes a running commit kept it out of) would give a
+    // later checkpoint a redo point inside the commit.
+    let mut commit_from = None;
+    for (rec, applies) in records.iter().zip(applies) {
+        if !applies {
+            report.parts_skipped += 1;
+            if pending_from.is_none() {
+                pending_from = Some(rec.lsn);
+            }
+            continue;
+        }
+        let commit = record::decode(&rec.payload).map_err(|what| corrupt(rec.lsn, what))?;
+        if commit.part.index == 0 {
+            commit_from = Some(rec.lsn.0);
+        }
+        let redo_from = commit_from.expect("a later part applies only after its first");
+        if commit.part.last {
+            // Page counts only grow from commit to commit.
+            if let Some((_, before)) = last_count
+                && commit.alloc.page_count < before
+            {
+                return Err(corrupt(
+                    rec.lsn,
+                    "a commit's page count is below the commit's before it",
+                ));
+            }
+            last_count = Some((rec.lsn, commit.alloc.page_count));
+        }
+        let mut touched = Vec::new();
+        for op in &commit.ops {
+            if redo_op(
+                pool,
+                &dir.join(DATA_FILE_NAME),
+                op,
+                rec.end_lsn.0,
+                &mut touched,
+            )? {
+                report.pages_rebuilt += 1;
+            }
+        }
+        report.records += 1;
+        report.ops_applied += touched.len() as u64;
+        touched.sort_unstable();
+        touched.dedup();
+        pool.stamp(&touched, rec.end_lsn.0, redo_from);
+        if commit.part.last {
+            alloc = commit.alloc;
+            pending_from = None;
+            commit_from = None;
+        }
+    }
+    // The header took its page count from the commit at its checkpoint's end, and redo may
+    // start before that end (a page dirty through the checkpoint), so earlier records may
+    // count fewer pages than the header; the last commit never does. A header counting more
+    // is damaged (or the record is): the allocator would be left behind the header, whose
+    // next write refuses a count going backwards (`open_files`).
+    if let Some((lsn, count)) = last_count
+        && count < start_count
+    {
+        return Err(corrupt(
+            lsn,
+            "the last commit's page count is below the header's: the header or this record \
+             is damaged",
+        ));
+    }
+    Ok((alloc, pending_from))
+}
+
+/// Replays one page operation of the record ending at `lsn`, unless the page has it already.
+///
+/// An operation that rewrites the whole page (`Format`, `Image`) needs nothing of the page's
+/// old bytes, so it rebuilds a page whose place holds garbage: a page allocated in memory is
+/// first written (and the file extended for it) only at write-back, and a crash can cut that
+/// extension after the allocation is durable in the log. Any other operation on an unreadable
+/// page is corruption.
+/// Returns whether the page was unreadable and rebuilt.
+fn redo_op(
+    pool: &BufferPool,
+    data_path: &Path,
+    op: &PageOp,
+    lsn: u64,
+    touched: &mut Vec<PageId>,
+) -> Result<bool> {
+    let (page_lsn, rebuilt) = match pool.read(op.page()) {
+        Ok(page) => (page.lsn(), false),
+        Err(Error::Corruption { .. }) if op.rewrites_whole_page() => {
+            drop(pool.create(op.page(), crate::page::PageKind::Free)?);
+            (0, true)
+        }
+        Err(e) => return Err(e),
+    };
+    if page_lsn < lsn {
+        let mut page = pool.write(op.page())?;
+        if !op.fits_kind(page.kind()) {
+            // The log and the data file disagree about this page (a damaged data file whose
+            // torn-page guard could not restore it, say): refuse, never apply.
+            return Err(Error::Corruption {
+                file: data_path.to_path_buf(),
+                offset: op.page().0 * page.page_bytes() as u64,
+                what: "a log record changes this page as a page of another kind",
+            });
+        }
+        op.apply_to(&mut page);
+        touched.push(op.page());
+    }
+    Ok(rebuilt)
+}
