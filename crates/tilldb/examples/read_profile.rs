@@ -12,7 +12,7 @@
 //! ```
 //!
 //! `till bench kv` is the benchmark of record (every engine side by side); this is its read
-//! rows without the rest, long enough for a profile (docs/benchmarks.md, "Range reads copy
+//! rows without the rest, long enough for a profile (docs/benchmarks-journal.md, "Range reads copy
 //! what they yield" and "Search hints").
 
 use std::ops::Bound;

@@ -52,7 +52,7 @@ impl PeerRow {
 
     /// Commits per second with the close inside the window: the steady-state figure, which
     /// pays the page writes a row of a few seconds can defer (a log-structured engine's
-    /// deferred work beyond its close is not counted; see docs/benchmarks.md).
+    /// deferred work beyond its close is not counted; see docs/benchmarks-journal.md).
     pub fn commits_per_sec_with_close(&self) -> f64 {
         per_sec(self.commits, self.elapsed + self.close)
     }

@@ -33,7 +33,7 @@ use crate::page::PageId;
 /// indexes 90 % full). Built full, every leaf split at the first insert after a bulk load: a
 /// random one-row durable commit then logged a new page and waited for its allocation, at
 /// 3,240-4,863 commits/s after a 1,000,000-row load against 7,819-8,605 with room
-/// (docs/benchmarks.md, "Leaves built with room").
+/// (docs/benchmarks-journal.md, "Leaves built with room").
 pub const LEAF_FILL_PERCENT: usize = 90;
 
 /// Cells of the node being built, back to back, with their ends.

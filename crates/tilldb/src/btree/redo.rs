@@ -378,7 +378,7 @@ impl PageOp {
     /// zeros (an image counts whole): the size a commit's parts are cut and its records
     /// filled by. The exact length scanned each image's 16 KiB three times a commit (twice
     /// for lengths, once to encode): 17 % of a no-flush commit's CPU after a bulk load
-    /// (docs/benchmarks.md, "Images measured once").
+    /// (docs/benchmarks-journal.md, "Images measured once").
     #[must_use]
     pub fn encoded_len_at_most(&self) -> usize {
         match self {
@@ -429,7 +429,7 @@ impl PageOp {
 /// run, found by a scan (a node that lost cells in place, whose zeroed cells may make a
 /// longer run). The free space is checked, not trusted: a node changed in place could leave
 /// bytes there. Its check reads the free space once, 64 bytes at a time; the scan reads the
-/// whole body, a word at a time (6 % of a no-flush commit's CPU: docs/benchmarks.md).
+/// whole body, a word at a time (6 % of a no-flush commit's CPU: docs/benchmarks-journal.md).
 fn image_gap(kind: PageKind, body: &[u8]) -> (usize, usize) {
     if let Some((start, end, dead)) = node::free_space(kind, body)
         && start < end

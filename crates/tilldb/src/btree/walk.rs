@@ -59,7 +59,7 @@ pub(super) fn find_leaf<P: Pages>(pages: &P, root: PageId, key: &[u8]) -> Result
 
 /// Descends from `root` to the leaf that holds `key` (or would) and runs `f` on it, read once:
 /// the guard the descent stopped at is the one `f` reads (a lookup that let it go and read
-/// the leaf again by its id paid a second look-up of its frame: docs/benchmarks.md).
+/// the leaf again by its id paid a second look-up of its frame: docs/benchmarks-journal.md).
 pub(super) fn with_leaf<P: Pages, T>(
     pages: &P,
     root: PageId,

@@ -3,8 +3,8 @@
 //! The committing thread ran the checkpoint itself, after its commit and before it returned:
 //! writing back every page dirtied since the last one, some 20,000 pages (300 MiB) after a
 //! bulk load, so one commit in thousands took a second, and a single thread committing
-//! `Buffered` spent a quarter of its time writing pages back (docs/benchmarks.md, "No-flush
-//! commits: the checkpoint runs in the committing thread"). Here it runs beside the commits,
+//! `Buffered` spent a quarter of its time writing pages back (docs/benchmarks-journal.md, "No-flush
+//! commits: the checkpoint on a thread of its own"). Here it runs beside the commits,
 //! which go on meanwhile (a checkpoint takes the writer lock only for a moment:
 //! `checkpoint.rs`). A checkpoint that falls behind still holds commits back: a commit more
 //! than `BACKPRESSURE_CHECKPOINTS` checkpoints' worth of log past the last one waits for the

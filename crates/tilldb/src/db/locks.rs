@@ -22,7 +22,7 @@ pub(super) type Writer<'a> = MutexGuard<'a, Alloc>;
 /// The tree lock (see the module doc). Readers count themselves in one of a few stripes, a
 /// cache line each, so that readers on two CPUs write no line in common (a `RwLock`'s one
 /// state word was two contended writes a point read, the root's latch besides: issue 37,
-/// docs/benchmarks.md, "A tree lock readers share no line of"). A writer takes `exclusive`,
+/// docs/benchmarks-journal.md, "A tree lock readers share no line of"). A writer takes `exclusive`,
 /// raises `writing`, then waits for every stripe to empty; a reader that finds `writing`
 /// raised steps back out of its stripe and waits on `exclusive`.
 #[derive(Debug, Default)]

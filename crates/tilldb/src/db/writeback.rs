@@ -10,7 +10,7 @@
 //! and CPU. What the writer must keep is enough clean or free frames that a miss finds a
 //! clean victim (the clock takes a dirty one only after two turns find none): a quarter of
 //! the frames is plenty. Redo length does not depend on it (checkpoints bound the log), and
-//! a checkpoint writes each dirty page once. Measured (docs/benchmarks.md, "The background
+//! a checkpoint writes each dirty page once. Measured (docs/benchmarks-journal.md, "The background
 //! writer"): with the writer starting at a quarter, 64 committing threads on a database
 //! that fits the cache wrote every page back again and again (2,400-6,000 pages in 3 s,
 //! 1,460 device bytes per commit); starting at three quarters it wrote none (950 bytes per

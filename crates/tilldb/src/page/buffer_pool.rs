@@ -20,7 +20,7 @@
 //! ([`BufferPool::locate`], looked up while the branch is still read): a guess, checked the
 //! same way ([`BufferPool::read_guessed`]). So a hit of a read writes to no
 //! line every reader shares but the frame's latch (the map lock and the pins were six atomic
-//! writes a page, on lines every thread wrote: docs/benchmarks.md, "Reads that pin nothing").
+//! writes a page, on lines every thread wrote: docs/benchmarks-journal.md, "Reads that pin nothing").
 //!
 //! Rules, each asserted where it is enforced:
 //! - A page is written to the data file only after the log is durable up to its page lsn.
@@ -599,7 +599,7 @@ impl BufferPool {
     /// Why clean first: a dirty victim is written on the path of the miss, one page at a time,
     /// and through the doublewrite guard that is two flushes; the background writer writes
     /// dirty pages in batches (one doublewrite flush per batch) if they are left to it.
-    /// Measured with random updates on a database 4x the cache (docs/benchmarks.md).
+    /// Measured with random updates on a database 4x the cache (docs/benchmarks-journal.md).
     fn choose_victim(&self, map: &mut Map) -> Result<usize> {
         let n = self.frames.len();
         let mut dirty = None;

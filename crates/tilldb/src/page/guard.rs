@@ -40,7 +40,7 @@ pub enum TornPageGuard {
     /// checkpoint: small where commits keep changing the same pages, but one-row `Sync`
     /// commits at random keys across a large table pay a whole page's image on most commits
     /// (13,810 log bytes a commit with 16 KiB pages, against 314 under `Doublewrite`;
-    /// docs/benchmarks.md, "The no-flush and durable rows"). There `Doublewrite` costs less.
+    /// docs/benchmarks-journal.md, "The no-flush and durable rows"). There `Doublewrite` costs less.
     FullPageImages,
     /// Every page is written with one atomic write (`pwritev2(RWF_ATOMIC)`, Linux 6.11+) on
     /// an `O_DIRECT` data file: the device keeps the old page or the new one, never a mix.

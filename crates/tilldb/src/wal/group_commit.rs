@@ -19,7 +19,7 @@
 //! A flush makes durable only what lies before the open block (`closed`), so no block that
 //! holds an acknowledged commit is ever written again (a torn rewrite could destroy it),
 //! and a pipelined write costs no padding: measured at 64 threads, 6.4 writes per flush had
-//! each padded its last block, 1,616 log bytes per 200-byte commit (docs/benchmarks.md).
+//! each padded its last block, 1,616 log bytes per 200-byte commit (docs/benchmarks-journal.md).
 //!
 //! ```text
 //!   durable <= closed <= written <= appended
@@ -216,7 +216,7 @@ impl WaitSlot {
 /// last committer it releases starts tens of microseconds after the first. So the waking
 /// thread puts the group on the relay and wakes from it until it is empty, and every woken
 /// committer wakes one more ([`Relay::help`], from `Wal::park`) before it goes on: the wake-ups spread over the
-/// CPUs. Measured in docs/benchmarks.md ("Woken committers wake the next").
+/// CPUs. Measured in docs/benchmarks-journal.md ("Woken committers wake the next").
 ///
 /// A slot on the relay has left the waiters' queue and is woken exactly once, by whoever
 /// pops it; [`Relay::wake_all`] returns only once the relay was empty, so none is left behind.

@@ -48,7 +48,7 @@
 //!   every acknowledged record in it, durably; every reader lays valid slots over their home
 //!   blocks. The log grows by the records alone (a lone 115-byte commit costs about 140 log
 //!   bytes, not a 4 KiB block), and a lone commit still writes one block
-//!   (docs/benchmarks.md, "Tail slots").
+//!   (docs/benchmarks-journal.md, "Tail slots").
 //! - [`TailGuard::Pad`]: the writer closes the block with a `Pad` record and the next group
 //!   starts in a fresh block: no write ever touches a block holding acknowledged records. The
 //!   log grows by up to one block per group. (`Slots` pads too, when a block has fewer bytes

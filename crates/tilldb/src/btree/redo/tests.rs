@@ -400,7 +400,7 @@ fn an_image_of_a_node_leaves_out_its_free_space_only_when_it_is_zeros() {
 
 /// A node whose removed cells (zeroed, dead) outweigh its free space: the image leaves out
 /// the longest run of zeros (among the dead cells), not the free space. Taking the free space
-/// there logged 47 % more a commit (a split's left page: docs/benchmarks.md).
+/// there logged 47 % more a commit (a split's left page: docs/benchmarks-journal.md).
 #[test]
 fn an_image_of_a_node_with_more_dead_bytes_than_free_space_leaves_out_the_longest_run() {
     use crate::btree::node_mut::NodeMut;

@@ -288,7 +288,7 @@ pub(super) fn part_limit(db: &Db) -> usize {
 /// of their own where they do not fit beside its ops). A part [`write_in_parts`] cut holds a
 /// little more than [`part_limit`] bytes of ops (the write that passed it), which one record
 /// carries: split at the limit, every part was a full record and a second of one op, whose
-/// append waited for a segment of its own (docs/benchmarks.md, "The write set as an arena").
+/// append waited for a segment of its own (docs/benchmarks-journal.md, "The write set as an arena").
 /// With `last`, the last record ends the commit. The parts of one commit may
 /// divide its ops anywhere, even inside one write's split: replay applies all of them or
 /// none. Returns the last record's end.

@@ -19,7 +19,8 @@
 //! Why: with the lock taken at `begin()` and handed from committer to committer, every commit
 //! paid a wake-up of the next one inside the lock (the hand-off is serial), and a second one
 //! when its flush completed: at 64 threads on 2 CPUs the CPUs idled 40 % of the time while
-//! the lock went round (docs/benchmarks.md, "Commit queue"). Here the lock is handed over once
+//! the lock went round (docs/benchmarks-journal.md, "The commit queue: one
+//! lock hold per batch, one sleep per commit"). Here the lock is handed over once
 //! per batch, and a queued commit costs one sleep.
 //!
 //! Invariants (asserted where they hold): at most one leader (`CommitQueue::leading`);
@@ -54,7 +55,7 @@ struct Queued {
     /// it, so the committer's own thread usually drops it last, and the allocations a
     /// transaction made go back to the thread that made them, whose allocator cache serves
     /// its next transaction (freed by the leader, they went through the allocator's shared
-    /// arenas; docs/benchmarks.md, "Allocations freed where they were made").
+    /// arenas; docs/benchmarks-journal.md, "Allocations freed where they were made").
     changes: Changes,
     durability: Durability,
     turn: Mutex<Turn>,

@@ -20,7 +20,7 @@
 //! Why: a `BTreeMap<(table, key), value>` allocated a key and a value per put, compared the
 //! table name at every step of every insert, and put each insert through ~log2(n) cache
 //! misses; a bulk load of 200,000 rows spent as long collecting its puts as LMDB took to load
-//! them all (docs/benchmarks.md, "The write set as an arena"). The entry carries the key's
+//! them all (docs/benchmarks-journal.md, "The write set as an arena"). The entry carries the key's
 //! first 8 bytes, so most comparisons never touch the arena.
 //!
 //! Space: the bytes of a key written twice stay in the arena until the dead bytes outweigh

@@ -171,7 +171,7 @@ impl StorageFile for OsFile {
     /// the page cache. Why: the kernel caches 1 MiB writes of zeros in large folios, and ext4
     /// (6.16 and later) walks every block of a folio on each write into it and again when
     /// writing it back, so each later 4 KiB log write into a preallocated segment paid for the
-    /// whole folio: about 4 us of a 12 us commit at one thread, measured (docs/benchmarks.md,
+    /// whole folio: about 4 us of a 12 us commit at one thread, measured (docs/benchmarks-journal.md,
     /// "The page cache after preallocation"). Dropped, the range comes back as small folios
     /// made by the small writes themselves. Durable still only after the next flush: the
     /// write-back neither flushes the device's cache nor the file's metadata.
