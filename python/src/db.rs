@@ -1,5 +1,5 @@
-//! `tilldb.open` and `tilldb.Db`, with the state a database shares with its transactions and
-//! iterators.
+//! `tilldb.open` and `tilldb.Db` (the state it shares with its transactions and iterators is
+//! `shared.rs`).
 //!
 //! # Handles and close
 //!
@@ -17,134 +17,17 @@
 //! into Python, so a thread holding the GIL never waits for a thread that needs it.
 
 use crate::args::{bound_arg, bytes_arg, table_arg};
-use crate::errors::{InUseError, closed_db, engine_error};
+use crate::errors::engine_error;
 use crate::scan::Scan;
+use crate::shared::Shared;
 use crate::txn::Txn;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
 use std::ops::Bound as KeyBound;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::ThreadId;
+use std::sync::Arc;
 use tilldb::{Direction, FlushMethod, Options};
-
-/// What a `Db` shares with its transactions and iterators.
-#[derive(Debug)]
-pub struct Shared {
-    pub path: PathBuf,
-    state: Mutex<State>,
-}
-
-#[derive(Debug)]
-struct State {
-    /// The engine's database; `None` once closed.
-    db: Option<tilldb::Db>,
-    /// Transactions begun and not yet ended: any number (the engine's writer lock is taken at
-    /// a transaction's first read, or at commit).
-    txns_open: usize,
-    scans_open: usize,
-    /// The last transaction begun (unless it ended) and the thread that began it: a second
-    /// `begin` on that thread is refused, since two transactions of one thread that both
-    /// read would wait for each other's writer lock forever.
-    writer: Option<(u64, ThreadId)>,
-    /// The id of the next transaction.
-    next_txn: u64,
-}
-
-impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
-        // A panic while the state was held leaves counts that are still whole numbers: go on.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// A clone of the engine's database, or `ClosedError`.
-    pub fn db(&self) -> PyResult<tilldb::Db> {
-        self.state().db.clone().ok_or_else(closed_db)
-    }
-
-    /// The database for a new transaction on this thread, refused while this thread's own
-    /// transaction is open.
-    pub fn db_for_begin(&self) -> PyResult<tilldb::Db> {
-        let state = self.state();
-        if state
-            .writer
-            .is_some_and(|(_, thread)| thread == std::thread::current().id())
-        {
-            return Err(InUseError::new_err(
-                "this thread's transaction of this database is still open; commit or roll it \
-                 back first (a second begin() would wait for it forever)",
-            ));
-        }
-        state.db.clone().ok_or_else(closed_db)
-    }
-
-    /// Counts a transaction that has begun and returns its id, unless the database was closed
-    /// meanwhile (then the caller rolls it back).
-    pub fn txn_begun(&self) -> PyResult<u64> {
-        let mut state = self.state();
-        if state.db.is_none() {
-            return Err(closed_db());
-        }
-        let id = state.next_txn;
-        state.next_txn += 1;
-        state.txns_open += 1;
-        state.writer = Some((id, std::thread::current().id()));
-        Ok(id)
-    }
-
-    /// Counts transaction `id` as ended (after the engine has ended it).
-    pub fn txn_ended(&self, id: u64) {
-        let mut state = self.state();
-        assert!(state.txns_open > 0, "transaction {id} ended twice");
-        state.txns_open -= 1;
-        if state.writer.is_some_and(|(writer, _)| writer == id) {
-            state.writer = None;
-        }
-        assert!(
-            state.txns_open > 0 || state.writer.is_none(),
-            "no transaction is open, but one is recorded as the last begun"
-        );
-    }
-
-    /// Counts an iterator that was made, unless the database was closed meanwhile.
-    pub fn scan_begun(&self) -> PyResult<()> {
-        let mut state = self.state();
-        if state.db.is_none() {
-            return Err(closed_db());
-        }
-        state.scans_open += 1;
-        Ok(())
-    }
-
-    /// Counts an iterator that has ended.
-    pub fn scan_ended(&self) {
-        let mut state = self.state();
-        assert!(state.scans_open > 0, "an iterator ended twice");
-        state.scans_open -= 1;
-    }
-
-    /// Takes the database out for closing, unless handles are open (`InUseError`); `None` if it
-    /// was closed already.
-    fn take_for_close(&self) -> PyResult<Option<tilldb::Db>> {
-        let mut state = self.state();
-        if state.db.is_some() && (state.txns_open > 0 || state.scans_open > 0) {
-            return Err(InUseError::new_err(format!(
-                "close() refused: {} transaction(s) and {} iterator(s) of this database are \
-                 still open; commit or roll back each transaction, and exhaust, close() or \
-                 delete each iterator first",
-                state.txns_open, state.scans_open
-            )));
-        }
-        Ok(state.db.take())
-    }
-
-    fn is_closed(&self) -> bool {
-        self.state().db.is_none()
-    }
-}
 
 /// Opens (creating when missing) the database in directory `path`. With `read_only`, opens
 /// an existing database read-only, at its latest durable commit, while another process may
@@ -183,16 +66,7 @@ pub fn open(
         })
         .map_err(|e| engine_error(py, &e))?;
     Ok(Db {
-        shared: Arc::new(Shared {
-            path,
-            state: Mutex::new(State {
-                db: Some(db),
-                txns_open: 0,
-                scans_open: 0,
-                writer: None,
-                next_txn: 0,
-            }),
-        }),
+        shared: Arc::new(Shared::new(path, db)),
     })
 }
 
@@ -308,16 +182,9 @@ impl Db {
     /// commit of the process writing it. Refused with `InUseError` while transactions or
     /// iterators of it are open; on a read-write database it does nothing.
     fn refresh(&self, py: Python<'_>) -> PyResult<()> {
-        let mut state = self.shared.state();
-        if state.txns_open > 0 || state.scans_open > 0 {
-            return Err(InUseError::new_err(format!(
-                "refresh() refused: {} transaction(s) and {} iterator(s) of this database are \
-                 still open",
-                state.txns_open, state.scans_open
-            )));
-        }
-        let db = state.db.as_mut().ok_or_else(closed_db)?;
-        py.detach(|| db.refresh()).map_err(|e| engine_error(py, &e))
+        self.shared.alone("refresh()", |db| {
+            py.detach(|| db.refresh()).map_err(|e| engine_error(py, &e))
+        })
     }
 
     /// True for a database opened with `read_only=True`.

@@ -21,6 +21,7 @@ mod args;
 mod db;
 mod errors;
 mod scan;
+mod shared;
 mod txn;
 
 use pyo3::prelude::*;

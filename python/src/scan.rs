@@ -5,8 +5,8 @@
 //! It ends when exhausted, when an error is raised from it, at `close()`, or when garbage
 //! collected: then it releases its snapshot and stops counting against `Db.close()`.
 
-use crate::db::Shared;
 use crate::errors::engine_error;
+use crate::shared::Shared;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::ops::Bound as KeyBound;

@@ -10,8 +10,8 @@
 //! Any call on an ended transaction raises `ClosedError`.
 
 use crate::args::{bytes_arg, durability_arg, table_arg};
-use crate::db::Shared;
 use crate::errors::{ended_txn, engine_error};
+use crate::shared::Shared;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
 use std::sync::Arc;

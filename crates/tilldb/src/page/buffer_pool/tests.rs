@@ -1,6 +1,7 @@
 //! Unit tests of `buffer_pool.rs`.
 
 use super::*;
+use crate::error::Error;
 use std::sync::Arc;
 
 /// An in-memory data file and log that checks the write-ahead rule on every write.
