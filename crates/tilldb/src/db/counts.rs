@@ -308,11 +308,7 @@ impl Db {
             .append(&record::encode(record::Part::WHOLE, next, &ops, changes))?;
         inner.pool.stamp(&touched, lsn.0, before);
         **alloc = next;
-        inner
-            .reads
-            .lock()
-            .visibility
-            .committed(lsn.0, Durability::Lazy);
+        inner.visible.committed(lsn.0, Durability::Lazy);
         Ok(lsn)
     }
 }

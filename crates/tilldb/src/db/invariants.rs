@@ -17,24 +17,7 @@ impl Db {
     pub fn check_invariants(&self) {
         let inner = &self.inner;
         // Each mark is read before the log end it is compared with: the end only grows.
-        let (visible, snapshot_max) = {
-            let reads = inner.reads.lock();
-            reads.visibility.check_invariants();
-            for (&snapshot, &count) in &reads.snapshots {
-                assert!(count > 0, "snapshot {snapshot} registered with no reader");
-            }
-            let end = inner.wal.end_lsn().0;
-            reads.overlay.check_invariants(end);
-            assert_eq!(
-                inner.visible_hint.load(Ordering::Acquire),
-                reads.visibility.visible_lsn(),
-                "the published visible lsn differs from the tracker's"
-            );
-            (
-                reads.visibility.visible_lsn(),
-                reads.snapshots.keys().next_back().copied(),
-            )
-        };
+        let (visible, snapshot_max) = inner.visible.check_invariants(|| inner.wal.end_lsn().0);
         assert!(
             snapshot_max.is_none_or(|s| s <= visible),
             "a snapshot {snapshot_max:?} past the visible lsn {visible}"

@@ -61,6 +61,7 @@ mod reads;
 mod space;
 mod stats;
 mod txn;
+mod visible;
 mod write_set;
 mod writeback;
 
@@ -83,7 +84,7 @@ use crate::header::{Header, HeaderFile};
 use crate::io::Storage;
 use crate::page::{BufferPool, PageId};
 use crate::record::{self, Alloc};
-use crate::txn::{Overlay, Seen, TableId, Visibility};
+use crate::txn::{Seen, TableId};
 use crate::wal::{Lsn, Wal};
 use pages::ReadPages;
 use parking_lot::Mutex;
@@ -91,7 +92,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Root of the table catalog.
 const CATALOG_ROOT: PageId = PageId(1);
@@ -163,19 +164,8 @@ struct Inner {
     /// Readers hold it shared while they read pages; a commit holds it exclusively while it
     /// changes them, so no reader sees a page half way through a split (`locks.rs`).
     tree_lock: locks::TreeLock,
-    reads: Mutex<Reads>,
-    /// The visible lsn as of the last advance, published for the committers' fast path: one
-    /// whose commit is visible already returns without taking `reads` (after a flush, the
-    /// committers it released all return at once). Written under `reads`; never ahead of
-    /// `reads.visibility`.
-    visible_hint: AtomicU64,
-    /// Whether `reads.overlay` is empty, published for reads: a point read or a scan batch
-    /// with nothing to merge skips the `reads` lock (every read took it). Set false as a
-    /// commit records its entries, before it changes a page, and true by a prune that empties
-    /// the overlay; written under `reads`. A read that found a commit's change in the tree
-    /// reads it after that commit set it false (the tree lock orders them), and a prune
-    /// empties the overlay only of entries no registered snapshot needs.
-    overlay_empty: AtomicBool,
+    /// What readers see: the visible lsn, snapshots, the overlay (`visible.rs`).
+    visible: visible::Visible,
     header: Mutex<HeaderFile>,
     /// Held by the running checkpoint: one at a time.
     checkpointing: Mutex<()>,
@@ -212,23 +202,6 @@ struct Inner {
     /// The database lock (`claim.rs`). Last, so it is released after every other field has
     /// closed its files: the log and the pool (whose last `Arc<Wal>` joins the log's threads).
     _lock: Box<dyn crate::io::HeldLock>,
-}
-
-struct Reads {
-    visibility: Visibility,
-    overlay: Overlay,
-    /// Snapshots of open read transactions, with counts.
-    snapshots: BTreeMap<u64, usize>,
-}
-
-impl Reads {
-    /// The oldest of the open snapshots and `visible` (the snapshot a new reader takes).
-    fn horizon(&self, visible: u64) -> u64 {
-        self.snapshots
-            .keys()
-            .next()
-            .map_or(visible, |&s| s.min(visible))
-    }
 }
 
 impl Db {

@@ -11,27 +11,13 @@ impl Db {
         // One read of both marks: two reads could see durable pass the written mark read first.
         let (written, durable) = self.inner.wal.written_and_durable();
         let (written, durable) = (written.0, durable.0);
-        let mut reads = self.inner.reads.lock();
-        let visible = reads.visibility.advance(written, durable);
-        super::advance_mark(&self.inner.visible_hint, visible, "the visible lsn");
-        let horizon = reads.horizon(visible);
-        reads.overlay.prune(horizon);
-        self.inner.overlay_empty.store(
-            reads.overlay.is_empty() || crate::mutants::active("reads-skip-overlay"),
-            std::sync::atomic::Ordering::Release,
-        );
-        visible
+        self.inner.visible.advance(written, durable)
     }
 
     /// Makes the commit whose record ends at `lsn` visible to this thread's next reads, if an
     /// advance has not already: then the overlay was pruned past it too, by that advance.
     pub(super) fn visible_through(&self, lsn: u64) {
-        if self
-            .inner
-            .visible_hint
-            .load(std::sync::atomic::Ordering::Acquire)
-            < lsn
-        {
+        if self.inner.visible.hint() < lsn {
             self.visible_lsn();
         }
     }
@@ -40,14 +26,12 @@ impl Db {
     /// commit that ends at or before it.
     pub(super) fn horizon(&self) -> u64 {
         let visible = self.visible_lsn();
-        self.inner.reads.lock().horizon(visible)
+        self.inner.visible.horizon(visible)
     }
 
-    /// Whether the overlay holds nothing (read after the tree: see `Inner::overlay_empty`).
+    /// Whether the overlay holds nothing (read after the tree: see `visible.rs`).
     fn overlay_is_empty(&self) -> bool {
-        self.inner
-            .overlay_empty
-            .load(std::sync::atomic::Ordering::Acquire)
+        self.inner.visible.overlay_is_empty()
     }
 
     /// Registers a snapshot of what is visible now. Under the tree lock, shared: a large
@@ -58,26 +42,12 @@ impl Db {
         let _shared = (!crate::mutants::active("snapshot-registered-unlocked"))
             .then(|| self.inner.tree_lock.read());
         let snapshot = self.visible_lsn();
-        *self
-            .inner
-            .reads
-            .lock()
-            .snapshots
-            .entry(snapshot)
-            .or_default() += 1;
+        self.inner.visible.register(snapshot);
         snapshot
     }
 
     pub(super) fn snapshot_release(&self, snapshot: u64) {
-        let mut reads = self.inner.reads.lock();
-        let count = reads
-            .snapshots
-            .get_mut(&snapshot)
-            .expect("registered snapshot");
-        *count -= 1;
-        if *count == 0 {
-            reads.snapshots.remove(&snapshot);
-        }
+        self.inner.visible.release(snapshot);
     }
 
     /// `key` as a reader at `snapshot` sees it. The tree is read first and the overlay after:
@@ -100,12 +70,10 @@ impl Db {
         if self.overlay_is_empty() {
             return Ok(tree_value);
         }
-        Ok(
-            match self.inner.reads.lock().overlay.seen(root.0, key, snapshot) {
-                Seen::Tree => tree_value,
-                Seen::Value(v) => v,
-            },
-        )
+        Ok(match self.inner.visible.seen(root.0, key, snapshot) {
+            Seen::Tree => tree_value,
+            Seen::Value(v) => v,
+        })
     }
 
     /// [`Db::read_at`], calling `f` with the value where it lies instead of copying it out.
@@ -202,13 +170,8 @@ impl Db {
         {
             let _shared = self.inner.tree_lock.read();
             self.check_poison()?;
-            let hidden = !self.overlay_is_empty()
-                && self
-                    .inner
-                    .reads
-                    .lock()
-                    .overlay
-                    .hides_table(root.0, snapshot);
+            let hidden =
+                !self.overlay_is_empty() && self.inner.visible.hides_table(root.0, snapshot);
             if !hidden {
                 let pages = self.read_pages();
                 Tree::open(root)
@@ -242,15 +205,9 @@ impl Db {
         let changed: Vec<(Vec<u8>, Option<Vec<u8>>)> = if self.overlay_is_empty() {
             Vec::new()
         } else {
-            let reads = self.inner.reads.lock();
-            reads
-                .overlay
-                .keys_in(root.0, lower, upper)
-                .filter_map(|key| match reads.overlay.seen(root.0, key, snapshot) {
-                    Seen::Tree => None,
-                    Seen::Value(value) => Some((key.to_vec(), value)),
-                })
-                .collect()
+            self.inner
+                .visible
+                .changed_in(root.0, (lower, upper), snapshot)
         };
         if !changed.is_empty() {
             let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = out

@@ -99,7 +99,7 @@ impl Db {
                 .load(Ordering::SeqCst),
             queued_commits: self.inner.counters.queued_commits.load(Ordering::Relaxed),
             commit_parts: self.inner.counters.parts_logged.load(Ordering::Relaxed),
-            overlay_keys: self.inner.reads.lock().overlay.len() as u64,
+            overlay_keys: self.inner.visible.overlay_keys() as u64,
         }
     }
 }

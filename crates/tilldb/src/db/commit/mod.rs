@@ -142,8 +142,7 @@ pub(super) fn apply(
     // holds the tree lock until it is visible, and a snapshot is registered under that lock
     // (`Db::snapshot_register`), so every snapshot from now on sees all of it. Its memory
     // then does not grow with the keys it changes (docs/durability.md, "Large transactions").
-    let unseen =
-        changes.writes.bytes() >= part_limit(db) as u64 && inner.reads.lock().snapshots.is_empty();
+    let unseen = changes.writes.bytes() >= part_limit(db) as u64 && inner.visible.no_snapshots();
     let (mut befores, empties) = catalog_befores(db, changes, &drops, &roots, &exclusive)?;
     // Tables whose every key is absent before this commit: created by it (hidden by their
     // absent catalog entry) or found empty (hidden by an empty mark). Their writes keep no
@@ -224,13 +223,13 @@ pub(super) fn apply(
     if unseen && !crate::mutants::active("unseen-commit-unlocks-early") {
         // Visible before the tree lock goes: a snapshot registered after it sees all of
         // this commit, which kept no values for older ones.
-        inner.reads.lock().visibility.committed(lsn.0, durability);
+        inner.visible.committed(lsn.0, durability);
         inner.wal.wait(lsn, durability).map_err(poisoned)?;
         db.visible_through(lsn.0);
         drop(exclusive);
     } else {
         drop(exclusive);
-        inner.reads.lock().visibility.committed(lsn.0, durability);
+        inner.visible.committed(lsn.0, durability);
     }
     **alloc = new_alloc;
     bury(db, drops, lsn);

@@ -252,24 +252,9 @@ pub(super) fn record_befores(
     provisional: u64,
     _tree: &TreeExclusive<'_>,
 ) {
-    let inner = &db.inner;
-    let mut reads = inner.reads.lock();
-    if !crate::mutants::active("empty-mark-lost") {
-        for root in empties {
-            reads.overlay.record_empty(root.0, provisional);
-        }
-    }
-    for (table_id, key, before) in befores.drain() {
-        reads.overlay.record(table_id, key, provisional, before);
-    }
-    if !reads.overlay.is_empty()
-        && !crate::mutants::active("reads-skip-overlay")
-        && !crate::mutants::active("commit-leaves-overlay-hint")
-    {
-        inner
-            .overlay_empty
-            .store(false, std::sync::atomic::Ordering::Release);
-    }
+    db.inner
+        .visible
+        .record(empties, befores.drain(), provisional);
 }
 
 /// The most bytes of ops one record of a commit holds: `Options::commit_part_bytes`, at most

@@ -5,19 +5,18 @@ use super::RecoveryReport;
 use crate::Options;
 use crate::db::pages::PoolBackend;
 use crate::db::readers::ReaderGate;
-use crate::db::{Db, Inner, Reads, writeback};
+use crate::db::visible::Visible;
+use crate::db::{Db, Inner, writeback};
 use crate::error::{Error, Result};
 use crate::header::HeaderFile;
 use crate::io::{HeldLock, Storage};
 use crate::page::{BufferPool, DATA_FILE_NAME, PageGuard, PageStore, SpillFile};
 use crate::record::Alloc;
-use crate::txn::{Overlay, Visibility};
 use crate::wal::Wal;
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 /// The buffer pool over the data files, and the fail-stop switch their write-backs set.
@@ -127,13 +126,7 @@ pub(super) fn assemble(
             writer: Mutex::new(alloc),
             commits: Mutex::default(),
             tree_lock: crate::db::locks::TreeLock::default(),
-            reads: Mutex::new(Reads {
-                visibility: Visibility::new(visible),
-                overlay: Overlay::default(),
-                snapshots: BTreeMap::new(),
-            }),
-            visible_hint: AtomicU64::new(visible),
-            overlay_empty: AtomicBool::new(true),
+            visible: Visible::new(visible),
             header: Mutex::new(header),
             checkpointing: Mutex::new(()),
             checkpointer: Mutex::new(crate::db::checkpointer::Checkpointer::idle()),

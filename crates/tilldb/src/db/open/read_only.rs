@@ -310,13 +310,7 @@ impl Db {
                 open::replay(&records, &inner.pool, &inner.dir, before, &mut report)?;
             *inner.writer.get_mut() = alloc;
             read_only.resume = pending.unwrap_or(end);
-            let reads = inner.reads.get_mut();
-            assert!(
-                reads.snapshots.is_empty(),
-                "a refresh under a read transaction"
-            );
-            reads.visibility = crate::txn::Visibility::new(end.0);
-            crate::db::advance_mark(&inner.visible_hint, end.0, "the visible lsn");
+            inner.visible.restart_at(end.0);
         }
         read_only.follower = Some(follower);
         #[expect(

@@ -1,0 +1,237 @@
+//! What readers see, one room: the visible lsn (which acknowledged commits readers see), the
+//! snapshots open read transactions registered, and the overlay of the values commits replaced
+//! that older snapshots still need (`txn/overlay.rs`). Its state is private here; the commit
+//! path, the reads and the invariants use it through the methods below, each named after what
+//! it promises.
+//!
+//! ```text
+//!   commit: record (overlay entries, under the tree lock) ──> committed (visibility tracker)
+//!   read:   advance (visible lsn moves, overlay pruned to the horizon) ──> register ... release
+//!           seen / hides_table / changed_in (the overlay's view at a snapshot)
+//! ```
+//!
+//! Lock: one mutex, [`Visible::reads`], guards the tracker, the overlay and the snapshots. Two
+//! atomics publish what reads check without it: the visible lsn (`hint`, never ahead of the
+//! tracker) and whether the overlay is empty (`overlay_empty`).
+
+use crate::Durability;
+use crate::page::PageId;
+use crate::txn::{Overlay, Seen, TableId, Visibility};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// What readers see (see the module doc).
+#[derive(Debug)]
+pub(super) struct Visible {
+    /// The visibility tracker, the overlay and the registered snapshots.
+    reads: Mutex<Reads>,
+    /// The visible lsn as of the last advance, published for the committers' fast path: one
+    /// whose commit is visible already returns without taking `reads` (after a flush, the
+    /// committers it released all return at once). Written under `reads`; never ahead of
+    /// `reads.visibility`.
+    hint: AtomicU64,
+    /// Whether `reads.overlay` is empty, published for reads: a point read or a scan batch
+    /// with nothing to merge skips the `reads` lock (every read took it). Set false as a
+    /// commit records its entries, before it changes a page, and true by a prune that empties
+    /// the overlay; written under `reads`. A read that found a commit's change in the tree
+    /// reads it after that commit set it false (the tree lock orders them), and a prune
+    /// empties the overlay only of entries no registered snapshot needs.
+    overlay_empty: AtomicBool,
+}
+
+/// Guarded by `Visible::reads`.
+#[derive(Debug)]
+struct Reads {
+    visibility: Visibility,
+    overlay: Overlay,
+    /// Snapshots of open read transactions, with counts.
+    snapshots: BTreeMap<u64, usize>,
+}
+
+impl Reads {
+    /// The oldest of the open snapshots and `visible` (the snapshot a new reader takes).
+    fn horizon(&self, visible: u64) -> u64 {
+        self.snapshots
+            .keys()
+            .next()
+            .map_or(visible, |&s| s.min(visible))
+    }
+}
+
+impl Visible {
+    /// Readers see every commit up to `visible` (the log's end at open), nothing is kept for
+    /// older snapshots and none is registered.
+    pub(super) fn new(visible: u64) -> Visible {
+        Visible {
+            reads: Mutex::new(Reads {
+                visibility: Visibility::new(visible),
+                overlay: Overlay::default(),
+                snapshots: BTreeMap::new(),
+            }),
+            hint: AtomicU64::new(visible),
+            overlay_empty: AtomicBool::new(true),
+        }
+    }
+
+    /// Moves the visible lsn over the commits the log's `written` and `durable` marks
+    /// acknowledge, and prunes the overlay of what no snapshot needs any more. Returns the
+    /// visible lsn.
+    pub(super) fn advance(&self, written: u64, durable: u64) -> u64 {
+        let mut reads = self.reads.lock();
+        let visible = reads.visibility.advance(written, durable);
+        super::advance_mark(&self.hint, visible, "the visible lsn");
+        let horizon = reads.horizon(visible);
+        reads.overlay.prune(horizon);
+        self.overlay_empty.store(
+            reads.overlay.is_empty() || crate::mutants::active("reads-skip-overlay"),
+            Ordering::Release,
+        );
+        visible
+    }
+
+    /// The visible lsn as of the last advance, without the lock (never ahead of the tracker).
+    pub(super) fn hint(&self) -> u64 {
+        self.hint.load(Ordering::Acquire)
+    }
+
+    /// The oldest of the registered snapshots and `visible`.
+    pub(super) fn horizon(&self, visible: u64) -> u64 {
+        self.reads.lock().horizon(visible)
+    }
+
+    /// Whether the overlay holds nothing (read after the tree: see `overlay_empty`).
+    pub(super) fn overlay_is_empty(&self) -> bool {
+        self.overlay_empty.load(Ordering::Acquire)
+    }
+
+    /// Registers one more reader at `snapshot`.
+    pub(super) fn register(&self, snapshot: u64) {
+        *self.reads.lock().snapshots.entry(snapshot).or_default() += 1;
+    }
+
+    /// A reader at `snapshot` ended.
+    pub(super) fn release(&self, snapshot: u64) {
+        let mut reads = self.reads.lock();
+        let count = reads
+            .snapshots
+            .get_mut(&snapshot)
+            .expect("registered snapshot");
+        assert!(
+            *count > 0,
+            "snapshot {snapshot} released more often than registered"
+        );
+        *count -= 1;
+        if *count == 0 {
+            reads.snapshots.remove(&snapshot);
+        }
+    }
+
+    /// Whether no reader holds a snapshot now.
+    pub(super) fn no_snapshots(&self) -> bool {
+        self.reads.lock().snapshots.is_empty()
+    }
+
+    /// The commit whose record ends at `lsn` is appended, to become visible once the log is as
+    /// durable as `durability` asks.
+    pub(super) fn committed(&self, lsn: u64, durability: Durability) {
+        self.reads.lock().visibility.committed(lsn, durability);
+    }
+
+    /// Records what readers below `provisional` (a commit's provisional lsn) still need: the
+    /// value each key of `befores` held before the commit, and an empty mark for each table
+    /// of `empties` (found empty, so its writes keep no value per key). Requires: the tree
+    /// lock held exclusively since before the pages changed, so no reader has seen a change
+    /// the overlay does not hold yet.
+    pub(super) fn record<'k>(
+        &self,
+        empties: &[PageId],
+        befores: impl Iterator<Item = (TableId, &'k [u8], Option<Vec<u8>>)>,
+        provisional: u64,
+    ) {
+        let mut reads = self.reads.lock();
+        if !crate::mutants::active("empty-mark-lost") {
+            for root in empties {
+                reads.overlay.record_empty(root.0, provisional);
+            }
+        }
+        for (table_id, key, before) in befores {
+            reads.overlay.record(table_id, key, provisional, before);
+        }
+        if !reads.overlay.is_empty()
+            && !crate::mutants::active("reads-skip-overlay")
+            && !crate::mutants::active("commit-leaves-overlay-hint")
+        {
+            self.overlay_empty.store(false, Ordering::Release);
+        }
+    }
+
+    /// What a reader at `snapshot` sees of `key` in `table`: the tree's value, or the one the
+    /// overlay keeps.
+    pub(super) fn seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
+        self.reads.lock().overlay.seen(table, key, snapshot)
+    }
+
+    /// Whether a commit after `snapshot` found `table` empty: the reader's view of it is the
+    /// overlay's keys alone.
+    pub(super) fn hides_table(&self, table: TableId, snapshot: u64) -> bool {
+        self.reads.lock().overlay.hides_table(table, snapshot)
+    }
+
+    /// The keys of `table` between `lower` and `upper` whose value a reader at `snapshot`
+    /// sees in the overlay rather than the tree, with that value (`None`: absent for it).
+    pub(super) fn changed_in(
+        &self,
+        table: TableId,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        snapshot: u64,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let reads = self.reads.lock();
+        reads
+            .overlay
+            .keys_in(table, lower, upper)
+            .filter_map(|key| match reads.overlay.seen(table, key, snapshot) {
+                Seen::Tree => None,
+                Seen::Value(value) => Some((key.to_vec(), value)),
+            })
+            .collect()
+    }
+
+    /// Keys the overlay keeps older values of now.
+    pub(super) fn overlay_keys(&self) -> usize {
+        self.reads.lock().overlay.len()
+    }
+
+    /// A read-only handle's refresh moved its snapshot to `end`: every commit up to it is
+    /// visible, and no reader may hold a snapshot meanwhile (the handle is borrowed mutably).
+    pub(super) fn restart_at(&mut self, end: u64) {
+        let reads = self.reads.get_mut();
+        assert!(
+            reads.snapshots.is_empty(),
+            "a refresh under a read transaction"
+        );
+        reads.visibility = Visibility::new(end);
+        super::advance_mark(&self.hint, end, "the visible lsn");
+    }
+
+    /// Checks the tracker, the snapshots and the overlay against `end` (the log's end, read
+    /// under the lock, after the marks); returns the visible lsn and the newest snapshot.
+    pub(super) fn check_invariants(&self, end: impl FnOnce() -> u64) -> (u64, Option<u64>) {
+        let reads = self.reads.lock();
+        reads.visibility.check_invariants();
+        for (&snapshot, &count) in &reads.snapshots {
+            assert!(count > 0, "snapshot {snapshot} registered with no reader");
+        }
+        reads.overlay.check_invariants(end());
+        assert_eq!(
+            self.hint(),
+            reads.visibility.visible_lsn(),
+            "the published visible lsn differs from the tracker's"
+        );
+        (
+            reads.visibility.visible_lsn(),
+            reads.snapshots.keys().next_back().copied(),
+        )
+    }
+}
