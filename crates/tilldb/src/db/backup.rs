@@ -67,8 +67,8 @@ impl Db {
         storage.create_dir_all(&target.join(claim::WAL_DIR_NAME))?;
         storage.flush_dir(target)?;
         // 1. No checkpoint while copying: the header and the log from its redo point stay.
-        let _checkpoint = inner.checkpointing.lock();
-        let header = inner.header.lock().newest().1;
+        let _checkpoint = inner.checkpoints.hold();
+        let header = inner.checkpoints.newest_header();
         let mut report = BackupReport::default();
         // 2. The data files, at one moment.
         inner.pool.with_writes_stopped(&mut || {

@@ -1,9 +1,109 @@
 //! Checkpoints: fuzzy ones by log volume and time, backpressure when one falls behind, and
-//! the close-time checkpoint of the last handle's drop.
+//! the close-time checkpoint of the last handle's drop; the room's state is [`Checkpoints`].
 
+use super::checkpointer::Checkpointer;
+use super::writeback::WriteBack;
 use super::{
     BACKPRESSURE_CHECKPOINTS, CHECKPOINT_BATCH_PAGES, Db, Header, Inner, Lsn, Ordering, Result,
 };
+use crate::header::HeaderFile;
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+/// The checkpoint room's state. Its fields are private to this file; the rest of `db/` asks
+/// through the methods below.
+pub(super) struct Checkpoints {
+    /// The two header slots; a checkpoint writes the older one. Guarded by its mutex, taken
+    /// after `running`.
+    header: Mutex<HeaderFile>,
+    /// Held by the running checkpoint: one at a time. A backup holds it too, so the header it
+    /// copies names a redo point whose log it still finds.
+    running: Mutex<()>,
+    /// The checkpoint thread, with background threads on (`checkpointer.rs`).
+    thread: Mutex<Checkpointer>,
+    /// The background writer (`writeback.rs`), held so that the last handle stops it.
+    writeback: Mutex<WriteBack>,
+    /// The log end when the latest checkpoint began (or the one recovery started from):
+    /// the next is due a distance after it. Only moves forward.
+    end: AtomicU64,
+    /// Full-page images: the log end when the latest checkpoint began (see `db/mod.rs`,
+    /// "Full-page images"). Set under the writer lock; only moves forward.
+    image_horizon: AtomicU64,
+    /// When the database was opened, and when the last checkpoint ended, in ms since then.
+    opened: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Checkpoints {
+    /// A database whose header in force is `header_file`'s newest, recovered from
+    /// `checkpoint` (its redo point), with `writeback` running or idle.
+    pub(super) fn new(header_file: HeaderFile, writeback: WriteBack, checkpoint: Lsn) -> Self {
+        Checkpoints {
+            header: Mutex::new(header_file),
+            running: Mutex::new(()),
+            thread: Mutex::new(Checkpointer::idle()),
+            writeback: Mutex::new(writeback),
+            end: AtomicU64::new(checkpoint.0),
+            image_horizon: AtomicU64::new(checkpoint.0),
+            opened: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// The newest header written (the one in force).
+    pub(super) fn newest_header(&self) -> Header {
+        self.header.lock().newest().1
+    }
+
+    /// Keeps checkpoints from running while the guard is held (waits for a running one).
+    pub(super) fn hold(&self) -> MutexGuard<'_, ()> {
+        self.running.lock()
+    }
+
+    /// `Some` while no checkpoint runs, keeping one from starting until dropped.
+    pub(super) fn quiet(&self) -> Option<MutexGuard<'_, ()>> {
+        self.running.try_lock()
+    }
+
+    /// The log end when the latest checkpoint began.
+    pub(super) fn began_at(&self) -> u64 {
+        self.end.load(Ordering::Acquire)
+    }
+
+    /// The image horizon (see the field).
+    pub(super) fn image_horizon(&self) -> u64 {
+        self.image_horizon.load(Ordering::Acquire)
+    }
+
+    /// Installs the checkpoint thread (`checkpointer.rs`), once, when the database opens.
+    pub(super) fn start_thread(&self, thread: Checkpointer) {
+        let mut slot = self.thread.lock();
+        assert!(!slot.running(), "a second checkpoint thread");
+        *slot = thread;
+    }
+
+    /// Stops the checkpoint thread and waits for it (the last handle's drop).
+    pub(super) fn stop_thread(&self) {
+        self.thread.lock().stop();
+    }
+
+    /// Stops the checkpoint thread and the background writer: nothing writes the files
+    /// after this.
+    fn stop_threads(&mut self) {
+        self.thread.get_mut().stop();
+        self.writeback.lock().stop();
+    }
+}
+
+impl std::fmt::Debug for Checkpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoints")
+            .field("began_at", &self.began_at())
+            .field("image_horizon", &self.image_horizon())
+            .finish_non_exhaustive()
+    }
+}
 
 impl Db {
     /// Writes every change so far to the data file and moves the log's start past them. A
@@ -47,7 +147,7 @@ impl Db {
     /// passes converge under hot pages and redo starts at `end` (issue 21).
     pub(super) fn fuzzy_checkpoint(&self, readers_held: ReadersHeld) -> Result<()> {
         let inner = &self.inner;
-        let _one_at_a_time = inner.checkpointing.lock();
+        let _one_at_a_time = inner.checkpoints.running.lock();
         // The pages, the ledger, the header and the log's start change: not under a
         // read-only handle's snapshot (`readers.rs`). Held to the end, so the pages written
         // and the header that counts on them reach readers together.
@@ -77,7 +177,7 @@ impl Db {
             let alloc = inner.writer.lock();
             let end = inner.wal.end_lsn();
             // Every commit from here on images the pages older than this checkpoint.
-            super::advance_mark(&inner.image_horizon, end.0, "the image horizon");
+            super::advance_mark(&inner.checkpoints.image_horizon, end.0, "the image horizon");
             (end, *alloc)
         };
         // Every page dirtied before `end`, however many: a page changed again while it is
@@ -115,7 +215,7 @@ impl Db {
                 horizon_lsn = end.0,
                 "checkpoint deferred: a page dirty from before the image horizon"
             );
-            super::advance_mark(&inner.checkpoint_end, end.0, "the checkpoint end");
+            super::advance_mark(&inner.checkpoints.end, end.0, "the checkpoint end");
             return Ok(());
         }
         // Before the header moves redo past the records that built the versions written:
@@ -132,7 +232,34 @@ impl Db {
         inner.wal.sync()?;
         // Readers must see the redo point as durable before they can find it in the header.
         gate.publish()?;
-        let mut header_file = inner.header.lock();
+        self.write_header_and_release(end, redo, alloc)?;
+        tracing::debug!(
+            target: "tilldb",
+            redo_lsn = redo,
+            write_back_passes = passes,
+            elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "checkpoint"
+        );
+        inner.checkpoints.last_ms.store(
+            millis(inner.checkpoints.opened.elapsed()),
+            Ordering::Release,
+        );
+        Ok(())
+    }
+
+    /// The end of a checkpoint that began at `end` and made every page changed before
+    /// `redo` durable: the header (redo point and the allocator state at `end`) goes to the
+    /// older slot, then the log before the redo point is released (unless a feed consumer
+    /// still needs it). Requires: the running checkpoint's guard held, the log durable to
+    /// `end`, and the redo point published to readers.
+    fn write_header_and_release(
+        &self,
+        end: Lsn,
+        redo: u64,
+        alloc: crate::record::Alloc,
+    ) -> Result<()> {
+        let inner = &self.inner;
+        let mut header_file = inner.checkpoints.header.lock();
         let (_, newest) = header_file.newest();
         assert!(
             redo >= newest.checkpoint_lsn.0,
@@ -162,21 +289,11 @@ impl Db {
         drop(header_file);
         // The header is durable: from here on, redo starts at `redo`, and the next checkpoint
         // is due a distance after `end`.
-        super::advance_mark(&inner.checkpoint_end, end.0, "the checkpoint end");
+        super::advance_mark(&inner.checkpoints.end, end.0, "the checkpoint end");
         // Only now, with the header that no longer needs them durable: the segments before
         // the new redo point may be reused (`tests/log_gaps.rs` crashes at every step here),
         // unless a feed consumer still needs them.
         inner.wal.release_before(keep)?;
-        tracing::debug!(
-            target: "tilldb",
-            redo_lsn = redo,
-            write_back_passes = passes,
-            elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            "checkpoint"
-        );
-        inner
-            .checkpoint_ms
-            .store(millis(inner.opened.elapsed()), Ordering::Release);
         Ok(())
     }
 
@@ -198,7 +315,7 @@ impl Db {
     /// The image horizon commits use: `Some` only under full-page images.
     pub(super) fn image_below(&self) -> Option<u64> {
         (self.inner.options.torn_page_guard == crate::page::TornPageGuard::FullPageImages)
-            .then(|| self.inner.image_horizon.load(Ordering::Acquire))
+            .then(|| self.inner.checkpoints.image_horizon.load(Ordering::Acquire))
     }
 
     /// Runs a checkpoint when enough log was written since the last one, or any log and
@@ -212,14 +329,14 @@ impl Db {
         // tier met the overflow, seed 2132).
         let since = end
             .0
-            .saturating_sub(inner.checkpoint_end.load(Ordering::Acquire));
+            .saturating_sub(inner.checkpoints.end.load(Ordering::Acquire));
         let due = since >= inner.options.checkpoint_log_bytes
             || (since > 0
-                && millis(inner.opened.elapsed())
-                    >= inner.checkpoint_ms.load(Ordering::Acquire)
+                && millis(inner.checkpoints.opened.elapsed())
+                    >= inner.checkpoints.last_ms.load(Ordering::Acquire)
                         + millis(inner.options.checkpoint_interval));
-        if due && !inner.checkpointing.is_locked() {
-            let thread = inner.checkpointer.lock();
+        if due && !inner.checkpoints.running.is_locked() {
+            let thread = inner.checkpoints.thread.lock();
             if thread.running() {
                 // The thread runs it; this commit returns (`checkpointer.rs`).
                 thread.ask();
@@ -234,7 +351,7 @@ impl Db {
             // commit is durable already; only its return waits.
             if !crate::mutants::active("no-backpressure-wait") {
                 let waiting = inner.counters.backpressure_wait();
-                drop(inner.checkpointing.lock());
+                drop(inner.checkpoints.running.lock());
                 drop(waiting);
             }
             let waits = inner.counters.backpressure_waited();
@@ -265,8 +382,7 @@ impl Drop for Inner {
             *early = Box::new(crate::io::NoLock);
         }
         // Join the writers first: nothing may write these files once the handle is gone.
-        self.checkpointer.get_mut().stop();
-        self.writeback.lock().stop();
+        self.checkpoints.stop_threads();
         let Some(gate) = self.gate.as_deref() else {
             // A read-only handle: everything it wrote is in memory, gone with it.
             return;
@@ -310,7 +426,7 @@ impl Drop for Inner {
                         .is_ok_and(|fresh| fresh == end))
             {
                 let alloc = *self.writer.lock();
-                let mut header_file = self.header.lock();
+                let mut header_file = self.checkpoints.header.lock();
                 if crate::mutants::active("trim-before-header") && trim {
                     let _ = self.wal.trim_after_close(end);
                 }

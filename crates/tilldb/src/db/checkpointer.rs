@@ -102,7 +102,7 @@ pub(super) fn start_for(db: &Db) -> crate::Result<()> {
                 path: db.inner.dir.clone(),
                 source,
             })?;
-        *db.inner.checkpointer.lock() = thread;
+        db.inner.checkpoints.start_thread(thread);
     }
     Ok(())
 }

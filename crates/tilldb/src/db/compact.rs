@@ -95,7 +95,7 @@ impl Db {
                 )));
             }
         }
-        let header = self.inner.header.lock().newest().1;
+        let header = self.inner.checkpoints.newest_header();
         let options = Options {
             page_bytes: Some(header.page_bytes),
             flush_method: Some(header.flush_method),

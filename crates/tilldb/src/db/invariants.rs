@@ -1,7 +1,7 @@
 //! `Db::check_invariants`: the database's in-memory invariants, checked by the explorers after
 //! every step.
 
-use super::{Db, Ordering};
+use super::Db;
 
 impl Db {
     /// Checks the database's in-memory invariants and panics, saying which, when one is
@@ -22,7 +22,7 @@ impl Db {
             snapshot_max.is_none_or(|s| s <= visible),
             "a snapshot {snapshot_max:?} past the visible lsn {visible}"
         );
-        let horizon = inner.image_horizon.load(Ordering::Acquire);
+        let horizon = inner.checkpoints.image_horizon();
         let end = inner.wal.end_lsn().0;
         assert!(
             visible <= end,
@@ -34,11 +34,11 @@ impl Db {
         );
         // A failure mid-checkpoint (the header written, its log not yet released) leaves the
         // marks as they were when it stopped the database; nothing is acknowledged after it.
-        if let Some(_no_checkpoint) = inner.checkpointing.try_lock()
+        if let Some(_no_checkpoint) = inner.checkpoints.quiet()
             && !inner.poisoned.is_set()
         {
-            let started = inner.checkpoint_end.load(Ordering::Acquire);
-            let redo = inner.header.lock().newest().1.checkpoint_lsn.0;
+            let started = inner.checkpoints.began_at();
+            let redo = inner.checkpoints.newest_header().checkpoint_lsn.0;
             assert!(
                 redo <= started && started <= inner.wal.end_lsn().0,
                 "checkpoint marks out of order: redo {redo}, began {started}"
@@ -46,7 +46,7 @@ impl Db {
             // Recovery and checkpoints never leave the allocator behind the header (a header
             // describing commits the log lost).
             if let Some(alloc) = inner.writer.try_lock() {
-                let header = inner.header.lock().newest().1;
+                let header = inner.checkpoints.newest_header();
                 assert!(
                     header.page_count <= alloc.page_count,
                     "the header counts {} pages, the allocator {}",

@@ -80,7 +80,7 @@ use stats::Counters;
 use crate::Options;
 use crate::btree::{Direction, Tree};
 use crate::error::{Error, Result};
-use crate::header::{Header, HeaderFile};
+use crate::header::Header;
 use crate::io::Storage;
 use crate::page::{BufferPool, PageId};
 use crate::record::{self, Alloc};
@@ -137,7 +137,7 @@ impl Drop for Db {
     /// closed (its lock released) when the drop returns, as without the thread.
     fn drop(&mut self) {
         if self.counted && self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.inner.checkpointer.lock().stop();
+            self.inner.checkpoints.stop_thread();
         }
     }
 }
@@ -166,23 +166,13 @@ struct Inner {
     tree_lock: locks::TreeLock,
     /// What readers see: the visible lsn, snapshots, the overlay (`visible.rs`).
     visible: visible::Visible,
-    header: Mutex<HeaderFile>,
-    /// Held by the running checkpoint: one at a time.
-    checkpointing: Mutex<()>,
-    /// The checkpoint thread, with background threads on (`checkpointer.rs`).
-    checkpointer: Mutex<checkpointer::Checkpointer>,
+    /// Checkpoints: the header file, the running checkpoint, its thread, the background
+    /// writer and the marks they move (`checkpoint.rs`).
+    checkpoints: checkpoint::Checkpoints,
     /// The application's handles ([`Db`] and its clones) open on this database.
     handles: std::sync::atomic::AtomicUsize,
     /// Shared with the background writer, which sets it when a write-back fails.
     poisoned: Arc<Poison>,
-    writeback: Mutex<writeback::WriteBack>,
-    checkpoint_end: AtomicU64,
-    /// Full-page images: the log end when the latest checkpoint began (see "Full-page
-    /// images" below). Set under the writer lock.
-    image_horizon: AtomicU64,
-    /// When the database was opened, and when the last checkpoint ended, in ms since then.
-    opened: std::time::Instant,
-    checkpoint_ms: AtomicU64,
     /// What opening the database did.
     recovery: RecoveryReport,
     /// What [`Stats`] reports beside the log's and the pool's counters.

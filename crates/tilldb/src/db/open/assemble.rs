@@ -3,6 +3,7 @@
 
 use super::RecoveryReport;
 use crate::Options;
+use crate::db::checkpoint::Checkpoints;
 use crate::db::pages::PoolBackend;
 use crate::db::readers::ReaderGate;
 use crate::db::visible::Visible;
@@ -17,7 +18,6 @@ use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::Instant;
 
 /// The buffer pool over the data files, and the fail-stop switch their write-backs set.
 pub(super) fn pool_over(
@@ -127,16 +127,9 @@ pub(super) fn assemble(
             commits: Mutex::default(),
             tree_lock: crate::db::locks::TreeLock::default(),
             visible: Visible::new(visible),
-            header: Mutex::new(header),
-            checkpointing: Mutex::new(()),
-            checkpointer: Mutex::new(crate::db::checkpointer::Checkpointer::idle()),
+            checkpoints: Checkpoints::new(header, writeback, checkpoint),
             handles: std::sync::atomic::AtomicUsize::new(1),
             poisoned,
-            writeback: Mutex::new(writeback),
-            checkpoint_end: AtomicU64::new(checkpoint.0),
-            image_horizon: AtomicU64::new(checkpoint.0),
-            opened: Instant::now(),
-            checkpoint_ms: AtomicU64::new(0),
             recovery,
             counters: crate::db::Counters::default(),
             spill_to,
