@@ -12,7 +12,7 @@
 //! (`drop.rs`).
 //!
 //! Write path: a transaction takes the writer lock at its first read, or at commit through
-//! the commit queue if it only wrote (`commit.rs`, whose leader applies the queued commits
+//! the commit queue if it only wrote (`commit/`, whose leader applies the queued commits
 //! under one hold of the lock); a commit records the values readers must still see in the
 //! overlay, applies the write set to the tree (pages become unlogged), appends one commit
 //! record, stamps the pages with its lsn, releases the lock, then waits for the durability
@@ -36,10 +36,37 @@
 //! of at most `h`, so it was logged whole, at an lsn recovery replays. Redo rebuilds a page it
 //! cannot read from a whole-page op (`open/replay.rs`, `redo_op`).
 //!
-//! Files: `open/` creates or recovers a database ([`RecoveryReport`]), `txn.rs` holds the
-//! transactions, `pages.rs` their views of the pages, `record.rs` the commit record format,
-//! `space.rs` free-space accounting, `writeback.rs` the background writer, `checkpointer.rs`
-//! the checkpoint thread.
+//! # Rooms: who owns which state
+//!
+//! [`Inner`] is the state of one open database. Each part has one owner, the room (file or
+//! folder) that changes it; other rooms read it through that room's methods, or take the lock
+//! named in the type. Lock order, outermost first: `writer`, `tree_lock`, then any room's own
+//! mutex; `checkpoints`' running guard before the writer lock.
+//!
+//! | state (`Inner` field) | owner | guarded by | others use it through |
+//! |---|---|---|---|
+//! | `dir`, `storage`, `options`, `data_path`, `recovery`, `_lock` | `open/` (recovery) | set at open, never changed | the fields, read only |
+//! | `wal`, `pool` | `wal/`, `page/` (below `db/`) | their own locks | their public methods |
+//! | `writer` (the allocator) | `locks.rs` | its mutex: the writer lock | `locks::Writer`, a guard |
+//! | `tree_lock` | `locks.rs` | itself (shared: readers; exclusive: a commit changing pages) | `TreeHeld` / `TreeExclusive` guards |
+//! | `commits` (the commit queue) | `commit/queue.rs` | its mutex | `commit::commit_queued` |
+//! | `spill_to` | `write_set/spill.rs` | its atomics | `WriteSet::spilling` (`txn.rs`) |
+//! | `visible` (visible lsn, snapshots, overlay) | `visible.rs` | its `reads` mutex; two published atomics | `Visible`'s methods |
+//! | `checkpoints` (header file, running checkpoint, its thread, background writer, marks) | `checkpoint.rs` | its mutexes; marks only move forward | `Checkpoints`' methods |
+//! | `graveyard` (dropped tables not reclaimed) | `drop.rs` | its mutex, changed under the writer lock | `Db::reclaim_dropped`, `commit::bury` |
+//! | `counters` | `stats.rs` | atomics | `Counters`' methods |
+//! | `poisoned` | `poison.rs` | itself (set once, never cleared) | `Db::check_poison`, `Db::poison` |
+//! | `handles` | `mod.rs` (`Clone`/`Drop` of `Db`) | an atomic | none |
+//! | `feed` | `feed/writer.rs` | its own locks | `FeedWriter`'s methods |
+//! | `gate` (readers in other processes) | `readers.rs` | its own locks | `ReaderGate`'s methods |
+//! | `read_only` | `open/read_only.rs` | `&mut Db` (a refresh) | none |
+//!
+//! The other files hold behaviour, not state: `txn.rs` the transactions, `reads.rs` point
+//! reads and scans, `range.rs` lazy ranges, `pages.rs` the transactions' views of the pages,
+//! `counts.rs` table lengths, `space.rs` free-space accounting, `check.rs` the tree checks,
+//! `invariants.rs` the in-memory invariants, `backup.rs`, `compact.rs`, `claim.rs` the
+//! one-process lock, `writeback.rs` the background writer, `checkpointer.rs` the checkpoint
+//! thread.
 
 mod backup;
 mod check;
@@ -148,47 +175,56 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// The state of one open database, by owner (see "Rooms" above). Fields drop in this order,
+/// after `Drop for Inner` (`checkpoint.rs`) has stopped the threads and closed.
 struct Inner {
+    // Set at open (`open/`), never changed.
     dir: PathBuf,
     /// The storage every file of the database is on.
     storage: Arc<dyn Storage>,
     options: Options,
+    data_path: PathBuf,
+    /// What opening the database did.
+    recovery: RecoveryReport,
+    // The layers below `db/`.
     wal: Arc<Wal>,
     pool: Arc<BufferPool>,
-    data_path: PathBuf,
     /// The writer lock: one read-write transaction at a time. Holds the allocator state
     /// (`locks.rs`: functions that need it take its guard, `locks::Writer`).
     writer: Mutex<Alloc>,
-    /// Commits of transactions that only wrote, waiting for the writer lock (`commit.rs`).
-    commits: Mutex<commit::CommitQueue>,
     /// Readers hold it shared while they read pages; a commit holds it exclusively while it
     /// changes them, so no reader sees a page half way through a split (`locks.rs`).
     tree_lock: locks::TreeLock,
-    /// What readers see: the visible lsn, snapshots, the overlay (`visible.rs`).
-    visible: visible::Visible,
-    /// Checkpoints: the header file, the running checkpoint, its thread, the background
-    /// writer and the marks they move (`checkpoint.rs`).
-    checkpoints: checkpoint::Checkpoints,
-    /// The application's handles ([`Db`] and its clones) open on this database.
-    handles: std::sync::atomic::AtomicUsize,
-    /// Shared with the background writer, which sets it when a write-back fails.
-    poisoned: Arc<Poison>,
-    /// What opening the database did.
-    recovery: RecoveryReport,
-    /// What [`Stats`] reports beside the log's and the pool's counters.
-    counters: Counters,
+    // The commit path.
+    /// Commits of transactions that only wrote, waiting for the writer lock
+    /// (`commit/queue.rs`).
+    commits: Mutex<commit::CommitQueue>,
     /// Where transactions spill their write sets (`write_set/spill.rs`).
     spill_to: Arc<write_set::SpillTo>,
     /// Dropped tables whose pages are not reclaimed yet (`drop.rs`). Changed under the
     /// writer lock.
     graveyard: Mutex<drop::Graveyard>,
+    /// What [`Stats`] reports beside the log's and the pool's counters.
+    counters: Counters,
+    // What readers see.
+    /// The visible lsn, snapshots, the overlay (`visible.rs`).
+    visible: visible::Visible,
     /// The change feed's writing side, when the feed is (or was ever) on.
     feed: Option<Arc<crate::feed::writer::FeedWriter>>,
     /// The writer's side of the readers' lock and the published durable lsn
     /// (`readers.rs`); `None` for a read-only handle.
     gate: Option<Arc<readers::ReaderGate>>,
-    /// What a read-only handle needs to refresh (`read_only.rs`); `None` for the writer.
+    /// What a read-only handle needs to refresh (`open/read_only.rs`); `None` for the writer.
     read_only: Option<open::ReadOnly>,
+    // Checkpoints.
+    /// The header file, the running checkpoint, its thread, the background writer and the
+    /// marks they move (`checkpoint.rs`).
+    checkpoints: checkpoint::Checkpoints,
+    // The handle.
+    /// The application's handles ([`Db`] and its clones) open on this database.
+    handles: std::sync::atomic::AtomicUsize,
+    /// Shared with the background writer, which sets it when a write-back fails.
+    poisoned: Arc<Poison>,
     /// The database lock (`claim.rs`). Last, so it is released after every other field has
     /// closed its files: the log and the pool (whose last `Arc<Wal>` joins the log's threads).
     _lock: Box<dyn crate::io::HeldLock>,
