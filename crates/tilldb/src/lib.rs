@@ -1,4 +1,11 @@
 #![warn(missing_docs)]
+// The layers' items that only `tilldb::internals` (the `internals` feature: `till`, the tests)
+// reaches are unused without it. Every check of the project builds with the feature on, where
+// dead code and unused imports are still denied.
+#![cfg_attr(
+    not(any(test, feature = "internals")),
+    allow(dead_code, unused_imports)
+)]
 
 //! tilldb: an embedded, crash-safe, transactional key-value store built around its commit path.
 //!
@@ -33,8 +40,10 @@
 //! for those who test their own crash handling. docs/durability.md in the repository says
 //! exactly what each durability level and guard promises.
 //!
-//! [`internals`] holds the engine's layers for the `till` tool and tilldb's own tests; it is
-//! not part of the API and changes without notice.
+//! The `internals` feature adds `tilldb::internals` (the engine's layers), test helpers such as
+//! `Options::for_tests` and `Db::check_invariants`, and the io helpers beyond the `Storage`
+//! seam, for the `till` tool and tilldb's own tests; none of it is part of the API, and it
+//! changes without notice.
 
 #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 compile_error!(
@@ -58,10 +67,16 @@ mod stripe;
 mod txn;
 mod wal;
 
-/// The engine's layers, reachable for the `till` tool and tilldb's tests: NOT part of the
-/// API, and free to change in any release. An embedder uses the crate root.
+/// The engine's layers, reachable for the `till` tool and tilldb's tests (with the `internals`
+/// feature): NOT part of the API, and free to change in any release. An embedder uses the
+/// crate root.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
+    /// Every name tilldb gives a file or directory in a database directory.
+    pub mod files {
+        pub use crate::files::*;
+    }
     /// The B+tree over the buffer pool.
     pub mod btree {
         pub use crate::btree::*;

@@ -363,6 +363,7 @@ impl Default for Options {
 impl Options {
     /// Tiny pages, cache and log, so tests hit eviction, splits and checkpoints quickly.
     #[must_use]
+    #[cfg(any(test, feature = "internals"))]
     pub fn for_tests() -> Self {
         Options {
             page_bytes: Some(4096),

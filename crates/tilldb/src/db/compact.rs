@@ -55,13 +55,9 @@ impl Db {
     /// `<target>.tilldb-partial`. Such a directory left by a compaction cut short holds an
     /// incomplete copy; remove it before compacting again.
     #[must_use]
+    #[cfg(any(test, feature = "internals"))]
     pub fn compact_partial_path(target: &Path) -> PathBuf {
-        let mut name = target
-            .file_name()
-            .map(std::ffi::OsStr::to_os_string)
-            .unwrap_or_default();
-        name.push(".tilldb-partial");
-        target.with_file_name(name)
+        partial_path(target)
     }
 
     /// Writes a compacted copy of this database to `target`, a directory that must not exist:
@@ -85,7 +81,7 @@ impl Db {
                 self.inner.dir.display()
             )));
         }
-        let partial = Db::compact_partial_path(target);
+        let partial = partial_path(target);
         for path in [target, partial.as_path()] {
             if storage.exists(path)? {
                 return Err(Error::InvalidArgument(format!(
@@ -171,4 +167,14 @@ fn copy_table(read: &super::ReadTxn<'_>, copy: &Db, table: &str) -> Result<u64> 
     }
     txn.commit_with(Durability::Lazy)?;
     Ok(copied)
+}
+
+/// `<target>.tilldb-partial`: where a compaction builds its copy (`Db::compact_partial_path`).
+fn partial_path(target: &Path) -> PathBuf {
+    let mut name = target
+        .file_name()
+        .map(std::ffi::OsStr::to_os_string)
+        .unwrap_or_default();
+    name.push(".tilldb-partial");
+    target.with_file_name(name)
 }

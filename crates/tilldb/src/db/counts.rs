@@ -246,6 +246,7 @@ impl Db {
     /// Rewrites the catalog as a build before counts wrote it: each table's entry its root
     /// alone, no entry for the default table. For tests of the upgrade.
     #[doc(hidden)]
+    #[cfg(any(test, feature = "internals"))]
     pub fn write_catalog_as_before_counts(&self) -> Result<()> {
         self.change_catalog(|pages| {
             let catalog = Tree::open(CATALOG_ROOT);

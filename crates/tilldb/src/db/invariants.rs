@@ -14,6 +14,7 @@ impl Db {
     /// more pages than the allocator (it never describes commits the log lost). Safe beside running
     /// commits; O(overlay + buffer pool), for tests: the crash explorers call it after every
     /// step.
+    #[cfg(any(test, feature = "internals"))]
     pub fn check_invariants(&self) {
         let inner = &self.inner;
         // Each mark is read before the log end it is compared with: the end only grows.

@@ -366,6 +366,7 @@ impl Db {
     /// which must know that a reader is asleep, not about to begin.
     #[doc(hidden)]
     #[must_use]
+    #[cfg(any(test, feature = "internals"))]
     pub fn readers_waiting_for_a_commit(&self) -> usize {
         self.inner.tree_lock.waiting()
     }
@@ -375,6 +376,7 @@ impl Db {
     /// after some moment.
     #[doc(hidden)]
     #[must_use]
+    #[cfg(any(test, feature = "internals"))]
     pub fn publisher_rounds(&self) -> u64 {
         self.inner.gate.as_ref().map_or(0, |g| g.publisher_rounds())
     }
@@ -382,6 +384,7 @@ impl Db {
     /// Decodes the payload of a commit record (a `Data` record of the log; format in
     /// `record.rs`), for tools that show the log (`till dump-log`). `Err` says what is
     /// wrong with the bytes.
+    #[cfg(any(test, feature = "internals"))]
     pub fn decode_commit_record(
         payload: &[u8],
     ) -> std::result::Result<record::Commit, &'static str> {

@@ -42,34 +42,68 @@ mod os;
 mod overlay;
 mod probe;
 mod sim;
+mod util;
 
-pub use aligned::{AlignedBuf, AlignedVec, prefetch, prefetch_spread};
+// The seam, public: what a `Storage` implementor needs, the real file system, and the
+// simulated disk for an application's own crash tests.
 pub use file::FileStorage;
-pub use geometry::{IoGeometry, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
-pub use hooked::{Call, HookedStorage, Hooks};
-pub(crate) use lock::NoLock;
 pub use lock::{HeldLock, LockMode};
-pub use measure::{
-    MEASURE_FILE_PREFIX, MeasureFile, MeasureSpec, Measurement, Recommendation,
-    choose_flush_method, measure, recommend,
-};
-#[doc(hidden)]
-pub use os::errno;
-pub use os::{WINE_NOTE, atomic_write_supported, native_method_name};
-
-/// Whether this platform has flush method `method` (the others are refused at open).
-#[must_use]
-pub fn platform_supports(method: crate::FlushMethod) -> bool {
-    os::supports(method)
-}
-pub use overlay::OverlayStorage;
-pub use probe::{DIRECT_ALIGN_FALLBACK, DeviceFacts, WriteCache};
+pub use probe::{DeviceFacts, WriteCache};
 pub use sim::{CrashMode, CrashPoint, Fault, FaultKind, IoKind, SimConfig, SimDisk};
 
-use crate::error::{Error, IoOp};
+pub(crate) use lock::NoLock;
+
+/// The io layer's helpers for the engine, public only with the `internals` feature (`till`,
+/// the benchmarks and the tests use them): buffers, geometry, measurement, the hooked and
+/// overlay storages, and file helpers.
+macro_rules! internal_use {
+    ($($path:path),* $(,)?) => {
+        $(
+            #[cfg(feature = "internals")]
+            pub use $path;
+            #[cfg(not(feature = "internals"))]
+            #[allow(unused_imports)]
+            pub(crate) use $path;
+        )*
+    };
+}
+
+internal_use!(
+    aligned::AlignedBuf,
+    aligned::AlignedVec,
+    aligned::prefetch,
+    aligned::prefetch_spread,
+    geometry::IoGeometry,
+    geometry::LOG_BLOCK_BYTES_MAX,
+    geometry::LOG_BLOCK_BYTES_MIN,
+    hooked::Call,
+    hooked::HookedStorage,
+    hooked::Hooks,
+    measure::MEASURE_FILE_PREFIX,
+    measure::MeasureFile,
+    measure::MeasureSpec,
+    measure::Measurement,
+    measure::Recommendation,
+    measure::choose_flush_method,
+    measure::measure,
+    measure::recommend,
+    os::errno,
+    os::WINE_NOTE,
+    os::atomic_write_supported,
+    os::native_method_name,
+    overlay::OverlayStorage,
+    probe::DIRECT_ALIGN_FALLBACK,
+    util::assert_direct_aligned,
+    util::exchange_dirs,
+    util::parent_dir,
+    util::platform_supports,
+    util::round_up,
+    util::write_file_durably,
+);
+
 use crate::{FlushMethod, Result};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The directory side of storage: names, creation, and directory flushes.
 ///
@@ -202,89 +236,10 @@ pub(crate) fn allocate_by_writing_zeros<F: StorageFile + ?Sized>(
     Ok(())
 }
 
-/// Rounds `n` up to a multiple of `align` (a power of two).
-///
-/// Worked example: `round_up(5000, 4096) == 8192`, `round_up(8192, 4096) == 8192`.
-#[must_use]
-pub fn round_up(n: u64, align: u32) -> u64 {
-    assert!(
-        align.is_power_of_two(),
-        "alignment {align} is not a power of two"
-    );
-    let mask = u64::from(align) - 1;
-    (n + mask) & !mask
-}
-
-/// Panics unless a direct-I/O buffer, its length and its file offset are all aligned.
-///
-/// Misaligned direct I/O is a bug in the caller: the kernel would answer `EINVAL`, at a moment
-/// when nothing sensible can be done about it. Each condition is asserted on its own so a
-/// failure names exactly one.
-pub fn assert_direct_aligned(path: &Path, ptr: *const u8, len: usize, offset: u64, align: u32) {
-    let a = align as usize;
-    let path = path.display();
-    assert!(
-        align.is_power_of_two(),
-        "alignment {align} of {path} is not a power of two"
-    );
-    assert!(
-        (ptr as usize).is_multiple_of(a),
-        "direct I/O buffer at {ptr:p} not {align}-aligned ({path})"
-    );
-    assert!(
-        len.is_multiple_of(a),
-        "direct I/O length {len} not a multiple of {align} ({path})"
-    );
-    assert!(
-        offset.is_multiple_of(u64::from(align)),
-        "direct I/O offset {offset} not {align}-aligned ({path})"
-    );
-}
-
-/// The parent directory of `path`, for flushing after a create or rename.
-#[must_use]
-pub fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Swaps the names of two existing directories (or files) in one step, then flushes their
-/// parent directories: after a crash each name holds one of the two, never neither. Linux
-/// only so far (`renameat2(RENAME_EXCHANGE)`); elsewhere an `Io` error of kind
-/// `Unsupported`. `till compact` uses it to put a compacted copy in a database's place.
-pub fn exchange_dirs(a: &Path, b: &Path) -> Result<()> {
-    os::exchange(a, b).map_err(|source| Error::Io {
-        op: IoOp::Rename,
-        path: a.to_path_buf(),
-        source,
-    })?;
-    os::flush_dir(&parent_dir(a))?;
-    if parent_dir(b) != parent_dir(a) {
-        os::flush_dir(&parent_dir(b))?;
-    }
-    Ok(())
-}
-
-/// Replaces `path` with `bytes` so that a crash leaves the old file or the new one, never a
-/// mix: written to `<path>.tmp`, flushed, renamed over `path`, the directory flushed.
-pub fn write_file_durably(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    if storage.exists(&tmp)? {
-        storage.remove(&tmp)?;
-    }
-    let file = storage.create(&tmp, FlushMethod::Fdatasync)?;
-    file.write_at(bytes, 0)?;
-    file.flush()?;
-    drop(file);
-    storage.rename(&tmp, path)?;
-    storage.flush_dir(&parent_dir(path))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn round_up_examples() {

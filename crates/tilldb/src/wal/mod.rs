@@ -173,6 +173,7 @@ impl Default for WalOptions {
 impl WalOptions {
     /// Tiny segments, so tests cross segment boundaries and recycle often.
     #[must_use]
+    #[cfg(any(test, feature = "internals"))]
     pub fn for_tests() -> Self {
         WalOptions {
             flush_method: FlushMethod::Fdatasync,

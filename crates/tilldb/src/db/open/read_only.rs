@@ -204,6 +204,7 @@ impl Db {
     /// opening later) changes no page, no header and no log segment, and appends to the log
     /// only past what it published as durable; its commits go on. Nothing is written (on
     /// read-only media nothing is locked, and no writer can be there).
+    #[cfg(any(test, feature = "internals"))]
     pub fn hold_files(dir: impl AsRef<Path>) -> Result<Box<dyn crate::io::HeldLock>> {
         readers::hold_snapshot(&FileStorage::read_only(), dir.as_ref(), PATIENCE)
     }
