@@ -29,9 +29,10 @@
 //!
 //! The API: [`Db`], [`Txn`], [`ReadTxn`], [`Options`] (with [`Durability`], [`FlushMethod`],
 //! [`TornPageGuard`], [`WalOptions`]), [`Error`], the reports and counters ([`Stats`],
-//! [`RecoveryReport`]), and the [`io::Storage`] seam, with the simulated disk [`io::SimDisk`]
-//! for those who test their own crash handling. docs/durability.md in the repository says
-//! exactly what each durability level and guard promises.
+//! [`RecoveryReport`], [`Progress`] of the walks of a whole database), and the
+//! [`io::Storage`] seam, with the simulated disk [`io::SimDisk`] for those who test their own
+//! crash handling. docs/durability.md in the repository says exactly what each durability
+//! level and guard promises.
 //!
 //! [`internals`] holds the engine's layers for the `till` tool and tilldb's own tests; it is
 //! not part of the API and changes without notice.
@@ -53,6 +54,7 @@ pub mod io;
 pub mod mutants;
 mod options;
 mod page;
+mod progress;
 mod record;
 mod stripe;
 mod txn;
@@ -101,4 +103,5 @@ pub use db::{
 pub use error::{Error, IoOp, Result};
 pub use options::{Durability, FlushMethod, Options};
 pub use page::{PoolStats, TornPageGuard};
+pub use progress::Progress;
 pub use wal::{Lsn, WalOptions, WalStats};
