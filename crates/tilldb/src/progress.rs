@@ -21,7 +21,7 @@
 
 /// How far an operation has got: `done` of `total` units, in the unit the operation names
 /// (pages read, bytes copied, entries copied).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Progress {
     /// Units done so far: never decreases, never exceeds `total`.
