@@ -19,8 +19,13 @@
 //!    pages (no owner) and doubly used ones (two owners) are named with their offsets;
 //!
 //! and after closing it, every page again.
+//!
+//! On a terminal, each step shows its progress on standard error (`progress.rs`): the log's
+//! bytes read, the pages scanned, the pages the tree and free-space checks read; a spinner
+//! while recovery and the close run.
 
 use crate::inspect::{self, CliResult, LogFacts, Space};
+use crate::progress::{self, Unit};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,7 +59,12 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
         .chosen
         .map_err(|why| format!("no usable header: {why}"))?;
     let mut problems = check_log(&args.dir, header.checkpoint_lsn.0);
-    let before = scan_pages(&FileStorage::read_only(), &args.dir, header.page_bytes)?;
+    let before = scan_pages(
+        &FileStorage::read_only(),
+        &args.dir,
+        header.page_bytes,
+        "reading every page",
+    )?;
     for (path, offset, what) in &before {
         println!(
             "  before recovery: bad page in {} at offset {offset}: {what}",
@@ -63,16 +73,28 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
     }
     let overlay: Arc<OverlayStorage> =
         Arc::new(OverlayStorage::new(Arc::new(FileStorage::read_only())));
+    let spinner = progress::spinner("recovering (in memory)");
     let db = Db::open_with_storage(overlay.clone(), &args.dir, Options::default())?;
+    spinner.finish_and_clear();
     println!(
         "recovered and opened {} (in memory: its files are not changed)",
         args.dir.display()
     );
-    let space = Space::of_db(&db)?;
+    let space = Space::of_db(
+        &db,
+        &progress::bar("checking trees, free space", Unit::Pages, 0),
+    )?;
     print_tables(&space);
     problems += report_space(&space, &args.dir, header.page_bytes);
+    let spinner = progress::spinner("closing (in memory)");
     db.close()?;
-    let after = scan_pages(&*overlay, &args.dir, header.page_bytes)?;
+    spinner.finish_and_clear();
+    let after = scan_pages(
+        &*overlay,
+        &args.dir,
+        header.page_bytes,
+        "reading every page again",
+    )?;
     for (path, offset, what) in &after {
         println!(
             "  BAD page in {} at offset {offset}: {what}",
@@ -98,7 +120,9 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
 /// too. The log is read by the handle's recovery up to that lsn (a damaged record there
 /// fails the open, naming file and offset); the writer's tail past it is not checked.
 fn run_live(args: &CheckArgs) -> CliResult<()> {
+    let spinner = progress::spinner("reading the snapshot");
     let db = Db::open_read_only(&args.dir, Options::default())?;
+    spinner.finish_and_clear();
     let header = inspect::read_header(&args.dir)?;
     let (_, header) = header
         .chosen
@@ -107,7 +131,12 @@ fn run_live(args: &CheckArgs) -> CliResult<()> {
         "{} is open for writing elsewhere: checking the snapshot of its durable commits          (read in memory: its files are not changed)",
         args.dir.display()
     );
-    let pages = scan_pages(&FileStorage::read_only(), &args.dir, header.page_bytes)?;
+    let pages = scan_pages(
+        &FileStorage::read_only(),
+        &args.dir,
+        header.page_bytes,
+        "reading every page",
+    )?;
     for (path, offset, what) in &pages {
         // Torn pages of the writer's own crash are repaired by its recovery, as the snapshot's
         // redo did here; anything else fails the check below.
@@ -116,7 +145,10 @@ fn run_live(args: &CheckArgs) -> CliResult<()> {
             path.display()
         );
     }
-    let space = Space::of_db(&db)?;
+    let space = Space::of_db(
+        &db,
+        &progress::bar("checking trees, free space", Unit::Pages, 0),
+    )?;
     print_tables(&space);
     let problems = report_space(&space, &args.dir, header.page_bytes);
     if problems > 0 {
@@ -144,7 +176,8 @@ fn print_tables(space: &Space) {
 /// Checks the log as recovery will read it; prints what it finds and returns the number of
 /// problems.
 fn check_log(dir: &Path, checkpoint: u64) -> usize {
-    let facts = inspect::read_log_facts(dir, checkpoint);
+    let bar = progress::bar("reading the log", Unit::Bytes, 0);
+    let facts = inspect::read_log_facts(dir, checkpoint, &bar);
     let found = match &facts.inspection {
         Ok(found) => found,
         Err(e) => {
@@ -283,11 +316,19 @@ fn report_space(space: &Space, dir: &Path, page_bytes: u32) -> usize {
 /// A page that does not validate: its file, offset, and what is wrong.
 type BadPage = (PathBuf, u64, &'static str);
 
-/// Every page of the data file, as `storage` shows it, that does not validate.
-fn scan_pages(storage: &dyn Storage, dir: &Path, page_bytes: u32) -> CliResult<Vec<BadPage>> {
+/// Every page of the data file, as `storage` shows it, that does not validate; `what` labels
+/// the progress bar.
+fn scan_pages(
+    storage: &dyn Storage,
+    dir: &Path,
+    page_bytes: u32,
+    what: &'static str,
+) -> CliResult<Vec<BadPage>> {
     let store = PageStore::open(storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
+    let bar = progress::bar(what, Unit::Pages, store.page_count().saturating_sub(1));
     let (mut valid, mut unwritten, mut bad) = (0u64, 0u64, Vec::new());
     for id in 1..store.page_count() {
+        bar.inc(1);
         match store.inspect(PageId(id))? {
             PageSlot::Valid(_) => valid += 1,
             PageSlot::Unwritten | PageSlot::Missing => unwritten += 1,
@@ -300,6 +341,7 @@ fn scan_pages(storage: &dyn Storage, dir: &Path, page_bytes: u32) -> CliResult<V
             }
         }
     }
+    bar.finish_and_clear();
     println!(
         "  data file: {valid} valid pages, {unwritten} never written, {} bad ({page_bytes} B pages)",
         bad.len()

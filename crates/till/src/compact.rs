@@ -16,7 +16,11 @@
 //! the directory that now holds the copy): the process ends holding it, and its files are
 //! removed. Where the swap is not available (Windows, macOS) the checked copy stays beside
 //! DIR and the command says how to put it in place by hand; it exits non-zero.
+//!
+//! On a terminal, steps 3 and 4 show their progress on standard error (`progress.rs`):
+//! entries copied, pages the copy's checks read; a spinner while a database opens.
 
+use crate::progress::{self, Unit};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use till_bench::disk_usage::DiskUsage;
@@ -55,7 +59,10 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
         background_threads: false,
         ..Options::default()
     };
-    let db = match Db::open(dir, options) {
+    let spinner = progress::spinner("opening");
+    let opened = Db::open(dir, options);
+    spinner.finish_and_clear();
+    let db = match opened {
         Ok(db) => db,
         Err(e @ Error::Locked { .. }) => {
             return Err(format!("{e}; stop the process that has it open, then compact").into());
@@ -80,7 +87,9 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
     let dir_before = DiskUsage::of(dir)?.allocated_bytes;
     let data_before = data_file(dir);
     let tables = db.table_entries()?;
-    let report = db.compact_to(&copy)?;
+    let bar = progress::bar("copying", Unit::Rows, 0);
+    let report = db.compact_to_with_progress(&copy, &mut progress::follow(&bar))?;
+    bar.finish_and_clear();
     check_copy(&copy, &tables)?;
     let data_after = data_file(&copy);
     let dir_after = DiskUsage::of(&copy)?.allocated_bytes;
@@ -138,9 +147,15 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// Opens the copy and checks it: trees, every page accounted for, and each table's entries
 /// as the source counted them (`tables`; empty tables are not copied).
 fn check_copy(copy: &Path, tables: &[(String, u64)]) -> Result<(), Box<dyn std::error::Error>> {
+    let spinner = progress::spinner("opening the copy");
     let db = Db::open(copy, Options::default())?;
-    db.check_tables()?;
-    let space = db.check_space()?;
+    spinner.finish_and_clear();
+    let bar = progress::bar("checking the copy's trees", Unit::Pages, 0);
+    db.check_tables_with_progress(&mut progress::follow(&bar))?;
+    bar.finish_and_clear();
+    let bar = progress::bar("checking its free space", Unit::Pages, 0);
+    let space = db.check_space_with_progress(&mut progress::follow(&bar))?;
+    bar.finish_and_clear();
     if !space.is_clean() {
         return Err(format!(
             "the compacted copy in {} does not check clean",

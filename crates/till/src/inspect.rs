@@ -3,6 +3,8 @@
 //! in brief, and the data file's pages through the `Pages` trait. Nothing here writes, and
 //! nothing runs recovery: bytes on disk are shown as they are.
 
+use crate::progress;
+use indicatif::ProgressBar;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tilldb::internals::btree::{PageOp, Pages};
@@ -248,8 +250,23 @@ pub struct LogFacts {
 }
 
 /// Follows the log in `dir/wal` from the checkpoint, as recovery would, without writing.
-pub fn read_log_facts(dir: &Path, checkpoint: u64) -> LogFacts {
+///
+/// `bar` follows the bytes of the segments read, of all the segment files' bytes (segments
+/// before the checkpoint's are not read: it may end short).
+pub fn read_log_facts(dir: &Path, checkpoint: u64, bar: &ProgressBar) -> LogFacts {
     let storage = tilldb::io::FileStorage::read_only();
+    let file_bytes = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
+    // Only the bar's length: a directory that does not list is the inspection's to report.
+    let segment_bytes: u64 = std::fs::read_dir(dir.join("wal")).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "wal"))
+            .map(|e| file_bytes(&e.path()))
+            .sum()
+    });
+    bar.set_length(segment_bytes);
+    // Bytes of the segments read before the current one, and the current one's.
+    let (mut before_bytes, mut current_bytes) = (0u64, 0u64);
     let mut facts = LogFacts {
         inspection: Ok(LogInspection::default()),
         commits: 0,
@@ -264,8 +281,14 @@ pub fn read_log_facts(dir: &Path, checkpoint: u64) -> LogFacts {
         &dir.join("wal"),
         Some(tilldb::Lsn(checkpoint)),
         |event| match event {
-            LogEvent::Segment { path: p, .. } => path = p.to_path_buf(),
+            LogEvent::Segment { path: p, .. } => {
+                path = p.to_path_buf();
+                before_bytes += current_bytes;
+                current_bytes = file_bytes(p);
+                bar.set_position(before_bytes);
+            }
             LogEvent::Record { offset, record } if record.kind == RecordKind::Data => {
+                bar.set_position(before_bytes + offset);
                 facts.commits += 1;
                 if record.lsn >= checkpoint {
                     facts.commits_after_checkpoint += 1;
@@ -287,6 +310,7 @@ pub fn read_log_facts(dir: &Path, checkpoint: u64) -> LogFacts {
         },
     );
     facts.inspection = inspection;
+    bar.finish_and_clear();
     facts
 }
 
@@ -295,6 +319,9 @@ pub fn read_log_facts(dir: &Path, checkpoint: u64) -> LogFacts {
 #[derive(Debug)]
 pub struct StorePages {
     pub store: PageStore,
+    /// Counts every page read (a check reads each page of a tree once): hidden unless
+    /// [`StorePages::with_progress`].
+    read: ProgressBar,
 }
 
 impl StorePages {
@@ -302,7 +329,15 @@ impl StorePages {
     pub fn open(dir: &Path, page_bytes: u32) -> CliResult<StorePages> {
         let storage = tilldb::io::FileStorage::read_only();
         let store = PageStore::open(&storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
-        Ok(StorePages { store })
+        Ok(StorePages {
+            store,
+            read: ProgressBar::hidden(),
+        })
+    }
+
+    /// These pages, each read counted on `bar`.
+    pub fn with_progress(self, bar: ProgressBar) -> StorePages {
+        StorePages { read: bar, ..self }
     }
 }
 
@@ -314,6 +349,7 @@ impl Pages for StorePages {
     }
 
     fn read(&self, id: PageId) -> tilldb::Result<Box<PageBuf>> {
+        self.read.inc(1);
         match self.store.read(id)? {
             Some(page) => Ok(Box::new(page)),
             None => Err(Error::Corruption {
@@ -377,9 +413,12 @@ macro_rules! space_from {
 }
 
 impl Space {
-    /// The trees and free space of an open (recovered) database.
-    pub fn of_db(db: &Db) -> tilldb::Result<Space> {
-        Ok(space_from!(db.check_space()?))
+    /// The trees and free space of an open (recovered) database; `bar` follows the pages
+    /// read.
+    pub fn of_db(db: &Db, bar: &ProgressBar) -> tilldb::Result<Space> {
+        let space = db.check_space_with_progress(&mut progress::follow(bar))?;
+        bar.finish_and_clear();
+        Ok(space_from!(space))
     }
 
     /// The trees and free space of the data file as it is on disk, with the allocator state

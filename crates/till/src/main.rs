@@ -47,6 +47,7 @@ mod platform;
 #[path = "../tests/common/postgres.rs"]
 mod postgres_server;
 mod probe;
+mod progress;
 mod ship;
 mod stats;
 
@@ -70,19 +71,27 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Check a database: its log chain, then recovery, every tree, free-space accounting and
     /// every page checksum.
+    ///
+    /// Shows its progress on standard error when that is a terminal.
     Check(check::CheckArgs),
     /// Print a database's write-ahead log, record by record, without changing anything.
     DumpLog(dump_log::DumpLogArgs),
     /// Print what a database holds (header, files, log, pages, tables) without changing
     /// anything.
+    ///
+    /// Shows its progress on standard error when that is a terminal.
     Stats(stats::StatsArgs),
     /// Kill a committing process at random moments and check that nothing acknowledged is
     /// lost and nothing is half applied.
     Crashtest(crashtest::CrashtestArgs),
     /// Copy a database consistently, then check the copy (restoring is opening the copy).
+    ///
+    /// Shows its progress on standard error when that is a terminal.
     Backup(backup::BackupArgs),
     /// Give back the space a database no longer uses: a compacted copy, checked, swapped in
     /// its place (the database must not be open elsewhere).
+    ///
+    /// Shows its progress on standard error when that is a terminal.
     Compact(compact::CompactArgs),
     /// Ship a database's committed transactions to PostgreSQL, exactly once (needs
     /// `Options::change_feed`).
@@ -103,9 +112,15 @@ enum Command {
     /// prefix or a range, forward or reversed.
     Scan(data::ScanArgs),
     /// Write every row of one table, or of every table, as JSONL or CSV.
+    ///
+    /// Shows its progress on standard error when that is a terminal and the rows go to a
+    /// file (--output) or a pipe.
     Export(data::ExportArgs),
     /// Put the rows of a JSONL or CSV file into a database: in one transaction (all or
     /// nothing), or committed every --batch rows.
+    ///
+    /// Shows its progress on standard error when that is a terminal and the file is over
+    /// 8 MiB.
     Import(data::ImportArgs),
     /// Benchmarks: how fast each layer commits, measured against the disk.
     Bench {

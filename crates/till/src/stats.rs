@@ -8,6 +8,9 @@
 //! says so and gives the allocator state at the log's end instead; `till check DIR` recovers
 //! and checks every tree.
 //!
+//! On a terminal, reading the log and the trees shows a progress bar on standard error
+//! (`progress.rs`); the facts go to standard output once read.
+//!
 //! # JSON (`--json`): one object
 //!
 //! ```text
@@ -49,6 +52,7 @@
 
 use crate::dump_log::stop_json;
 use crate::inspect::{self, CliResult, HeaderRead, LogFacts, Space, StorePages};
+use crate::progress::{self, Unit};
 use clap::Args;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -117,7 +121,11 @@ pub fn run(args: &StatsArgs) -> CliResult<()> {
     let doublewrite = (chosen.torn_page_guard == TornPageGuard::Doublewrite)
         .then(|| read_doublewrite(&args.dir, chosen.page_bytes));
     let wal_files = segment_files(&args.dir.join("wal"))?;
-    let log = inspect::read_log_facts(&args.dir, chosen.checkpoint_lsn.0);
+    let log = inspect::read_log_facts(
+        &args.dir,
+        chosen.checkpoint_lsn.0,
+        &progress::bar("reading the log", Unit::Bytes, 0),
+    );
     let space = read_space(&args.dir, &chosen, &log);
     let checkpoint_age_seconds = std::fs::metadata(&header.path)
         .and_then(|m| m.modified())
@@ -212,13 +220,23 @@ fn read_space(dir: &Path, header: &Header, log: &LogFacts) -> Result<Space, Stri
             log.commits_after_checkpoint
         ));
     }
-    let pages = StorePages::open(dir, header.page_bytes).map_err(|e| e.to_string())?;
-    Space::of_pages(&pages, header.page_count, header.free_head).map_err(|e| {
+    // Each page of a tree and of the free list is read once: the bar ends near the total.
+    let bar = progress::bar(
+        "reading the trees",
+        Unit::Pages,
+        header.page_count.saturating_sub(1),
+    );
+    let pages = StorePages::open(dir, header.page_bytes)
+        .map_err(|e| e.to_string())?
+        .with_progress(bar.clone());
+    let space = Space::of_pages(&pages, header.page_count, header.free_head).map_err(|e| {
         format!(
             "{e}; recovery may repair it (torn-page guard and log): `till check` recovers and \
              checks every tree"
         )
-    })
+    });
+    bar.finish_and_clear();
+    space
 }
 
 impl Stats {

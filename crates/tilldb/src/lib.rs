@@ -36,9 +36,10 @@
 //!
 //! The API: [`Db`], [`Txn`], [`ReadTxn`], [`Options`] (with [`Durability`], [`FlushMethod`],
 //! [`TornPageGuard`], [`WalOptions`]), [`Error`], the reports and counters ([`Stats`],
-//! [`RecoveryReport`]), and the [`io::Storage`] seam, with the simulated disk [`io::SimDisk`]
-//! for those who test their own crash handling. docs/durability.md in the repository says
-//! exactly what each durability level and guard promises.
+//! [`RecoveryReport`], [`Progress`] of the walks of a whole database), and the
+//! [`io::Storage`] seam, with the simulated disk [`io::SimDisk`] for those who test their own
+//! crash handling. docs/durability.md in the repository says exactly what each durability
+//! level and guard promises.
 //!
 //! The `internals` feature adds `tilldb::internals` (the engine's layers), test helpers such as
 //! `Options::for_tests` and `Db::check_invariants`, and the io helpers beyond the `Storage`
@@ -62,6 +63,7 @@ pub mod io;
 pub mod mutants;
 mod options;
 mod page;
+mod progress;
 mod record;
 mod stripe;
 mod txn;
@@ -116,4 +118,5 @@ pub use db::{
 pub use error::{Error, IoOp, Result};
 pub use options::{Durability, FlushMethod, Options};
 pub use page::{PoolStats, TornPageGuard};
+pub use progress::Progress;
 pub use wal::{Lsn, WalOptions, WalStats};

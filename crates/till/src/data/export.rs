@@ -3,11 +3,19 @@
 //! rows in memory at a time), in the forms of the module doc of `data/mod.rs`. Without
 //! `--table` each row carries its table (JSONL `"table"`, CSV's first column `table`), so
 //! `import` puts every row back where it was. To standard output, or `--output FILE`.
+//!
+//! A progress bar (rows written, of the tables' counts) is drawn on standard error when it
+//! is a terminal and the rows go elsewhere (`--output`, or standard output piped or
+//! redirected): rows written to the terminal are their own progress, and a bar drawn among
+//! them would garble both.
 
 use super::output::{FileFormat, RowWriter};
 use super::{EncodingArgs, open_to_read, require_table};
 use crate::inspect::CliResult;
+use crate::progress::{self, Unit};
 use clap::Args;
+use indicatif::ProgressBar;
+use std::io::IsTerminal;
 use std::ops::Bound;
 use std::path::PathBuf;
 use tilldb::{Db, Direction};
@@ -45,10 +53,13 @@ pub fn run(args: &ExportArgs) -> CliResult<()> {
         args.encoding.encoding(),
         args.table.is_none(),
     )?;
-    let written = write_tables(&db, &tables, &mut out).map_err(|e| match &args.output {
+    let rows_elsewhere = args.output.is_some() || !std::io::stdout().is_terminal();
+    let bar = progress::bar_if(rows_elsewhere, "exporting", Unit::Rows, 0);
+    let written = write_tables(&db, &tables, &mut out, &bar).map_err(|e| match &args.output {
         Some(path) => format!("{e}; {} holds only the rows before it", path.display()).into(),
         None => e,
     })?;
+    bar.finish_and_clear();
     out.finish()?;
     db.close()?;
     if let Some(path) = &args.output {
@@ -62,9 +73,23 @@ pub fn run(args: &ExportArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// Writes every row of `tables` from one snapshot; returns how many rows were written.
-fn write_tables(db: &Db, tables: &[String], out: &mut RowWriter) -> CliResult<u64> {
+/// Writes every row of `tables` from one snapshot, each counted on `bar`; returns how many
+/// rows were written.
+fn write_tables(
+    db: &Db,
+    tables: &[String],
+    out: &mut RowWriter,
+    bar: &ProgressBar,
+) -> CliResult<u64> {
     let read = db.begin_read()?;
+    // Only the bar's length: a count that does not read (a damaged catalog entry) counts 0
+    // rather than fail an export that reads the rows, not the counts.
+    bar.set_length(
+        tables
+            .iter()
+            .map(|table| read.len_in(table).unwrap_or(0))
+            .sum(),
+    );
     let mut written = 0u64;
     for table in tables {
         let rows = read.range_in(
@@ -81,6 +106,7 @@ fn write_tables(db: &Db, tables: &[String], out: &mut RowWriter) -> CliResult<u6
                 return Ok(written);
             }
             written += 1;
+            bar.inc(1);
         }
     }
     Ok(written)

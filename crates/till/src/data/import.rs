@@ -10,19 +10,20 @@
 //! `--create`.
 //!
 //! A progress bar (bytes of FILE read) is drawn on standard error for a file over
-//! `PROGRESS_FILE_BYTES_MIN` when standard error is a terminal; one line at the end says
-//! what was imported, and how fast.
+//! `PROGRESS_FILE_BYTES_MIN` when standard error is a terminal (`progress.rs`); one line at
+//! the end says what was imported, and how fast.
 
 use super::jsonl::Row;
 use super::open_to_write;
 use super::output::FileFormat;
 use super::rows::{LineError, Rows};
 use crate::inspect::CliResult;
+use crate::progress::{self, Unit};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{BufReader, IsTerminal, Read};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tilldb::Db;
@@ -79,16 +80,12 @@ pub fn run(args: &ImportArgs) -> CliResult<()> {
         .metadata()
         .map_err(|e| format!("stat {}: {e}", args.file.display()))?
         .len();
-    let bar = if file_bytes > PROGRESS_FILE_BYTES_MIN && std::io::stderr().is_terminal() {
-        let bar = ProgressBar::new(file_bytes);
-        bar.set_style(
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} ({eta} left)")
-                .expect("a valid template"),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress::bar_if(
+        file_bytes > PROGRESS_FILE_BYTES_MIN,
+        "importing",
+        Unit::Bytes,
+        file_bytes,
+    );
     let input: Box<dyn Read> = Box::new(bar.wrap_read(file));
     let mut rows = Rows::new(BufReader::with_capacity(1 << 16, input), format);
     let db = open_to_write(&args.dir, args.create)?;

@@ -17,13 +17,18 @@
 //! first and loses it after the header: a copy cut short (the process killed, a disk full)
 //! has the marker and no header, and `Db::open` refuses it (`claim.rs`), never taking it for
 //! a database or creating one there.
+//!
+//! [`Db::backup_to_with_progress`] reports the bytes copied so far (`progress.rs`): the total
+//! is the data files' bytes when step 2 begins, raised by the log's in step 3 once the
+//! segments to copy are known.
 
 use super::{Db, claim};
 use crate::FlushMethod;
 use crate::error::{Error, Result};
 use crate::header::{HEADER_FILE_NAME, HeaderFile};
-use crate::io::{AlignedBuf, Storage};
+use crate::io::{AlignedBuf, Storage, StorageFile};
 use crate::page::{DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, LEDGER_FILE_NAME};
+use crate::progress::{Meter, Progress};
 use crate::wal::{Lsn, SegmentHeader, slot};
 use std::path::Path;
 
@@ -49,6 +54,17 @@ impl Db {
     /// page writes and reads that miss the cache wait. A copy cut short has no header: `Db::open`
     /// refuses it, naming the missing header, and removing the directory starts afresh.
     pub fn backup_to(&self, target: impl AsRef<Path>) -> Result<BackupReport> {
+        self.backup_to_with_progress(target, &mut |_| {})
+    }
+
+    /// [`Db::backup_to`], reporting to `progress` the bytes copied so far (the rules of
+    /// [`Progress`]; the total grows once, when the log segments to copy are known). The
+    /// last report's `done` is the report's `bytes`.
+    pub fn backup_to_with_progress(
+        &self,
+        target: impl AsRef<Path>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<BackupReport> {
         self.check_poison()?;
         let target = target.as_ref();
         let inner = &self.inner;
@@ -70,20 +86,34 @@ impl Db {
         let _checkpoint = inner.checkpoints.hold();
         let header = inner.checkpoints.newest_header();
         let mut report = BackupReport::default();
-        // 2. The data files, at one moment.
+        let mut meter = Meter::new(progress, 0, 0);
+        // 2. The data files, at one moment: their lengths stay while page writes wait.
         inner.pool.with_writes_stopped(&mut || {
+            let mut files = Vec::new();
             for name in [DATA_FILE_NAME, LEDGER_FILE_NAME, DOUBLEWRITE_FILE_NAME] {
                 let from = inner.dir.join(name);
                 if source.exists(&from)? {
-                    report.bytes +=
-                        copy_file((&*source, &*storage), &from, &target.join(name), None)?;
+                    let file = source.open(&from, FlushMethod::Fdatasync)?;
+                    let bytes = file.len()?;
+                    files.push((name, from, file, bytes));
                 }
+            }
+            meter.add_total(files.iter().map(|(.., bytes)| bytes).sum());
+            for (name, from, file, bytes) in files {
+                report.bytes += copy_file(
+                    (&*file, &from),
+                    (&*storage, &target.join(name)),
+                    (bytes, None),
+                    &mut meter,
+                )?;
             }
             Ok(())
         })?;
-        // 3. The log from the redo point to what is durable now.
+        // 3. The log from the redo point to what is durable now: first which segments and
+        // how much of each (so the total is known before the copy), then the copy.
         let end = self.durable_end()?;
         let wal_dir = inner.dir.join(claim::WAL_DIR_NAME);
+        let mut segments = Vec::new();
         for name in source.list_dir(&wal_dir)? {
             let from = wal_dir.join(&name);
             let Some(segment) = read_segment_header(&*source, &from)? else {
@@ -96,11 +126,16 @@ impl Db {
                 continue;
             }
             let keep = u64::from(segment.log_block_bytes) + (end.0.min(seg_end) - segment.base_lsn);
+            segments.push((name, from, segment, keep));
+        }
+        meter.add_total(segments.iter().map(|(.., keep)| keep).sum());
+        for (name, from, segment, keep) in segments {
+            let file = source.open(&from, FlushMethod::Fdatasync)?;
             report.bytes += copy_file(
-                (&*source, &*storage),
-                &from,
-                &target.join(claim::WAL_DIR_NAME).join(&name),
-                Some((keep, segment.segment_bytes, segment)),
+                (&*file, &from),
+                (&*storage, &target.join(claim::WAL_DIR_NAME).join(&name)),
+                (keep, Some((segment.segment_bytes, segment))),
+                &mut meter,
             )?;
             report.segments += 1;
         }
@@ -110,6 +145,8 @@ impl Db {
         storage.remove(&marker)?;
         storage.flush_dir(target)?;
         report.lsn = end;
+        // Every byte counted into the total was copied: `copy_file` copies exactly `keep`.
+        meter.finish();
         tracing::info!(
             target: "tilldb",
             to = %target.display(),
@@ -161,19 +198,20 @@ fn read_segment_header(storage: &dyn Storage, path: &Path) -> Result<Option<Segm
     })
 }
 
-/// Copies `source` to a new file `target` and makes it durable: whole, or its first `keep`
-/// bytes then zeros up to `len`. Returns the bytes copied.
+/// Copies the first `keep` bytes of `from` (the file at `source`) to a new file `target` and
+/// makes it durable; a log segment (`tail`: its length and header) gets zeros after them up
+/// to its length. Returns the bytes copied, `keep`, each chunk counted into `meter` as it
+/// is written.
 fn copy_file(
-    (from_storage, to_storage): (&dyn Storage, &dyn Storage),
-    source: &Path,
-    target: &Path,
-    part: Option<(u64, u64, SegmentHeader)>,
+    (from, source): (&dyn StorageFile, &Path),
+    (to_storage, target): (&dyn Storage, &Path),
+    (keep, tail): (u64, Option<(u64, SegmentHeader)>),
+    meter: &mut Meter<'_>,
 ) -> Result<u64> {
-    let from = from_storage.open(source, FlushMethod::Fdatasync)?;
     let to = to_storage.create(target, FlushMethod::Fdatasync)?;
-    let (keep, len, segment) = match part {
-        Some((keep, len, segment)) => (keep, len, Some(segment)),
-        None => (from.len()?, 0, None),
+    let (len, segment) = match tail {
+        Some((len, segment)) => (len, Some(segment)),
+        None => (0, None),
     };
     let mut buf = AlignedBuf::zeroed(CHUNK_BYTES);
     let mut done = 0u64;
@@ -181,7 +219,7 @@ fn copy_file(
         let want = usize::try_from((keep - done).min(CHUNK_BYTES as u64)).expect("a chunk");
         // A log segment's tail slots first, then its home bytes (`slot::read_from`).
         let copies = match &segment {
-            Some(header) => slot::read_from(&*from, header)?,
+            Some(header) => slot::read_from(from, header)?,
             None => slot::Copies::default(),
         };
         let n = from.read_at(&mut buf[..want], done)?;
@@ -200,10 +238,70 @@ fn copy_file(
         }
         to.write_at(&buf[..n], done)?;
         done += n as u64;
+        meter.advance(n as u64);
     }
+    assert_eq!(done, keep, "a copy of {} stopped short", source.display());
     if len > keep {
         to.allocate_zeroed(keep, len - keep)?;
     }
     to.flush()?;
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Options;
+    use crate::io::{SimConfig, SimDisk};
+    use crate::progress::assert_rules;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_backup_reports_every_byte_it_copies_and_raises_the_total_once_for_the_log() {
+        let options = Options {
+            background_threads: false,
+            ..Options::for_tests()
+        };
+        let disk = Arc::new(SimDisk::new(SimConfig::default()));
+        let db = Db::open_with_storage(disk, Path::new("/db"), options.clone()).expect("create");
+        // Pages checkpointed into the data file (over a chunk of it), then commits only in
+        // the log, so both parts of the copy have bytes.
+        for round in 0..2u32 {
+            for i in 0..20u32 {
+                let mut txn = db.begin().expect("begin");
+                for j in 0..100u32 {
+                    txn.put(format!("k{round}-{i:03}-{j:03}").as_bytes(), &[3; 400])
+                        .expect("put");
+                }
+                txn.commit().expect("commit");
+            }
+            if round == 0 {
+                db.checkpoint().expect("checkpoint");
+            }
+        }
+        let mut reports = Vec::new();
+        let report = db
+            .backup_to_with_progress("/copy", &mut |p| reports.push(p))
+            .expect("backup");
+        assert_rules(&reports);
+        assert_eq!(reports.last().map(|p| p.done), Some(report.bytes));
+        assert!(report.bytes > 2 * CHUNK_BYTES as u64, "{report:?}");
+        assert!(report.segments >= 1, "{report:?}");
+        // The first total is the data files' bytes; raised once, by the log's.
+        let mut totals: Vec<u64> = reports.iter().map(|p| p.total).collect();
+        totals.dedup();
+        assert_eq!(
+            totals.len(),
+            3,
+            "0, the data files, then the log too: {reports:?}"
+        );
+        // A report per chunk copied (each file and segment ends in a short one).
+        let chunks = report.bytes / CHUNK_BYTES as u64;
+        assert!(reports.len() as u64 > chunks, "{reports:?}");
+        let copy = Db::open_with_storage(db.inner.storage.clone(), Path::new("/copy"), options)
+            .expect("the copy opens");
+        assert_eq!(copy.len().expect("len"), 4000);
+        copy.close().expect("close");
+        db.close().expect("close");
+    }
 }

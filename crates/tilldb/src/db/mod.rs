@@ -52,7 +52,7 @@
 //! | `commits` (the commit queue) | `commit/queue.rs` | its mutex | `commit::commit_queued` |
 //! | `spill_to` | `write_set/spill.rs` | its atomics | `WriteSet::spilling` (`txn.rs`) |
 //! | `visible` (visible lsn, snapshots, overlay) | `visible.rs` | its `reads` mutex; two published atomics | `Visible`'s methods |
-//! | `checkpoints` (header file, running checkpoint, its thread, background writer, marks) | `checkpoint.rs` | its mutexes; marks only move forward | `Checkpoints`' methods |
+//! | `checkpoints` (header file, running checkpoint, its thread, background writer, marks) | `checkpoint/` | its mutexes; marks only move forward | `Checkpoints`' methods |
 //! | `graveyard` (dropped tables not reclaimed) | `drop.rs` | its mutex, changed under the writer lock | `Db::reclaim_dropped`, `commit::bury` |
 //! | `counters` | `stats.rs` | atomics | `Counters`' methods |
 //! | `poisoned` | `poison.rs` | itself (set once, never cleared) | `Db::check_poison`, `Db::poison` |
@@ -65,13 +65,12 @@
 //! reads and scans, `range.rs` lazy ranges, `pages.rs` the transactions' views of the pages,
 //! `counts.rs` table lengths, `space.rs` free-space accounting, `check.rs` the tree checks,
 //! `invariants.rs` the in-memory invariants, `backup.rs`, `compact.rs`, `claim.rs` the
-//! one-process lock, `writeback.rs` the background writer, `checkpointer.rs` the checkpoint
-//! thread.
+//! one-process lock, `writeback.rs` the background writer, `checkpoint/thread.rs` the
+//! checkpoint thread.
 
 mod backup;
 mod check;
 mod checkpoint;
-mod checkpointer;
 mod claim;
 mod commit;
 mod compact;
@@ -145,7 +144,7 @@ const SCAN_BATCH: usize = 256;
 pub struct Db {
     inner: Arc<Inner>,
     /// A handle the application holds (counted in `Inner::handles`), not the checkpoint
-    /// thread's own reference (`checkpointer.rs`).
+    /// thread's own reference (`checkpoint/thread.rs`).
     counted: bool,
 }
 

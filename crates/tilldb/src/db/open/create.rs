@@ -123,7 +123,7 @@ pub(super) fn create(
         alloc,
         (report, lock),
     )?;
-    crate::db::checkpointer::start_for(&db)?;
+    crate::db::checkpoint::start_for(&db)?;
     Ok(db)
 }
 

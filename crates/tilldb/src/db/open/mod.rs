@@ -171,7 +171,7 @@ pub(super) fn open_existing(
         ));
     }
     // After the read-only state went in (`get_mut` needs no weak reference either).
-    crate::db::checkpointer::start_for(&db)?;
+    crate::db::checkpoint::start_for(&db)?;
     Ok(db)
 }
 

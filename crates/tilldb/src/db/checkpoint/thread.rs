@@ -17,7 +17,7 @@
 //! while it checkpoints, the close runs on it, and the close does not wait for it (it is
 //! the thread closing).
 
-use super::{Db, Inner};
+use crate::db::{Db, Inner};
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -94,7 +94,7 @@ impl Checkpointer {
 }
 
 /// Starts `db`'s checkpoint thread when its background threads are on.
-pub(super) fn start_for(db: &Db) -> crate::Result<()> {
+pub(in crate::db) fn start_for(db: &Db) -> crate::Result<()> {
     if db.inner.options.background_threads {
         let thread =
             Checkpointer::start(Arc::downgrade(&db.inner)).map_err(|source| crate::Error::Io {
@@ -129,7 +129,7 @@ fn run(inner: &Weak<Inner>, signal: &Signal) {
             counted: false,
         };
         if !db.inner.poisoned.is_set()
-            && let Err(e) = db.fuzzy_checkpoint(super::checkpoint::ReadersHeld::Defer)
+            && let Err(e) = db.fuzzy_checkpoint(super::ReadersHeld::Defer)
         {
             // As a commit that ran it did: the database stops; the commits were durable.
             db.poison(e);

@@ -1,15 +1,19 @@
 //! Checkpoints: fuzzy ones by log volume and time, backpressure when one falls behind, and
 //! the close-time checkpoint of the last handle's drop; the room's state is [`Checkpoints`].
 
-use super::checkpointer::Checkpointer;
-use super::writeback::WriteBack;
+mod thread;
+
+pub(super) use thread::start_for;
+
 use super::{
     BACKPRESSURE_CHECKPOINTS, CHECKPOINT_BATCH_PAGES, Db, Header, Inner, Lsn, Ordering, Result,
 };
+use crate::db::writeback::WriteBack;
 use crate::header::HeaderFile;
 use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
+use thread::Checkpointer;
 
 /// The checkpoint room's state. Its fields are private to this file; the rest of `db/` asks
 /// through the methods below.
@@ -20,7 +24,7 @@ pub(super) struct Checkpoints {
     /// Held by the running checkpoint: one at a time. A backup holds it too, so the header it
     /// copies names a redo point whose log it still finds.
     running: Mutex<()>,
-    /// The checkpoint thread, with background threads on (`checkpointer.rs`).
+    /// The checkpoint thread, with background threads on (`checkpoint/thread.rs`).
     thread: Mutex<Checkpointer>,
     /// The background writer (`writeback.rs`), held so that the last handle stops it.
     writeback: Mutex<WriteBack>,
@@ -76,8 +80,8 @@ impl Checkpoints {
         self.image_horizon.load(Ordering::Acquire)
     }
 
-    /// Installs the checkpoint thread (`checkpointer.rs`), once, when the database opens.
-    pub(super) fn start_thread(&self, thread: Checkpointer) {
+    /// Installs the checkpoint thread (`checkpoint/thread.rs`), once, when the database opens.
+    fn start_thread(&self, thread: Checkpointer) {
         let mut slot = self.thread.lock();
         assert!(!slot.running(), "a second checkpoint thread");
         *slot = thread;
@@ -177,7 +181,7 @@ impl Db {
             let alloc = inner.writer.lock();
             let end = inner.wal.end_lsn();
             // Every commit from here on images the pages older than this checkpoint.
-            super::advance_mark(&inner.checkpoints.image_horizon, end.0, "the image horizon");
+            crate::db::advance_mark(&inner.checkpoints.image_horizon, end.0, "the image horizon");
             (end, *alloc)
         };
         // Every page dirtied before `end`, however many: a page changed again while it is
@@ -215,7 +219,7 @@ impl Db {
                 horizon_lsn = end.0,
                 "checkpoint deferred: a page dirty from before the image horizon"
             );
-            super::advance_mark(&inner.checkpoints.end, end.0, "the checkpoint end");
+            crate::db::advance_mark(&inner.checkpoints.end, end.0, "the checkpoint end");
             return Ok(());
         }
         // Before the header moves redo past the records that built the versions written:
@@ -289,7 +293,7 @@ impl Db {
         drop(header_file);
         // The header is durable: from here on, redo starts at `redo`, and the next checkpoint
         // is due a distance after `end`.
-        super::advance_mark(&inner.checkpoints.end, end.0, "the checkpoint end");
+        crate::db::advance_mark(&inner.checkpoints.end, end.0, "the checkpoint end");
         // Only now, with the header that no longer needs them durable: the segments before
         // the new redo point may be reused (`tests/log_gaps.rs` crashes at every step here),
         // unless a feed consumer still needs them.
@@ -320,7 +324,7 @@ impl Db {
 
     /// Runs a checkpoint when enough log was written since the last one, or any log and
     /// `checkpoint_interval` went by, unless one is running: asks the checkpoint thread for
-    /// it (`checkpointer.rs`), or without one runs it here. `end` is the log end as the
+    /// it (`checkpoint/thread.rs`), or without one runs it here. `end` is the log end as the
     /// caller knows it (a committer: its own commit's end; reading the log's own end would
     /// take its lock on every commit). Requires: the caller holds no writer lock.
     pub(super) fn maybe_checkpoint(&self, end: Lsn) -> Result<()> {
@@ -338,7 +342,7 @@ impl Db {
         if due && !inner.checkpoints.running.is_locked() {
             let thread = inner.checkpoints.thread.lock();
             if thread.running() {
-                // The thread runs it; this commit returns (`checkpointer.rs`).
+                // The thread runs it; this commit returns (`checkpoint/thread.rs`).
                 thread.ask();
             } else {
                 drop(thread);
