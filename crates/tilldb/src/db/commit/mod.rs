@@ -213,6 +213,12 @@ pub(super) fn apply(
     } else {
         before
     };
+    // The redo point of a page this commit dirtied is inside the commit: at or after the log
+    // end it started from, never past its own end.
+    assert!(
+        before <= redo_from && redo_from <= lsn.0,
+        "redo point {redo_from} outside the commit [{before}, {lsn}]"
+    );
     inner.pool.stamp(&touched, lsn.0, redo_from);
     if held {
         inner.pool.release_held(lsn.0, redo_from)?;

@@ -334,7 +334,14 @@ where
         );
         // The pair of the read side's check: the part reads back as it was written.
         debug_assert_eq!(record::part_of(&payload), Ok(part), "a part read back");
-        end = db.inner.wal.append(&payload)?;
+        let appended = db.inner.wal.append(&payload)?;
+        // A commit's parts follow each other in the log: each ends after the one before.
+        assert!(
+            appended > end,
+            "part {} of a commit ends at {appended}, not after the part before it ({end})",
+            part.index
+        );
+        end = appended;
         *records += 1;
     }
     if last && several {
