@@ -83,6 +83,39 @@ fn a_transaction_many_times_the_largest_record_commits_in_parts_and_survives_a_r
     db.check().expect("check after reopen");
 }
 
+/// A 1,000,000-row import left its `txn-spill.tdb` (138-306 MB) in the directory after a clean
+/// exit, until the next open removed it: nothing removed the scratch file once its last page
+/// was read back. Now the pool removes it as soon as no page is left in it: after the commit
+/// that spilled (its held pages read back at its last part) and so after the close too. The
+/// next large commit makes it afresh.
+#[test]
+fn the_spill_file_of_a_large_commit_stays_in_the_directory_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spill = dir.path().join(tilldb::internals::files::SPILL_FILE_NAME);
+    let db = Db::open(dir.path(), Options::for_tests()).expect("open");
+    for round in 1..=2 {
+        let spills = db.stats().pool.spills;
+        put_rows(&db, 0, 20_000, round).expect("a 20,000-row transaction commits");
+        assert!(
+            db.stats().pool.spills > spills,
+            "round {round}: the 64-page cache spilled nothing"
+        );
+        assert!(
+            !spill.exists(),
+            "round {round}: {} is left after the commit that spilled into it",
+            spill.display()
+        );
+    }
+    assert_eq!(all(&db).len(), 20_000);
+    db.check().expect("check");
+    drop(db);
+    assert!(
+        !spill.exists(),
+        "{} is left after a clean close",
+        spill.display()
+    );
+}
+
 /// A power cut at every tenth write of a multi-part commit, on the simulated disk: after
 /// recovery the database holds all of it or none of it, never a prefix, and `check` passes.
 #[test]

@@ -674,12 +674,16 @@ fn a_read_only_handle_opens_while_the_writer_has_spill_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let writer = Db::open(dir.path(), Options::for_tests()).expect("open");
     // A commit larger than the cache: the pages of its earlier parts spill to
-    // `txn-spill.tdb`.
+    // `txn-spill.tdb`. Read back at its last part, they leave the file empty (and removed)
+    // unless evictions park pages there: they do while a read-only handle holds a snapshot.
+    let early = Db::open_read_only(dir.path(), Options::for_tests()).expect("read-only");
+    let snapshot = early.begin_read().expect("read");
     let mut txn = writer.begin().expect("begin");
     for i in 0..20_000 {
         txn.put(&key(i), &[7u8; 100]).expect("put");
     }
     txn.commit().expect("commit");
+    assert!(writer.stats().pool.parks > 0, "{:?}", writer.stats().pool);
     // A transaction past `write_set_bytes`, open: its writes are in `txn-writes-*.tdb`.
     let mut open_txn = writer.begin().expect("begin");
     for i in 0..20_000 {
@@ -705,6 +709,8 @@ fn a_read_only_handle_opens_while_the_writer_has_spill_files() {
         Some(vec![7u8; 100])
     );
     assert!(dir.path().join("txn-spill.tdb").exists());
+    drop(snapshot);
+    drop(early);
     open_txn.commit().expect("the spilled transaction commits");
     assert_eq!(
         writer

@@ -350,6 +350,10 @@ impl Backend for PoolBackend {
     fn spill_read(&self, slot: u64, id: PageId) -> Result<PageBuf> {
         self.files.spill().read(slot, id)
     }
+
+    fn spill_discard(&self) -> bool {
+        self.files.spill().discard()
+    }
 }
 
 impl PoolBackend {

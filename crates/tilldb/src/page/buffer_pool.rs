@@ -80,6 +80,11 @@ pub trait Backend: Send + Sync {
     fn spill_write(&self, slot: u64, page: &mut PageBuf) -> Result<()>;
     /// Reads held page `id` back from `slot` of the spill file.
     fn spill_read(&self, slot: u64, id: PageId) -> Result<PageBuf>;
+    /// No page is in the spill file: remove it. Returns whether it went (its slots then
+    /// start again from 0). Default: nothing to remove.
+    fn spill_discard(&self) -> bool {
+        false
+    }
 
     /// Runs `f` while no page is written or read and no ledger saved (a backup copying the
     /// data files at one moment). Default: just runs it.

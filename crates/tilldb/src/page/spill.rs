@@ -15,8 +15,10 @@
 //! ```
 //!
 //! Which page is in which slot lives only in the pool's memory. The file is scratch: never
-//! flushed, never read by recovery, removed when the database opens (`SpillFile::new`) and
-//! made only when a commit first spills. A page read back is checked like a data page; one
+//! flushed, never read by recovery, made only when a page is first spilled, removed when the
+//! pool finds no page left in it (`SpillFile::discard`: after a commit's last part read its
+//! held pages back, after a checkpoint or a close unparked the parked ones), and removed when
+//! the database opens, should a process that died have left it (`SpillFile::new`). A page read back is checked like a data page; one
 //! that fails is `Corruption` naming this file and the offset.
 
 use super::{PageBuf, PageId};
@@ -70,6 +72,28 @@ impl SpillFile {
         }
         let file = file.as_ref().expect("made above");
         file.write_at(page.seal(), slot * u64::from(self.page_bytes))
+    }
+
+    /// Removes the file, if made: no page is in it any more (the pool's slots are all free
+    /// and none is on its way in or out). The next spill makes it afresh. Returns whether it
+    /// went: a file that cannot be removed stays as it was, in use (a scratch file is no
+    /// reason to fail the commit that emptied it; the next open removes it).
+    pub fn discard(&self) -> bool {
+        let mut file = self.file.lock();
+        // Closed first: Windows removes no file that is open.
+        if file.take().is_none() {
+            return false;
+        }
+        match self.storage.remove(&self.path) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "spill file not removed");
+                // Its slots stay taken, so its pages' places stay valid; a file that cannot be
+                // opened again is made afresh by the next spill (and fails it, not silently).
+                *file = self.storage.open(&self.path, FlushMethod::Fdatasync).ok();
+                false
+            }
+        }
     }
 
     /// Reads back page `id` from `slot`, checked.

@@ -86,6 +86,20 @@ impl Spilled {
         }
     }
 
+    /// Every slot taken is free again: no page is in the spill file and none is on its way
+    /// in or out (a spill between its slot and its record, a read back between its read and
+    /// its release: neither is counted free). Only then may the file go.
+    fn all_free(&self) -> bool {
+        self.pages.is_empty() && self.free.len() as u64 == self.slots
+    }
+
+    /// The slots start again from 0: the file was removed.
+    fn reset(&mut self) {
+        assert!(self.all_free(), "spill slots reset with a page in the file");
+        self.free.clear();
+        self.slots = 0;
+    }
+
     /// The lowest redo point of a spilled page.
     pub(super) fn min_rec_lsn(&self) -> Option<u64> {
         self.pages.values().filter_map(|p| p.rec_lsn).min()
@@ -172,10 +186,20 @@ impl BufferPool {
             Self::release_frame(f, lsn, redo_from);
             self.unpin(frame);
         }
-        let spilled = self.spilled.lock();
+        let mut spilled = self.spilled.lock();
         assert!(spilled.ids(true).is_empty(), "a held page stayed spilled");
         spilled.check_slots(false);
+        self.discard_spill_if_empty(&mut spilled);
         Ok(())
+    }
+
+    /// Removes the spill file when no page is left in it, so that no scratch file of a large
+    /// commit outlives it (hundreds of megabytes after a million-row commit) until the next
+    /// open. Under the list's lock: no slot is taken while the file goes.
+    fn discard_spill_if_empty(&self, spilled: &mut Spilled) {
+        if spilled.slots > 0 && spilled.all_free() && self.backend.spill_discard() {
+            spilled.reset();
+        }
     }
 
     /// Brings every parked page back into a frame, dirty with its redo point, for the
@@ -193,7 +217,9 @@ impl BufferPool {
                 back += 1;
             }
         }
-        self.spilled.lock().check_slots(false);
+        let mut spilled = self.spilled.lock();
+        spilled.check_slots(false);
+        self.discard_spill_if_empty(&mut spilled);
         Ok(back)
     }
 
