@@ -55,6 +55,10 @@ pub struct StoreArgs {
     /// Seconds per thread count, and for the reads.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Operations each phase does at least, all threads together: it runs past --seconds
+    /// until it has (each thread does at least one). For a short run on a loaded machine.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_ops: u64,
     /// What each commit waits for: sync (flushed), buffered (written to the OS) or lazy.
     #[arg(long, default_value = "sync")]
     durability: Durability,
@@ -130,7 +134,10 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
         args.seconds,
     )?;
     bar.inc(1);
-    let duration = Duration::from_secs_f64(args.seconds);
+    let span = store_load::Span {
+        time: Duration::from_secs_f64(args.seconds),
+        min_ops: args.min_ops,
+    };
     let mut rows = Vec::with_capacity(args.threads.len());
     for (index, &threads) in args.threads.iter().enumerate() {
         bar.set_message(format!("writes, {threads} threads"));
@@ -138,7 +145,7 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
         let phase = store_load::run_threads(
             &db,
             threads,
-            duration,
+            span,
             SEED_WRITES + ((index as u64) << 16),
             args.value_bytes,
             |db, state| store_load::put_random(db, state, keys, durability),
@@ -149,7 +156,7 @@ pub fn run(args: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
     let read_threads = args.threads.iter().copied().max().expect("validated");
     bar.set_message(format!("reads, {read_threads} threads"));
     let keys = args.keys;
-    let phase = store_load::run_threads(&db, read_threads, duration, SEED_READS, 0, |db, s| {
+    let phase = store_load::run_threads(&db, read_threads, span, SEED_READS, 0, |db, s| {
         store_load::get_random(db, s, keys)
     })?;
     let reads = read_row(read_threads, &phase);

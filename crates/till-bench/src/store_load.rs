@@ -4,13 +4,17 @@
 //!
 //! ```text
 //!  main:    spawn N, gate closed -> stats -> open gate -> sleep -> stop -> join -> stats
-//!  threads:          wait at gate -> loop { time op(state) } until stop -> sort
+//!  threads:          wait at gate -> loop { time op(state) } until stop and min_ops -> sort
 //! ```
+//!
+//! A phase lasts its time *and* at least its [`Span::min_ops`] operations, all threads
+//! together, and every thread does at least one: on a loaded machine a short phase still
+//! measures something (a test that checks what a phase did asks for operations, not for time).
 //!
 //! Keys are chosen by a per-thread xorshift generator seeded from the phase and the thread
 //! index, so two runs with the same flags touch the same keys in the same order per thread.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tilldb::Db;
 use tilldb::PoolStats;
@@ -109,13 +113,27 @@ impl Phase {
     }
 }
 
-/// Runs `threads` threads, each calling `op` in a loop for `duration`. Thread `i` starts
+/// How long a phase runs: `time`, and past it until its threads did `min_ops` operations in
+/// all (each thread at least one).
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    pub time: Duration,
+    pub min_ops: u64,
+}
+
+impl From<Duration> for Span {
+    fn from(time: Duration) -> Span {
+        Span { time, min_ops: 0 }
+    }
+}
+
+/// Runs `threads` threads, each calling `op` in a loop for `span`. Thread `i` starts
 /// with `XorShift::new(seed + i)` and a `value_bytes` value. The first error stops every
 /// thread and is returned.
 pub fn run_threads<F>(
     db: &Db,
     threads: usize,
-    duration: Duration,
+    span: impl Into<Span>,
     seed: u64,
     value_bytes: usize,
     op: F,
@@ -123,10 +141,14 @@ pub fn run_threads<F>(
 where
     F: Fn(&Db, &mut ThreadState) -> tilldb::Result<()> + Sync,
 {
+    let span = span.into();
+    // Operations the threads did after the stop, counted only then (a shared counter
+    // touched by every operation would cost the reads their scaling).
+    let done = AtomicU64::new(0);
     let run = super::threads::run_gated(
         threads,
         "store",
-        duration,
+        span.time,
         || db.stats(),
         |i, stop| {
             let state = ThreadState {
@@ -134,7 +156,7 @@ where
                 value: vec![0xA5; value_bytes],
                 missing: 0,
             };
-            run_until(db, state, &op, stop)
+            run_until(db, state, &op, stop, (&done, span.min_ops))
         },
     )?;
     let workers = run.results.into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -146,27 +168,39 @@ where
     })
 }
 
-/// One thread: run and time `op` until told to stop.
+/// One thread: run and time `op` until told to stop and the threads did `min_ops` in all
+/// (`done` counts what they reported); at least once.
 fn run_until<F>(
     db: &Db,
     mut state: ThreadState,
     op: &F,
     stop: &AtomicBool,
+    (done, min_ops): (&AtomicU64, u64),
 ) -> tilldb::Result<Worker>
 where
     F: Fn(&Db, &mut ThreadState) -> tilldb::Result<()>,
 {
     let mut latencies = Histogram::new();
     let mut ops = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    let mut reported = 0u64;
+    loop {
         let t = Instant::now();
         if let Err(e) = op(db, &mut state) {
             stop.store(true, Ordering::Relaxed);
+            // Whatever the others wait for, no more is coming from here.
+            done.store(u64::MAX / 2, Ordering::Relaxed);
             return Err(e);
         }
         let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
         ops += 1;
         latencies.record(ns);
+        if stop.load(Ordering::Relaxed) {
+            let total = done.fetch_add(ops - reported, Ordering::Relaxed) + (ops - reported);
+            reported = ops;
+            if total >= min_ops {
+                break;
+            }
+        }
     }
     assert_eq!(latencies.count(), ops, "an operation not timed");
     Ok(Worker {

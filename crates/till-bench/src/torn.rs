@@ -75,6 +75,10 @@ pub struct TornArgs {
     /// Seconds per guard per round.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
+    /// Commits each guard's round does at least, all threads together: it runs past
+    /// --seconds until it has. For a short run on a loaded machine.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_ops: u64,
     /// Rounds; each runs every guard once, in turn.
     #[arg(long, default_value_t = 2)]
     rounds: u32,
@@ -182,7 +186,10 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             latencies: Histogram::new(),
         })
         .collect();
-    let duration = Duration::from_secs_f64(args.seconds);
+    let span = store_load::Span {
+        time: Duration::from_secs_f64(args.seconds),
+        min_ops: args.min_ops,
+    };
     let keys = args.keys;
     for round in 0..args.rounds {
         for ((db, counts), row) in dbs.iter().zip(rows.iter_mut()) {
@@ -191,7 +198,7 @@ pub fn run(args: &TornArgs) -> Result<(), Box<dyn std::error::Error>> {
             let phase = store_load::run_threads(
                 db,
                 args.threads,
-                duration,
+                span,
                 SEED_UPDATES + (u64::from(round) << 8),
                 args.value_bytes,
                 |db, state| store_load::put_random(db, state, keys, Durability::Sync),
