@@ -428,7 +428,7 @@ impl Space {
         page_count: u64,
         free_head: PageId,
     ) -> tilldb::Result<Space> {
-        Ok(space_from!(Db::check_space_of(
+        Ok(space_from!(tilldb::internals::check_space_of(
             pages, page_count, free_head
         )?))
     }

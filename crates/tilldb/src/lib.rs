@@ -103,6 +103,22 @@ pub mod internals {
     pub mod wal {
         pub use crate::wal::*;
     }
+
+    /// [`Db::check_space`](crate::Db::check_space) over any pages, for tools that read a
+    /// data file without recovering it (`till stats`): `page_count` and `free_head` are the
+    /// allocator state the pages were written with (a header's, when no log record follows
+    /// its checkpoint).
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::check_space`](crate::Db::check_space).
+    pub fn check_space_of<P: crate::btree::Pages>(
+        pages: &P,
+        page_count: u64,
+        free_head: crate::PageId,
+    ) -> crate::Result<crate::SpaceCheck> {
+        crate::Db::check_space_of(pages, page_count, free_head)
+    }
 }
 
 /// The README's example, compiled and run as a doctest so that it stays true.
@@ -117,6 +133,6 @@ pub use db::{
 };
 pub use error::{Error, IoOp, Result};
 pub use options::{Durability, FlushMethod, Options};
-pub use page::{PoolStats, TornPageGuard};
+pub use page::{PageId, PoolStats, TornPageGuard};
 pub use progress::Progress;
-pub use wal::{Lsn, WalOptions, WalStats};
+pub use wal::{Lsn, TailGuard, WalOptions, WalStats};

@@ -231,10 +231,11 @@ fn check_space_of_a_closed_data_file_agrees_with_the_open_database() {
         .expect("slot")
     });
     let (_, header) = choose_slot(slots).expect("valid").expect("a header");
-    let space =
-        Db::check_space_of(&mem, header.page_count, header.free_head).expect("check space of");
+    let space = tilldb::internals::check_space_of(&mem, header.page_count, header.free_head)
+        .expect("check space of");
     assert_eq!(space, open_space);
-    let past = Db::check_space_of(&mem, header.page_count, PageId(header.page_count + 5));
+    let past =
+        tilldb::internals::check_space_of(&mem, header.page_count, PageId(header.page_count + 5));
     assert!(
         matches!(past, Err(tilldb::Error::Corruption { what, .. }) if what.contains("past")),
         "{past:?}"

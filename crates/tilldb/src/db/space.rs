@@ -27,7 +27,7 @@ impl Db {
     /// A tree or free-list page that does not validate, and a free list reaching past
     /// `page_count` or into a page that is not free, are [`Error::Corruption`]. Pages owned
     /// twice or by no one are listed in the result, with the owners' names.
-    pub fn check_space_of<P: Pages>(
+    pub(crate) fn check_space_of<P: Pages>(
         pages: &P,
         page_count: u64,
         free_head: PageId,
