@@ -64,4 +64,13 @@ impl Db {
             }
         }
     }
+
+    /// The distinct redo points of the dirty pages now (in frames or spilled), lowest first.
+    /// Each must be where a commit began: recovery replays from the header's redo point, and
+    /// a checkpoint takes the lowest of these. For tests.
+    #[cfg(any(test, feature = "internals"))]
+    #[must_use]
+    pub fn dirty_redo_points(&self) -> std::collections::BTreeSet<u64> {
+        self.inner.pool.redo_points()
+    }
 }

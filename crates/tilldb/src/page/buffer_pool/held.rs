@@ -102,7 +102,12 @@ impl Spilled {
 
     /// The lowest redo point of a spilled page.
     pub(super) fn min_rec_lsn(&self) -> Option<u64> {
-        self.pages.values().filter_map(|p| p.rec_lsn).min()
+        self.rec_lsns().min()
+    }
+
+    /// The redo points of the spilled pages.
+    pub(super) fn rec_lsns(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pages.values().filter_map(|p| p.rec_lsn)
     }
 
     /// The spilled pages that are held (`true`) or parked (`false`).

@@ -177,6 +177,18 @@ impl BufferPool {
             .min()
     }
 
+    /// The distinct redo points of the dirty pages, in frames or spilled, lowest first: for
+    /// tests of where commits and recovery put them (each must be where a commit began).
+    #[must_use]
+    pub fn redo_points(&self) -> std::collections::BTreeSet<u64> {
+        let spilled = self.spilled.lock();
+        self.frames
+            .iter()
+            .filter_map(super::Frame::rec_lsn)
+            .chain(spilled.rec_lsns())
+            .collect()
+    }
+
     /// Number of dirty frames.
     #[must_use]
     pub fn dirty_count(&self) -> usize {
