@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 53] = [
+pub const ALL: [(&str, &str); 56] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -220,6 +220,18 @@ pub const ALL: [(&str, &str); 53] = [
     (
         "snapshot-registered-unlocked",
         "a snapshot is registered without the tree lock: one registered while a large commit that kept no values for older snapshots is applied reads its pages as of before it",
+    ),
+    (
+        "feed-reopen-without-start",
+        "after a feed consumer's LogMissing the log reopens with no start: nothing checks that it still begins at or before the checkpoint's redo point and reaches it",
+    ),
+    (
+        "feed-retention-exact-counts-over",
+        "a consumer whose position keeps exactly feed_retention_bytes of log files counts as over it and is dropped (one segment early)",
+    ),
+    (
+        "feed-start-before-released",
+        "the feed's moved start is made durable before its released mark: a crash between them lets a new consumer register late without a word",
     ),
 ];
 

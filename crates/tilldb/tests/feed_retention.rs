@@ -162,3 +162,162 @@ fn a_consumer_registered_at_a_known_position_after_a_release_reads_from_there() 
     assert!(seen >= 1, "the sale after the registration was not fed");
     db.close().expect("close");
 }
+
+/// The log files a consumer at `position` keeps on the disk as it is: the chain of segments
+/// recovery follows from the one holding it, in bytes.
+fn log_file_bytes_from(disk: &SimDisk, position: Lsn) -> (usize, u64) {
+    use tilldb::internals::wal::{SegmentRole, inspect_log};
+    let log = inspect_log(
+        &disk.fork(0),
+        &Path::new(DIR).join("wal"),
+        Some(position),
+        |_| {},
+    )
+    .expect("inspect");
+    let chain: Vec<u64> = log
+        .segments
+        .iter()
+        .filter(|s| matches!(s.role, SegmentRole::Chain { .. }))
+        .map(|s| s.file_bytes)
+        .collect();
+    (chain.len(), chain.iter().sum())
+}
+
+/// The mutation audit, item 7 (a step no test guarded). `feed_retention_bytes` is the most log
+/// files a consumer's position may keep: exactly that much is within it, one byte more is over. A
+/// consumer registered at the feed's start and never acknowledging, several segments of sales, a
+/// checkpoint, a kill; then the open (which decides whom to keep before it releases any log) with
+/// the retention set to exactly the log files the consumer keeps (the chain from its segment plus
+/// the fresh segment every open starts) keeps it, and one byte less drops it. With the mutant
+/// `feed-retention-exact-counts-over` the open at exactly the retention dropped the consumer: a
+/// head office cut off, and made to copy the whole database again, one segment early.
+#[test]
+fn a_consumer_keeping_exactly_feed_retention_bytes_of_log_files_is_not_dropped() {
+    let disk = SimDisk::new(SimConfig::default());
+    let options = options();
+    let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options.clone())
+        .expect("create");
+    let position =
+        Feed::open_consumer_with_storage(Arc::new(disk.clone()), Path::new(DIR), "office")
+            .expect("register")
+            .position();
+    for i in 0..6000 {
+        sale(&db, 0, i);
+    }
+    db.checkpoint().expect("checkpoint");
+    std::mem::forget(db);
+    disk.crash(CrashMode::ProcessKill);
+    let (segments, chain_bytes) = log_file_bytes_from(&disk, position);
+    assert!(segments >= 3, "the consumer keeps {segments} segments");
+    // The open starts a fresh segment; retention counts a whole one for the segment being
+    // written, so the two must agree for this sum to be the files on disk.
+    assert_eq!(options.wal.first_segment_bytes, options.wal.segment_bytes);
+    let exact = chain_bytes + options.wal.first_segment_bytes;
+    for (retention, dropped) in [(exact, false), (exact - 1, true)] {
+        let fork = disk.fork(1);
+        let options = Options {
+            feed_retention_bytes: retention,
+            ..options.clone()
+        };
+        let db =
+            Db::open_with_storage(Arc::new(fork.clone()), Path::new(DIR), options).expect("open");
+        let states = feed::consumers_with_storage(&fork, Path::new(DIR)).expect("consumers");
+        let office = states.iter().find(|c| c.name == "office").expect("listed");
+        assert_eq!(
+            office.dropped.is_some(),
+            dropped,
+            "a consumer keeping {} log files of {exact} bytes in all with \
+             feed_retention_bytes = {retention}: {office:?}",
+            segments + 1
+        );
+        db.close().expect("close");
+    }
+}
+
+/// The mutation audit, item 7 (a step no test guarded). With no consumer registered the feed's
+/// start moves up at a checkpoint, and `feed/released` says the log before it is gone: a consumer
+/// registering later is refused, told where it can start. The two are separate durable writes, the
+/// released mark first: a crash between them leaves a start that is refused although it could still
+/// be read, never a moved start with no mark. Here the checkpoint that moves the start is crashed
+/// at every call it makes (process kill at every cut of each write; power cuts with and without
+/// garbage sectors), and on each crashed disk a new consumer either registers at the feed's first
+/// start, or is refused naming an lsn. With the mutant `feed-start-before-released` (the start
+/// written first), a kill once the new start was renamed into place, before the released mark,
+/// registered the new consumer at the moved start without a word: the transactions before it, which
+/// it believes it has, never reach it.
+#[test]
+fn a_crash_while_the_feed_start_moves_never_registers_a_new_consumer_late_without_a_word() {
+    let disk = SimDisk::new(SimConfig::default());
+    let options = Options {
+        // Retention for nobody: 2 MiB of log files; checkpoints only by hand.
+        feed_retention_bytes: 2 << 20,
+        checkpoint_log_bytes: 64 << 20,
+        ..options()
+    };
+    let db =
+        Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options).expect("create");
+    let first = feed::start_with_storage(&disk, Path::new(DIR)).expect("start");
+    for i in 0..6000 {
+        sale(&db, 0, i);
+    }
+    disk.record_crash_points(true);
+    db.checkpoint().expect("checkpoint");
+    let mut points = disk.take_crash_points();
+    points.push(disk.crash_point_now());
+    disk.record_crash_points(false);
+    db.close().expect("close");
+    let moved = feed::start_with_storage(&disk, Path::new(DIR)).expect("start");
+    assert!(
+        moved > first,
+        "the checkpoint did not move the start from {first}"
+    );
+    let power_cuts = [
+        CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: false,
+        },
+        CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: true,
+        },
+    ];
+    let (mut at_first, mut refused) = (0, 0);
+    for point in &points {
+        let kills = (0..point.cuts()).map(|cut| (cut, CrashMode::ProcessKill, 0));
+        let cuts = power_cuts
+            .iter()
+            .enumerate()
+            .map(|(seed, &mode)| (point.cuts() - 1, mode, seed as u64));
+        for (cut, mode, seed) in kills.chain(cuts) {
+            let case = format!("crash at {point:?} (cut {cut}), {mode:?}");
+            let crashed = point.disk(cut, seed);
+            crashed.crash(mode);
+            match Feed::open_consumer_with_storage(Arc::new(crashed), Path::new(DIR), "late") {
+                Ok(late) => {
+                    assert_eq!(
+                        late.position(),
+                        first,
+                        "{case}: a new consumer registered at lsn {} with no word that the \
+                         feed, which began at lsn {first}, released the log before it",
+                        late.position()
+                    );
+                    at_first += 1;
+                }
+                Err(Error::FeedUnavailable { lsn, .. }) => {
+                    assert!(lsn >= first.0, "{case}: refused naming lsn {lsn}");
+                    refused += 1;
+                }
+                Err(e) => panic!("{case}: {e}"),
+            }
+        }
+    }
+    println!(
+        "{} crash points of the checkpoint: {at_first} crashed disks register at the first \
+         start, {refused} refuse",
+        points.len()
+    );
+    assert!(
+        at_first > 0 && refused > 0,
+        "{at_first} at the start, {refused} refused"
+    );
+}

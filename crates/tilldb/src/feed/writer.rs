@@ -110,7 +110,13 @@ impl FeedWriter {
     /// log before it is gone (a consumer registering later is refused, `Feed::open_consumer`).
     pub(crate) fn keep_from(&self, end: Lsn, redo: Lsn, wal: &Wal) -> Result<Lsn> {
         let storage = &*self.storage;
-        let limit = wal.lsn_kept_within(self.retention_bytes);
+        // Log files totalling exactly `feed_retention_bytes` are within it; only more is over.
+        let within = if crate::mutants::active("feed-retention-exact-counts-over") {
+            self.retention_bytes.saturating_sub(1)
+        } else {
+            self.retention_bytes
+        };
+        let limit = wal.lsn_kept_within(within);
         let mut oldest: Option<Lsn> = None;
         let mut any = false;
         for consumer in feed::consumers_with(storage, &self.dir)? {
@@ -154,8 +160,14 @@ impl FeedWriter {
                  the start would keep more than checkpoint_log_bytes (or feed_retention_bytes) \
                  of log files"
             );
-            feed::write_lsn_file_durably(storage, &feed_dir.join(RELEASED_FILE), redo)?;
-            feed::write_lsn_file_durably(storage, &start_path, redo)?;
+            let released_path = feed_dir.join(RELEASED_FILE);
+            if crate::mutants::active("feed-start-before-released") {
+                feed::write_lsn_file_durably(storage, &start_path, redo)?;
+                feed::write_lsn_file_durably(storage, &released_path, redo)?;
+            } else {
+                feed::write_lsn_file_durably(storage, &released_path, redo)?;
+                feed::write_lsn_file_durably(storage, &start_path, redo)?;
+            }
             return Ok(redo);
         }
         Ok(if any { end } else { start })

@@ -170,8 +170,15 @@ pub(super) fn open_log(
         Some(begin),
     );
     let (wal, _recovery) = match opened {
+        // The consumer's log is gone: open from the checkpoint, which recovery still needs
+        // (the retry checks that the log begins at or before it and reaches it).
         Err(Error::LogMissing { .. }) if begin < checkpoint => {
-            Wal::open_from(Arc::clone(storage), &wal_dir, wal_options, Some(checkpoint))?
+            let start = if crate::mutants::active("feed-reopen-without-start") {
+                None
+            } else {
+                Some(checkpoint)
+            };
+            Wal::open_from(Arc::clone(storage), &wal_dir, wal_options, start)?
         }
         other => other?,
     };
