@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 56] = [
+pub const ALL: [(&str, &str); 58] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -232,6 +232,14 @@ pub const ALL: [(&str, &str); 56] = [
     (
         "feed-start-before-released",
         "the feed's moved start is made durable before its released mark: a crash between them lets a new consumer register late without a word",
+    ),
+    (
+        "replay-redo-point-at-part",
+        "recovery gives a page a commit logged in parts changed the lsn of the part that changed it as its redo point, not the commit's first part's: a redo point inside the commit",
+    ),
+    (
+        "release-held-newest-redo-point",
+        "releasing a commit logged in parts gives each page it held the commit's redo point even when the page had an older one (newest wins)",
     ),
 ];
 

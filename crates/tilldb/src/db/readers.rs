@@ -487,8 +487,11 @@ impl Drop for GateGuard<'_> {
         assert!(state.depth > 0, "a gate guard dropped twice");
         state.depth -= 1;
         if state.depth == 0 {
-            // What was written may depend on lsns published only now: publish first. (Lock
-            // order: `state`, then `published`; `try_enter` never holds both.)
+            // What was written may depend on lsns published only now: publish first. (Every
+            // entry publishes after it takes the lock, and every page write forces the log
+            // before it enters, so this finds nothing new today: a second line, see
+            // docs/testing.md. Lock order: `state`, then `published`; `try_enter` never holds
+            // both.)
             let _ = self.gate.publish();
             state.held = None;
         }

@@ -244,7 +244,9 @@ impl BufferPool {
             .as_mut()
             .expect("a held frame holds its page")
             .set_lsn(lsn);
-        if f.rec_lsn().is_none() {
+        // A page dirty since before the commit keeps its older redo point: it covers a change
+        // of an earlier commit that is on no disk yet.
+        if f.rec_lsn().is_none() || crate::mutants::active("release-held-newest-redo-point") {
             f.set_rec_lsn(Some(redo_from));
         }
         f.held.store(false, Ordering::Release);
