@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 58] = [
+pub const ALL: [(&str, &str); 59] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -240,6 +240,10 @@ pub const ALL: [(&str, &str); 58] = [
     (
         "release-held-newest-redo-point",
         "releasing a commit logged in parts gives each page it held the commit's redo point even when the page had an older one (newest wins)",
+    ),
+    (
+        "refresh-in-place-past-checkpoint",
+        "a read-only handle's refresh goes on in place although the writer's checkpoint moved the redo point since its snapshot (and may have released the log it was following)",
     ),
 ];
 

@@ -4,6 +4,8 @@
 //! snapshot. `tests/read_only_procs.rs` runs writer and readers as separate processes.
 
 mod common;
+#[path = "common/gate.rs"]
+mod gate;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -720,4 +722,119 @@ fn a_read_only_handle_opens_while_the_writer_has_spill_files() {
             .expect("get"),
         Some(vec![8u8; 100])
     );
+}
+
+/// Holds a read-only handle's refresh at its next try at the snapshot lock (`tilldb.readers`,
+/// shared) once armed: the handle has let go of its old snapshot and holds none, so the
+/// writer may write pages and its header, and release log segments, meanwhile.
+#[derive(Debug)]
+struct SnapshotLockGate(std::sync::Arc<gate::Gate>);
+
+impl tilldb::io::Hooks for SnapshotLockGate {
+    fn before(&self, call: &tilldb::io::Call<'_>) -> tilldb::Result<()> {
+        if let tilldb::io::Call::Lock { path, mode } = call
+            && path.ends_with("tilldb.readers")
+            && *mode == tilldb::io::LockMode::Shared
+        {
+            self.0.pass();
+        }
+        Ok(())
+    }
+}
+
+/// Round `round` of `REWRITE_ROWS` rows, each about 400 bytes: every round rewrites the same
+/// keys, so a reader that misses a commit shows an older round.
+fn rewrite_rows(db: &Db, round: u32) {
+    let mut txn = db.begin().expect("begin");
+    for i in 0..REWRITE_ROWS {
+        txn.put(
+            &key(i),
+            format!("round-{round:04}-{}", "r".repeat(390)).as_bytes(),
+        )
+        .expect("put");
+    }
+    txn.commit_with(Durability::Sync).expect("commit");
+}
+
+/// Rows each round of `rewrite_rows` writes.
+const REWRITE_ROWS: u32 = 100;
+
+/// A read-only handle follows a live writer's log: a refresh while the writer's checkpoint
+/// stays where the snapshot's was replays the records since onto the snapshot, its log
+/// follower keeping the segment it reads open. The next refresh lets go of the snapshot lock
+/// and is held before it takes it again (a gate on the lock); meanwhile the writer commits
+/// 25 rounds (some 20 segments of log) and checkpoints, which nothing defers now: the redo
+/// point moves to the log's end and every segment the reader knew is released (removed, or
+/// recycled under a newer generation). Let go, the refresh finds another redo point in the
+/// header and must open anew from it, seeing exactly the writer's last round. Going on in
+/// place instead (mutant `refresh-in-place-past-checkpoint`) follows the log from where the
+/// old snapshot ended, in segments that are no longer there: the refresh failed with
+/// `LogMissing` (lsns 128000 to 1408000) and left the handle unusable. It cannot read stale
+/// rows that way: a released segment's records either still validate (they are the log's
+/// own) or, overwritten under a newer generation, do not, and the follower stops there.
+#[test]
+fn a_reader_refreshing_after_a_checkpoint_released_the_log_it_followed_opens_anew() {
+    use std::sync::Arc;
+    use tilldb::io::{HookedStorage, SimConfig, SimDisk, Storage};
+    let disk = SimDisk::new(SimConfig::default());
+    let dir = Path::new("/db");
+    let log_dir = dir.join("wal");
+    let options = Options {
+        background_threads: false,
+        // Only the test's own checkpoints move the redo point.
+        checkpoint_log_bytes: 64 << 20,
+        wal: tilldb::WalOptions {
+            segment_bytes: 64 << 10,
+            first_segment_bytes: 64 << 10,
+            ..Options::for_tests().wal
+        },
+        ..Options::for_tests()
+    };
+    let writer = Db::open_with_storage(Arc::new(disk.clone()), dir, options.clone()).expect("open");
+    rewrite_rows(&writer, 0);
+    writer.checkpoint().expect("checkpoint");
+    let gate = Arc::new(gate::Gate::default());
+    let storage = Arc::new(HookedStorage::new(
+        Arc::new(disk.clone()),
+        SnapshotLockGate(Arc::clone(&gate)),
+    ));
+    let mut reader = Db::open_read_only_with_storage(storage, dir, options).expect("read-only");
+    let round_of = |db: &Db, i: u32| {
+        let value = db.get(&key(i)).expect("get").expect("a row");
+        String::from_utf8(value[..10].to_vec()).expect("utf-8")
+    };
+    assert_eq!(round_of(&reader, 7), "round-0000");
+    // In place: the checkpoint has not moved.
+    rewrite_rows(&writer, 1);
+    reader.refresh().expect("refresh");
+    assert_eq!(round_of(&reader, 7), "round-0001");
+    let known = disk.list_dir(&log_dir).expect("list the log");
+    gate.arm(1);
+    let refreshing = std::thread::spawn(move || {
+        let refreshed = reader.refresh();
+        (reader, refreshed)
+    });
+    gate.wait_held();
+    // About 50 KiB of log a round: 1.2 MiB, some 20 segments of 64 KiB.
+    let rounds = 27;
+    for round in 2..rounds {
+        rewrite_rows(&writer, round);
+    }
+    writer
+        .checkpoint()
+        .expect("a checkpoint while the reader holds no snapshot");
+    let now = disk.list_dir(&log_dir).expect("list the log");
+    assert!(
+        known.iter().all(|name| !now.contains(name)),
+        "the checkpoint kept a segment the reader knew: {known:?} then {now:?}"
+    );
+    gate.release();
+    let (reader, refreshed) = refreshing.join().expect("join the refresh");
+    refreshed.expect("a refresh after a checkpoint that released the log it followed");
+    let last = format!("round-{:04}", rounds - 1);
+    for i in 0..REWRITE_ROWS {
+        assert_eq!(round_of(&reader, i), last, "row {i} after the refresh");
+    }
+    assert_eq!(reader.len().expect("len"), u64::from(REWRITE_ROWS));
+    reader.check().expect("the refreshed snapshot is whole");
 }
