@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 59] = [
+pub const ALL: [(&str, &str); 60] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -244,6 +244,10 @@ pub const ALL: [(&str, &str); 59] = [
     (
         "refresh-in-place-past-checkpoint",
         "a read-only handle's refresh goes on in place although the writer's checkpoint moved the redo point since its snapshot (and may have released the log it was following)",
+    ),
+    (
+        "header-before-log-sync",
+        "a checkpoint writes its header (the allocator state at its end) without first making the log durable to its end",
     ),
 ];
 
