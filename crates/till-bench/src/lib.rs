@@ -15,7 +15,9 @@
 //!   threads, printed like `till bench log` (`log_report.rs` and `log_json.rs` serve both).
 //! - `till bench recovery` (`recovery.rs`): recovery time against the log to replay, after a
 //!   writer that exits without closing; with `--hot-seconds` (`recovery_hot.rs`), log on disk
-//!   and recovery time after kill -9 of a hot-row load that ran that long.
+//!   and recovery time after kill -9 of a hot-row load that ran that long; with
+//!   `--large-commit-rows` (`recovery_large.rs`), recovery time after kill -9 right after one
+//!   large commit.
 //! - `till bench torn` (`torn.rs`): each torn-page guard's cost on the same device.
 //! - `till bench peers` (`peers.rs`): the same one-insert transactions on tilldb and on the
 //!   stores a user would pick instead, in one run; the peers only with the `peers` feature.
@@ -57,6 +59,7 @@ mod raw;
 mod readers;
 mod recovery;
 mod recovery_hot;
+mod recovery_large;
 mod scan;
 mod scratch;
 mod seed;
@@ -124,6 +127,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Scan(args) => scan::run(args),
         BenchCommand::Readers(args) => readers::run(args),
         BenchCommand::Recovery(args) if recovery::is_hot(args) => recovery_hot::run(args),
+        BenchCommand::Recovery(args) if recovery_large::is_large(args) => recovery_large::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Torn(args) => torn::run(args),
         BenchCommand::Store(args) => store::run(args),

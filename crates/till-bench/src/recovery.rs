@@ -50,7 +50,7 @@ pub struct RecoveryArgs {
     /// Drop the OS page cache before each recovery (needs root), so pages and log are read
     /// from the device, as after a power cut.
     #[arg(long)]
-    cold: bool,
+    pub(super) cold: bool,
     /// Directory for the scratch databases; each run uses and then removes a fresh
     /// subdirectory.
     #[arg(long, default_value = "tilldb-bench")]
@@ -77,17 +77,35 @@ pub struct RecoveryArgs {
     /// doublewrite, none.
     #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub(super) torn_page_guard: Vec<tilldb::TornPageGuard>,
+    /// Instead of --log-mib: per count N, a child commits one transaction of N rows (24-byte
+    /// random keys, 150-byte values, Sync, default options: logged in parts) and is killed
+    /// with SIGKILL once the commit returned, before its pages reach the data file; the time
+    /// to recover it is measured (`recovery_large.rs`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "ROWS",
+        conflicts_with = "hot_seconds"
+    )]
+    pub(super) large_commit_rows: Vec<u64>,
+    /// Rows committed into the table before the large commit, in a commit of their own, so
+    /// that the large one puts row by row into a table that has rows (0: into an empty table,
+    /// which a commit fills bottom up, leaf by leaf).
+    #[arg(long, default_value_t = 1_000)]
+    pub(super) large_commit_base_rows: u64,
     /// Internal: run as a child in --dir: `log` writes --log-mib (one size), `hot` runs the
-    /// hot-row load under one --torn-page-guard until killed.
+    /// hot-row load under one --torn-page-guard until killed, `large` commits
+    /// --large-commit-rows (one count) and waits to be killed.
     #[arg(long, hide = true, value_enum)]
     pub(super) child: Option<Child>,
 }
 
-/// The two kinds of writing child.
+/// The kinds of writing child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Child {
     Log,
     Hot,
+    Large,
 }
 
 /// One size's recovery.
@@ -115,9 +133,14 @@ pub fn is_hot(args: &RecoveryArgs) -> bool {
     args.child == Some(Child::Hot) || !args.hot_seconds.is_empty()
 }
 
-/// The log-size rows; `lib.rs` sends the hot-row load (`is_hot`) to `recovery_hot.rs`.
+/// The log-size rows; `lib.rs` sends the hot-row load (`is_hot`) to `recovery_hot.rs` and the
+/// large commit (`recovery_large::is_large`) to `recovery_large.rs`.
 pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
     assert!(!is_hot(args), "the hot-row load is recovery_hot's");
+    assert!(
+        !super::recovery_large::is_large(args),
+        "the large commit is recovery_large's"
+    );
     if args.child == Some(Child::Log) {
         let &[mib] = args.log_mib.as_slice() else {
             return Err("--child writes one --log-mib size".into());
