@@ -133,13 +133,31 @@ pub(super) fn read_segment(
     path: &Path,
     header: &SegmentHeader,
 ) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    read_segment_into(storage, path, header, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_segment`] into `bytes`, which a caller reading segment after segment keeps: a fresh
+/// 64 MiB buffer per segment cost a page fault per 4 KiB on the read into it and an unmap
+/// after (about a tenth of an open that replays 374 MiB of log, docs/benchmarks.md, "After a
+/// large commit"). On return `bytes` holds exactly what the file holds: every byte below its
+/// length was read from the file (a buffer left longer by an earlier segment is cut to what
+/// this read returned).
+fn read_segment_into(
+    storage: &dyn Storage,
+    path: &Path,
+    header: &SegmentHeader,
+    bytes: &mut Vec<u8>,
+) -> Result<()> {
     let file = storage.open(path, FlushMethod::Fdatasync)?;
     let len = usize::try_from(file.len()?).expect("segments fit in memory");
-    let mut bytes = vec![0u8; len];
-    let n = file.read_at(&mut bytes, 0)?;
+    bytes.resize(len, 0);
+    let n = file.read_at(bytes, 0)?;
+    assert!(n <= len, "read {n} bytes into a buffer of {len}");
     bytes.truncate(n);
-    slot::apply(&mut bytes, header);
-    Ok(bytes)
+    slot::apply(bytes, header);
+    Ok(())
 }
 
 /// Walks the records of one segment from `from` (an lsn in it), calling `visit` with the file
@@ -408,13 +426,15 @@ pub(super) fn scan_visit(
     scan.recovery.start_lsn = Lsn(expected);
     let superseded = superseded(&found);
     let segments = found.clone();
+    let mut buffer = Vec::new();
     for (generation, header, path) in found {
         if header.base_lsn != expected {
             scan.free.push(generation);
             continue;
         }
-        let bytes = read_segment(storage, &path, &header)?;
-        if !in_chain(&bytes, &header, &path, superseded.contains(&generation))? {
+        read_segment_into(storage, &path, &header, &mut buffer)?;
+        let bytes = buffer.as_slice();
+        if !in_chain(bytes, &header, &path, superseded.contains(&generation))? {
             scan.free.push(generation);
             continue;
         }
@@ -423,12 +443,12 @@ pub(super) fn scan_visit(
             path: &path,
             header: &header,
         });
-        let mut mark = slot::read(&bytes, &header)
+        let mut mark = slot::read(bytes, &header)
             .iter()
             .map(|(_, s)| s.durable)
             .max()
             .unwrap_or(0);
-        let end = scan_segment(&bytes, &header, &path, expected, |offset, record| {
+        let end = scan_segment(bytes, &header, &path, expected, |offset, record| {
             match record.kind {
                 RecordKind::Data => records += 1,
                 RecordKind::Pad => mark = mark.max(record::pad_durable_mark(record.payload)),
@@ -446,7 +466,7 @@ pub(super) fn scan_visit(
             }
             SegmentEnd::Stop(stop) => {
                 let successors = successors_of(&segments, generation, &header, &stop);
-                check_not_damaged(storage, &bytes, &header, &stop, &successors)?;
+                check_not_damaged(storage, bytes, &header, &stop, &successors)?;
                 visit(LogEvent::Stop(&stop));
                 let lsn = stop.lsn.0;
                 scan.recovery.stop = Some(stop);
@@ -498,6 +518,7 @@ pub(crate) fn read_records(
 ) -> Result<Vec<WalRecord>> {
     let mut out = Vec::new();
     let mut lsn = from.0;
+    let mut bytes = Vec::new();
     for seg in chain {
         let h = &seg.header;
         if lsn >= limit.0 {
@@ -506,7 +527,7 @@ pub(crate) fn read_records(
         if lsn < h.base_lsn || lsn >= seg.end_lsn {
             continue;
         }
-        let bytes = read_segment(storage, &seg.path, h)?;
+        read_segment_into(storage, &seg.path, h, &mut bytes)?;
         let end = scan_segment(&bytes, h, &seg.path, lsn, |_, rec| {
             if rec.kind == RecordKind::Data && rec.lsn < limit.0 {
                 out.push(WalRecord {
