@@ -127,7 +127,7 @@ pub fn run(command: &BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Scan(args) => scan::run(args),
         BenchCommand::Readers(args) => readers::run(args),
         BenchCommand::Recovery(args) if recovery::is_hot(args) => recovery_hot::run(args),
-        BenchCommand::Recovery(args) if recovery_large::is_large(args) => recovery_large::run(args),
+        BenchCommand::Recovery(args) if recovery::is_large(args) => recovery_large::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Torn(args) => torn::run(args),
         BenchCommand::Store(args) => store::run(args),

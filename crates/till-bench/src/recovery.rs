@@ -133,14 +133,16 @@ pub fn is_hot(args: &RecoveryArgs) -> bool {
     args.child == Some(Child::Hot) || !args.hot_seconds.is_empty()
 }
 
+/// Whether `args` ask for the large commit (`recovery_large.rs`).
+pub fn is_large(args: &RecoveryArgs) -> bool {
+    args.child == Some(Child::Large) || !args.large_commit_rows.is_empty()
+}
+
 /// The log-size rows; `lib.rs` sends the hot-row load (`is_hot`) to `recovery_hot.rs` and the
-/// large commit (`recovery_large::is_large`) to `recovery_large.rs`.
+/// large commit (`is_large`) to `recovery_large.rs`.
 pub fn run(args: &RecoveryArgs) -> Result<(), Box<dyn std::error::Error>> {
     assert!(!is_hot(args), "the hot-row load is recovery_hot's");
-    assert!(
-        !super::recovery_large::is_large(args),
-        "the large commit is recovery_large's"
-    );
+    assert!(!is_large(args), "the large commit is recovery_large's");
     if args.child == Some(Child::Log) {
         let &[mib] = args.log_mib.as_slice() else {
             return Err("--child writes one --log-mib size".into());

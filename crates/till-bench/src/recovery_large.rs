@@ -49,11 +49,6 @@ const COMMITTED: &str = "COMMITTED";
 /// How long the parent waits for the commit (a slow disk, a large N).
 const COMMIT_WAIT_MAX: Duration = Duration::from_hours(2);
 
-/// Whether `args` ask for the large commit (this file).
-pub fn is_large(args: &RecoveryArgs) -> bool {
-    args.child == Some(Child::Large) || !args.large_commit_rows.is_empty()
-}
-
 /// One N's recovery.
 #[derive(Debug)]
 struct Row {
