@@ -78,7 +78,7 @@ mod writer;
 
 pub(crate) use group_commit::WaitSlot;
 pub use inspect::{LogInspection, SegmentFile, SegmentRole, inspect_log};
-pub use reader::{LogEvent, Recovery, RecoveryStop, WalRecord};
+pub use reader::{LogEvent, Recovery, RecoveryStop, WalRecord, WalRecordRef};
 pub use record::RecordKind;
 pub use segment::SegmentHeader;
 pub(crate) use segment::{HeaderState, parse_segment_name};

@@ -67,6 +67,30 @@ pub struct WalRecord {
     pub payload: Vec<u8>,
 }
 
+/// One record as [`visit_records`] shows it: its payload borrowed from the segment being
+/// read, so that a reader going through the log once (redo) copies nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalRecordRef<'a> {
+    /// Where the record starts.
+    pub lsn: Lsn,
+    /// Where it ends.
+    pub end_lsn: Lsn,
+    /// The record's payload, as [`WalRecord::payload`].
+    pub payload: &'a [u8],
+}
+
+impl WalRecord {
+    /// This record as a visitor sees it.
+    #[must_use]
+    pub fn as_ref(&self) -> WalRecordRef<'_> {
+        WalRecordRef {
+            lsn: self.lsn,
+            end_lsn: self.end_lsn,
+            payload: &self.payload,
+        }
+    }
+}
+
 /// Where and why the recovery scan stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveryStop {
@@ -517,6 +541,27 @@ pub(crate) fn read_records(
     limit: Lsn,
 ) -> Result<Vec<WalRecord>> {
     let mut out = Vec::new();
+    visit_records(storage, chain, from, limit, &mut |rec| {
+        out.push(WalRecord {
+            lsn: rec.lsn,
+            end_lsn: rec.end_lsn,
+            payload: rec.payload.to_vec(),
+        });
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// [`read_records`], showing `visit` each `Data` record in log order, one segment in memory at
+/// a time; the first error `visit` returns ends the read and is returned.
+pub(crate) fn visit_records(
+    storage: &dyn Storage,
+    chain: &[ChainSegment],
+    from: Lsn,
+    limit: Lsn,
+    visit: &mut dyn FnMut(WalRecordRef<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut failed = None;
     let mut lsn = from.0;
     let mut bytes = Vec::new();
     for seg in chain {
@@ -529,14 +574,20 @@ pub(crate) fn read_records(
         }
         read_segment_into(storage, &seg.path, h, &mut bytes)?;
         let end = scan_segment(&bytes, h, &seg.path, lsn, |_, rec| {
-            if rec.kind == RecordKind::Data && rec.lsn < limit.0 {
-                out.push(WalRecord {
+            if rec.kind == RecordKind::Data && rec.lsn < limit.0 && failed.is_none() {
+                let shown = WalRecordRef {
                     lsn: Lsn(rec.lsn),
                     end_lsn: Lsn(rec.lsn + rec.len as u64),
-                    payload: rec.payload.to_vec(),
-                });
+                    payload: rec.payload,
+                };
+                if let Err(e) = visit(shown) {
+                    failed = Some(e);
+                }
             }
         });
+        if let Some(e) = failed {
+            return Err(e);
+        }
         lsn = match end {
             SegmentEnd::Next(next) => next,
             SegmentEnd::Stop(stop) => {
@@ -551,7 +602,7 @@ pub(crate) fn read_records(
             }
         };
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What [`inspect_log`](super::inspect_log) shows its visitor, in log order.

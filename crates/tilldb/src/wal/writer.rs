@@ -297,6 +297,24 @@ impl Wal {
 
     /// The records written to the OS, from `from` (a record boundary) on.
     pub fn read_from(&self, from: Lsn) -> Result<Vec<WalRecord>> {
+        let (chain, limit) = self.chain_written();
+        reader::read_records(&*self.shared.storage, &chain, from, limit)
+    }
+
+    /// [`Wal::read_from`], showing `visit` each record with its payload borrowed, one
+    /// segment in memory at a time, instead of collecting them (redo of hundreds of MiB of
+    /// log); the first error `visit` returns ends the read.
+    pub fn visit_from(
+        &self,
+        from: Lsn,
+        visit: &mut dyn FnMut(reader::WalRecordRef<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let (chain, limit) = self.chain_written();
+        reader::visit_records(&*self.shared.storage, &chain, from, limit, visit)
+    }
+
+    /// The segments that hold records, and the lsn up to which they were written to the OS.
+    fn chain_written(&self) -> (Vec<ChainSegment>, Lsn) {
         let (chain, limit) = {
             let st = self.shared.state.lock();
             let mut chain = st.chain.clone();
@@ -320,7 +338,7 @@ impl Wal {
             }
             (chain, st.progress.written)
         };
-        reader::read_records(&*self.shared.storage, &chain, from, Lsn(limit))
+        (chain, Lsn(limit))
     }
 
     /// The oldest lsn the log can be kept from within `bytes` of segment files: keeping it

@@ -26,7 +26,7 @@ mod read_only;
 mod replay;
 
 pub(in crate::db) use read_only::ReadOnly;
-pub(in crate::db) use replay::replay;
+pub(in crate::db) use replay::{Records, replay};
 
 use crate::db::Db;
 use crate::db::claim;
@@ -133,15 +133,15 @@ pub(super) fn open_existing(
         (&wal, gate.clone(), snapshot_end.clone()),
         (store, guard, spill),
     );
-    let records = match followed {
-        Some(records) => records,
-        None => wal.read_from(header.checkpoint_lsn)?,
+    let records = match &followed {
+        Some(records) => replay::Records::Read(records),
+        None => replay::Records::Log(&wal, header.checkpoint_lsn),
     };
     let first = Alloc {
         page_count: header.page_count,
         free_head: header.free_head,
     };
-    let (alloc, pending_from) = replay(&records, &pool, dir, first, &mut report)?;
+    let (alloc, pending_from) = replay(records, &pool, dir, first, &mut report)?;
     report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
     report.elapsed = started.elapsed();
     let options = Options {

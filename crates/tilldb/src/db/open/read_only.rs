@@ -309,8 +309,13 @@ impl Db {
             crate::db::advance_mark(&read_only.end, end.0, "a refresh's end");
             let mut report = open::RecoveryReport::default();
             let before = *inner.writer.get_mut();
-            let (alloc, pending) =
-                open::replay(&records, &inner.pool, &inner.dir, before, &mut report)?;
+            let (alloc, pending) = open::replay(
+                open::Records::Read(&records),
+                &inner.pool,
+                &inner.dir,
+                before,
+                &mut report,
+            )?;
             *inner.writer.get_mut() = alloc;
             read_only.resume = pending.unwrap_or(end);
             inner.visible.restart_at(end.0);
