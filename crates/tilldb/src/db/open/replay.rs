@@ -142,17 +142,7 @@ pub(in crate::db) fn replay(
         offset: lsn.0,
         what,
     };
-    // A commit logged in parts counts only with its last part (`record.rs`): the records of
-    // one the log ends before, or a reopen's records follow, are skipped. The first walk
-    // reads each record's header alone (16 bytes kept per record).
-    let mut lsns = Vec::new();
-    let mut parts = Vec::new();
-    records.each(&mut |rec| {
-        parts.push(record::part_of(rec.payload).map_err(|what| corrupt(rec.lsn, what))?);
-        lsns.push(rec.lsn);
-        Ok(())
-    })?;
-    let applies = record::committed(&parts).map_err(|(i, what)| corrupt(lsns[i], what))?;
+    let (lsns, parts, applies) = commit_places(records, &corrupt)?;
     // The last applied commit and its page count.
     let mut last_count = None;
     let start_count = alloc.page_count;
@@ -207,17 +197,13 @@ pub(in crate::db) fn replay(
             }
             last_count = Some((rec.lsn, commit.alloc.page_count));
         }
-        let mut touched = Vec::new();
-        for op in &commit.ops {
-            if redo_op(pool, &data_path, op, rec.end_lsn.0, &mut touched)? {
-                report.pages_rebuilt += 1;
-            }
-        }
-        report.records += 1;
-        report.ops_applied += touched.len() as u64;
-        touched.sort_unstable();
-        touched.dedup();
-        pool.stamp(&touched, rec.end_lsn.0, redo_from);
+        apply_ops(
+            pool,
+            &data_path,
+            &commit.ops,
+            (rec.end_lsn.0, redo_from),
+            report,
+        )?;
         if commit.part.last {
             alloc = commit.alloc;
             pending_from = None;
@@ -230,21 +216,67 @@ pub(in crate::db) fn replay(
         lsns.len(),
         "redo's second walk of the log met fewer records"
     );
-    // The header took its page count from the commit at its checkpoint's end, and redo may
-    // start before that end (a page dirty through the checkpoint), so earlier records may
-    // count fewer pages than the header; the last commit never does. A header counting more
-    // is damaged (or the record is): the allocator would be left behind the header, whose
-    // next write refuses a count going backwards (`open_files`).
-    if let Some((lsn, count)) = last_count
-        && count < start_count
-    {
-        return Err(corrupt(
-            lsn,
-            "the last commit's page count is below the header's: the header or this record \
-             is damaged",
-        ));
+    if let Some((lsn, count)) = last_count {
+        check_last_count(count, start_count).map_err(|what| corrupt(lsn, what))?;
     }
     Ok((alloc, pending_from))
+}
+
+/// The header took its page count from the commit at its checkpoint's end, and redo may start
+/// before that end (a page dirty through the checkpoint), so earlier records may count fewer
+/// pages than the header; the last commit never does. A header counting more is damaged (or
+/// the record is): the allocator would be left behind the header, whose next write refuses a
+/// count going backwards (`open_files`).
+fn check_last_count(last: u64, header: u64) -> std::result::Result<(), &'static str> {
+    if last < header {
+        return Err(
+            "the last commit's page count is below the header's: the header or this record \
+             is damaged",
+        );
+    }
+    Ok(())
+}
+
+/// The first walk of redo: each record's lsn and place in its commit, and whether it applies.
+/// A commit logged in parts counts only with its last part (`record.rs`): the records of one
+/// the log ends before, or a reopen's records follow, are skipped. It reads each record's
+/// header alone (16 bytes kept per record).
+fn commit_places(
+    records: Records<'_>,
+    corrupt: &dyn Fn(crate::wal::Lsn, &'static str) -> Error,
+) -> Result<(Vec<crate::wal::Lsn>, Vec<record::Part>, Vec<bool>)> {
+    let mut lsns = Vec::new();
+    let mut parts = Vec::new();
+    records.each(&mut |rec| {
+        parts.push(record::part_of(rec.payload).map_err(|what| corrupt(rec.lsn, what))?);
+        lsns.push(rec.lsn);
+        Ok(())
+    })?;
+    let applies = record::committed(&parts).map_err(|(i, what)| corrupt(lsns[i], what))?;
+    Ok((lsns, parts, applies))
+}
+
+/// Applies the ops of one record ending at `end` and stamps the pages they changed with it
+/// and the redo point `redo_from` (where its commit began).
+fn apply_ops(
+    pool: &BufferPool,
+    data_path: &Path,
+    ops: &[crate::btree::PageOp],
+    (end, redo_from): (u64, u64),
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let mut touched = Vec::new();
+    for op in ops {
+        if redo_op(pool, data_path, op, end, &mut touched)? {
+            report.pages_rebuilt += 1;
+        }
+    }
+    report.records += 1;
+    report.ops_applied += touched.len() as u64;
+    touched.sort_unstable();
+    touched.dedup();
+    pool.stamp(&touched, end, redo_from);
+    Ok(())
 }
 
 /// Replays one page operation of the record ending at `lsn`, unless the page has it already.
