@@ -25,32 +25,21 @@ fn the_c_example_builds_and_runs() {
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    // The static library, built by the same cargo into the same target directory.
-    let build = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "tilldb-c",
-            "--locked",
-            "--message-format=short",
-        ])
-        .current_dir(&root)
-        .output()
-        .expect("cargo build");
-    assert!(
-        build.status.success(),
-        "cargo build -p tilldb-c: {}",
-        String::from_utf8_lossy(&build.stderr)
-    );
-    // target/<profile>/deps/<this test> -> target/<profile>/libtilldb_c.a
-    let profile_dir: PathBuf = std::env::current_exe()
+    // The static library: `cargo test` builds this package's lib before its tests (they
+    // depend on its rlib), and the same rustc run writes `libtilldb_c.a` next to the test
+    // binary, in target/<profile>/deps, with the features this test run has. No second
+    // cargo build: one from here chose other features and rebuilt the engine (43-75 s).
+    let deps: PathBuf = std::env::current_exe()
         .expect("test path")
         .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
+        .expect("target/<profile>/deps")
         .to_path_buf();
-    let lib = profile_dir.join("libtilldb_c.a");
-    assert!(lib.exists(), "{} was not built", lib.display());
+    let lib = deps.join("libtilldb_c.a");
+    assert!(
+        lib.exists(),
+        "{} was not built (crate-type in crates/tilldb-c/Cargo.toml must keep \"rlib\" and \"staticlib\")",
+        lib.display()
+    );
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let exe = tmp.path().join("sales");
     let cc = Command::new("cc")
