@@ -166,7 +166,7 @@ impl Runs {
 
     /// Whether a commit read in parts is open (its last part not read yet).
     #[must_use]
-    pub fn is_open(&self) -> bool {
+    pub fn is_open(self) -> bool {
         self.open.is_some()
     }
 }
