@@ -129,7 +129,7 @@ pub struct ReadmeDoctests;
 pub use btree::{Direction, TreeStats};
 pub use db::{
     BackupReport, CompactReport, Db, LEAKED_LISTED_MAX, LOCK_FILE_NAME, Range, ReadTxn,
-    RecoveryReport, SpaceCheck, Stats, Txn, is_database_file_name,
+    RecoveryReport, SpaceCheck, Stats, Txn, TxnRange, is_database_file_name,
 };
 pub use error::{Error, IoOp, Result};
 pub use options::{Durability, FlushMethod, Options};

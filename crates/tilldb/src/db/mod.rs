@@ -98,7 +98,7 @@ pub use open::RecoveryReport;
 pub use range::Range;
 pub use space::{LEAKED_LISTED_MAX, SpaceCheck};
 pub use stats::Stats;
-pub use txn::{ReadTxn, Txn};
+pub use txn::{ReadTxn, Txn, TxnRange};
 
 pub(crate) use poison::Poison;
 use stats::Counters;

@@ -26,23 +26,27 @@ impl Filter<'_> {
     };
 }
 
-/// Where the write a [`Cursor`] yielded came from.
-#[derive(Debug, Clone, Copy)]
+/// Where the write a [`Cursor`] yielded came from: a run in memory or one on disk, by index
+/// (oldest first in each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Source {
-    Memory,
+    Memory(usize),
     Disk(usize),
 }
 
-/// The writes of a write set in (table, key) order, the latest of each key: the run in
-/// memory merged with the runs on disk (a write in a newer run replaces the older ones).
-/// A lending iterator: each write borrows the cursor until the next call.
+/// The writes of a write set in (table, key) order (or its reverse), the latest of each key:
+/// the sorted runs in memory merged with the runs on disk (a write in a newer run replaces
+/// the older ones; every run in memory is newer than every run on disk). A lending iterator:
+/// each write borrows the cursor until the next call.
 pub(in crate::db) struct Cursor<'a> {
     names: &'a [String],
     arena: &'a Arena,
-    /// The entries in memory not yet yielded (only those the filter lets through).
-    memory: &'a [Entry],
+    /// The sorted runs in memory, oldest first, each cut to the writes the filter lets
+    /// through and not yet yielded (descending: the next is each one's last).
+    memory: Vec<&'a [Entry]>,
     /// The runs on disk, oldest first.
     disk: Vec<RunCursor<'a>>,
+    backward: bool,
     table: Option<u32>,
     /// The bounds, owned (a cursor outlives the caller's keys); checked only for disk runs
     /// (`memory` is cut to them).
@@ -56,62 +60,89 @@ impl std::fmt::Debug for Cursor<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Cursor({} in memory, {} runs)",
+            "Cursor({} in memory in {} runs, {} runs on disk{})",
+            self.memory.iter().map(|r| r.len()).sum::<usize>(),
             self.memory.len(),
-            self.disk.len()
+            self.disk.len(),
+            if self.backward { ", descending" } else { "" }
         )
     }
 }
 
-/// A cursor over `memory` (sorted, one entry per key) and the runs `runs` of `disk`, through
-/// `filter`.
+/// The entries of `run` that `filter` lets through: a table's, between the bounds, found by
+/// binary search.
+fn cut<'r>(arena: &Arena, run: &'r [Entry], filter: &Filter<'_>) -> &'r [Entry] {
+    let Some(id) = filter.table else {
+        return run;
+    };
+    let entries = arena.table_slice(run, id);
+    let start = match filter.lower {
+        Bound::Unbounded => 0,
+        Bound::Included(k) => entries.partition_point(|e| arena.key(e) < k),
+        Bound::Excluded(k) => entries.partition_point(|e| arena.key(e) <= k),
+    };
+    let end = match filter.upper {
+        Bound::Unbounded => entries.len(),
+        Bound::Included(k) => entries.partition_point(|e| arena.key(e) <= k),
+        Bound::Excluded(k) => entries.partition_point(|e| arena.key(e) < k),
+    };
+    &entries[start..end.max(start)]
+}
+
+/// A cursor over the sorted runs `memory` (oldest first, one entry per key each) and the
+/// runs `runs` of `disk`, through `filter`, ascending (or descending if `backward`; only
+/// with a table in the filter).
 pub(super) fn cursor<'a>(
     names: &'a [String],
     arena: &'a Arena,
-    memory: &'a [Entry],
+    memory: &[&'a [Entry]],
     disk: &'a Disk,
     runs: std::ops::Range<usize>,
     filter: Filter<'_>,
+    backward: bool,
 ) -> Result<Cursor<'a>> {
-    let memory = match filter.table {
-        None => memory,
-        Some(id) => {
-            let entries = arena.table_slice(memory, id);
-            let start = match filter.lower {
-                Bound::Unbounded => 0,
-                Bound::Included(k) => entries.partition_point(|e| arena.key(e) < k),
-                Bound::Excluded(k) => entries.partition_point(|e| arena.key(e) <= k),
-            };
-            let end = match filter.upper {
-                Bound::Unbounded => entries.len(),
-                Bound::Included(k) => entries.partition_point(|e| arena.key(e) <= k),
-                Bound::Excluded(k) => entries.partition_point(|e| arena.key(e) < k),
-            };
-            &entries[start..end.max(start)]
-        }
-    };
+    assert!(
+        !backward || filter.table.is_some(),
+        "a descending cursor reads one table"
+    );
+    let memory = memory
+        .iter()
+        .map(|run| cut(arena, run, &filter))
+        .filter(|run| !run.is_empty())
+        .collect();
     let mut cursors = Vec::new();
     for i in runs {
-        let from = match filter.table {
-            Some(id) if !disk.holds(i, id) => continue,
-            Some(id) => match filter.lower {
-                Bound::Included(k) | Bound::Excluded(k) => Some((id, k)),
-                Bound::Unbounded => Some((id, &[][..])),
-            },
-            None => None,
+        if let Some(id) = filter.table
+            && !disk.holds(i, id)
+        {
+            continue;
+        }
+        let run = &disk.runs[i];
+        let cursor = match (filter.table, backward) {
+            (Some(id), true) => {
+                let to = match filter.upper {
+                    Bound::Included(k) | Bound::Excluded(k) => Some(k),
+                    Bound::Unbounded => None,
+                };
+                RunCursor::seek_back(run, names, Some((id, to)), disk.removed_in(i))?
+            }
+            (Some(id), false) => {
+                let from = match filter.lower {
+                    Bound::Included(k) | Bound::Excluded(k) => k,
+                    Bound::Unbounded => &[][..],
+                };
+                RunCursor::seek(run, names, Some((id, from)), disk.removed_in(i))?
+            }
+            (None, _) => RunCursor::seek(run, names, None, disk.removed_in(i))?,
         };
-        cursors.push(RunCursor::seek(
-            &disk.runs[i],
-            names,
-            from,
-            disk.removed_in(i),
-        )?);
+        cursors.push(cursor);
     }
     Ok(Cursor {
         names,
         arena,
         memory,
         disk: cursors,
+        backward,
         table: filter.table,
         lower: filter.lower.map(<[u8]>::to_vec),
         upper: filter.upper.map(<[u8]>::to_vec),
@@ -124,8 +155,9 @@ impl<'a> Cursor<'a> {
         Cursor {
             names: &arena.tables,
             arena,
-            memory: &[],
+            memory: Vec::new(),
             disk: Vec::new(),
+            backward: false,
             table: None,
             lower: Bound::Unbounded,
             upper: Bound::Unbounded,
@@ -144,109 +176,171 @@ impl<'a> Cursor<'a> {
         }))
     }
 
+    /// The write the last [`Cursor::next`] yielded, again (`None` before the first call and
+    /// after the last write).
+    pub fn current(&self) -> Option<Write<'_>> {
+        let source = self.yielded?;
+        let (table, key, value) = self.record_of(source);
+        Some(Write {
+            table: &self.names[table as usize],
+            key,
+            value,
+        })
+    }
+
     /// [`Cursor::next`], the table as its index.
     #[expect(
         clippy::type_complexity,
         reason = "a write's three fields, as the spill file holds them"
     )]
     pub(super) fn next_record(&mut self) -> Result<Option<(u32, &[u8], Option<&[u8]>)>> {
-        match self.yielded.take() {
-            Some(Source::Memory) => self.memory = &self.memory[1..],
-            Some(Source::Disk(i)) => self.disk[i].advance()?,
-            None => {}
+        if let Some(source) = self.yielded.take() {
+            self.pass(source)?;
         }
-        if self.disk.is_empty() {
+        if self.disk.is_empty() && self.memory.len() <= 1 && !self.backward {
             return Ok(self.next_in_memory());
         }
         loop {
-            // The smallest head; of equal ones the newest (memory is newer than every run).
-            let newer_wins = !crate::mutants::active("spilled-older-wins");
-            let wins = |order: Ordering| order == Ordering::Less || (newer_wins && order.is_eq());
-            let mut best: Option<Source> = None;
-            for i in 0..self.disk.len() {
-                if let Some(head) = self.disk[i].head()
-                    && best.is_none_or(|b| wins(self.cmp_head((head.0, head.1), b)))
-                {
-                    best = Some(Source::Disk(i));
-                }
-            }
-            if let Some(e) = self.memory.first()
-                && best.is_none_or(|b| wins(self.cmp_head((e.table, self.arena.key(e)), b)))
-            {
-                best = Some(Source::Memory);
-            }
-            let Some(best) = best else {
+            let Some(best) = self.best() else {
                 return Ok(None);
             };
             // The older writes of the same key are replaced: skipped.
-            for i in 0..self.disk.len() {
-                if matches!(best, Source::Disk(b) if b == i) {
-                    continue;
-                }
-                while let Some(head) = self.disk[i].head()
-                    && self.cmp_head((head.0, head.1), best) == Ordering::Equal
-                {
-                    self.disk[i].advance()?;
-                }
-            }
+            self.pass_older_than(best)?;
             let (table, key) = self.head_of(best);
-            let past_upper = match &self.upper {
-                Bound::Included(u) => key > u.as_slice(),
-                Bound::Excluded(u) => key >= u.as_slice(),
+            // Ascending, a key past the upper bound ends the range; descending, one below
+            // the lower.
+            let (end, start, beyond) = if self.backward {
+                (&self.lower, &self.upper, Ordering::Less)
+            } else {
+                (&self.upper, &self.lower, Ordering::Greater)
+            };
+            let past_end = match end {
+                Bound::Included(e) => key.cmp(e) == beyond,
+                Bound::Excluded(e) => key.cmp(e) != beyond.reverse(),
                 Bound::Unbounded => false,
             };
-            if self.table.is_some_and(|t| t != table) || past_upper {
+            if self.table.is_some_and(|t| t != table) || past_end {
                 return Ok(None);
             }
-            // A run seeks to the first key at or above the lower bound: only an excluded
-            // lower bound itself is left to pass.
-            if matches!(&self.lower, Bound::Excluded(l) if key == l.as_slice()) {
-                match best {
-                    Source::Memory => self.memory = &self.memory[1..],
-                    Source::Disk(i) => self.disk[i].advance()?,
-                }
+            // A run seeks to the first key at or past the starting bound: only an excluded
+            // bound itself is left to pass.
+            if matches!(start, Bound::Excluded(s) if key == s.as_slice()) {
+                self.pass(best)?;
                 continue;
             }
             self.yielded = Some(best);
-            return Ok(Some(match best {
-                Source::Memory => {
-                    let e = &self.memory[0];
-                    (e.table, self.arena.key(e), self.arena.value(e))
-                }
-                Source::Disk(i) => self.disk[i].head().expect("a head above"),
-            }));
+            return Ok(Some(self.record_of(best)));
         }
     }
 
-    /// The next write when every run is in memory (no merge).
+    /// The source whose head comes next: the smallest key (descending: the largest); of
+    /// equal ones the newest (memory is newer than every run on disk, and a later run newer
+    /// than an earlier one).
+    fn best(&self) -> Option<Source> {
+        let newer_wins = !crate::mutants::active("spilled-older-wins");
+        let backward = self.backward;
+        let wins = |order: Ordering| {
+            let order = if backward { order.reverse() } else { order };
+            order == Ordering::Less || (newer_wins && order.is_eq())
+        };
+        let mut best: Option<Source> = None;
+        let sources = (0..self.disk.len())
+            .filter(|&i| self.disk[i].head().is_some())
+            .map(Source::Disk)
+            .chain(
+                (0..self.memory.len())
+                    .filter(|&i| !self.memory[i].is_empty())
+                    .map(Source::Memory),
+            );
+        for source in sources {
+            if best.is_none_or(|b| wins(self.cmp_head(self.head_of(source), b))) {
+                best = Some(source);
+            }
+        }
+        best
+    }
+
+    /// Passes the heads of every source but `best` that hold the same key as it.
+    fn pass_older_than(&mut self, best: Source) -> Result<()> {
+        for i in 0..self.disk.len() {
+            if best == Source::Disk(i) {
+                continue;
+            }
+            while let Some(head) = self.disk[i].head()
+                && self.cmp_head((head.0, head.1), best) == Ordering::Equal
+            {
+                self.disk[i].advance()?;
+            }
+        }
+        for i in 0..self.memory.len() {
+            if best != Source::Memory(i)
+                && !self.memory[i].is_empty()
+                && self.cmp_head(self.head_of(Source::Memory(i)), best) == Ordering::Equal
+            {
+                self.pass(Source::Memory(i))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves `source` past its head.
+    fn pass(&mut self, source: Source) -> Result<()> {
+        match source {
+            Source::Memory(i) => {
+                let run = self.memory[i];
+                self.memory[i] = if self.backward {
+                    &run[..run.len() - 1]
+                } else {
+                    &run[1..]
+                };
+                Ok(())
+            }
+            Source::Disk(i) => self.disk[i].advance(),
+        }
+    }
+
+    /// The next write when one run in memory is all there is, ascending (no merge).
     #[expect(
         clippy::type_complexity,
         reason = "a write's three fields, as the spill file holds them"
     )]
     fn next_in_memory(&mut self) -> Option<(u32, &'a [u8], Option<&'a [u8]>)> {
-        let e = self.memory.first()?;
+        let run = *self.memory.first()?;
+        let e = run.first()?;
         // The entries in key order point all over the arena (it is in put order): the bytes
         // of a write a few ahead are asked for now, so that they are in cache when it comes
         // (a 200,000-row load's commit: 0.28-0.29 s without, 0.25-0.26 s with, by turns).
-        if let Some(ahead) = self.memory.get(PREFETCH_AHEAD) {
+        if let Some(ahead) = run.get(PREFETCH_AHEAD) {
             let at = ahead.at as usize;
             let chunk = &self.arena.chunks[ahead.chunk as usize];
             crate::io::prefetch(&chunk[at..at + ahead.bytes()]);
         }
-        self.yielded = Some(Source::Memory);
+        self.yielded = Some(Source::Memory(0));
         Some((e.table, self.arena.key(e), self.arena.value(e)))
     }
 
+    /// The entry at the head of memory run `i`.
+    fn memory_head(&self, i: usize) -> &'a Entry {
+        let run = self.memory[i];
+        if self.backward {
+            &run[run.len() - 1]
+        } else {
+            &run[0]
+        }
+    }
+
     fn head_of(&self, source: Source) -> (u32, &[u8]) {
+        let (table, key, _) = self.record_of(source);
+        (table, key)
+    }
+
+    fn record_of(&self, source: Source) -> (u32, &[u8], Option<&[u8]>) {
         match source {
-            Source::Memory => {
-                let e = &self.memory[0];
-                (e.table, self.arena.key(e))
+            Source::Memory(i) => {
+                let e = self.memory_head(i);
+                (e.table, self.arena.key(e), self.arena.value(e))
             }
-            Source::Disk(i) => {
-                let (table, key, _) = self.disk[i].head().expect("a source with a head");
-                (table, key)
-            }
+            Source::Disk(i) => self.disk[i].head().expect("a source with a head"),
         }
     }
 

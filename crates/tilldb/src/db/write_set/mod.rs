@@ -38,6 +38,7 @@ use arena::{Arena, Entry, prefix_of};
 pub(super) use cursor::Cursor;
 use cursor::{Filter, cursor};
 
+use crate::btree::Direction;
 use crate::error::Result;
 
 use spill::{Run, RunWriter};
@@ -129,7 +130,8 @@ impl Disk {
             let to = self.to.as_ref().expect("runs were spilled");
             let mut writer = RunWriter::create(to, level + 1)?;
             let arena = Arena::default();
-            let mut merged = cursor(names, &arena, &[], self, from..self.runs.len(), Filter::ALL)?;
+            let runs = from..self.runs.len();
+            let mut merged = cursor(names, &arena, &[], self, runs, Filter::ALL, false)?;
             while let Some(w) = merged.next_record()? {
                 writer.push(w.0, w.1, w.2)?;
             }
@@ -243,24 +245,33 @@ impl WriteSet {
 
     /// The latest write of each key of `table`, in key order.
     pub fn table(&mut self, table: &str) -> Result<Cursor<'_>> {
-        self.table_range(table, Bound::Unbounded, Bound::Unbounded)
+        self.table_range(
+            table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )
     }
 
-    /// [`WriteSet::table`], only the keys between the bounds (found by binary search: a
-    /// scan of a few keys does not walk the table's writes).
+    /// [`WriteSet::table`], only the keys between the bounds (found by binary search in
+    /// each sorted run: a scan of a few keys does not walk the table's writes), in
+    /// `direction`. The runs in memory are merged as they are read, not into one first, so
+    /// that a transaction that writes a key between reads (a queue's pop) does not copy
+    /// its write set at each read.
     pub fn table_range(
         &mut self,
         table: &str,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
+        direction: Direction,
     ) -> Result<Cursor<'_>> {
-        self.normalize();
-        let run = self.runs.first().map_or(&[][..], Vec::as_slice);
+        self.fold_pending();
+        let runs: Vec<&[Entry]> = self.runs.iter().map(Vec::as_slice).collect();
         match self.arena.find_table(table) {
             Some(id) => cursor(
                 &self.arena.tables,
                 &self.arena,
-                run,
+                &runs,
                 &self.disk,
                 0..self.disk.runs.len(),
                 Filter {
@@ -268,6 +279,7 @@ impl WriteSet {
                     lower,
                     upper,
                 },
+                direction == Direction::Backward,
             ),
             None => Ok(Cursor::empty(&self.arena)),
         }
@@ -279,6 +291,8 @@ impl WriteSet {
         let Some(id) = self.arena.find_table(table) else {
             return Ok(false);
         };
+        // One run in memory, for the `retain` below.
+        self.normalize();
         let mut put = false;
         let mut writes = self.table(table)?;
         while let Some(w) = writes.next()? {
@@ -397,10 +411,11 @@ impl Writes {
         cursor(
             &self.arena.tables,
             &self.arena,
-            &self.entries,
+            &[&self.entries],
             &self.disk,
             0..self.disk.runs.len(),
             Filter::ALL,
+            false,
         )
     }
 
@@ -413,7 +428,7 @@ impl Writes {
         cursor(
             &self.arena.tables,
             &self.arena,
-            entries,
+            &[entries],
             &self.disk,
             0..self.disk.runs.len(),
             Filter {
@@ -421,6 +436,7 @@ impl Writes {
                 lower: Bound::Unbounded,
                 upper: Bound::Unbounded,
             },
+            false,
         )
     }
 

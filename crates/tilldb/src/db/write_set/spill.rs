@@ -190,6 +190,12 @@ fn record_at(block: &[u8], at: usize) -> Record {
 }
 
 impl Run {
+    /// Blocks written.
+    #[cfg(test)]
+    pub fn blocks_len(&self) -> usize {
+        self.blocks.len()
+    }
+
     /// Reads block `i` into `buf`, checked.
     fn read_block(&self, i: usize, buf: &mut Vec<u8>) -> Result<()> {
         let block = &self.blocks[i];
@@ -362,16 +368,36 @@ impl Drop for RunWriter {
     }
 }
 
-/// A run read in order from a position on, a block at a time.
+/// A run read in order from a position on, a block at a time, ascending or descending.
 pub(super) struct RunCursor<'a> {
     run: &'a Run,
+    /// Descending: from the seek's position down to the run's first record.
+    backward: bool,
     /// The block in `buf`, and where its current record starts.
     block: usize,
     buf: Vec<u8>,
     head: Option<Record>,
+    /// Descending only: where each record of the block in `buf` starts, and the index of the
+    /// head's among them (a block is parsed forward once, then read back to front).
+    starts: Vec<usize>,
+    at: usize,
     /// Records of these tables are skipped (the transaction removed them after this run
     /// was written).
     skip_table: Vec<u32>,
+}
+
+/// Where a descending [`RunCursor`] starts: at the last record at or below (table, key), or
+/// with no key at the table's last record.
+pub(super) type SeekBack<'k> = (u32, Option<&'k [u8]>);
+
+/// Orders (table, key) against a [`SeekBack`] position: `None` comes after every key of its
+/// table.
+fn cmp_back(names: &[String], a: (u32, &[u8]), to: SeekBack<'_>) -> Ordering {
+    match to.1 {
+        Some(key) => cmp_keys(names, a, (to.0, key)),
+        None if a.0 == to.0 => Ordering::Less,
+        None => cmp_keys(names, (a.0, &[]), (to.0, &[])),
+    }
 }
 
 impl<'a> RunCursor<'a> {
@@ -383,13 +409,7 @@ impl<'a> RunCursor<'a> {
         from: Option<(u32, &[u8])>,
         skip: Vec<u32>,
     ) -> Result<RunCursor<'a>> {
-        let mut cursor = RunCursor {
-            run,
-            block: 0,
-            buf: Vec::new(),
-            head: None,
-            skip_table: skip,
-        };
+        let mut cursor = RunCursor::on(run, false, skip);
         let start = match from {
             Some((table, key)) => run.block_of(names, table, key).unwrap_or(0),
             None => 0,
@@ -407,7 +427,54 @@ impl<'a> RunCursor<'a> {
         Ok(cursor)
     }
 
-    /// Reads block `i` (if there is one) and stands on its first record.
+    /// A descending cursor at the last record at or below `to` (`None`: the run's last),
+    /// skipping the records of the tables in `skip`.
+    pub fn seek_back(
+        run: &'a Run,
+        names: &[String],
+        to: Option<SeekBack<'_>>,
+        skip: Vec<u32>,
+    ) -> Result<RunCursor<'a>> {
+        let mut cursor = RunCursor::on(run, true, skip);
+        let block = match to {
+            Some(to) => run
+                .blocks
+                .partition_point(|b| {
+                    cmp_back(names, (b.first_table, &b.first_key), to) != Ordering::Greater
+                })
+                .checked_sub(1),
+            None => run.blocks.len().checked_sub(1),
+        };
+        let Some(block) = block else {
+            return Ok(cursor);
+        };
+        cursor.load(block)?;
+        if let Some(to) = to {
+            while let Some(head) = &cursor.head
+                && cmp_back(names, (head.table, head.key(&cursor.buf)), to) == Ordering::Greater
+            {
+                cursor.step()?;
+            }
+        }
+        cursor.skip_removed()?;
+        Ok(cursor)
+    }
+
+    fn on(run: &'a Run, backward: bool, skip: Vec<u32>) -> RunCursor<'a> {
+        RunCursor {
+            run,
+            backward,
+            block: 0,
+            buf: Vec::new(),
+            head: None,
+            starts: Vec::new(),
+            at: 0,
+            skip_table: skip,
+        }
+    }
+
+    /// Reads block `i` (if there is one) and stands on its first record (descending: its
+    /// last).
     fn load(&mut self, i: usize) -> Result<()> {
         self.block = i;
         if i >= self.run.blocks.len() {
@@ -416,7 +483,18 @@ impl<'a> RunCursor<'a> {
             return Ok(());
         }
         self.run.read_block(i, &mut self.buf)?;
-        self.head = Some(record_at(&self.buf, 0));
+        if self.backward {
+            self.starts.clear();
+            let mut at = 0;
+            while at < self.buf.len() {
+                self.starts.push(at);
+                at = record_at(&self.buf, at).end;
+            }
+            self.at = self.starts.len() - 1;
+            self.head = Some(record_at(&self.buf, self.starts[self.at]));
+        } else {
+            self.head = Some(record_at(&self.buf, 0));
+        }
         Ok(())
     }
 
@@ -433,7 +511,18 @@ impl<'a> RunCursor<'a> {
         let Some(head) = &self.head else {
             return Ok(());
         };
-        if head.end < self.buf.len() {
+        if self.backward {
+            if self.at > 0 {
+                self.at -= 1;
+                self.head = Some(record_at(&self.buf, self.starts[self.at]));
+                Ok(())
+            } else if self.block > 0 {
+                self.load(self.block - 1)
+            } else {
+                self.head = None;
+                Ok(())
+            }
+        } else if head.end < self.buf.len() {
             self.head = Some(record_at(&self.buf, head.end));
             Ok(())
         } else {
@@ -441,7 +530,7 @@ impl<'a> RunCursor<'a> {
         }
     }
 
-    /// Moves to the next record.
+    /// Moves to the next record (descending: the one before).
     pub fn advance(&mut self) -> Result<()> {
         self.step()?;
         self.skip_removed()

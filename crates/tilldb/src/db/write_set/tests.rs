@@ -40,7 +40,8 @@ enum Op {
     Put(usize, Vec<u8>, Option<Vec<u8>>),
     Get(usize, Vec<u8>),
     Table(usize),
-    Range(usize, Bound<Vec<u8>>, Bound<Vec<u8>>),
+    /// A table's writes between two bounds, descending if the flag is set.
+    Range(usize, Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
     RemoveTable(usize),
 }
 
@@ -55,7 +56,8 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (0..3usize, key.clone(), value).prop_map(|(t, k, v)| Op::Put(t, k, v)),
         4 => (0..3usize, key).prop_map(|(t, k)| Op::Get(t, k)),
         1 => (0..3usize).prop_map(Op::Table),
-        2 => (0..3usize, bound(), bound()).prop_map(|(t, lo, hi)| Op::Range(t, lo, hi)),
+        3 => (0..3usize, bound(), bound(), any::<bool>())
+            .prop_map(|(t, lo, hi, back)| Op::Range(t, lo, hi, back)),
         1 => (0..3usize).prop_map(Op::RemoveTable),
     ]
 }
@@ -113,15 +115,25 @@ proptest! {
                         .collect();
                     prop_assert_eq!(got, model_table(&model, TABLES[t]));
                 }
-                Op::Range(t, lo, hi) => {
-                    let range = set
-                        .table_range(TABLES[t], lo.as_ref().map(Vec::as_slice), hi.as_ref().map(Vec::as_slice))
+                Op::Range(t, lo, hi, back) => {
+                    let direction = if back { Direction::Backward } else { Direction::Forward };
+                    let mut range = set
+                        .table_range(TABLES[t], lo.as_ref().map(Vec::as_slice), hi.as_ref().map(Vec::as_slice), direction)
                         .expect("range");
-                    let got: Vec<_> = drain(range).into_iter().map(|((_, k), v)| (k, v)).collect();
-                    let want: Vec<_> = model_table(&model, TABLES[t])
+                    prop_assert!(range.current().is_none());
+                    let mut got = Vec::new();
+                    while let Some(w) = range.next().expect("read back") {
+                        got.push((w.key.to_vec(), w.value.map(<[u8]>::to_vec)));
+                        let again = range.current().expect("the write just yielded");
+                        prop_assert_eq!((again.key, again.value), (got[got.len() - 1].0.as_slice(), got[got.len() - 1].1.as_deref()));
+                    }
+                    let mut want: Vec<_> = model_table(&model, TABLES[t])
                         .into_iter()
                         .filter(|(k, _)| std::ops::RangeBounds::contains(&(lo.clone(), hi.clone()), k))
                         .collect();
+                    if back {
+                        want.reverse();
+                    }
                     prop_assert_eq!(got, want);
                 }
                 Op::RemoveTable(t) => {
@@ -296,5 +308,66 @@ fn a_spilled_block_that_reads_back_changed_is_corruption_naming_the_file_and_off
             assert_eq!(offset, 0);
         }
         other => panic!("{other}"),
+    }
+}
+
+/// Runs on disk of several blocks (merged from 16 runs of one level), read in both
+/// directions between bounds that fall inside blocks and at their edges, against a map.
+#[test]
+fn a_range_reads_spilled_runs_of_many_blocks_in_both_directions() {
+    let (mut set, _disk) = spilling(64 << 10);
+    let mut model = BTreeMap::new();
+    let mut x: u64 = 7;
+    for i in 0..24_000u32 {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let key = format!("{:06}", x % 20_000).into_bytes();
+        let value = (i % 5 != 0).then(|| vec![(i % 251) as u8; 100]);
+        let table = if i % 7 == 0 { "a" } else { "orders" };
+        set.put(table, &key, value.as_deref()).expect("put");
+        model.insert((table.to_owned(), key), value);
+    }
+    assert!(
+        set.disk.runs.iter().any(|r| r.blocks_len() > 2),
+        "a run of more than two blocks: {:?}",
+        set.disk.runs
+    );
+    let bounds = [
+        Bound::Unbounded,
+        Bound::Included(b"000000".to_vec()),
+        Bound::Excluded(b"004321".to_vec()),
+        Bound::Included(b"012345".to_vec()),
+        Bound::Excluded(b"019999".to_vec()),
+    ];
+    for table in ["a", "orders", "absent"] {
+        for lo in &bounds {
+            for hi in &bounds {
+                for direction in [Direction::Forward, Direction::Backward] {
+                    let range = set
+                        .table_range(
+                            table,
+                            lo.as_ref().map(Vec::as_slice),
+                            hi.as_ref().map(Vec::as_slice),
+                            direction,
+                        )
+                        .expect("range");
+                    let got: Vec<_> = drain(range).into_iter().map(|((_, k), v)| (k, v)).collect();
+                    let mut want: Vec<_> = model_table(&model, table)
+                        .into_iter()
+                        .filter(|(k, _)| {
+                            std::ops::RangeBounds::contains(&(lo.clone(), hi.clone()), k)
+                        })
+                        .collect();
+                    if direction == Direction::Backward {
+                        want.reverse();
+                    }
+                    assert_eq!(
+                        got.len(),
+                        want.len(),
+                        "{table:?} {lo:?}..{hi:?} {direction:?}"
+                    );
+                    assert!(got == want, "{table:?} {lo:?}..{hi:?} {direction:?}");
+                }
+            }
+        }
     }
 }

@@ -7,6 +7,10 @@
 //! Every call has a form for the default table (`put`, `get`, ...) and one naming a table
 //! (`put_in("orders", ...)`); `""` names the default table.
 
+mod range;
+
+pub use range::TxnRange;
+
 use super::commit::{self, Changes};
 use super::locks::{TreeHeld, Writer};
 use super::write_set::WriteSet;
@@ -31,6 +35,8 @@ pub struct Txn<'db> {
     writes: WriteSet,
     /// Tables dropped (`Changes::dropped`).
     dropped: BTreeSet<String>,
+    /// Where each table's first and last keys are known to lie (`range.rs`).
+    edges: range::Edges,
 }
 
 impl fmt::Debug for Txn<'_> {
@@ -51,6 +57,7 @@ impl<'db> Txn<'db> {
             alloc: None,
             writes: WriteSet::spilling(Arc::clone(&db.inner.spill_to)),
             dropped: BTreeSet::new(),
+            edges: range::Edges::default(),
         }
     }
 
@@ -74,7 +81,9 @@ impl<'db> Txn<'db> {
     /// Sets `key` to `value` in `table`, creating the table at commit if it does not exist.
     pub fn put_in(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_sizes(table, key, Some(value))?;
-        self.writes.put(table, key, Some(value))
+        self.writes.put(table, key, Some(value))?;
+        self.edges.put(table, key);
+        Ok(())
     }
 
     /// Removes `key` from the default table (nothing happens if it is absent).
@@ -97,23 +106,15 @@ impl<'db> Txn<'db> {
     /// Removes every key of `table` between the bounds, as this transaction sees them (its
     /// own puts included), atomically with the rest of the transaction; returns how many.
     /// Each key is one delete of the commit (and of the change feed); a range of any size
-    /// commits (in parts when it must), but its keys are read into memory first: delete a
-    /// range of millions of keys in several calls, a bounded range each.
+    /// commits (in parts when it must). The range is read lazily and removed a batch of keys
+    /// at a time (see [`Txn::retain_in`]).
     pub fn delete_range_in(
         &mut self,
         table: &str,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
     ) -> Result<u64> {
-        let doomed: Vec<Vec<u8>> = self
-            .scan_in(table, lower, upper, Direction::Forward)?
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        for key in &doomed {
-            self.delete_in(table, key)?;
-        }
-        Ok(doomed.len() as u64)
+        self.retain_in(table, lower, upper, |_, _| false)
     }
 
     /// Drops `table` with every entry in it, atomically with the rest of the transaction;
@@ -150,6 +151,7 @@ impl<'db> Txn<'db> {
         // Its writes go: a put among them made it exist for this transaction.
         let written = self.writes.remove_table(table)?;
         self.dropped.insert(table.to_owned());
+        self.edges.forget(table);
         Ok(existed || written)
     }
 
@@ -183,7 +185,8 @@ impl<'db> Txn<'db> {
         self.scan_in("", lower, upper, direction)
     }
 
-    /// The entries of `table` between the bounds, own writes included, in `direction`.
+    /// The entries of `table` between the bounds, own writes included, in `direction`,
+    /// collected: [`Txn::range_in`] reads them lazily.
     pub fn scan_in(
         &mut self,
         table: &str,
@@ -191,38 +194,7 @@ impl<'db> Txn<'db> {
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.latch()?;
-        let tree: Vec<(Vec<u8>, Vec<u8>)> = {
-            let shared = self.db.inner.tree_lock.read();
-            match self.visible_root_of(table, shared.held())? {
-                Some(root) => {
-                    let pages = self.db.read_pages();
-                    Tree::open(root)
-                        .scan(&pages, lower, upper, Direction::Forward)
-                        .collect::<Result<_>>()?
-                }
-                None => Vec::new(),
-            }
-        };
-        // Both in key order: merged in one pass, an own write replacing the tree's entry.
-        let mut merged = Vec::with_capacity(tree.len());
-        let mut tree = tree.into_iter().peekable();
-        let mut own = self.writes.table_range(table, lower, upper)?;
-        while let Some(write) = own.next()? {
-            let key = write.key;
-            while let Some(entry) = tree.next_if(|(k, _)| k.as_slice() < key) {
-                merged.push(entry);
-            }
-            tree.next_if(|(k, _)| k.as_slice() == key);
-            if let Some(value) = write.value {
-                merged.push((key.to_vec(), value.to_vec()));
-            }
-        }
-        merged.extend(tree);
-        if direction == Direction::Backward {
-            merged.reverse();
-        }
-        Ok(merged)
+        self.range_in(table, lower, upper, direction)?.collect()
     }
 
     /// Commits at the database's default durability.

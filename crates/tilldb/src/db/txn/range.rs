@@ -1,0 +1,495 @@
+//! A write transaction's reads of many keys, lazily: [`TxnRange`] merges the tree as the
+//! transaction found it with the transaction's own writes (in memory and in spilled runs),
+//! in either direction, reading each side as it is consumed. A range costs what it reads,
+//! never a copy of the table. On it: the first and last entry, taking them (`pop_first`,
+//! `pop_last`: a queue), and removing by predicate (`retain_in`, `extract_if_in`).
+//!
+//! The transaction holds the writer lock from its first read, so nothing but its own
+//! commit changes the tree while it reads: the tree's side is read a batch at a time (16
+//! entries, then twice as many each time up to [`TREE_BATCH_MAX`]), each batch a descent
+//! from the root under the tree lock, starting past the last key read.
+//!
+//! A queue taken from its head inside one transaction leaves a deleted key per pop at the
+//! front of its write set; were each pop to read from the table's start it would pass over
+//! every key popped before (a quadratic loop). [`Edges`] remembers, per table, a bound below
+//! which the transaction sees no key (and one above which): set by a read of the first
+//! (last) entry and by a pop, moved by nothing but those, and forgotten when the
+//! transaction puts a key beyond it. Every range of the transaction starts there.
+
+use super::Txn;
+use crate::btree::{Direction, Tree};
+use crate::db::Db;
+use crate::db::write_set::Cursor;
+use crate::error::Result;
+use crate::page::PageId;
+use std::cmp::Ordering;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::ops::Bound;
+
+/// Entries the tree's side of a range reads first; each next batch is twice the last.
+const TREE_BATCH_FIRST: usize = 16;
+
+/// Most entries the tree's side of a range reads at once.
+const TREE_BATCH_MAX: usize = 256;
+
+/// Entries [`Txn::retain_in`] finds to remove before it removes them and reads on.
+const DOOMED_BATCH: usize = 1024;
+
+/// Per table, how far from each end the transaction knows it sees no key (module doc).
+#[derive(Debug, Default)]
+pub(super) struct Edges {
+    tables: HashMap<String, Edge>,
+}
+
+/// Keys at or below `head` (`Included`: below) and at or above `tail` (`Included`: above)
+/// are none the transaction sees.
+#[derive(Debug, Default)]
+struct Edge {
+    head: Option<Bound<Vec<u8>>>,
+    tail: Option<Bound<Vec<u8>>>,
+}
+
+impl Edges {
+    /// A put of `key` to `table`: an edge it lies beyond is forgotten.
+    pub(super) fn put(&mut self, table: &str, key: &[u8]) {
+        if self.tables.is_empty() {
+            return;
+        }
+        if let Some(edge) = self.tables.get_mut(table) {
+            let below = |bound: &Bound<Vec<u8>>| match bound {
+                Bound::Included(h) => key < h.as_slice(),
+                Bound::Excluded(h) => key <= h.as_slice(),
+                Bound::Unbounded => false,
+            };
+            let above = |bound: &Bound<Vec<u8>>| match bound {
+                Bound::Included(t) => key > t.as_slice(),
+                Bound::Excluded(t) => key >= t.as_slice(),
+                Bound::Unbounded => false,
+            };
+            if edge.head.as_ref().is_some_and(below) {
+                edge.head = None;
+            }
+            if edge.tail.as_ref().is_some_and(above) {
+                edge.tail = None;
+            }
+        }
+    }
+
+    /// `table` dropped: nothing is known of it.
+    pub(super) fn forget(&mut self, table: &str) {
+        self.tables.remove(table);
+    }
+
+    /// The bounds a range of `table` reads: the caller's, narrowed to the edges.
+    fn narrow(
+        &self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        let lower = lower.map(<[u8]>::to_vec);
+        let upper = upper.map(<[u8]>::to_vec);
+        let Some(edge) = self.tables.get(table) else {
+            return (lower, upper);
+        };
+        let lower = match &edge.head {
+            Some(head) => tighter(lower, head, Ordering::Greater),
+            None => lower,
+        };
+        let upper = match &edge.tail {
+            Some(tail) => tighter(upper, tail, Ordering::Less),
+            None => upper,
+        };
+        (lower, upper)
+    }
+
+    /// The transaction sees no key of `table` before `bound` at the start (`Forward`) or
+    /// past it at the end (`Backward`).
+    fn learn(&mut self, table: &str, direction: Direction, bound: Bound<Vec<u8>>) {
+        let edge = self.tables.entry(table.to_owned()).or_default();
+        match direction {
+            Direction::Forward => edge.head = Some(bound),
+            Direction::Backward => edge.tail = Some(bound),
+        }
+    }
+}
+
+/// Of a bound and an edge, the one that lets fewer keys through: `inward` is the way keys
+/// grow past a lower bound (`Greater`) or an upper one (`Less`).
+fn tighter(bound: Bound<Vec<u8>>, edge: &Bound<Vec<u8>>, inward: Ordering) -> Bound<Vec<u8>> {
+    let edge_key = match edge {
+        Bound::Included(k) | Bound::Excluded(k) => k,
+        Bound::Unbounded => return bound,
+    };
+    let bound_key = match &bound {
+        Bound::Included(k) | Bound::Excluded(k) => k,
+        Bound::Unbounded => return edge.clone(),
+    };
+    match edge_key.cmp(bound_key) {
+        order if order == inward => edge.clone(),
+        Ordering::Equal if matches!(edge, Bound::Excluded(_)) => edge.clone(),
+        _ => bound,
+    }
+}
+
+/// A write transaction's entries of a key range, in order: the tree merged with the
+/// transaction's own writes, read lazily (module doc). Made by [`Txn::range`] and its
+/// `_in` and `prefix` forms; it borrows the transaction, which writes again once it is
+/// dropped. An error (a failed read) is returned once, and the range ends.
+pub struct TxnRange<'t> {
+    db: &'t Db,
+    /// The table's root as the transaction sees it (`None`: no tree to read).
+    root: Option<PageId>,
+    direction: Direction,
+    /// The tree's side: entries read and not yet yielded, and the bounds of the next read.
+    tree: VecDeque<(Vec<u8>, Vec<u8>)>,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    tree_done: bool,
+    batch: usize,
+    /// The transaction's own writes in the range, and whether its current write is merged.
+    own: Cursor<'t>,
+    own_at: Own,
+}
+
+/// Where a [`TxnRange`] stands in its own writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Own {
+    /// The cursor's current write (if any) is merged: the next is to be read.
+    Read,
+    /// The cursor's current write is not merged yet.
+    Ready,
+    /// No write is left.
+    Done,
+}
+
+impl fmt::Debug for TxnRange<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "TxnRange({:?}, {} read ahead, {:?})",
+            self.direction,
+            self.tree.len(),
+            self.own
+        )
+    }
+}
+
+impl TxnRange<'_> {
+    /// Reads the tree's next batch.
+    fn fill(&mut self) -> Result<()> {
+        let Some(root) = self.root else {
+            self.tree_done = true;
+            return Ok(());
+        };
+        {
+            let _shared = self.db.inner.tree_lock.read();
+            let pages = self.db.read_pages();
+            let mut cursor = Tree::open(root).scan(
+                &pages,
+                as_ref(&self.lower),
+                as_ref(&self.upper),
+                self.direction,
+            );
+            for _ in 0..self.batch {
+                let Some(entry) = cursor.next() else {
+                    self.tree_done = true;
+                    break;
+                };
+                self.tree.push_back(entry?);
+            }
+        }
+        if let Some((last, _)) = self.tree.back() {
+            let past = Bound::Excluded(last.clone());
+            match self.direction {
+                Direction::Forward => self.lower = past,
+                Direction::Backward => self.upper = past,
+            }
+        }
+        self.batch = (self.batch * 2).min(TREE_BATCH_MAX);
+        Ok(())
+    }
+
+    fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            if self.tree.is_empty() && !self.tree_done {
+                self.fill()?;
+            }
+            if self.own_at == Own::Read {
+                self.own_at = match self.own.next()? {
+                    Some(_) => Own::Ready,
+                    None => Own::Done,
+                };
+            }
+            let own = match self.own_at {
+                Own::Ready => self.own.current(),
+                Own::Read | Own::Done => None,
+            };
+            let Some(own) = own else {
+                return Ok(self.tree.pop_front());
+            };
+            let order = self.tree.front().map(|(key, _)| {
+                let order = key.as_slice().cmp(own.key);
+                match self.direction {
+                    Direction::Forward => order,
+                    Direction::Backward => order.reverse(),
+                }
+            });
+            match order {
+                // The tree's entry comes first.
+                Some(Ordering::Less) => return Ok(self.tree.pop_front()),
+                // The transaction wrote the tree's key: its write replaces the entry.
+                Some(Ordering::Equal) => {
+                    self.tree.pop_front();
+                }
+                Some(Ordering::Greater) | None => {}
+            }
+            let entry = own.value.map(|value| (own.key.to_vec(), value.to_vec()));
+            self.own_at = Own::Read;
+            if entry.is_some() {
+                return Ok(entry);
+            }
+            // A delete of a key the tree may not have had: nothing to yield.
+        }
+    }
+}
+
+impl Iterator for TxnRange<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.step() {
+            Ok(entry) => entry.map(Ok),
+            Err(e) => {
+                // Returned once: nothing is left to read.
+                self.tree.clear();
+                self.tree_done = true;
+                self.own_at = Own::Done;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+fn as_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    bound.as_ref().map(Vec::as_slice)
+}
+
+impl Txn<'_> {
+    /// The entries of the default table between the bounds, in `direction`, this
+    /// transaction's own writes included, read lazily (see [`TxnRange`]).
+    pub fn range(
+        &mut self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<TxnRange<'_>> {
+        self.range_in("", lower, upper, direction)
+    }
+
+    /// [`Txn::range`] over `table`.
+    pub fn range_in(
+        &mut self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> Result<TxnRange<'_>> {
+        self.latch()?;
+        let root = {
+            let shared = self.db.inner.tree_lock.read();
+            self.visible_root_of(table, shared.held())?
+        };
+        let (lower, upper) = self.edges.narrow(table, lower, upper);
+        let own = self
+            .writes
+            .table_range(table, as_ref(&lower), as_ref(&upper), direction)?;
+        Ok(TxnRange {
+            db: self.db,
+            root,
+            direction,
+            tree: VecDeque::new(),
+            lower,
+            upper,
+            tree_done: false,
+            batch: TREE_BATCH_FIRST,
+            own,
+            own_at: Own::Read,
+        })
+    }
+
+    /// The entries of the default table whose keys start with `prefix`, lazily.
+    pub fn prefix(&mut self, prefix: &[u8], direction: Direction) -> Result<TxnRange<'_>> {
+        self.prefix_in("", prefix, direction)
+    }
+
+    /// [`Txn::prefix`] over `table`.
+    pub fn prefix_in(
+        &mut self,
+        table: &str,
+        prefix: &[u8],
+        direction: Direction,
+    ) -> Result<TxnRange<'_>> {
+        let (lower, upper) = crate::db::range::prefix_bounds(prefix);
+        self.range_in(table, as_ref(&lower), as_ref(&upper), direction)
+    }
+
+    /// The entry of the default table with the smallest key, own writes included.
+    pub fn first(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.first_in("")
+    }
+
+    /// [`Txn::first`] of `table`.
+    pub fn first_in(&mut self, table: &str) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.end_of(table, Direction::Forward, false)
+    }
+
+    /// The entry of the default table with the largest key, own writes included.
+    pub fn last(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.last_in("")
+    }
+
+    /// [`Txn::last`] of `table`.
+    pub fn last_in(&mut self, table: &str) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.end_of(table, Direction::Backward, false)
+    }
+
+    /// Removes the entry of the default table with the smallest key and returns it: the
+    /// head of a queue. Each pop costs a descent, however many this transaction took before.
+    pub fn pop_first(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.pop_first_in("")
+    }
+
+    /// [`Txn::pop_first`] of `table`.
+    pub fn pop_first_in(&mut self, table: &str) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.end_of(table, Direction::Forward, true)
+    }
+
+    /// Removes the entry of the default table with the largest key and returns it.
+    pub fn pop_last(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.pop_last_in("")
+    }
+
+    /// [`Txn::pop_last`] of `table`.
+    pub fn pop_last_in(&mut self, table: &str) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.end_of(table, Direction::Backward, true)
+    }
+
+    /// The first entry of `table` in `direction`, removed if `take`; the edge learned.
+    fn end_of(
+        &mut self,
+        table: &str,
+        direction: Direction,
+        take: bool,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let entry = self
+            .range_in(table, Bound::Unbounded, Bound::Unbounded, direction)?
+            .next()
+            .transpose()?;
+        let Some((key, value)) = entry else {
+            return Ok(None);
+        };
+        if take {
+            self.delete_in(table, &key)?;
+            self.edges
+                .learn(table, direction, Bound::Excluded(key.clone()));
+        } else {
+            self.edges
+                .learn(table, direction, Bound::Included(key.clone()));
+        }
+        Ok(Some((key, value)))
+    }
+
+    /// Removes every entry of `table` between the bounds that `keep` rejects, as this
+    /// transaction sees them; returns how many. The range is read once, lazily, and the
+    /// rejected keys removed a batch at a time: it holds at most 1,024 keys.
+    pub fn retain_in(
+        &mut self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        mut keep: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<u64> {
+        let mut removed = 0;
+        self.remove_where(table, (lower, upper), |key, value| {
+            if keep(key, value) {
+                false
+            } else {
+                removed += 1;
+                true
+            }
+        })?;
+        Ok(removed)
+    }
+
+    /// [`Txn::retain_in`] over the whole default table.
+    pub fn retain(&mut self, keep: impl FnMut(&[u8], &[u8]) -> bool) -> Result<u64> {
+        self.retain_in("", Bound::Unbounded, Bound::Unbounded, keep)
+    }
+
+    /// Removes every entry of `table` between the bounds that `take` selects and returns
+    /// them, in key order; the rest of the range is read, not collected.
+    pub fn extract_if_in(
+        &mut self,
+        table: &str,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        mut take: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut taken = Vec::new();
+        self.remove_where(table, (lower, upper), |key, value| {
+            let chosen = take(key, value);
+            if chosen {
+                taken.push((key.to_vec(), value.to_vec()));
+            }
+            chosen
+        })?;
+        Ok(taken)
+    }
+
+    /// [`Txn::extract_if_in`] over the whole default table.
+    pub fn extract_if(
+        &mut self,
+        take: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.extract_if_in("", Bound::Unbounded, Bound::Unbounded, take)
+    }
+
+    /// Removes the entries of a range that `doomed` chooses: read lazily, removed a batch
+    /// at a time, the read going on past the last key read.
+    fn remove_where(
+        &mut self,
+        table: &str,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        mut doomed: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let upper = upper.map(<[u8]>::to_vec);
+        let mut from = lower.map(<[u8]>::to_vec);
+        loop {
+            let mut batch = Vec::new();
+            let mut last = None;
+            {
+                let range =
+                    self.range_in(table, as_ref(&from), as_ref(&upper), Direction::Forward)?;
+                for entry in range {
+                    let (key, value) = entry?;
+                    if doomed(&key, &value) {
+                        batch.push(key.clone());
+                    }
+                    last = Some(key);
+                    if batch.len() == DOOMED_BATCH {
+                        break;
+                    }
+                }
+            }
+            for key in &batch {
+                self.delete_in(table, key)?;
+            }
+            match last {
+                Some(key) if batch.len() == DOOMED_BATCH => from = Bound::Excluded(key),
+                _ => return Ok(()),
+            }
+        }
+    }
+}

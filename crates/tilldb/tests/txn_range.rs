@@ -1,0 +1,305 @@
+//! A write transaction's lazy ranges (`Txn::range`, `first`/`last`, `pop_first`/`pop_last`,
+//! `retain_in`, `extract_if_in`): against a map of what the transaction sees, for committed
+//! rows, own puts and deletes over them, and a write set spilled to disk; and a queue taken
+//! from its head, whose pops cost the same however many came before.
+
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use tilldb::{Db, Direction, Options, Txn};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn key(i: u32) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+/// A database with `rows` keys (every third one) in the default table and in "t", committed.
+fn committed(options: Options, rows: u32) -> (tempfile::TempDir, Db, Model) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(tmp.path(), options).expect("open");
+    let mut model = Model::new();
+    let mut txn = db.begin().expect("begin");
+    for i in (0..rows * 3).step_by(3) {
+        let value = format!("c{i}").into_bytes();
+        txn.put(&key(i), &value).expect("put");
+        txn.put_in("t", &key(i), b"other table").expect("put");
+        model.insert(key(i), value);
+    }
+    txn.commit().expect("commit");
+    (tmp, db, model)
+}
+
+fn expected(model: &Model, lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>, d: Direction) -> Model2 {
+    // Filtered, not `BTreeMap::range`, which panics on bounds the wrong way round (a range
+    // of the transaction is empty there).
+    let bounds = (lower.clone(), upper.clone());
+    let mut out: Vec<_> = model
+        .iter()
+        .filter(|(k, _)| std::ops::RangeBounds::contains(&bounds, *k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if d == Direction::Backward {
+        out.reverse();
+    }
+    out
+}
+
+type Model2 = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn read(txn: &mut Txn<'_>, lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>, d: Direction) -> Model2 {
+    txn.range(
+        lower.as_ref().map(Vec::as_slice),
+        upper.as_ref().map(Vec::as_slice),
+        d,
+    )
+    .expect("range")
+    .collect::<Result<_, _>>()
+    .expect("the range reads")
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u32),
+    Delete(u32),
+    Range(Bound<u32>, Bound<u32>, bool),
+    PopFirst,
+    PopLast,
+    First,
+    Last,
+    /// Removes the keys whose number is divisible by this, between two bounds.
+    Retain(Bound<u32>, Bound<u32>, u32),
+    Extract(Bound<u32>, Bound<u32>, u32),
+}
+
+fn bound() -> impl Strategy<Value = Bound<u32>> {
+    prop_oneof![
+        Just(Bound::Unbounded),
+        (0..320u32).prop_map(Bound::Included),
+        (0..320u32).prop_map(Bound::Excluded),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..320u32).prop_map(Op::Put),
+        4 => (0..320u32).prop_map(Op::Delete),
+        3 => (bound(), bound(), any::<bool>()).prop_map(|(l, u, b)| Op::Range(l, u, b)),
+        3 => Just(Op::PopFirst),
+        2 => Just(Op::PopLast),
+        1 => Just(Op::First),
+        1 => Just(Op::Last),
+        1 => (bound(), bound(), 2..5u32).prop_map(|(l, u, m)| Op::Retain(l, u, m)),
+        1 => (bound(), bound(), 2..5u32).prop_map(|(l, u, m)| Op::Extract(l, u, m)),
+    ]
+}
+
+fn keys(b: Bound<u32>) -> Bound<Vec<u8>> {
+    b.map(key)
+}
+
+fn number(k: &[u8]) -> u32 {
+    std::str::from_utf8(&k[1..])
+        .expect("utf-8")
+        .parse()
+        .expect("a number")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Every read of the transaction equals the map of what it sees: committed rows, its
+    /// own puts and deletes, pops, retains and extracts; with a write set in memory and one
+    /// spilled to runs on disk every few writes. "t" is never touched, and after the commit
+    /// the database holds the map.
+    #[test]
+    fn a_write_transaction_reads_what_a_map_of_its_writes_over_the_table_holds(
+        ops in prop::collection::vec(op(), 1..120),
+        spill in any::<bool>(),
+    ) {
+        let mut options = Options::for_tests();
+        // Spilled: values of 3 KB in a write set of 64 KiB (the least), a run on disk every
+        // 20 puts or so.
+        let pad = if spill { 3000 } else { 0 };
+        if spill {
+            options.write_set_bytes = 64 << 10;
+        }
+        let (_tmp, db, mut model) = committed(options, 100);
+        let mut txn = db.begin().expect("begin");
+        for (n, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Put(i) => {
+                    let mut value = format!("p{n}").into_bytes();
+                    value.resize(pad.max(value.len()), b'.');
+                    txn.put(&key(i), &value).expect("put");
+                    model.insert(key(i), value);
+                }
+                Op::Delete(i) => {
+                    txn.delete(&key(i)).expect("delete");
+                    model.remove(&key(i));
+                }
+                Op::Range(l, u, back) => {
+                    let d = if back { Direction::Backward } else { Direction::Forward };
+                    let (l, u) = (keys(l), keys(u));
+                    prop_assert_eq!(read(&mut txn, &l, &u, d), expected(&model, &l, &u, d));
+                }
+                Op::PopFirst => {
+                    let want = model.pop_first();
+                    prop_assert_eq!(txn.pop_first().expect("pop"), want);
+                }
+                Op::PopLast => {
+                    let want = model.pop_last();
+                    prop_assert_eq!(txn.pop_last().expect("pop"), want);
+                }
+                Op::First => {
+                    let want = model.first_key_value().map(|(k, v)| (k.clone(), v.clone()));
+                    prop_assert_eq!(txn.first().expect("first"), want);
+                }
+                Op::Last => {
+                    let want = model.last_key_value().map(|(k, v)| (k.clone(), v.clone()));
+                    prop_assert_eq!(txn.last().expect("last"), want);
+                }
+                Op::Retain(l, u, m) => {
+                    let (l, u) = (keys(l), keys(u));
+                    let doomed: Vec<_> = expected(&model, &l, &u, Direction::Forward)
+                        .into_iter()
+                        .filter(|(k, _)| number(k).is_multiple_of(m))
+                        .collect();
+                    let removed = txn
+                        .retain_in("", l.as_ref().map(Vec::as_slice), u.as_ref().map(Vec::as_slice), |k, _| !number(k).is_multiple_of(m))
+                        .expect("retain");
+                    prop_assert_eq!(removed, doomed.len() as u64);
+                    for (k, _) in doomed {
+                        model.remove(&k);
+                    }
+                }
+                Op::Extract(l, u, m) => {
+                    let (l, u) = (keys(l), keys(u));
+                    let want: Vec<_> = expected(&model, &l, &u, Direction::Forward)
+                        .into_iter()
+                        .filter(|(k, _)| number(k).is_multiple_of(m))
+                        .collect();
+                    let got = txn
+                        .extract_if_in("", l.as_ref().map(Vec::as_slice), u.as_ref().map(Vec::as_slice), |k, _| number(k).is_multiple_of(m))
+                        .expect("extract");
+                    for (k, _) in &want {
+                        model.remove(k);
+                    }
+                    prop_assert_eq!(got, want);
+                }
+            }
+        }
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        prop_assert_eq!(read(&mut txn, &all.0, &all.1, Direction::Forward), expected(&model, &all.0, &all.1, Direction::Forward));
+        txn.commit().expect("commit");
+        let after: Model = db.scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+            .expect("scan")
+            .into_iter()
+            .collect();
+        prop_assert_eq!(after, model);
+        prop_assert_eq!(db.len_in("t").expect("len"), 100);
+    }
+}
+
+/// A queue of 20,000 entries, its head taken 4,000 times in one transaction and then 200
+/// times in transactions of their own: each pop pins as many pages as the first did (a
+/// descent), not more with each key popped before it. Were a pop to read from the table's
+/// start, the last pops of the transaction would pass over the 3,000 deleted keys before them.
+#[test]
+fn a_queue_popped_from_its_head_costs_a_descent_a_pop_however_many_came_before() {
+    let (_tmp, db, mut model) = committed(Options::for_tests(), 20_000);
+    let pins = || {
+        let pool = db.stats().pool;
+        pool.hits + pool.misses
+    };
+    let mut txn = db.begin().expect("begin");
+    let mut per_thousand = Vec::new();
+    for _ in 0..4 {
+        let before = pins();
+        for _ in 0..1000 {
+            let popped = txn.pop_first().expect("pop");
+            assert_eq!(popped, model.pop_first());
+        }
+        per_thousand.push(pins() - before);
+    }
+    txn.commit().expect("commit");
+    let first = per_thousand[0];
+    for (i, &n) in per_thousand.iter().enumerate() {
+        assert!(
+            n <= first + first / 4 + 50,
+            "pins per 1,000 pops grew: {per_thousand:?} (thousand {i})"
+        );
+    }
+    assert!(
+        first <= 8 * 1000,
+        "a pop pinned more than 8 pages: {first} pins for 1,000 pops"
+    );
+    let before = pins();
+    for _ in 0..200 {
+        let mut txn = db.begin().expect("begin");
+        assert_eq!(txn.pop_first().expect("pop"), model.pop_first());
+        assert_eq!(txn.pop_last().expect("pop"), model.pop_last());
+        txn.commit().expect("commit");
+    }
+    let per_txn = (pins() - before) / 200;
+    assert!(
+        per_txn <= 64,
+        "a transaction of two pops pinned {per_txn} pages"
+    );
+    assert_eq!(db.len().expect("len"), model.len() as u64);
+}
+
+/// The edges a pop learns are forgotten by a put beyond them: a key put before the head
+/// after pops is the next first, and one put past the tail the next last.
+#[test]
+fn a_key_put_before_the_popped_head_is_the_next_first() {
+    let (_tmp, db, _model) = committed(Options::for_tests(), 100);
+    let mut txn = db.begin().expect("begin");
+    for _ in 0..10 {
+        txn.pop_first().expect("pop");
+        txn.pop_last().expect("pop");
+    }
+    txn.put(b"a", b"before").expect("put");
+    txn.put(b"z", b"after").expect("put");
+    assert_eq!(
+        txn.first().expect("first"),
+        Some((b"a".to_vec(), b"before".to_vec()))
+    );
+    assert_eq!(
+        txn.last().expect("last"),
+        Some((b"z".to_vec(), b"after".to_vec()))
+    );
+    assert_eq!(
+        txn.pop_first().expect("pop"),
+        Some((b"a".to_vec(), b"before".to_vec()))
+    );
+    assert_eq!(txn.first().expect("first").map(|e| e.0), Some(key(30)));
+    // A key put between the edges changes neither.
+    txn.put(&key(31), b"inside").expect("put");
+    assert_eq!(txn.first().expect("first").map(|e| e.0), Some(key(30)));
+    // A range from before the head sees the put at the head's key again.
+    txn.delete(&key(30)).expect("delete");
+    txn.put(&key(30), b"again").expect("put");
+    let all: Vec<_> = txn
+        .range(
+            Bound::Unbounded,
+            Bound::Included(&key(31)),
+            Direction::Forward,
+        )
+        .expect("range")
+        .map(|e| e.expect("read").0)
+        .collect();
+    assert_eq!(all, vec![key(30), key(31)]);
+    // The head known (key 30, seen), a range that excludes that very key does not see it.
+    assert_eq!(txn.first().expect("first").map(|e| e.0), Some(key(30)));
+    let past: Vec<_> = txn
+        .range(
+            Bound::Excluded(&key(30)),
+            Bound::Included(&key(33)),
+            Direction::Forward,
+        )
+        .expect("range")
+        .map(|e| e.expect("read").0)
+        .collect();
+    assert_eq!(past, vec![key(31), key(33)]);
+}
