@@ -16,6 +16,14 @@
 //!    range_reads             N/10 ranges of 10 keys from a loaded key -          ranges/s
 //!    removals                N/2 loaded keys in ONE transaction       sync       rows/s
 //!    length                  count the entries once                   -          ms
+//!    pop_first_last          N/100 pops, first and last by turns,     sync       rows/s
+//!                            in ONE transaction
+//!    retain                  remove every key retain's predicate      sync       rows/s read
+//!                            rejects (half), ONE transaction
+//!    extract_if              remove and read a quarter of the keys    sync       rows/s taken
+//!                            of a tenth of the key space, ONE txn
+//!    sorted_load             N fresh increasing keys above all, ONE   sync       rows/s
+//!                            transaction (LMDB: MDB_APPEND)
 //!    size_before_compaction  the directory after a clean close        -          bytes
 //!    size_after_compaction   reopen, compact, close (the copy's size) -          bytes
 //! ```
@@ -208,7 +216,7 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
         let results = doc["results"].as_array().expect("results");
         let workloads = workload::names(&[1, 2]);
-        assert_eq!(workloads.len(), 12, "{workloads:?}");
+        assert_eq!(workloads.len(), 16, "{workloads:?}");
         for engine in ["tilldb", "lmdb"] {
             for name in &workloads {
                 let rows: Vec<_> = results

@@ -12,7 +12,7 @@ use super::KvArgs;
 use super::engines::{self, BoxError, Commit, Compacted, KvStore, Settings};
 use super::reads;
 use super::report::{EngineRun, KvRun, Outcome, Status};
-use super::workload::{BATCH_ROWS, Key, Keys, SORTED_TXN_ROWS, Workload};
+use super::workload::{self, BATCH_ROWS, Key, Keys, SORTED_TXN_ROWS, Workload};
 use crate::disk_usage::DiskUsage;
 use crate::machine::Setting;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -231,6 +231,17 @@ impl EngineCtx<'_> {
             Workload::RangeReads => self.range_reads(workload),
             Workload::Removals => self.one_txn_row(workload, keys.removed(), false),
             Workload::Length => self.length(workload),
+            Workload::PopFirstLast => self.pops(workload),
+            Workload::Retain => self.retain(workload),
+            Workload::ExtractIf => self.extract(workload),
+            Workload::SortedLoad => {
+                let timed = self.store().and_then(|store| {
+                    let started = Instant::now();
+                    store.append_txn(&keys.appended)?;
+                    Ok(started.elapsed())
+                });
+                self.rate_or_failed(workload, keys.appended.len() as u64, timed)
+            }
             Workload::SizeBeforeCompaction => self.size_before(workload),
             Workload::SizeAfterCompaction => self.size_after(workload),
         }
@@ -362,6 +373,76 @@ impl EngineCtx<'_> {
                 outcome
             }
             Err(e) => Outcome::failed(workload, e.to_string()),
+        }
+    }
+
+    /// A rate of `rows` over the time taken, or the row failed (the store recovered).
+    fn rate_or_failed(
+        &mut self,
+        workload: Workload,
+        rows: u64,
+        timed: Result<Duration, BoxError>,
+    ) -> Outcome {
+        match timed {
+            Ok(elapsed) => Outcome::rate(workload, rows, elapsed),
+            Err(e) => {
+                self.recover();
+                Outcome::failed(workload, e.to_string())
+            }
+        }
+    }
+
+    /// N/100 pops in one transaction, alternately the first entry and the last.
+    fn pops(&mut self, workload: Workload) -> Outcome {
+        let pops = workload::pops(self.keys.loaded.len() as u64);
+        let timed = self.store().and_then(|store| {
+            let started = Instant::now();
+            let taken = store.pop_txn(pops)?;
+            let elapsed = started.elapsed();
+            if taken == pops {
+                Ok(elapsed)
+            } else {
+                Err(format!("took {taken} of {pops} pops").into())
+            }
+        });
+        self.rate_or_failed(workload, pops as u64, timed)
+    }
+
+    /// One transaction removing what `workload::keep` rejects; the rate counts the rows read
+    /// (the table's entries before it, counted untimed), `entries` the rows removed.
+    fn retain(&mut self, workload: Workload) -> Outcome {
+        let timed = self.store().and_then(|store| {
+            let before = store.count_entries()?;
+            let started = Instant::now();
+            let removed = store.retain_txn(workload::keep)?;
+            Ok((before, removed, started.elapsed()))
+        });
+        match timed {
+            Ok((before, removed, elapsed)) => {
+                let mut outcome = Outcome::rate(workload, before, elapsed);
+                outcome.entries = Some(removed);
+                outcome
+            }
+            Err(e) => self.rate_or_failed(workload, 0, Err(e)),
+        }
+    }
+
+    /// One transaction removing and returning the entries of a tenth of the key space that
+    /// `workload::take` selects; the rate counts the rows taken.
+    fn extract(&mut self, workload: Workload) -> Outcome {
+        let timed = self.store().and_then(|store| {
+            let started = Instant::now();
+            let taken =
+                store.extract_txn(workload::EXTRACT_FROM, workload::EXTRACT_TO, workload::take)?;
+            Ok((taken, started.elapsed()))
+        });
+        match timed {
+            Ok((taken, elapsed)) => {
+                let mut outcome = Outcome::rate(workload, taken, elapsed);
+                outcome.entries = Some(taken);
+                outcome
+            }
+            Err(e) => self.rate_or_failed(workload, 0, Err(e)),
         }
     }
 

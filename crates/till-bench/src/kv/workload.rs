@@ -20,6 +20,28 @@ pub const SORTED_TXN_ROWS: usize = 1_000;
 pub const RANGE_KEYS: usize = 10;
 /// The first byte of every sorted insert's key; every other key's first byte is below it.
 const SORTED_FIRST_BYTE: u8 = 0xFF;
+/// Leading 0xFF bytes of every key of `sorted_load`: above every other key of the run.
+const APPENDED_PREFIX: usize = 8;
+/// The range of `extract_if`: keys from the first to the second (excluded), about a tenth of
+/// the random keys.
+pub const EXTRACT_FROM: &[u8] = &[0x00];
+pub const EXTRACT_TO: &[u8] = &[0x1A];
+
+/// Whether `retain` keeps `key`: its last byte is even (about half the keys).
+pub fn keep(key: &[u8]) -> bool {
+    key[KEY_BYTES - 1].is_multiple_of(2)
+}
+
+/// Whether `extract_if` takes `key`: its next-to-last byte is a multiple of four (about a
+/// quarter of the range).
+pub fn take(key: &[u8]) -> bool {
+    key[KEY_BYTES - 2].is_multiple_of(4)
+}
+
+/// Pops of `pop_first_last` at `rows` (N/100, at least 10).
+pub fn pops(rows: u64) -> usize {
+    usize::try_from(rows / 100).unwrap_or(usize::MAX).max(10)
+}
 /// Seed of the keys (the same for every engine and run).
 const SEED: u64 = 0x4B56_2D4B_4559_5300;
 
@@ -39,6 +61,15 @@ pub enum Workload {
     RangeReads,
     Removals,
     Length,
+    /// N/100 pops, alternately the first entry and the last, in one transaction.
+    PopFirstLast,
+    /// One transaction removing every entry whose key [`keep`] rejects.
+    Retain,
+    /// One transaction removing and returning the entries of [`EXTRACT_FROM`]..[`EXTRACT_TO`]
+    /// that [`take`] selects.
+    ExtractIf,
+    /// N keys above every other, ascending, in one transaction (the engine's sorted path).
+    SortedLoad,
     SizeBeforeCompaction,
     SizeAfterCompaction,
 }
@@ -58,6 +89,10 @@ impl Workload {
             Workload::RangeReads,
             Workload::Removals,
             Workload::Length,
+            Workload::PopFirstLast,
+            Workload::Retain,
+            Workload::ExtractIf,
+            Workload::SortedLoad,
             Workload::SizeBeforeCompaction,
             Workload::SizeAfterCompaction,
         ]);
@@ -76,6 +111,10 @@ impl Workload {
             Workload::RangeReads => "range_reads".into(),
             Workload::Removals => "removals".into(),
             Workload::Length => "length".into(),
+            Workload::PopFirstLast => "pop_first_last".into(),
+            Workload::Retain => "retain".into(),
+            Workload::ExtractIf => "extract_if".into(),
+            Workload::SortedLoad => "sorted_load".into(),
             Workload::SizeBeforeCompaction => "size_before_compaction".into(),
             Workload::SizeAfterCompaction => "size_after_compaction".into(),
         }
@@ -93,6 +132,10 @@ impl Workload {
             Workload::RangeReads => format!("{} range reads of {RANGE_KEYS} keys", rows / 10),
             Workload::Removals => format!("remove {} rows in 1 txn", rows / 2),
             Workload::Length => "table length".into(),
+            Workload::PopFirstLast => format!("{} pops, first and last, in 1 txn", pops(rows)),
+            Workload::Retain => "retain half of the table in 1 txn (rows read)".into(),
+            Workload::ExtractIf => "extract a quarter of a tenth in 1 txn (rows taken)".into(),
+            Workload::SortedLoad => format!("sorted load, {rows} keys in 1 txn"),
             Workload::SizeBeforeCompaction => "size before compaction".into(),
             Workload::SizeAfterCompaction => "size after compaction".into(),
         }
@@ -104,7 +147,11 @@ impl Workload {
             Workload::BulkLoad
             | Workload::BatchWrites
             | Workload::SortedInserts
-            | Workload::Removals => "rows/s",
+            | Workload::Removals
+            | Workload::PopFirstLast
+            | Workload::Retain
+            | Workload::ExtractIf
+            | Workload::SortedLoad => "rows/s",
             Workload::IndividualWrites | Workload::NoFlushWrites => "commits/s",
             Workload::PointReads(_) => "reads/s",
             Workload::RangeReads => "ranges/s",
@@ -141,6 +188,8 @@ pub struct Keys {
     pub no_flush: Vec<Key>,
     /// N/5 keys above every other, ascending.
     pub sorted: Vec<Key>,
+    /// N keys above those, ascending: `sorted_load`'s.
+    pub appended: Vec<Key>,
 }
 
 impl Keys {
@@ -162,12 +211,29 @@ impl Keys {
             "sorted keys not ascending"
         );
         assert!(loaded.iter().all(|k| k[0] < SORTED_FIRST_BYTE));
+        let appended: Vec<Key> = (0..rows as u64)
+            .map(|i| {
+                let mut k = [0xFF; KEY_BYTES];
+                // Most significant byte first, so that the keys ascend with `i`.
+                let mut counter = i.to_le_bytes();
+                counter.reverse();
+                k[APPENDED_PREFIX..APPENDED_PREFIX + 8].copy_from_slice(&counter);
+                k
+            })
+            .collect();
+        assert!(
+            sorted
+                .last()
+                .is_none_or(|last| appended.first().is_none_or(|a| a > last)),
+            "appended keys not above the sorted ones"
+        );
         Keys {
             loaded,
             individual,
             batches,
             no_flush,
             sorted,
+            appended,
         }
     }
 

@@ -50,7 +50,7 @@
 //! | `writer` (the allocator) | `locks.rs` | its mutex: the writer lock | `locks::Writer`, a guard |
 //! | `tree_lock` | `locks.rs` | itself (shared: readers; exclusive: a commit changing pages) | `TreeHeld` / `TreeExclusive` guards |
 //! | `commits` (the commit queue) | `commit/queue.rs` | its mutex | `commit::commit_queued` |
-//! | `spill_to` | `write_set/spill.rs` | its atomics | `WriteSet::spilling` (`txn.rs`) |
+//! | `spill_to` | `write_set/spill.rs` | its atomics | `WriteSet::spilling` (`txn/mod.rs`) |
 //! | `visible` (visible lsn, snapshots, overlay) | `visible.rs` | its `reads` mutex; two published atomics | `Visible`'s methods |
 //! | `checkpoints` (header file, running checkpoint, its thread, background writer, marks) | `checkpoint/` | its mutexes; marks only move forward | `Checkpoints`' methods |
 //! | `graveyard` (dropped tables not reclaimed) | `drop.rs` | its mutex, changed under the writer lock | `Db::reclaim_dropped`, `commit::bury` |
@@ -61,7 +61,7 @@
 //! | `gate` (readers in other processes) | `readers.rs` | its own locks | `ReaderGate`'s methods |
 //! | `read_only` | `open/read_only.rs` | `&mut Db` (a refresh) | none |
 //!
-//! The other files hold behaviour, not state: `txn.rs` the transactions, `reads.rs` point
+//! The other files hold behaviour, not state: `txn/` the transactions, `reads.rs` point
 //! reads and scans, `range.rs` lazy ranges, `pages.rs` the transactions' views of the pages,
 //! `counts.rs` table lengths, `space.rs` free-space accounting, `check.rs` the tree checks,
 //! `invariants.rs` the in-memory invariants, `backup.rs`, `compact.rs`, `claim.rs` the

@@ -65,6 +65,68 @@ impl KvStore for FjallStore {
         Ok(())
     }
 
+    fn pop_txn(&mut self, pops: usize) -> Result<usize, BoxError> {
+        // A batch is not read back before it commits: the keys alternate pops would take
+        // are the first half and the last half, read with iterators, removed in one batch.
+        let mut batch = self.batch(Commit::Sync);
+        let firsts = pops.div_ceil(2);
+        let mut last_first = None;
+        let mut taken = 0;
+        for guard in self.keyspace.iter().take(firsts) {
+            let (key, value) = guard.into_inner()?;
+            assert!(!value.is_empty(), "an empty value");
+            batch.remove(&self.keyspace, key.clone());
+            last_first = Some(key);
+            taken += 1;
+        }
+        for guard in self.keyspace.iter().rev().take(pops - firsts) {
+            let (key, value) = guard.into_inner()?;
+            // Not back into the firsts (a table of fewer entries than pops).
+            if last_first.as_ref().is_some_and(|f| key <= *f) {
+                break;
+            }
+            assert!(!value.is_empty(), "an empty value");
+            batch.remove(&self.keyspace, key);
+            taken += 1;
+        }
+        batch.commit()?;
+        Ok(taken)
+    }
+
+    fn retain_txn(&mut self, keep: fn(&[u8]) -> bool) -> Result<u64, BoxError> {
+        let mut batch = self.batch(Commit::Sync);
+        let mut removed = 0;
+        for guard in self.keyspace.iter() {
+            let key = guard.key()?;
+            if !keep(&key) {
+                batch.remove(&self.keyspace, key);
+                removed += 1;
+            }
+        }
+        batch.commit()?;
+        Ok(removed)
+    }
+
+    fn extract_txn(
+        &mut self,
+        from: &[u8],
+        to: &[u8],
+        take: fn(&[u8]) -> bool,
+    ) -> Result<u64, BoxError> {
+        let mut batch = self.batch(Commit::Sync);
+        let mut taken = 0;
+        for guard in self.keyspace.range(from..to) {
+            let (key, value) = guard.into_inner()?;
+            if take(&key) {
+                assert!(!value.is_empty(), "an empty value");
+                batch.remove(&self.keyspace, key);
+                taken += 1;
+            }
+        }
+        batch.commit()?;
+        Ok(taken)
+    }
+
     fn reader(&self) -> Result<Box<dyn KvReader + '_>, BoxError> {
         Ok(Box::new(FjallReader {
             keyspace: &self.keyspace,

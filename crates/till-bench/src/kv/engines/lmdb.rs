@@ -15,8 +15,8 @@ use super::super::workload::{Key, value_of};
 use super::{BoxError, Commit, Compacted, KvReader, KvStore};
 use heed::types::Bytes;
 use heed::{
-    CommitOrAbort, CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, FlagSetMode, RoTxn,
-    WithTls,
+    CommitOrAbort, CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, FlagSetMode,
+    PutFlags, RoTxn, WithTls,
 };
 use std::ops::Bound;
 use std::path::Path;
@@ -73,7 +73,17 @@ impl LmdbStore {
         commit: Commit,
         op: impl Fn(&Self, &mut heed::RwTxn<'_>, &Key) -> heed::Result<()>,
     ) -> Result<(), BoxError> {
-        let no_sync = commit == Commit::NoFlush;
+        self.set_no_sync(commit == Commit::NoFlush)?;
+        let mut txn = self.env.write_txn()?;
+        for key in keys {
+            op(self, &mut txn, key)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Sets or clears the environment's `NO_SYNC` flag.
+    fn set_no_sync(&mut self, no_sync: bool) -> Result<(), BoxError> {
         if no_sync != self.no_sync {
             let mode = if no_sync {
                 FlagSetMode::Enable
@@ -87,11 +97,6 @@ impl LmdbStore {
             unsafe { self.env.set_flags(EnvFlags::NO_SYNC, mode)? };
             self.no_sync = no_sync;
         }
-        let mut txn = self.env.write_txn()?;
-        for key in keys {
-            op(self, &mut txn, key)?;
-        }
-        txn.commit()?;
         Ok(())
     }
 }
@@ -107,6 +112,83 @@ impl KvStore for LmdbStore {
         self.write(keys, commit, |store, txn, key| {
             store.table.delete(txn, key).map(|_| ())
         })
+    }
+
+    fn pop_txn(&mut self, pops: usize) -> Result<usize, BoxError> {
+        self.set_no_sync(false)?;
+        let mut txn = self.env.write_txn()?;
+        let mut taken = 0;
+        for i in 0..pops {
+            let end = if i % 2 == 0 {
+                self.table.first(&txn)?
+            } else {
+                self.table.last(&txn)?
+            };
+            let Some((key, value)) = end else { continue };
+            assert!(!value.is_empty(), "an empty value");
+            let key = key.to_vec();
+            self.table.delete(&mut txn, &key)?;
+            taken += 1;
+        }
+        txn.commit()?;
+        Ok(taken)
+    }
+
+    fn retain_txn(&mut self, keep: fn(&[u8]) -> bool) -> Result<u64, BoxError> {
+        self.set_no_sync(false)?;
+        let mut txn = self.env.write_txn()?;
+        let mut removed = 0;
+        {
+            let mut entries = self.table.iter_mut(&mut txn)?;
+            while let Some(entry) = entries.next() {
+                let (key, _) = entry?;
+                if !keep(key) {
+                    // SAFETY: no reference into the database outlives this step: the key was
+                    // looked at above and is not used after the delete.
+                    unsafe { entries.del_current()? };
+                    removed += 1;
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(removed)
+    }
+
+    fn extract_txn(
+        &mut self,
+        from: &[u8],
+        to: &[u8],
+        take: fn(&[u8]) -> bool,
+    ) -> Result<u64, BoxError> {
+        self.set_no_sync(false)?;
+        let mut txn = self.env.write_txn()?;
+        let mut taken = 0;
+        {
+            let bounds = (Bound::Included(from), Bound::Excluded(to));
+            let mut entries = self.table.range_mut(&mut txn, &bounds)?;
+            while let Some(entry) = entries.next() {
+                let (key, value) = entry?;
+                if take(key) {
+                    assert!(!value.is_empty(), "an empty value");
+                    // SAFETY: as in `retain_txn`: the entry is not used after the delete.
+                    unsafe { entries.del_current()? };
+                    taken += 1;
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(taken)
+    }
+
+    fn append_txn(&mut self, keys: &[Key]) -> Result<(), BoxError> {
+        self.set_no_sync(false)?;
+        let mut txn = self.env.write_txn()?;
+        for key in keys {
+            self.table
+                .put_with_flags(&mut txn, PutFlags::APPEND, key, &value_of(key))?;
+        }
+        txn.commit()?;
+        Ok(())
     }
 
     fn reader(&self) -> Result<Box<dyn KvReader + '_>, BoxError> {

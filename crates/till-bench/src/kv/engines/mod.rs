@@ -23,6 +23,9 @@ use super::workload::Key;
 use ::tilldb::FlushMethod;
 use std::path::Path;
 
+/// The error of a row an engine's adapter does not run yet.
+const NOT_MEASURED: &str = "not measured for this engine yet (no adapter for the row)";
+
 /// An error from any engine.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -57,6 +60,37 @@ pub trait KvStore: Sync {
 
     /// A reader with a read transaction of its own, made on the thread that uses it.
     fn reader(&self) -> Result<Box<dyn KvReader + '_>, BoxError>;
+
+    /// Takes `pops` entries in ONE durable transaction, alternately the first and the last
+    /// (each read, value included, then removed); returns how many it took. The default
+    /// (RocksDB's adapter) says the row is not measured for the engine.
+    fn pop_txn(&mut self, _pops: usize) -> Result<usize, BoxError> {
+        Err(NOT_MEASURED.into())
+    }
+
+    /// Removes, in ONE durable transaction, every entry whose key `keep` rejects; returns
+    /// how many.
+    fn retain_txn(&mut self, _keep: fn(&[u8]) -> bool) -> Result<u64, BoxError> {
+        Err(NOT_MEASURED.into())
+    }
+
+    /// Removes, in ONE durable transaction, every entry from `from` to `to` (excluded) whose
+    /// key `take` selects, reading each value; returns how many.
+    fn extract_txn(
+        &mut self,
+        _from: &[u8],
+        _to: &[u8],
+        _take: fn(&[u8]) -> bool,
+    ) -> Result<u64, BoxError> {
+        Err(NOT_MEASURED.into())
+    }
+
+    /// Puts `keys` (ascending, each above every key in the store) in ONE durable
+    /// transaction, by the engine's fastest path for keys in order (LMDB's `MDB_APPEND`);
+    /// an engine without one puts them (the default).
+    fn append_txn(&mut self, keys: &[Key]) -> Result<(), BoxError> {
+        self.put_txn(keys, Commit::Sync)
+    }
 
     /// The number of entries, exactly, by the engine's own means (a scan where it keeps no
     /// count).
@@ -231,6 +265,44 @@ mod tests {
             assert_eq!(
                 store.count_entries().expect("count"),
                 70,
+                "{}",
+                name(engine)
+            );
+            // The queue and predicate rows, against the keys each should leave.
+            let mut model: std::collections::BTreeSet<Key> = keys.loaded[50..]
+                .iter()
+                .chain(&keys.sorted)
+                .copied()
+                .collect();
+            assert_eq!(store.pop_txn(7).expect("pop"), 7, "{}", name(engine));
+            for i in 0..7 {
+                if i % 2 == 0 {
+                    model.pop_first();
+                } else {
+                    model.pop_last();
+                }
+            }
+            let rejected = model.iter().filter(|k| !workload::keep(&k[..])).count();
+            let removed = store.retain_txn(workload::keep).expect("retain");
+            assert_eq!(removed, rejected as u64, "{}", name(engine));
+            model.retain(|k| workload::keep(k));
+            let chosen: Vec<Key> = model
+                .iter()
+                .filter(|k| {
+                    (workload::EXTRACT_FROM..workload::EXTRACT_TO).contains(&&k[..])
+                        && workload::take(&k[..])
+                })
+                .copied()
+                .collect();
+            let taken = store
+                .extract_txn(workload::EXTRACT_FROM, workload::EXTRACT_TO, workload::take)
+                .expect("extract");
+            assert_eq!(taken, chosen.len() as u64, "{}", name(engine));
+            store.append_txn(&keys.appended).expect("append");
+            let expected = model.len() - chosen.len() + keys.appended.len();
+            assert_eq!(
+                store.count_entries().expect("count"),
+                expected as u64,
                 "{}",
                 name(engine)
             );

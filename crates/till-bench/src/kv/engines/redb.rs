@@ -80,6 +80,62 @@ impl KvStore for RedbStore {
         Ok(())
     }
 
+    fn pop_txn(&mut self, pops: usize) -> Result<usize, BoxError> {
+        let txn = self.begin(Commit::Sync)?;
+        let mut taken = 0;
+        {
+            let mut table = txn.open_table(TABLE)?;
+            for i in 0..pops {
+                let popped = if i % 2 == 0 {
+                    table.pop_first()?
+                } else {
+                    table.pop_last()?
+                };
+                if let Some((key, value)) = popped {
+                    assert!(!key.value().is_empty() && !value.value().is_empty());
+                    taken += 1;
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(taken)
+    }
+
+    fn retain_txn(&mut self, keep: fn(&[u8]) -> bool) -> Result<u64, BoxError> {
+        let txn = self.begin(Commit::Sync)?;
+        let mut removed = 0;
+        {
+            let mut table = txn.open_table(TABLE)?;
+            table.retain(|key, _| {
+                let kept = keep(key);
+                removed += u64::from(!kept);
+                kept
+            })?;
+        }
+        txn.commit()?;
+        Ok(removed)
+    }
+
+    fn extract_txn(
+        &mut self,
+        from: &[u8],
+        to: &[u8],
+        take: fn(&[u8]) -> bool,
+    ) -> Result<u64, BoxError> {
+        let txn = self.begin(Commit::Sync)?;
+        let mut taken = 0;
+        {
+            let mut table = txn.open_table(TABLE)?;
+            for entry in table.extract_from_if(from..to, |key, _| take(key))? {
+                let (key, value) = entry?;
+                assert!(!key.value().is_empty() && !value.value().is_empty());
+                taken += 1;
+            }
+        }
+        txn.commit()?;
+        Ok(taken)
+    }
+
     fn reader(&self) -> Result<Box<dyn KvReader + '_>, BoxError> {
         Ok(Box::new(RedbReader {
             table: self.db.begin_read()?.open_table(TABLE)?,

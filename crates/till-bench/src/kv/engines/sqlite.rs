@@ -27,6 +27,16 @@ const INSERT: &str = "INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)";
 const DELETE: &str = "DELETE FROM kv WHERE k = ?1";
 const GET: &str = "SELECT length(v) FROM kv WHERE k = ?1";
 const RANGE: &str = "SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2";
+const POP_FIRST: &str =
+    "DELETE FROM kv WHERE k = (SELECT k FROM kv ORDER BY k LIMIT 1) RETURNING k, v";
+const POP_LAST: &str =
+    "DELETE FROM kv WHERE k = (SELECT k FROM kv ORDER BY k DESC LIMIT 1) RETURNING k, v";
+/// `workload::keep` in SQL: the 24-byte key's last byte is even (its last hex digit).
+const RETAIN: &str =
+    "DELETE FROM kv WHERE substr(hex(k), 48, 1) NOT IN ('0','2','4','6','8','A','C','E')";
+/// `workload::take` in SQL: byte 22 a multiple of four (its low hex digit 0, 4, 8 or C).
+const EXTRACT: &str = "DELETE FROM kv WHERE k >= ?1 AND k < ?2 \
+     AND substr(hex(k), 46, 1) IN ('0','4','8','C') RETURNING k, v";
 
 struct SqliteStore {
     path: PathBuf,
@@ -75,8 +85,8 @@ fn connect(path: &Path, cache_kib: i64) -> Result<Connection, BoxError> {
 }
 
 impl SqliteStore {
-    /// Puts or removes every key in one immediate transaction, at `commit`'s level.
-    fn write(&mut self, keys: &[Key], commit: Commit, put: bool) -> Result<(), BoxError> {
+    /// The writer's connection, its `synchronous` set for `commit`.
+    fn writer_at(&mut self, commit: Commit) -> Result<&mut Connection, BoxError> {
         let conn = self
             .writer
             .get_mut()
@@ -89,6 +99,35 @@ impl SqliteStore {
             conn.pragma_update(None, "synchronous", level)?;
             self.commit = commit;
         }
+        Ok(conn)
+    }
+
+    /// Runs `statement` with `params` in one immediate durable transaction, reading the
+    /// rows it returns (a key and a value each); returns how many.
+    fn delete_returning(
+        &mut self,
+        statement: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<u64, BoxError> {
+        let conn = self.writer_at(Commit::Sync)?;
+        let txn = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut taken = 0;
+        {
+            let mut stmt = txn.prepare_cached(statement)?;
+            let mut rows = stmt.query(params)?;
+            while let Some(row) = rows.next()? {
+                let value = row.get_ref(1)?.as_blob()?;
+                assert!(!value.is_empty(), "an empty value");
+                taken += 1;
+            }
+        }
+        txn.commit()?;
+        Ok(taken)
+    }
+
+    /// Puts or removes every key in one immediate transaction, at `commit`'s level.
+    fn write(&mut self, keys: &[Key], commit: Commit, put: bool) -> Result<(), BoxError> {
+        let conn = self.writer_at(commit)?;
         let txn = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         {
             let mut stmt = txn.prepare_cached(if put { INSERT } else { DELETE })?;
@@ -112,6 +151,49 @@ impl KvStore for SqliteStore {
 
     fn remove_txn(&mut self, keys: &[Key], commit: Commit) -> Result<(), BoxError> {
         self.write(keys, commit, false)
+    }
+
+    fn pop_txn(&mut self, pops: usize) -> Result<usize, BoxError> {
+        let conn = self.writer_at(Commit::Sync)?;
+        let txn = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut taken = 0;
+        for i in 0..pops {
+            let statement = if i % 2 == 0 { POP_FIRST } else { POP_LAST };
+            let mut stmt = txn.prepare_cached(statement)?;
+            let mut rows = stmt.query(())?;
+            if let Some(row) = rows.next()? {
+                assert!(!row.get_ref(1)?.as_blob()?.is_empty(), "an empty value");
+                taken += 1;
+            }
+        }
+        txn.commit()?;
+        Ok(taken)
+    }
+
+    fn retain_txn(&mut self, keep: fn(&[u8]) -> bool) -> Result<u64, BoxError> {
+        // The predicate in SQL (`RETAIN`); checked against `keep` on a key of each kind.
+        assert!(
+            keep(&[0; 24]) && !keep(&[1; 24]),
+            "RETAIN's predicate is not keep's"
+        );
+        let conn = self.writer_at(Commit::Sync)?;
+        let txn = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let removed = txn.execute(RETAIN, ())?;
+        txn.commit()?;
+        Ok(removed as u64)
+    }
+
+    fn extract_txn(
+        &mut self,
+        from: &[u8],
+        to: &[u8],
+        take: fn(&[u8]) -> bool,
+    ) -> Result<u64, BoxError> {
+        assert!(
+            take(&[4; 24]) && !take(&[1; 24]),
+            "EXTRACT's predicate is not take's"
+        );
+        self.delete_returning(EXTRACT, (from, to))
     }
 
     fn reader(&self) -> Result<Box<dyn KvReader + '_>, BoxError> {

@@ -86,6 +86,43 @@ impl KvStore for TilldbStore {
         self.write(keys, commit, |txn, key| txn.delete(key))
     }
 
+    fn pop_txn(&mut self, pops: usize) -> Result<usize, BoxError> {
+        let mut txn = self.db()?.begin()?;
+        let mut taken = 0;
+        for i in 0..pops {
+            let popped = if i % 2 == 0 {
+                txn.pop_first()?
+            } else {
+                txn.pop_last()?
+            };
+            taken += usize::from(popped.is_some());
+        }
+        txn.commit_with(Durability::Sync)?;
+        Ok(taken)
+    }
+
+    fn retain_txn(&mut self, keep: fn(&[u8]) -> bool) -> Result<u64, BoxError> {
+        let mut txn = self.db()?.begin()?;
+        let removed = txn.retain(|key, _| keep(key))?;
+        txn.commit_with(Durability::Sync)?;
+        Ok(removed)
+    }
+
+    fn extract_txn(
+        &mut self,
+        from: &[u8],
+        to: &[u8],
+        take: fn(&[u8]) -> bool,
+    ) -> Result<u64, BoxError> {
+        let mut txn = self.db()?.begin()?;
+        let taken =
+            txn.extract_if_in("", Bound::Included(from), Bound::Excluded(to), |key, _| {
+                take(key)
+            })?;
+        txn.commit_with(Durability::Sync)?;
+        Ok(taken.len() as u64)
+    }
+
     fn reader(&self) -> Result<Box<dyn KvReader + '_>, BoxError> {
         Ok(Box::new(TilldbReader {
             txn: self.db()?.begin_read()?,
