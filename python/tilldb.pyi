@@ -8,7 +8,7 @@ Type stub of the native module (python/src/*.rs). Keys and values are bytes: ``b
 import os
 from pathlib import Path
 from types import TracebackType
-from typing import Iterator, List, Literal, Optional, Tuple, Type, Union, final
+from typing import Callable, Iterator, List, Literal, Optional, Tuple, Type, Union, final
 
 __all__: List[str] = [
     "Db",
@@ -142,6 +142,45 @@ class Txn:
         existed as the transaction saw it. Readers that began before still see it whole. The
         default table ("") cannot be dropped, nor a table while the change feed is on:
         ``InvalidArgumentError``."""
+    def scan(
+        self,
+        start: Optional[_Bytes] = None,
+        end: Optional[_Bytes] = None,
+        table: Optional[str] = None,
+        reverse: bool = False,
+        limit: Optional[int] = None,
+    ) -> List[Tuple[bytes, bytes]]:
+        """The entries from ``start`` (inclusive) to ``end`` (exclusive), backward when
+        ``reverse``, this transaction's own writes included; at most ``limit`` of them, read
+        lazily (a few entries of a large table cost a few)."""
+    def first(self, table: Optional[str] = None) -> Optional[Tuple[bytes, bytes]]:
+        """The entry with the smallest key, own writes included, or None."""
+    def last(self, table: Optional[str] = None) -> Optional[Tuple[bytes, bytes]]:
+        """The entry with the largest key, own writes included, or None."""
+    def pop_first(self, table: Optional[str] = None) -> Optional[Tuple[bytes, bytes]]:
+        """Removes the entry with the smallest key and returns it (None if empty): a queue's
+        head, one descent a pop however many came before."""
+    def pop_last(self, table: Optional[str] = None) -> Optional[Tuple[bytes, bytes]]:
+        """Removes the entry with the largest key and returns it (None if empty)."""
+    def retain(
+        self,
+        keep: Callable[[bytes, bytes], object],
+        start: Optional[_Bytes] = None,
+        end: Optional[_Bytes] = None,
+        table: Optional[str] = None,
+    ) -> int:
+        """Removes every entry from ``start`` to ``end`` (exclusive) for which ``keep(key,
+        value)`` is false; returns how many. If ``keep`` raises, the exception goes on and
+        what it rejected before stays removed in the transaction (roll it back)."""
+    def extract_if(
+        self,
+        take: Callable[[bytes, bytes], object],
+        start: Optional[_Bytes] = None,
+        end: Optional[_Bytes] = None,
+        table: Optional[str] = None,
+    ) -> List[Tuple[bytes, bytes]]:
+        """Removes every entry from ``start`` to ``end`` (exclusive) for which ``take(key,
+        value)`` is true and returns them, in key order."""
     def commit(self, durability: _Durability = "sync") -> None:
         """Commits; returns once the commit is as durable as asked: "sync" flushed to stable
         storage, "buffered" written to the OS (survives a kill, not a power cut), "lazy" in

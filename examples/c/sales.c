@@ -147,6 +147,40 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  /* A queue in a write transaction: the receipts waiting to print, taken from the head (the
+     oldest first), one descent a pop however long the queue. */
+  CHECK(tilldb_begin(db, &txn));
+  for (int i = 0; i < 5; i++) {
+    char key[32];
+    int key_len = snprintf(key, sizeof key, "receipt-%03d", i);
+    CHECK(tilldb_put(txn, "to_print", (const uint8_t *)key, (size_t)key_len,
+                     (const uint8_t *)"r", 1));
+  }
+  CHECK(tilldb_commit(txn, TILLDB_SYNC));
+  CHECK(tilldb_begin(db, &txn));
+  uint8_t *qk = NULL, *qv = NULL;
+  size_t qkl = 0, qvl = 0;
+  CHECK(tilldb_pop_first(txn, "to_print", &qk, &qkl, &qv, &qvl));
+  int head_ok = qkl == 11 && memcmp(qk, "receipt-000", 11) == 0;
+  tilldb_free(qk, qkl);
+  tilldb_free(qv, qvl);
+  CHECK(tilldb_pop_last(txn, "to_print", &qk, &qkl, &qv, &qvl));
+  int tail_ok = qkl == 11 && memcmp(qk, "receipt-004", 11) == 0;
+  tilldb_free(qk, qkl);
+  tilldb_free(qv, qvl);
+  int popped = 2;
+  while ((status = tilldb_pop_first(txn, "to_print", &qk, &qkl, &qv, &qvl)) == TILLDB_OK) {
+    popped++;
+    tilldb_free(qk, qkl);
+    tilldb_free(qv, qvl);
+  }
+  CHECK(tilldb_commit(txn, TILLDB_SYNC));
+  if (!head_ok || !tail_ok || status != TILLDB_NOT_FOUND || popped != 5) {
+    fprintf(stderr, "the queue popped wrong: head %d, tail %d, %d popped\n", head_ok, tail_ok,
+            popped);
+    return 1;
+  }
+
   /* A read-only handle (another process's, a back-office report's) reads while the writer
      is open: the durable commits as of its open, then the newest after tilldb_refresh. */
   tilldb_db *report = NULL;

@@ -717,3 +717,37 @@ def test_refresh_is_refused_while_an_iterator_is_open_and_read_only_needs_a_data
     with pytest.raises(tilldb.NotADatabaseError):
         tilldb.open(tmp_path / "missing", read_only=True)
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_write_transaction_pops_scans_retains_and_extracts_with_its_own_writes(db):
+    with db.begin() as txn:
+        for i in range(100):
+            txn.put(b"q%03d" % i, b"v%d" % i)
+    with db.begin() as txn:
+        # Its own writes count: a put before the head, a delete of the second key.
+        txn.put(b"a", b"first")
+        txn.delete(b"q001")
+        assert txn.first() == (b"a", b"first")
+        assert txn.last() == (b"q099", b"v99")
+        assert txn.pop_first() == (b"a", b"first")
+        assert txn.pop_first() == (b"q000", b"v0")
+        assert txn.pop_first() == (b"q002", b"v2")
+        assert txn.pop_last() == (b"q099", b"v99")
+        assert txn.scan(limit=2) == [(b"q003", b"v3"), (b"q004", b"v4")]
+        assert txn.scan(start=b"q095", reverse=True) == [
+            (b"q098", b"v98"),
+            (b"q097", b"v97"),
+            (b"q096", b"v96"),
+            (b"q095", b"v95"),
+        ]
+        removed = txn.retain(lambda k, v: int(k[1:]) % 2 == 0, start=b"q010", end=b"q020")
+        assert removed == 5
+        taken = txn.extract_if(lambda k, v: k.endswith(b"5"), start=b"q030", end=b"q060")
+        assert taken == [(b"q035", b"v35"), (b"q045", b"v45"), (b"q055", b"v55")]
+        with pytest.raises(ZeroDivisionError):
+            txn.retain(lambda k, v: 1 / 0)
+        txn.rollback()
+    with db.begin() as txn:
+        assert txn.first() == (b"q000", b"v0")
+        assert txn.pop_first(table="absent") is None
+        assert len(txn.scan()) == 100

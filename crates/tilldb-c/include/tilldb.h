@@ -111,7 +111,7 @@ tilldb_status tilldb_get(const tilldb_db *db,
 // `db` is a live handle; `table` NULL or NUL-terminated; `count` a valid pointer.
 tilldb_status tilldb_len(const tilldb_db *db, const char *table, uint64_t *count);
 
-// Frees bytes tilldb returned (`tilldb_get`'s value). NULL is ignored.
+// Frees bytes tilldb returned (`tilldb_get`'s value, a pop's key and value). NULL is ignored.
 //
 // # Safety
 // `buf` and `len` are exactly what a tilldb call returned, not freed before.
@@ -195,6 +195,31 @@ tilldb_status tilldb_iter_next(tilldb_iter *it,
 // # Safety
 // `it` is NULL or a live iterator; not used afterwards.
 void tilldb_iter_free(tilldb_iter *it);
+
+// Removes the entry of `table` with the smallest key and returns it: `TILLDB_OK` with
+// `*key`, `*value` (free each with `tilldb_free(ptr, len)`), or `TILLDB_NOT_FOUND` when the
+// table is empty as the transaction sees it. A queue's head: one descent a pop, however many
+// came before in the transaction. It reads, so it takes the writer lock.
+//
+// # Safety
+// `txn` a live transaction; `table` NULL or NUL-terminated; the four outputs valid pointers.
+tilldb_status tilldb_pop_first(tilldb_txn *txn,
+                               const char *table,
+                               uint8_t **key,
+                               uintptr_t *key_len,
+                               uint8_t **value,
+                               uintptr_t *value_len);
+
+// [`tilldb_pop_first`] at the other end: the entry with the largest key.
+//
+// # Safety
+// As [`tilldb_pop_first`].
+tilldb_status tilldb_pop_last(tilldb_txn *txn,
+                              const char *table,
+                              uint8_t **key,
+                              uintptr_t *key_len,
+                              uint8_t **value,
+                              uintptr_t *value_len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tilldb::{Db, Durability, Error, Options, Range, Txn};
 
 mod iter;
+mod queue;
 
 pub use iter::{tilldb_iter_free, tilldb_iter_next, tilldb_scan};
 
@@ -402,7 +403,7 @@ pub unsafe extern "C" fn tilldb_len(
     })
 }
 
-/// Frees bytes tilldb returned (`tilldb_get`'s value). NULL is ignored.
+/// Frees bytes tilldb returned (`tilldb_get`'s value, a pop's key and value). NULL is ignored.
 ///
 /// # Safety
 /// `buf` and `len` are exactly what a tilldb call returned, not freed before.
