@@ -29,3 +29,20 @@ fn the_price_list_example_imports_every_row_in_one_transaction_of_parts() {
     assert!(import.parts > 2, "{import:?}");
     assert!(import.spilled_pages > 0, "{import:?}");
 }
+
+#[path = "../examples/receipt_queue.rs"]
+mod receipt_queue;
+
+#[test]
+fn the_receipt_queue_example_takes_every_receipt_in_order_from_the_head() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let queue = receipt_queue::run(
+        &dir.path().join("till"),
+        3_000,
+        1_000,
+        10,
+        tilldb::Options::for_tests(),
+    )
+    .expect("the example runs");
+    assert_eq!((queue.popped, queue.left), (1_000, 2_000), "{queue:?}");
+}

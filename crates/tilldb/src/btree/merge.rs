@@ -95,6 +95,27 @@ fn merge_children<P: Pages>(pages: &P, parent: PageId, index: usize) -> Result<b
     if left == right {
         return Err(corrupt(pages, parent, "branch has the same child twice"));
     }
+    // Whether the two fit in one page, from their headers, before any cell is copied: a
+    // node left under-full beside a full sibling is looked at again at each delete from it
+    // (a queue taken from its head deletes every key of a leaf in turn), and copying both
+    // nodes each time only to find no room was most of such a delete's cost.
+    let (left_kind, left_live) = with_node(pages, left, |view| (view.kind(), view.live_bytes()))?;
+    let (right_kind, right_live) =
+        with_node(pages, right, |view| (view.kind(), view.live_bytes()))?;
+    if left_kind != right_kind {
+        return Err(corrupt(
+            pages,
+            right,
+            "sibling nodes are of different kinds",
+        ));
+    }
+    let separator_bytes = match left_kind {
+        NodeKind::Branch => node::branch_cell_bytes(separator.len()) + node::SLOT_BYTES,
+        NodeKind::Leaf => 0,
+    };
+    if left_live + right_live + separator_bytes > limits.usable_bytes {
+        return Ok(false);
+    }
     let left_node = copy_node(pages, left)?;
     let right_node = copy_node(pages, right)?;
     if left_node.kind != right_node.kind {

@@ -5,9 +5,11 @@
 //! `pop_last`: a queue), and removing by predicate (`retain_in`, `extract_if_in`).
 //!
 //! The transaction holds the writer lock from its first read, so nothing but its own
-//! commit changes the tree while it reads: the tree's side is read a batch at a time (16
-//! entries, then twice as many each time up to [`TREE_BATCH_MAX`]), each batch a descent
-//! from the root under the tree lock, starting past the last key read.
+//! commit changes the tree while it reads: the tree's side is read a leaf at a time in place
+//! (a `LeafRun`: a descent under the tree lock, then the shared copy of the leaf's page, no
+//! entry copied until it is taken), or past an overflow value a batch at a time (16 entries,
+//! then twice as many each time up to [`TREE_BATCH_MAX`]) by a cursor; each read starts past
+//! the last key read.
 //!
 //! A queue taken from its head inside one transaction leaves a deleted key per pop at the
 //! front of its write set; were each pop to read from the table's start it would pass over
@@ -17,7 +19,7 @@
 //! transaction puts a key beyond it. Every range of the transaction starts there.
 
 use super::Txn;
-use crate::btree::{Direction, Tree};
+use crate::btree::{Direction, LeafRun, Tree};
 use crate::db::Db;
 use crate::db::write_set::Cursor;
 use crate::error::Result;
@@ -107,7 +109,10 @@ impl Edges {
     /// The transaction sees no key of `table` before `bound` at the start (`Forward`) or
     /// past it at the end (`Backward`).
     fn learn(&mut self, table: &str, direction: Direction, bound: Bound<Vec<u8>>) {
-        let edge = self.tables.entry(table.to_owned()).or_default();
+        if !self.tables.contains_key(table) {
+            self.tables.insert(table.to_owned(), Edge::default());
+        }
+        let edge = self.tables.get_mut(table).expect("inserted above");
         match direction {
             Direction::Forward => edge.head = Some(bound),
             Direction::Backward => edge.tail = Some(bound),
@@ -142,11 +147,16 @@ pub struct TxnRange<'t> {
     /// The table's root as the transaction sees it (`None`: no tree to read).
     root: Option<PageId>,
     direction: Direction,
-    /// The tree's side: entries read and not yet yielded, and the bounds of the next read.
+    /// The tree's side: entries read and not yet yielded, the leaf being read in place,
+    /// and the bounds of the next read.
     tree: VecDeque<(Vec<u8>, Vec<u8>)>,
+    run: Option<LeafRun>,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     tree_done: bool,
+    /// The next read copies a batch (a run stopped at an overflow value, which it does not
+    /// read).
+    copy_next: bool,
     batch: usize,
     /// The transaction's own writes in the range, and whether its current write is merged.
     own: Cursor<'t>,
@@ -177,12 +187,45 @@ impl fmt::Debug for TxnRange<'_> {
 }
 
 impl TxnRange<'_> {
-    /// Reads the tree's next batch.
+    /// Reads the tree's next entry or entries: from the leaf being read in place while it
+    /// has any, else from the next leaf's run, else a batch copied by a cursor.
     fn fill(&mut self) -> Result<()> {
         let Some(root) = self.root else {
             self.tree_done = true;
             return Ok(());
         };
+        if let Some(run) = &mut self.run {
+            if let Some(index) = run.advance() {
+                let (key, value) = run.entry(index);
+                self.tree.push_back((key.to_vec(), value.to_vec()));
+                return Ok(());
+            }
+            let run = self.run.take().expect("a run above");
+            if let Some(last) = run.last_taken() {
+                self.move_past(last.to_vec());
+            }
+            if run.stopped() {
+                self.copy_next = true;
+            } else if run.ends_range() {
+                self.tree_done = true;
+                return Ok(());
+            }
+        }
+        if !std::mem::take(&mut self.copy_next) {
+            let run = {
+                let _shared = self.db.inner.tree_lock.read();
+                Tree::open(root).leaf_run(
+                    &self.db.read_pages(),
+                    as_ref(&self.lower),
+                    as_ref(&self.upper),
+                    self.direction,
+                )?
+            };
+            if let Some(run) = run {
+                self.run = Some(run);
+                return self.fill();
+            }
+        }
         {
             let _shared = self.db.inner.tree_lock.read();
             let pages = self.db.read_pages();
@@ -201,14 +244,18 @@ impl TxnRange<'_> {
             }
         }
         if let Some((last, _)) = self.tree.back() {
-            let past = Bound::Excluded(last.clone());
-            match self.direction {
-                Direction::Forward => self.lower = past,
-                Direction::Backward => self.upper = past,
-            }
+            self.move_past(last.clone());
         }
         self.batch = (self.batch * 2).min(TREE_BATCH_MAX);
         Ok(())
+    }
+
+    /// The tree's next read starts past `key`.
+    fn move_past(&mut self, key: Vec<u8>) {
+        match self.direction {
+            Direction::Forward => self.lower = Bound::Excluded(key),
+            Direction::Backward => self.upper = Bound::Excluded(key),
+        }
     }
 
     fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
@@ -264,6 +311,7 @@ impl Iterator for TxnRange<'_> {
             Err(e) => {
                 // Returned once: nothing is left to read.
                 self.tree.clear();
+                self.run = None;
                 self.tree_done = true;
                 self.own_at = Own::Done;
                 Some(Err(e))
@@ -310,9 +358,11 @@ impl Txn<'_> {
             root,
             direction,
             tree: VecDeque::new(),
+            run: None,
             lower,
             upper,
             tree_done: false,
+            copy_next: false,
             batch: TREE_BATCH_FIRST,
             own,
             own_at: Own::Read,

@@ -1,7 +1,7 @@
 //! Cursors over a sealed write set ([`Writes`](super::Writes)): a table's writes, or every table's, between
 //! two bounds, from memory and the spilled runs merged.
 
-use super::arena::{Arena, Entry};
+use super::arena::{Arena, Entry, prefix_of};
 use super::spill::{RunCursor, cmp_keys};
 use super::{Disk, PREFETCH_AHEAD};
 use crate::error::Result;
@@ -76,15 +76,22 @@ fn cut<'r>(arena: &Arena, run: &'r [Entry], filter: &Filter<'_>) -> &'r [Entry] 
         return run;
     };
     let entries = arena.table_slice(run, id);
+    // An entry against a bound's key: by the key's first 8 bytes, which the entry carries,
+    // and only on a tie by the key in the arena (a probe that would miss the cache).
+    let order = |e: &Entry, k: &[u8]| {
+        e.prefix
+            .cmp(&prefix_of(k))
+            .then_with(|| arena.key(e).cmp(k))
+    };
     let start = match filter.lower {
         Bound::Unbounded => 0,
-        Bound::Included(k) => entries.partition_point(|e| arena.key(e) < k),
-        Bound::Excluded(k) => entries.partition_point(|e| arena.key(e) <= k),
+        Bound::Included(k) => entries.partition_point(|e| order(e, k).is_lt()),
+        Bound::Excluded(k) => entries.partition_point(|e| order(e, k).is_le()),
     };
     let end = match filter.upper {
         Bound::Unbounded => entries.len(),
-        Bound::Included(k) => entries.partition_point(|e| arena.key(e) <= k),
-        Bound::Excluded(k) => entries.partition_point(|e| arena.key(e) < k),
+        Bound::Included(k) => entries.partition_point(|e| order(e, k).is_le()),
+        Bound::Excluded(k) => entries.partition_point(|e| order(e, k).is_lt()),
     };
     &entries[start..end.max(start)]
 }
