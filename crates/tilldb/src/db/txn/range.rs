@@ -151,6 +151,8 @@ pub struct TxnRange<'t> {
     /// and the bounds of the next read.
     tree: VecDeque<(Vec<u8>, Vec<u8>)>,
     run: Option<LeafRun>,
+    /// The run's entry taken and not yet passed: the tree's head when set.
+    run_at: Option<usize>,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     tree_done: bool,
@@ -161,6 +163,8 @@ pub struct TxnRange<'t> {
     /// The transaction's own writes in the range, and whether its current write is merged.
     own: Cursor<'t>,
     own_at: Own,
+    /// The side the last entry came from: passed at the next call.
+    yielded: Option<Side>,
 }
 
 /// Where a [`TxnRange`] stands in its own writes.
@@ -187,45 +191,50 @@ impl fmt::Debug for TxnRange<'_> {
 }
 
 impl TxnRange<'_> {
-    /// Reads the tree's next entry or entries: from the leaf being read in place while it
-    /// has any, else from the next leaf's run, else a batch copied by a cursor.
+    /// Makes sure the tree's side has a head if any entry is left: the run's next entry
+    /// (read in place), else the next leaf's run, else a batch copied by a cursor (past an
+    /// overflow value, which a run does not read).
     fn fill(&mut self) -> Result<()> {
-        let Some(root) = self.root else {
-            self.tree_done = true;
-            return Ok(());
-        };
-        if let Some(run) = &mut self.run {
-            if let Some(index) = run.advance() {
-                let (key, value) = run.entry(index);
-                self.tree.push_back((key.to_vec(), value.to_vec()));
-                return Ok(());
-            }
-            let run = self.run.take().expect("a run above");
-            if let Some(last) = run.last_taken() {
-                self.move_past(last.to_vec());
-            }
-            if run.stopped() {
-                self.copy_next = true;
-            } else if run.ends_range() {
+        while self.run_at.is_none() && self.tree.is_empty() && !self.tree_done {
+            let Some(root) = self.root else {
                 self.tree_done = true;
-                return Ok(());
+                break;
+            };
+            if let Some(run) = &mut self.run {
+                if let Some(index) = run.advance() {
+                    self.run_at = Some(index);
+                    break;
+                }
+                let run = self.run.take().expect("a run above");
+                if let Some(last) = run.last_taken() {
+                    self.move_past(last.to_vec());
+                }
+                if run.stopped() {
+                    self.copy_next = true;
+                } else if run.ends_range() {
+                    self.tree_done = true;
+                    break;
+                }
             }
-        }
-        if !std::mem::take(&mut self.copy_next) {
-            let run = {
+            if !std::mem::take(&mut self.copy_next) {
                 let _shared = self.db.inner.tree_lock.read();
-                Tree::open(root).leaf_run(
+                self.run = Tree::open(root).leaf_run(
                     &self.db.read_pages(),
                     as_ref(&self.lower),
                     as_ref(&self.upper),
                     self.direction,
-                )?
-            };
-            if let Some(run) = run {
-                self.run = Some(run);
-                return self.fill();
+                )?;
+                if self.run.is_some() {
+                    continue;
+                }
             }
+            self.copy_batch(root)?;
         }
+        Ok(())
+    }
+
+    /// Reads a batch of the tree's entries with a cursor, copied.
+    fn copy_batch(&mut self, root: PageId) -> Result<()> {
         {
             let _shared = self.db.inner.tree_lock.read();
             let pages = self.db.read_pages();
@@ -258,11 +267,64 @@ impl TxnRange<'_> {
         }
     }
 
-    fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        loop {
-            if self.tree.is_empty() && !self.tree_done {
-                self.fill()?;
+    /// The tree's head: the run's entry in place, or the batch's first.
+    fn tree_head(&self) -> Option<(&[u8], &[u8])> {
+        match (self.run_at, &self.run) {
+            (Some(index), Some(run)) => Some(run.entry(index)),
+            _ => self.tree.front().map(|(k, v)| (k.as_slice(), v.as_slice())),
+        }
+    }
+
+    /// Moves the tree's side past its head.
+    fn pass_tree(&mut self) {
+        if self.run_at.take().is_none() {
+            self.tree.pop_front();
+        }
+    }
+
+    /// The next entry, borrowed from the range until the next call: the same entries as
+    /// [`Iterator::next`] in the same order, without an allocation per key and value (a
+    /// `while let Some(entry) = range.next_entry()` loop).
+    ///
+    /// # Errors
+    ///
+    /// As [`Iterator::next`]: a failed read, returned once, after which the range ends.
+    pub fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        match self.advance() {
+            Ok(Some(side)) => self.entry_of(side).map(Ok),
+            Ok(None) => None,
+            Err(e) => {
+                // Returned once: nothing is left to read.
+                self.tree.clear();
+                self.run = None;
+                self.run_at = None;
+                self.tree_done = true;
+                self.own_at = Own::Done;
+                Some(Err(e))
             }
+        }
+    }
+
+    /// The entry `side` holds now.
+    fn entry_of(&self, side: Side) -> Option<(&[u8], &[u8])> {
+        match side {
+            Side::Tree => self.tree_head(),
+            Side::Own => self
+                .own
+                .current()
+                .and_then(|w| w.value.map(|value| (w.key, value))),
+        }
+    }
+
+    /// Passes what the last call yielded, then finds the side that holds the next entry.
+    fn advance(&mut self) -> Result<Option<Side>> {
+        match self.yielded.take() {
+            Some(Side::Tree) => self.pass_tree(),
+            Some(Side::Own) => self.own_at = Own::Read,
+            None => {}
+        }
+        loop {
+            self.fill()?;
             if self.own_at == Own::Read {
                 self.own_at = match self.own.next()? {
                     Some(_) => Own::Ready,
@@ -274,49 +336,54 @@ impl TxnRange<'_> {
                 Own::Read | Own::Done => None,
             };
             let Some(own) = own else {
-                return Ok(self.tree.pop_front());
+                if self.tree_head().is_none() {
+                    return Ok(None);
+                }
+                self.yielded = Some(Side::Tree);
+                return Ok(self.yielded);
             };
-            let order = self.tree.front().map(|(key, _)| {
-                let order = key.as_slice().cmp(own.key);
+            let order = self.tree_head().map(|(key, _)| {
+                let order = key.cmp(own.key);
                 match self.direction {
                     Direction::Forward => order,
                     Direction::Backward => order.reverse(),
                 }
             });
+            let deleted = own.value.is_none();
             match order {
                 // The tree's entry comes first.
-                Some(Ordering::Less) => return Ok(self.tree.pop_front()),
-                // The transaction wrote the tree's key: its write replaces the entry.
-                Some(Ordering::Equal) => {
-                    self.tree.pop_front();
+                Some(Ordering::Less) => {
+                    self.yielded = Some(Side::Tree);
+                    return Ok(self.yielded);
                 }
+                // The transaction wrote the tree's key: its write replaces the entry.
+                Some(Ordering::Equal) => self.pass_tree(),
                 Some(Ordering::Greater) | None => {}
             }
-            let entry = own.value.map(|value| (own.key.to_vec(), value.to_vec()));
-            self.own_at = Own::Read;
-            if entry.is_some() {
-                return Ok(entry);
+            if deleted {
+                // A delete of a key the tree may not have had: nothing to yield.
+                self.own_at = Own::Read;
+                continue;
             }
-            // A delete of a key the tree may not have had: nothing to yield.
+            self.yielded = Some(Side::Own);
+            return Ok(self.yielded);
         }
     }
+}
+
+/// Which side of a [`TxnRange`] the entry it yielded came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Tree,
+    Own,
 }
 
 impl Iterator for TxnRange<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self.step() {
-            Ok(entry) => entry.map(Ok),
-            Err(e) => {
-                // Returned once: nothing is left to read.
-                self.tree.clear();
-                self.run = None;
-                self.tree_done = true;
-                self.own_at = Own::Done;
-                Some(Err(e))
-            }
-        }
+        self.next_entry()
+            .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
     }
 }
 
@@ -359,6 +426,7 @@ impl Txn<'_> {
             direction,
             tree: VecDeque::new(),
             run: None,
+            run_at: None,
             lower,
             upper,
             tree_done: false,
@@ -366,6 +434,7 @@ impl Txn<'_> {
             batch: TREE_BATCH_FIRST,
             own,
             own_at: Own::Read,
+            yielded: None,
         })
     }
 
@@ -518,27 +587,28 @@ impl Txn<'_> {
         let mut from = lower.map(<[u8]>::to_vec);
         loop {
             let mut batch = Vec::new();
-            let mut last = None;
+            // Where the batch filled: the read goes on past it once the batch is removed.
+            let mut full_at = None;
             {
-                let range =
+                let mut range =
                     self.range_in(table, as_ref(&from), as_ref(&upper), Direction::Forward)?;
-                for entry in range {
+                while let Some(entry) = range.next_entry() {
                     let (key, value) = entry?;
-                    if doomed(&key, &value) {
-                        batch.push(key.clone());
-                    }
-                    last = Some(key);
-                    if batch.len() == DOOMED_BATCH {
-                        break;
+                    if doomed(key, value) {
+                        batch.push(key.to_vec());
+                        if batch.len() == DOOMED_BATCH {
+                            full_at = Some(key.to_vec());
+                            break;
+                        }
                     }
                 }
             }
             for key in &batch {
                 self.delete_in(table, key)?;
             }
-            match last {
-                Some(key) if batch.len() == DOOMED_BATCH => from = Bound::Excluded(key),
-                _ => return Ok(()),
+            match full_at {
+                Some(key) => from = Bound::Excluded(key),
+                None => return Ok(()),
             }
         }
     }

@@ -211,6 +211,13 @@ impl Arena {
 
     /// The entries of table `id` in a sorted run (contiguous: tables sort by name).
     pub(super) fn table_slice<'r>(&self, run: &'r [Entry], id: u32) -> &'r [Entry] {
+        // A run of one table (the usual case) is that table's whole, or none of it.
+        match (run.first(), run.last()) {
+            (Some(first), Some(last)) if first.table == last.table => {
+                return if first.table == id { run } else { &run[..0] };
+            }
+            _ => {}
+        }
         let name = self.tables[id as usize].as_bytes();
         let start = run
             .partition_point(|e| e.table != id && self.tables[e.table as usize].as_bytes() < name);
