@@ -254,17 +254,17 @@ impl Db {
 /// Where a scan stands: the key window still to read, its direction, the last key returned.
 #[derive(Debug, Clone)]
 pub(super) struct ScanWindow {
-    lower: Bound<Vec<u8>>,
-    upper: Bound<Vec<u8>>,
-    direction: Direction,
+    pub(super) lower: Bound<Vec<u8>>,
+    pub(super) upper: Bound<Vec<u8>>,
+    pub(super) direction: Direction,
     last_key: Option<Vec<u8>>,
-    done: bool,
+    pub(super) done: bool,
     /// The last run stopped at an overflow value: the next batch is read by `scan_step`.
-    copy_next: bool,
+    pub(super) copy_next: bool,
     /// Entries the next batch reads from the tree: a few at first (a short range read should
     /// not copy 256 entries to return 10: `till bench kv`'s ranges of 10 keys cost 37 point
     /// reads each), doubling up to `SCAN_BATCH`.
-    batch: usize,
+    pub(super) batch: usize,
 }
 
 /// Entries a scan's first batch reads.
@@ -296,17 +296,22 @@ impl ScanWindow {
         }
     }
 
-    /// Moves the window past a run that is used up (its entries all taken, or stopped at an
-    /// overflow value): the next entries start past its last key taken, or the scan is done
-    /// when the range ended in the run's leaf.
-    pub(super) fn after_run(&mut self, run: &LeafRun) {
-        if run.stopped() {
-            self.copy_next = true;
+    /// Moves the window past a batch a writer read from the tree alone (no overlay: a write
+    /// transaction sees the tree as it is): past its last key, or done when the tree had no
+    /// more (`ended`). The next batch reads twice as many, up to `SCAN_BATCH`.
+    pub(super) fn after_batch(&mut self, last: Option<&[u8]>, ended: bool) {
+        self.copy_next = false;
+        self.batch = (self.batch * 2).min(SCAN_BATCH);
+        if let Some(key) = last {
+            self.past(key);
         }
-        let Some(key) = run.last_taken() else {
-            assert!(run.stopped(), "a run used up without an entry taken");
-            return;
-        };
+        if ended {
+            self.done = true;
+        }
+    }
+
+    /// The entries after this window's next start past `key`, the last key taken.
+    fn past(&mut self, key: &[u8]) {
         if let Some(last) = &self.last_key {
             assert!(
                 match self.direction {
@@ -319,14 +324,27 @@ impl ScanWindow {
         let last = self.last_key.get_or_insert_with(Vec::new);
         last.clear();
         last.extend_from_slice(key);
-        if !run.stopped() && run.ends_range() {
-            self.done = true;
-            return;
-        }
         let bound = Bound::Excluded(key.to_vec());
         match self.direction {
             Direction::Forward => self.lower = bound,
             Direction::Backward => self.upper = bound,
+        }
+    }
+
+    /// Moves the window past a run that is used up (its entries all taken, or stopped at an
+    /// overflow value): the next entries start past its last key taken, or the scan is done
+    /// when the range ended in the run's leaf.
+    pub(super) fn after_run(&mut self, run: &LeafRun) {
+        if run.stopped() {
+            self.copy_next = true;
+        }
+        let Some(key) = run.last_taken() else {
+            assert!(run.stopped(), "a run used up without an entry taken");
+            return;
+        };
+        self.past(key);
+        if !run.stopped() && run.ends_range() {
+            self.done = true;
         }
     }
 }

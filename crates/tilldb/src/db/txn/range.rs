@@ -8,7 +8,7 @@
 //! commit changes the tree while it reads: the tree's side is read a leaf at a time in place
 //! (a `LeafRun`: a descent under the tree lock, then the shared copy of the leaf's page, no
 //! entry copied until it is taken), or past an overflow value a batch at a time (16 entries,
-//! then twice as many each time up to [`TREE_BATCH_MAX`]) by a cursor; each read starts past
+//! then twice as many each time up to 256, as a snapshot's range reads) by a cursor; each read starts past
 //! the last key read.
 //!
 //! A queue taken from its head inside one transaction leaves a deleted key per pop at the
@@ -21,6 +21,7 @@
 use super::Txn;
 use crate::btree::{Direction, LeafRun, Tree};
 use crate::db::Db;
+use crate::db::reads::{ScanWindow, as_ref};
 use crate::db::write_set::Cursor;
 use crate::error::Result;
 use crate::page::PageId;
@@ -28,12 +29,6 @@ use std::cmp::Ordering;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::ops::Bound;
-
-/// Entries the tree's side of a range reads first; each next batch is twice the last.
-const TREE_BATCH_FIRST: usize = 16;
-
-/// Most entries the tree's side of a range reads at once.
-const TREE_BATCH_MAX: usize = 256;
 
 /// Entries [`Txn::retain_in`] finds to remove before it removes them and reads on.
 const DOOMED_BATCH: usize = 1024;
@@ -146,20 +141,13 @@ pub struct TxnRange<'t> {
     db: &'t Db,
     /// The table's root as the transaction sees it (`None`: no tree to read).
     root: Option<PageId>,
-    direction: Direction,
     /// The tree's side: entries read and not yet yielded, the leaf being read in place,
-    /// and the bounds of the next read.
+    /// and what is left to read of the tree (as a snapshot's range keeps it).
     tree: VecDeque<(Vec<u8>, Vec<u8>)>,
     run: Option<LeafRun>,
     /// The run's entry taken and not yet passed: the tree's head when set.
     run_at: Option<usize>,
-    lower: Bound<Vec<u8>>,
-    upper: Bound<Vec<u8>>,
-    tree_done: bool,
-    /// The next read copies a batch (a run stopped at an overflow value, which it does not
-    /// read).
-    copy_next: bool,
-    batch: usize,
+    window: ScanWindow,
     /// The transaction's own writes in the range, and whether its current write is merged.
     own: Cursor<'t>,
     own_at: Own,
@@ -183,7 +171,7 @@ impl fmt::Debug for TxnRange<'_> {
         write!(
             f,
             "TxnRange({:?}, {} read ahead, {:?})",
-            self.direction,
+            self.window,
             self.tree.len(),
             self.own
         )
@@ -195,9 +183,9 @@ impl TxnRange<'_> {
     /// (read in place), else the next leaf's run, else a batch copied by a cursor (past an
     /// overflow value, which a run does not read).
     fn fill(&mut self) -> Result<()> {
-        while self.run_at.is_none() && self.tree.is_empty() && !self.tree_done {
+        while self.run_at.is_none() && self.tree.is_empty() && !self.window.done {
             let Some(root) = self.root else {
-                self.tree_done = true;
+                self.window.done = true;
                 break;
             };
             if let Some(run) = &mut self.run {
@@ -206,65 +194,43 @@ impl TxnRange<'_> {
                     break;
                 }
                 let run = self.run.take().expect("a run above");
-                if let Some(last) = run.last_taken() {
-                    self.move_past(last.to_vec());
-                }
-                if run.stopped() {
-                    self.copy_next = true;
-                } else if run.ends_range() {
-                    self.tree_done = true;
-                    break;
-                }
+                self.window.after_run(&run);
+                continue;
             }
-            if !std::mem::take(&mut self.copy_next) {
-                let _shared = self.db.inner.tree_lock.read();
+            let window = &self.window;
+            let _shared = self.db.inner.tree_lock.read();
+            let pages = self.db.read_pages();
+            if !window.copy_next {
                 self.run = Tree::open(root).leaf_run(
-                    &self.db.read_pages(),
-                    as_ref(&self.lower),
-                    as_ref(&self.upper),
-                    self.direction,
+                    &pages,
+                    as_ref(&window.lower),
+                    as_ref(&window.upper),
+                    window.direction,
                 )?;
                 if self.run.is_some() {
                     continue;
                 }
             }
-            self.copy_batch(root)?;
-        }
-        Ok(())
-    }
-
-    /// Reads a batch of the tree's entries with a cursor, copied.
-    fn copy_batch(&mut self, root: PageId) -> Result<()> {
-        {
-            let _shared = self.db.inner.tree_lock.read();
-            let pages = self.db.read_pages();
+            // Past an overflow value (a run stops there) or where no run starts (an empty
+            // leaf): a batch copied by a cursor, which reads overflow chains.
             let mut cursor = Tree::open(root).scan(
                 &pages,
-                as_ref(&self.lower),
-                as_ref(&self.upper),
-                self.direction,
+                as_ref(&window.lower),
+                as_ref(&window.upper),
+                window.direction,
             );
-            for _ in 0..self.batch {
+            let mut ended = false;
+            for _ in 0..window.batch {
                 let Some(entry) = cursor.next() else {
-                    self.tree_done = true;
+                    ended = true;
                     break;
                 };
                 self.tree.push_back(entry?);
             }
+            let last = self.tree.back().map(|(key, _)| key.as_slice());
+            self.window.after_batch(last, ended);
         }
-        if let Some((last, _)) = self.tree.back() {
-            self.move_past(last.clone());
-        }
-        self.batch = (self.batch * 2).min(TREE_BATCH_MAX);
         Ok(())
-    }
-
-    /// The tree's next read starts past `key`.
-    fn move_past(&mut self, key: Vec<u8>) {
-        match self.direction {
-            Direction::Forward => self.lower = Bound::Excluded(key),
-            Direction::Backward => self.upper = Bound::Excluded(key),
-        }
     }
 
     /// The tree's head: the run's entry in place, or the batch's first.
@@ -298,7 +264,7 @@ impl TxnRange<'_> {
                 self.tree.clear();
                 self.run = None;
                 self.run_at = None;
-                self.tree_done = true;
+                self.window.done = true;
                 self.own_at = Own::Done;
                 Some(Err(e))
             }
@@ -344,7 +310,7 @@ impl TxnRange<'_> {
             };
             let order = self.tree_head().map(|(key, _)| {
                 let order = key.cmp(own.key);
-                match self.direction {
+                match self.window.direction {
                     Direction::Forward => order,
                     Direction::Backward => order.reverse(),
                 }
@@ -387,10 +353,6 @@ impl Iterator for TxnRange<'_> {
     }
 }
 
-fn as_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    bound.as_ref().map(Vec::as_slice)
-}
-
 impl Txn<'_> {
     /// The entries of the default table between the bounds, in `direction`, this
     /// transaction's own writes included, read lazily (see [`TxnRange`]).
@@ -423,15 +385,10 @@ impl Txn<'_> {
         Ok(TxnRange {
             db: self.db,
             root,
-            direction,
             tree: VecDeque::new(),
             run: None,
             run_at: None,
-            lower,
-            upper,
-            tree_done: false,
-            copy_next: false,
-            batch: TREE_BATCH_FIRST,
+            window: ScanWindow::new(as_ref(&lower), as_ref(&upper), direction),
             own,
             own_at: Own::Read,
             yielded: None,
