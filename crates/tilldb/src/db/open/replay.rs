@@ -154,6 +154,7 @@ pub(in crate::db) fn replay(
     let mut commit_from = None;
     // Once, not per op: a path joined per op was a few percent of replaying a large commit.
     let data_path = dir.join(DATA_FILE_NAME);
+    let mut seen = PageLsns::default();
     // The second walk applies: it must meet the records the first one decided about.
     let mut index = 0;
     records.each(&mut |rec| {
@@ -199,7 +200,7 @@ pub(in crate::db) fn replay(
         }
         apply_ops(
             pool,
-            &data_path,
+            (&data_path, &mut seen),
             &commit.ops,
             (rec.end_lsn.0, redo_from),
             report,
@@ -256,18 +257,56 @@ fn commit_places(
     Ok((lsns, parts, applies))
 }
 
+/// The lsn each page had when redo last read it, for the pages redo found newer than a record
+/// (0: not known). A page's lsn only grows, so an op of a record ending at or before it is
+/// in the page already and is skipped without the page.
+///
+/// Without it, redo read every page an op names to learn its lsn. A writer killed with its
+/// checkpoints far behind has written most of its pages back since, newer than most records:
+/// after 256 MiB of random puts (12,378 records, 379,399 ops over 12,700 pages, a 64 MiB
+/// cache) redo read 409,421 pages, each evicted again before its next op came, in 16-18 s
+/// with direct I/O. It knows the lsn of each page it read once, 8 bytes a page.
+#[derive(Default)]
+struct PageLsns(Vec<u64>);
+
+impl PageLsns {
+    /// Whether `page` is known to hold the change of a record ending at `end`.
+    fn has(&self, page: PageId, end: u64) -> bool {
+        usize::try_from(page.0)
+            .ok()
+            .and_then(|i| self.0.get(i))
+            .is_some_and(|&lsn| lsn >= end)
+    }
+
+    /// Redo read `page` with `lsn`.
+    fn saw(&mut self, page: PageId, lsn: u64) {
+        let Ok(i) = usize::try_from(page.0) else {
+            return;
+        };
+        if i >= self.0.len() {
+            // Grows with the largest page redo reads, never past the data file's page count
+            // by more than the log allocates.
+            self.0.resize((i + 1).next_power_of_two(), 0);
+        }
+        self.0[i] = self.0[i].max(lsn);
+    }
+}
+
 /// Applies the ops of one record ending at `end` and stamps the pages they changed with it
 /// and the redo point `redo_from` (where its commit began).
 fn apply_ops(
     pool: &BufferPool,
-    data_path: &Path,
+    (data_path, seen): (&Path, &mut PageLsns),
     ops: &[crate::btree::PageOp],
     (end, redo_from): (u64, u64),
     report: &mut RecoveryReport,
 ) -> Result<()> {
     let mut touched = Vec::new();
     for op in ops {
-        if redo_op(pool, data_path, op, end, &mut touched)? {
+        if seen.has(op.page(), end) {
+            continue;
+        }
+        if redo_op(pool, (data_path, seen), op, end, &mut touched)? {
             report.pages_rebuilt += 1;
         }
     }
@@ -289,13 +328,16 @@ fn apply_ops(
 /// Returns whether the page was unreadable and rebuilt.
 fn redo_op(
     pool: &BufferPool,
-    data_path: &Path,
+    (data_path, seen): (&Path, &mut PageLsns),
     op: &PageOp,
     lsn: u64,
     touched: &mut Vec<PageId>,
 ) -> Result<bool> {
     let (page_lsn, rebuilt) = match pool.read(op.page()) {
-        Ok(page) => (page.lsn(), false),
+        Ok(page) => {
+            seen.saw(op.page(), page.lsn());
+            (page.lsn(), false)
+        }
         Err(Error::Corruption { .. }) if op.rewrites_whole_page() => {
             drop(pool.create(op.page(), crate::page::PageKind::Free)?);
             (0, true)
