@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 60] = [
+pub const ALL: [(&str, &str); 61] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -248,6 +248,10 @@ pub const ALL: [(&str, &str); 60] = [
     (
         "header-before-log-sync",
         "a checkpoint writes its header (the allocator state at its end) without first making the log durable to its end",
+    ),
+    (
+        "txn-range-unlatched",
+        "a write transaction's range does not take the writer lock: a commit of another transaction changes the tree between the range's leaves",
     ),
 ];
 

@@ -303,3 +303,64 @@ fn a_key_put_before_the_popped_head_is_the_next_first() {
         .collect();
     assert_eq!(past, vec![key(31), key(33)]);
 }
+
+/// A write transaction's range reads the tree a leaf at a time, so nothing may commit between
+/// its leaves: `range_in` takes the writer lock (as any read of a write transaction does),
+/// and another transaction's commit waits for this one to end. Without it the commit went
+/// through in the middle of the range, which then showed the commit's key and not the row it
+/// deleted (mutant `txn-range-unlatched`).
+#[test]
+fn a_commit_changes_the_tree_between_the_leaves_of_a_write_transactions_range() {
+    let (_tmp, db, model) = committed(Options::for_tests(), 3_000);
+    let late = key(3 * 3_000 + 1);
+    let gone = key(3 * 2_990);
+    std::thread::scope(|s| {
+        let mut txn = db.begin().expect("begin");
+        let mut range = txn
+            .range(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+            .expect("range");
+        let first = range.next().expect("a first row").expect("reads");
+        assert_eq!(first.0, key(0));
+        let other = s.spawn(|| {
+            let mut txn = db.begin().expect("begin");
+            txn.put(&late, b"committed during the range").expect("put");
+            txn.delete(&gone).expect("delete");
+            txn.commit()
+        });
+        // Either it waits for the writer lock, or (the bug) it got through.
+        while !other.is_finished() && db.commits_waiting_for_the_writer() == 0 {
+            std::thread::yield_now();
+        }
+        let rest: Vec<_> = range.collect::<Result<_, _>>().expect("the range reads");
+        let want: Vec<_> = model.into_iter().skip(1).collect();
+        assert!(
+            rest == want,
+            "the range saw another transaction's commit: {} rows where {} were committed \
+             before it began, the late key {}, the deleted one {}",
+            rest.len(),
+            want.len(),
+            if rest.iter().any(|(k, _)| *k == late) {
+                "seen"
+            } else {
+                "not seen"
+            },
+            if rest.iter().any(|(k, _)| *k == gone) {
+                "still there"
+            } else {
+                "gone"
+            },
+        );
+        assert!(
+            !other.is_finished(),
+            "a commit went through while a write transaction read"
+        );
+        // Ends the transaction inside the scope: the scope joins the waiting commit.
+        drop(txn);
+        other
+            .join()
+            .expect("the other thread")
+            .expect("its commit, once this one ended");
+    });
+    assert!(db.get(&late).expect("get").is_some());
+    assert!(db.get(&gone).expect("get").is_none());
+}

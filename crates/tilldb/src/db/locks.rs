@@ -12,12 +12,57 @@
 //! only the tree lock, never while it holds the writer lock's guard unless it is the writer.
 
 use crate::record::Alloc;
-use parking_lot::{MutexGuard, RwLock, RwLockWriteGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The writer lock, held: the allocator state, changed only by its holder.
 pub(super) type Writer<'a> = MutexGuard<'a, Alloc>;
+
+/// The writer lock: a mutex over the allocator state that counts who waits for it.
+#[derive(Debug)]
+pub(super) struct WriterLock {
+    lock: Mutex<Alloc>,
+    /// Threads waiting for the lock: for tests, which must know a commit is asleep behind a
+    /// write transaction that holds it, not about to begin.
+    waiting: AtomicUsize,
+}
+
+impl WriterLock {
+    pub(super) fn new(alloc: Alloc) -> Self {
+        WriterLock {
+            lock: Mutex::new(alloc),
+            waiting: AtomicUsize::new(0),
+        }
+    }
+
+    /// Takes the lock, waiting for its holder.
+    pub(super) fn lock(&self) -> Writer<'_> {
+        if let Some(held) = self.lock.try_lock() {
+            return held;
+        }
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let held = self.lock.lock();
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        held
+    }
+
+    /// The lock if nobody holds it.
+    pub(super) fn try_lock(&self) -> Option<Writer<'_>> {
+        self.lock.try_lock()
+    }
+
+    /// The allocator state, with no other handle on the database.
+    pub(super) fn get_mut(&mut self) -> &mut Alloc {
+        self.lock.get_mut()
+    }
+
+    /// Threads waiting for the lock now.
+    #[cfg(any(test, feature = "internals"))]
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+}
 
 /// The tree lock (see the module doc). Readers count themselves in one of a few stripes, a
 /// cache line each, so that readers on two CPUs write no line in common (a `RwLock`'s one

@@ -109,7 +109,7 @@ use crate::error::{Error, Result};
 use crate::header::Header;
 use crate::io::Storage;
 use crate::page::{BufferPool, PageId};
-use crate::record::{self, Alloc};
+use crate::record;
 use crate::txn::{Seen, TableId};
 use crate::wal::{Lsn, Wal};
 use pages::ReadPages;
@@ -190,7 +190,7 @@ struct Inner {
     pool: Arc<BufferPool>,
     /// The writer lock: one read-write transaction at a time. Holds the allocator state
     /// (`locks.rs`: functions that need it take its guard, `locks::Writer`).
-    writer: Mutex<Alloc>,
+    writer: locks::WriterLock,
     /// Readers hold it shared while they read pages; a commit holds it exclusively while it
     /// changes them, so no reader sees a page half way through a split (`locks.rs`).
     tree_lock: locks::TreeLock,
@@ -368,6 +368,15 @@ impl Db {
     #[cfg(any(test, feature = "internals"))]
     pub fn readers_waiting_for_a_commit(&self) -> usize {
         self.inner.tree_lock.waiting()
+    }
+
+    /// Threads waiting for the writer lock: a commit behind a write transaction that read
+    /// (and so holds it). For tests, which must know a commit is asleep, not about to begin.
+    #[doc(hidden)]
+    #[must_use]
+    #[cfg(any(test, feature = "internals"))]
+    pub fn commits_waiting_for_the_writer(&self) -> usize {
+        self.inner.writer.waiting()
     }
 
     /// Rounds the publisher thread (which publishes the durable lsn to read-only handles and

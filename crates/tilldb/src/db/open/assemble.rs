@@ -123,7 +123,7 @@ pub(super) fn assemble(
             options,
             wal,
             pool,
-            writer: Mutex::new(alloc),
+            writer: crate::db::locks::WriterLock::new(alloc),
             commits: Mutex::default(),
             tree_lock: crate::db::locks::TreeLock::default(),
             visible: Visible::new(visible),
