@@ -23,10 +23,11 @@ use crate::btree::{Direction, LeafRun, Tree};
 use crate::db::Db;
 use crate::db::reads::{ScanWindow, as_ref};
 use crate::db::write_set::Cursor;
+use crate::db::write_set::same_name;
 use crate::error::Result;
 use crate::page::PageId;
 use std::cmp::Ordering;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::ops::Bound;
 
@@ -36,7 +37,8 @@ const DOOMED_BATCH: usize = 1024;
 /// Per table, how far from each end the transaction knows it sees no key (module doc).
 #[derive(Debug, Default)]
 pub(super) struct Edges {
-    tables: HashMap<String, Edge>,
+    /// By table, looked through in order: a transaction pops from a table or two.
+    tables: Vec<(String, Edge)>,
 }
 
 /// Keys at or below `head` (`Included`: below) and at or above `tail` (`Included`: above)
@@ -53,7 +55,7 @@ impl Edges {
         if self.tables.is_empty() {
             return;
         }
-        if let Some(edge) = self.tables.get_mut(table) {
+        if let Some(edge) = self.get_mut(table) {
             let below = |bound: &Bound<Vec<u8>>| match bound {
                 Bound::Included(h) => key < h.as_slice(),
                 Bound::Excluded(h) => key <= h.as_slice(),
@@ -75,7 +77,21 @@ impl Edges {
 
     /// `table` dropped: nothing is known of it.
     pub(super) fn forget(&mut self, table: &str) {
-        self.tables.remove(table);
+        self.tables.retain(|(name, _)| !same_name(name, table));
+    }
+
+    fn get(&self, table: &str) -> Option<&Edge> {
+        self.tables
+            .iter()
+            .find(|(name, _)| same_name(name, table))
+            .map(|(_, edge)| edge)
+    }
+
+    fn get_mut(&mut self, table: &str) -> Option<&mut Edge> {
+        self.tables
+            .iter_mut()
+            .find(|(name, _)| same_name(name, table))
+            .map(|(_, edge)| edge)
     }
 
     /// The bounds a range of `table` reads: the caller's, narrowed to the edges.
@@ -87,7 +103,7 @@ impl Edges {
     ) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
         let lower = lower.map(<[u8]>::to_vec);
         let upper = upper.map(<[u8]>::to_vec);
-        let Some(edge) = self.tables.get(table) else {
+        let Some(edge) = self.get(table) else {
             return (lower, upper);
         };
         let lower = match &edge.head {
@@ -103,15 +119,28 @@ impl Edges {
 
     /// The transaction sees no key of `table` before `bound` at the start (`Forward`) or
     /// past it at the end (`Backward`).
-    fn learn(&mut self, table: &str, direction: Direction, bound: Bound<Vec<u8>>) {
-        if !self.tables.contains_key(table) {
-            self.tables.insert(table.to_owned(), Edge::default());
+    fn learn(&mut self, table: &str, direction: Direction, bound: Bound<&[u8]>) {
+        if self.get(table).is_none() {
+            self.tables.push((table.to_owned(), Edge::default()));
         }
-        let edge = self.tables.get_mut(table).expect("inserted above");
-        match direction {
-            Direction::Forward => edge.head = Some(bound),
-            Direction::Backward => edge.tail = Some(bound),
-        }
+        let edge = self.get_mut(table).expect("added above");
+        let side = match direction {
+            Direction::Forward => &mut edge.head,
+            Direction::Backward => &mut edge.tail,
+        };
+        // The key copied into the bound's own buffer, kept from pop to pop.
+        let buffer = match side.take() {
+            Some(Bound::Included(mut k) | Bound::Excluded(mut k)) => {
+                k.clear();
+                k
+            }
+            Some(Bound::Unbounded) | None => Vec::new(),
+        };
+        *side = Some(bound.map(|key| {
+            let mut buffer = buffer;
+            buffer.extend_from_slice(key);
+            buffer
+        }));
     }
 }
 
@@ -472,11 +501,9 @@ impl Txn<'_> {
         };
         if take {
             self.delete_in(table, &key)?;
-            self.edges
-                .learn(table, direction, Bound::Excluded(key.clone()));
+            self.edges.learn(table, direction, Bound::Excluded(&key));
         } else {
-            self.edges
-                .learn(table, direction, Bound::Included(key.clone()));
+            self.edges.learn(table, direction, Bound::Included(&key));
         }
         Ok(Some((key, value)))
     }

@@ -76,22 +76,33 @@ fn cut<'r>(arena: &Arena, run: &'r [Entry], filter: &Filter<'_>) -> &'r [Entry] 
         return run;
     };
     let entries = arena.table_slice(run, id);
-    // An entry against a bound's key: by the key's first 8 bytes, which the entry carries,
-    // and only on a tie by the key in the arena (a probe that would miss the cache).
-    let order = |e: &Entry, k: &[u8]| {
-        e.prefix
-            .cmp(&prefix_of(k))
-            .then_with(|| arena.key(e).cmp(k))
+    // An entry against a bound's key: by the key's first 8 bytes, which the entry carries
+    // (the bound's taken once, not at each step), and only on a tie by the key in the arena
+    // (a probe that would miss the cache).
+    let order = |e: &Entry, (k, prefix): (&[u8], u64)| {
+        e.prefix.cmp(&prefix).then_with(|| arena.key(e).cmp(k))
     };
     let start = match filter.lower {
         Bound::Unbounded => 0,
-        Bound::Included(k) => entries.partition_point(|e| order(e, k).is_lt()),
-        Bound::Excluded(k) => entries.partition_point(|e| order(e, k).is_le()),
+        Bound::Included(k) => {
+            let k = (k, prefix_of(k));
+            entries.partition_point(|e| order(e, k).is_lt())
+        }
+        Bound::Excluded(k) => {
+            let k = (k, prefix_of(k));
+            entries.partition_point(|e| order(e, k).is_le())
+        }
     };
     let end = match filter.upper {
         Bound::Unbounded => entries.len(),
-        Bound::Included(k) => entries.partition_point(|e| order(e, k).is_le()),
-        Bound::Excluded(k) => entries.partition_point(|e| order(e, k).is_lt()),
+        Bound::Included(k) => {
+            let k = (k, prefix_of(k));
+            entries.partition_point(|e| order(e, k).is_le())
+        }
+        Bound::Excluded(k) => {
+            let k = (k, prefix_of(k));
+            entries.partition_point(|e| order(e, k).is_lt())
+        }
     };
     &entries[start..end.max(start)]
 }
