@@ -267,6 +267,62 @@ fn commits_queued_behind_a_failed_commit_fail_instead_of_being_acknowledged() {
 /// `snapshot-registered-unlocked` a snapshot began while the commit's flush was held.
 #[test]
 fn a_large_commit_no_snapshot_sees_keeps_no_older_values_and_new_snapshots_wait_for_it() {
+    // 2,000 writes of 110 bytes: over three parts of `for_tests`' 64 KiB.
+    unseen_commit_keeps_nothing(Options::for_tests());
+}
+
+/// The same for a commit of many small writes in one part (2,000 writes, at least
+/// `UNSEEN_WRITES_MIN` in `db/commit/mod.rs`): a value kept per key cost a third of a commit
+/// of 10,000 deletes (issue 52's pops), more than readers' wait for its flush.
+#[test]
+fn a_commit_of_many_writes_in_one_part_no_snapshot_sees_keeps_no_older_values() {
+    unseen_commit_keeps_nothing(Options {
+        commit_part_bytes: 8 << 20,
+        ..Options::for_tests()
+    });
+}
+
+/// Below `UNSEEN_WRITES_MIN` writes and a part, a commit keeps the older values even with no
+/// snapshot open, and readers do not wait for its flush.
+#[test]
+fn a_small_commit_no_snapshot_sees_keeps_older_values_and_readers_do_not_wait_for_its_flush() {
+    let (db, gate) = gated_db_with(Options {
+        cache_bytes: 16 << 20,
+        commit_part_bytes: 8 << 20,
+        ..Options::for_tests()
+    });
+    let mut txn = db.begin().expect("begin");
+    for i in 0..100u32 {
+        txn.put(format!("k{i:03}").as_bytes(), b"one").expect("put");
+    }
+    txn.commit().expect("load");
+    gate.arm(1);
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut txn = db.begin().expect("begin");
+            for i in 0..100u32 {
+                txn.put(format!("k{i:03}").as_bytes(), b"two").expect("put");
+            }
+            txn.commit_with(Durability::Sync).expect("commit");
+        })
+    };
+    gate.wait_held();
+    assert!(
+        db.stats().overlay_keys >= 100,
+        "a small commit kept no older values"
+    );
+    // Begins during the held flush without waiting, and sees none of the commit.
+    let during = db.begin_read().expect("begin_read");
+    assert_eq!(during.get(b"k007").expect("get"), Some(b"one".to_vec()));
+    gate.release();
+    writer.join().expect("writer");
+    drop(during);
+    assert_eq!(db.get(b"k007").expect("get"), Some(b"two".to_vec()));
+    db.close().expect("close");
+}
+
+fn unseen_commit_keeps_nothing(options: Options) {
     const ROWS: u32 = 2_000;
     fn key(i: u32) -> Vec<u8> {
         format!("row-{i:05}").into_bytes()
@@ -282,7 +338,7 @@ fn a_large_commit_no_snapshot_sees_keeps_no_older_values_and_new_snapshots_wait_
     // a commit is applied, so the flush held is the commit's own.
     let (db, gate) = gated_db_with(Options {
         cache_bytes: 16 << 20,
-        ..Options::for_tests()
+        ..options
     });
     update(&db, 1);
     let overlay_before = db.stats().overlay_keys;

@@ -34,6 +34,7 @@ mod arena;
 mod cursor;
 mod spill;
 
+pub(super) use arena::same_name;
 use arena::{Arena, Entry, prefix_of};
 pub(super) use cursor::Cursor;
 use cursor::{Filter, cursor};
@@ -438,6 +439,11 @@ impl Writes {
             },
             false,
         )
+    }
+
+    /// Whether the set holds at least `n` writes (any run spilled to disk counts as many).
+    pub fn len_at_least(&self, n: usize) -> bool {
+        self.entries.len() >= n || !self.disk.runs.is_empty()
     }
 
     /// Bytes of keys and values (those replaced in memory since the last sort included).
