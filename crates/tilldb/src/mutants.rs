@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 61] = [
+pub const ALL: [(&str, &str); 62] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -252,6 +252,10 @@ pub const ALL: [(&str, &str); 61] = [
     (
         "txn-range-unlatched",
         "a write transaction's range does not take the writer lock: a commit of another transaction changes the tree between the range's leaves",
+    ),
+    (
+        "key-wrap-unchecked",
+        "unwrapping the data key ignores the tag: a wrong application key yields a data key of garbage instead of WrongKey",
     ),
 ];
 

@@ -1,0 +1,34 @@
+//! Encryption at rest: the ciphers, the data key and its wrap (docs/encryption.md, piece 1 of
+//! its plan). Nothing in the engine seals with them yet: the header (piece 2), the log (3),
+//! the pages (4) and the scratch files (5) come next, each with its own format version.
+//!
+//! - [`SealKey`]: an AEAD key (AES-256-GCM or ChaCha20-Poly1305, [`Cipher`]) that seals a
+//!   buffer in place under a 96-bit nonce and returns its 16-byte tag, and opens one or
+//!   refuses it ([`Mismatch`]). Keys for one instance (a writer's epoch, a log segment) are
+//!   derived from the data key by HKDF-SHA256 with a random salt of that instance
+//!   ([`SealKey::derive`]): each instance's nonces are a counter or an lsn, which never repeat
+//!   inside it, and no two instances share a key (docs/encryption.md, section 3).
+//! - [`DataKey`]: the database's 256-bit key, drawn from the OS and stored only wrapped.
+//! - [`KeyProvider`]: the application's key, which wraps and unwraps the data key;
+//!   [`StaticKey`] is 32 bytes the application holds. A wrong key is [`KeyError::WrongKey`],
+//!   never a garbage key.
+//!
+//! Two backends seal the same bytes: `ring` (Linux, Windows: 2.8x `RustCrypto`'s AES-GCM on a
+//! 16 KiB page here, docs/encryption.md section 6) and `RustCrypto` on macOS, where `ring`'s
+//! build needs a C compiler for the target. Unit tests build both and check them against
+//! published vectors and each other. Key bytes are zeroed on drop and never printed.
+
+mod aead;
+mod cipher;
+mod keys;
+#[cfg(not(target_os = "macos"))]
+mod ring_backend;
+#[cfg(any(target_os = "macos", test))]
+mod rustcrypto;
+
+pub use aead::SealKey;
+pub use cipher::{Cipher, KEY_BYTES, Mismatch, NONCE_BYTES, TAG_BYTES};
+pub use keys::{DataKey, KeyError, KeyProvider, StaticKey, fill_random};
+
+#[cfg(test)]
+mod tests;
