@@ -137,6 +137,39 @@ pub enum Error {
         /// Why the feed cannot be read there.
         reason: String,
     },
+    /// The database in `dir` is encrypted and no key was given. Nothing was changed.
+    #[error("{} is encrypted (with the key {key_id:?}): give its key to open it", dir.display())]
+    KeyRequired {
+        /// The database directory.
+        dir: PathBuf,
+        /// The public name of the key that encrypted it.
+        key_id: String,
+    },
+    /// The key given does not open the database in `dir`: another key, or a key for another
+    /// database. Nothing was changed.
+    #[error("the key given does not open {} (it was encrypted with the key {key_id:?})", dir.display())]
+    WrongKey {
+        /// The database directory.
+        dir: PathBuf,
+        /// The public name of the key that encrypted it.
+        key_id: String,
+    },
+    /// A key was given for the database in `dir`, which is not encrypted: opened as it is, it
+    /// would keep its data in plain text. Nothing was changed.
+    #[error("{} is not encrypted, but a key was given: open it without one", dir.display())]
+    NotEncrypted {
+        /// The database directory.
+        dir: PathBuf,
+    },
+    /// The key provider could not give or use the key (a key store that refused, the OS's
+    /// randomness missing). Nothing was changed.
+    #[error("the key for {} is unavailable: {reason}", dir.display())]
+    KeyUnavailable {
+        /// The database directory.
+        dir: PathBuf,
+        /// What the provider said.
+        reason: String,
+    },
 }
 
 impl Error {

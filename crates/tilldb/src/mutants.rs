@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 62] = [
+pub const ALL: [(&str, &str); 63] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -256,6 +256,10 @@ pub const ALL: [(&str, &str); 62] = [
     (
         "key-wrap-unchecked",
         "unwrapping the data key ignores the tag: a wrong application key yields a data key of garbage instead of WrongKey",
+    ),
+    (
+        "key-checked-after-open",
+        "a writer checks the key only once the database is open (recovered, checkpointed, marked): a missing or wrong key is refused after files changed",
     ),
 ];
 

@@ -332,6 +332,12 @@ pub struct Options {
     /// (docs/durability.md, "Large transactions"). Its reads of its own writes then read the
     /// runs back. Default: 64 MiB.
     pub write_set_bytes: u64,
+    /// Encryption at rest (docs/encryption.md): the application's key, which wraps the
+    /// database's data key in its header. Not finished: the header holds the wrapped key and
+    /// an open checks it, but pages and log are not encrypted yet, so this is reachable only
+    /// with the `internals` feature. Default: `None`, a plain database.
+    #[cfg(feature = "internals")]
+    pub encryption: Option<crate::crypt::Encryption>,
 }
 
 impl Default for Options {
@@ -356,6 +362,8 @@ impl Default for Options {
             feed_retention_bytes: 4 << 30,
             commit_part_bytes: 8 << 20,
             write_set_bytes: 64 << 20,
+            #[cfg(feature = "internals")]
+            encryption: None,
         }
     }
 }
@@ -383,6 +391,25 @@ impl Options {
             feed_retention_bytes: 64 << 20,
             commit_part_bytes: 64 << 10,
             write_set_bytes: 512 << 10,
+            #[cfg(feature = "internals")]
+            encryption: None,
+        }
+    }
+
+    /// The encryption asked for (`None` without the `internals` feature: not finished).
+    #[must_use]
+    #[cfg_attr(
+        not(feature = "internals"),
+        expect(clippy::unused_self, reason = "the field exists only with `internals`")
+    )]
+    pub(crate) fn encryption(&self) -> Option<&crate::crypt::Encryption> {
+        #[cfg(feature = "internals")]
+        {
+            self.encryption.as_ref()
+        }
+        #[cfg(not(feature = "internals"))]
+        {
+            None
         }
     }
 

@@ -321,11 +321,11 @@ fn files_from_a_newer_format_version_are_refused_naming_the_version_field() {
     let template = root.path().join("template");
     build(&template);
 
-    // Both header slots claim version 3 (tilldb.meta: version at 8, crc at 4092 seeded with
-    // the slot index).
+    // Both header slots claim version 4 (tilldb.meta: version at 8, crc at 4092 seeded with
+    // the slot index; 3 is an encrypted database's).
     let dir = copy_of(&template, root.path(), "newer header");
     let meta = dir.join("tilldb.meta");
-    set_header_version(&meta, 3);
+    set_header_version(&meta, 4);
     let outcome = judge("newer header", &dir, &meta, Allowed::Refused);
     assert!(outcome.contains("version"), "{outcome}");
 

@@ -40,6 +40,7 @@ fn checkpoint(n: u64) -> Header {
         catalog_root: PageId(n % 3),
         free_head: PageId(n % 2),
         page_count: 10 + n,
+        encryption: None,
     }
 }
 
@@ -360,4 +361,44 @@ fn the_header_is_flushed_with_the_stored_method_whatever_the_options_say() {
         "the checkpoint's header is not durable"
     );
     drop(db);
+}
+
+/// An encrypted database's header (version 3) carries its key block through every write; a
+/// flipped bit anywhere in the newest slot's block falls back to the other slot, whose block
+/// is the same (the block never changes).
+#[test]
+fn an_encrypted_header_keeps_its_key_block_and_a_flip_in_it_falls_back() {
+    use tilldb::internals::crypt::{Cipher, KeyBlock};
+    let disk = disk(0);
+    let block = KeyBlock::new(Cipher::Aes256Gcm, [5; 16], "kek:till-7", &[0xa5; 61]).expect("fits");
+    let encrypted = |n: u64| Header {
+        encryption: Some(block),
+        ..checkpoint(n)
+    };
+    let (mut file, _) =
+        HeaderFile::create(&disk, Path::new(DIR), METHOD, &encrypted(1)).expect("create");
+    for n in 2..=4 {
+        file.write(&encrypted(n)).expect("write");
+    }
+    drop(file);
+    let header = open(&disk).expect("open").expect("db");
+    assert_eq!(header.encryption, Some(block));
+    let bytes = disk.live_contents(meta()).expect("meta");
+    for slot in 0..2 {
+        let version = &bytes[slot * SLOT_BYTES + 8..slot * SLOT_BYTES + 12];
+        assert_eq!(version, 3u32.to_le_bytes(), "slot {slot}: version 3");
+    }
+    // Generation 4, the newest, is in slot 1.
+    for bit in (128 * 8..(128 + 600) * 8).step_by(7) {
+        let offset = (SLOT_BYTES + bit / 8) as u64;
+        let mask = 1 << (bit % 8);
+        disk.corrupt(meta(), offset, mask);
+        let header = open(&disk).expect("slot 0 is enough").expect("db");
+        assert_eq!(
+            (header.generation, header.encryption),
+            (3, Some(block)),
+            "bit {bit}"
+        );
+        disk.corrupt(meta(), offset, mask);
+    }
 }

@@ -19,6 +19,7 @@
 //! published vectors and each other. Key bytes are zeroed on drop and never printed.
 
 mod aead;
+mod block;
 mod cipher;
 mod keys;
 #[cfg(not(target_os = "macos"))]
@@ -27,8 +28,41 @@ mod ring_backend;
 mod rustcrypto;
 
 pub use aead::SealKey;
+pub use block::{BLOCK_BYTES, KEY_ID_MAX, KeyBlock, WRAPPED_MAX};
 pub use cipher::{Cipher, KEY_BYTES, Mismatch, NONCE_BYTES, TAG_BYTES};
 pub use keys::{DataKey, KeyError, KeyProvider, StaticKey, fill_random};
+
+/// Encryption at rest for a database (`Options::encryption`): the application's key and, for
+/// a database being created, the cipher. Compared by the provider's identity.
+#[derive(Clone)]
+pub struct Encryption {
+    /// The application's key, which wraps and unwraps the data key.
+    pub provider: std::sync::Arc<dyn KeyProvider>,
+    /// The cipher a new database seals with (an existing one keeps its own).
+    pub cipher: Cipher,
+}
+
+impl std::fmt::Debug for Encryption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Encryption({}, {})",
+            self.provider.key_id(),
+            self.cipher.name()
+        )
+    }
+}
+
+impl PartialEq for Encryption {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::addr_eq(
+            std::sync::Arc::as_ptr(&self.provider),
+            std::sync::Arc::as_ptr(&other.provider),
+        ) && self.cipher == other.cipher
+    }
+}
+
+impl Eq for Encryption {}
 
 #[cfg(test)]
 mod tests;

@@ -28,7 +28,8 @@ const FOREIGN_NAMED_MAX: usize = 3;
 
 /// Checks that `dir` may hold a database, creates it when missing, and locks it exclusively.
 /// Nothing is written in a directory that is refused.
-pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn HeldLock>> {
+/// Returns the lock and what `tilldb.durable` held before the opening mark.
+pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Claimed> {
     if storage.exists(dir)? {
         let names = match storage.list_dir(dir) {
             Ok(names) => names,
@@ -45,7 +46,10 @@ pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn HeldLoc
         storage.create_dir_all(dir)?;
     }
     if crate::mutants::active("no-db-lock") {
-        return Ok(Box::new(crate::io::NoLock));
+        return Ok(Claimed {
+            lock: Box::new(crate::io::NoLock),
+            durable_before: None,
+        });
     }
     let lock_path = dir.join(LOCK_FILE_NAME);
     // Read-only handles must not take a predecessor's published durable lsn for this
@@ -59,19 +63,34 @@ pub(super) fn claim(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn HeldLoc
     // held, so that the lock's own error, naming its file, comes first.
     let mark = !crate::mutants::active("reader-takes-predecessor-lsn");
     let mut marked = !mark;
+    let mut before = None;
     if mark && let Some(shared) = storage.try_lock(&lock_path, LockMode::Shared)? {
-        marked = super::readers::announce_opening(storage, dir).is_ok();
+        if let Ok(found) = super::readers::announce_opening(storage, dir) {
+            (marked, before) = (true, found);
+        }
         drop(shared);
     }
     let lock = storage.lock(&lock_path, LockMode::Exclusive)?;
     if !marked {
-        super::readers::announce_opening(storage, dir)?;
+        before = super::readers::announce_opening(storage, dir)?;
     }
     // Exclusive on real storage. An overlay that writes nothing beneath (`till check`) holds
     // the real lock shared, which still keeps every writer out, or nothing on read-only media
     // without a lock file, where no writer can be: so no assertion on the mode here.
     // `tests/db_lock.rs` and the mutant `no-db-lock` check that a second open is refused.
-    Ok(lock)
+    Ok(Claimed {
+        lock,
+        durable_before: before,
+    })
+}
+
+/// A directory claimed by [`claim`].
+pub(super) struct Claimed {
+    /// The database lock, held exclusively.
+    pub(super) lock: Box<dyn HeldLock>,
+    /// What `tilldb.durable` held before the opening mark (`None`: no file), which
+    /// `readers::withdraw_opening` puts back if the open is refused after all.
+    pub(super) durable_before: Option<Vec<u8>>,
 }
 
 /// `Err(NotADatabase)` for a directory without a header that holds names tilldb never makes,

@@ -149,18 +149,29 @@ fn decode(bytes: &[u8], path: &Path) -> Result<Published> {
 
 /// A writer about to take the database lock (holding it shared, so no writer is live): marks
 /// the published lsn as its predecessor's until it publishes its own (`ReaderGate::open`).
-pub(crate) fn announce_opening(storage: &dyn Storage, dir: &Path) -> Result<()> {
+/// Returns the file's bytes before the mark (`None`: no file, nothing marked), for
+/// [`withdraw_opening`].
+pub(crate) fn announce_opening(storage: &dyn Storage, dir: &Path) -> Result<Option<Vec<u8>>> {
     let path = dir.join(DURABLE_FILE_NAME);
     if !storage.exists(&path)? {
         // No reader can have read a predecessor's lsn: there is none.
-        return Ok(());
+        return Ok(None);
     }
     let file = storage.open(&path, FlushMethod::NoSync)?;
     let mut bytes = [0; DURABLE_BYTES];
     let n = file.read_at(&mut bytes, 0)?;
     // A damaged file is rewritten whole once the writer publishes; until then, lsn 0.
     let lsn = decode(&bytes[..n], &path).map_or(Lsn(0), |p| p.durable);
-    file.write_at(&encode_flags(lsn, FLAG_OPENING), 0)
+    file.write_at(&encode_flags(lsn, FLAG_OPENING), 0)?;
+    Ok(Some(bytes[..n].to_vec()))
+}
+
+/// A writer that announced its opening and then refused to open (a missing or wrong key):
+/// puts back what [`announce_opening`] found, under the database lock still held, so that
+/// the refusal leaves every file as it was.
+pub(crate) fn withdraw_opening(storage: &dyn Storage, dir: &Path, before: &[u8]) -> Result<()> {
+    let file = storage.open(&dir.join(DURABLE_FILE_NAME), FlushMethod::NoSync)?;
+    file.write_at(before, 0)
 }
 
 /// The durable lsn a reader's snapshot of the database in `dir` ends at: `None` when no

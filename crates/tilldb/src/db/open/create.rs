@@ -34,6 +34,8 @@ pub(super) fn create(
         page_bytes: Some(page_bytes),
         ..options
     };
+    // The key first: a provider that fails leaves the directory as it was.
+    let encryption = super::keys::new_block(dir, &options)?;
     remove_interrupted_create(&**storage, dir)?;
     // The marker says "being created": only files made under it are ever removed as the
     // leftovers of a crashed create. Durable before any of them is made; a crashed create's
@@ -106,6 +108,7 @@ pub(super) fn create(
         catalog_root: CATALOG_ROOT,
         free_head: alloc.free_head,
         page_count: alloc.page_count,
+        encryption,
     };
     let (header_file, _) = HeaderFile::create(&**storage, dir, method, &header)?;
     remove_creating_marker(&**storage, dir)?;

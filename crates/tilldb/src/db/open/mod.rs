@@ -22,6 +22,7 @@
 
 mod assemble;
 mod create;
+mod keys;
 mod read_only;
 mod replay;
 
@@ -290,7 +291,10 @@ impl Db {
         // Before anything else touches the directory: one process at a time. Nothing of the
         // database is read before this (a holder may checkpoint or close until it lets go;
         // `tests/db_lock.rs` checks the order of the calls).
-        let lock = claim::claim(&*storage, dir)?;
+        let claim::Claimed {
+            lock,
+            durable_before,
+        } = claim::claim(&*storage, dir)?;
         if !storage.exists(&header_path)? {
             return create::create(&storage, dir, options, (started, lock));
         }
@@ -303,6 +307,15 @@ impl Db {
         };
         match read {
             Some((header_file, header)) => {
+                // The key before anything is written: a wrong one changes nothing (the opening
+                // mark the claim put in `tilldb.durable` is taken back).
+                let key_first = !crate::mutants::active("key-checked-after-open");
+                if key_first && let Err(refused) = keys::check(dir, &header, &options) {
+                    if let Some(before) = durable_before {
+                        crate::db::readers::withdraw_opening(&*storage, dir, &before)?;
+                    }
+                    return Err(refused);
+                }
                 let existing = if header.flush_method == crate::FlushMethod::Fdatasync {
                     (header_file, header)
                 } else {
@@ -315,6 +328,7 @@ impl Db {
                         }
                     })?
                 };
+                let checked = options.clone();
                 let db = open_existing(
                     &storage,
                     dir,
@@ -322,6 +336,9 @@ impl Db {
                     existing,
                     (started, lock),
                 )?;
+                if !key_first {
+                    keys::check(dir, &header, &checked)?;
+                }
                 after_replay(&db)?;
                 Ok(db)
             }

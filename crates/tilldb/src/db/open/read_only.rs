@@ -182,6 +182,7 @@ impl Db {
                        other files are left as they are",
             });
         };
+        let _data_key = open::keys::check(dir, &existing.1, options)?;
         let db = open::open_existing(
             &overlay,
             dir,

@@ -1,0 +1,80 @@
+//! The key, before anything is written (docs/encryption.md, piece 2): a create draws the
+//! database's data key and wraps it with the application's key into the header's key block;
+//! an open checks the key given against the header's block. A missing key, a wrong one, or a
+//! key for a plain database is an error that leaves every file as it was: the checks run
+//! right after the header is read, before the first write of an open (`check_openable`).
+//!
+//! Pages and log are not encrypted yet (pieces 3-5), so `Options::encryption` is reachable
+//! only with the `internals` feature.
+
+use crate::Options;
+use crate::crypt::{DataKey, KeyBlock, KeyError};
+use crate::error::{Error, Result};
+use crate::header::Header;
+use std::path::Path;
+
+/// The key block of a database being created with `options`: a new data key, wrapped by the
+/// application's key, and a new random database id. `None` for a plain database.
+pub(super) fn new_block(dir: &Path, options: &Options) -> Result<Option<KeyBlock>> {
+    let Some(encryption) = options.encryption() else {
+        return Ok(None);
+    };
+    let unavailable = |e: KeyError| Error::KeyUnavailable {
+        dir: dir.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let data_key = DataKey::generate().map_err(unavailable)?;
+    let mut db_id = [0u8; 16];
+    crate::crypt::fill_random(&mut db_id).map_err(unavailable)?;
+    // The context the wrap binds: made as the block makes it, before the block exists.
+    let mut context = db_id.to_vec();
+    context.push(encryption.cipher.code());
+    let wrapped = encryption
+        .provider
+        .wrap(&data_key, &context)
+        .map_err(unavailable)?;
+    let key_id = encryption.provider.key_id();
+    let block = KeyBlock::new(encryption.cipher, db_id, &key_id, &wrapped).map_err(|what| {
+        Error::InvalidOptions(format!("the key provider's key id or wrap: {what}"))
+    })?;
+    assert_eq!(
+        block.context(),
+        context,
+        "the wrap's context is the block's"
+    );
+    Ok(Some(block))
+}
+
+/// The data key of the database in `dir` whose header is `header`, opened with `options`;
+/// `None` for a plain database opened without a key. Errors change nothing on disk.
+pub(super) fn check(dir: &Path, header: &Header, options: &Options) -> Result<Option<DataKey>> {
+    let dir = dir.to_path_buf();
+    match (&header.encryption, options.encryption()) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(Error::NotEncrypted { dir }),
+        (Some(block), None) => Err(Error::KeyRequired {
+            dir,
+            key_id: block.key_id().to_owned(),
+        }),
+        (Some(block), Some(encryption)) => {
+            let wrong = |dir| Error::WrongKey {
+                dir,
+                key_id: block.key_id().to_owned(),
+            };
+            if encryption.provider.key_id() != block.key_id() {
+                return Err(wrong(dir));
+            }
+            match encryption
+                .provider
+                .unwrap(block.wrapped(), &block.context())
+            {
+                Ok(key) => Ok(Some(key)),
+                Err(KeyError::WrongKey | KeyError::Malformed(_)) => Err(wrong(dir)),
+                Err(e) => Err(Error::KeyUnavailable {
+                    dir,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Encryption at rest, piece 2 (docs/encryption.md): the header's key block. A database
+//! created with a key stores its data key wrapped (header version 3) and opens again with
+//! that key alone. A missing key, a wrong key, a key for another database's wrap, and a key
+//! for a plain database are each a clear error that changes no byte of any file, for a
+//! writer's open and a read-only one alike. (Pages and log are not encrypted yet.)
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tilldb::internals::crypt::{Cipher, Encryption, KeyBlock, KeyProvider, StaticKey};
+use tilldb::internals::header::{Header, SlotState};
+use tilldb::{Db, Error, Options};
+
+fn with_key(provider: StaticKey) -> Options {
+    Options {
+        encryption: Some(Encryption {
+            provider: Arc::new(provider),
+            cipher: Cipher::Aes256Gcm,
+        }),
+        ..Options::for_tests()
+    }
+}
+
+/// The files that differ between two listings.
+fn changed(
+    before: &BTreeMap<PathBuf, Vec<u8>>,
+    after: &BTreeMap<PathBuf, Vec<u8>>,
+) -> Vec<PathBuf> {
+    let mut names: Vec<&PathBuf> = before.keys().chain(after.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|n| before.get(*n) != after.get(*n))
+        .cloned()
+        .collect()
+}
+
+/// Every file under `dir`, with its bytes.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn an_encrypted_database_opens_with_its_key_and_only_with_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let key = [0x42; 32];
+    let db = Db::open(dir, with_key(StaticKey::new(&key))).expect("create");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"receipt 1", b"2 coffees").expect("put");
+    txn.commit().expect("commit");
+    db.close().expect("close");
+    let meta = std::fs::read(dir.join("tilldb.meta")).expect("header");
+    assert_eq!(&meta[8..12], &3u32.to_le_bytes(), "header version 3");
+    let key_id = StaticKey::new(&key).key_id();
+    let db = Db::open(dir, with_key(StaticKey::new(&key))).expect("reopen with the key");
+    assert_eq!(
+        db.get(b"receipt 1").expect("get"),
+        Some(b"2 coffees".to_vec())
+    );
+    db.close().expect("close");
+
+    let before = files(dir);
+    let refusals: [(&str, Options); 3] = [
+        ("no key", Options::for_tests()),
+        ("another key", with_key(StaticKey::new(&[0x43; 32]))),
+        // Named as the right one, but not it: the wrap's tag tells.
+        (
+            "another key under its name",
+            with_key(StaticKey::with_id(&[0x43; 32], key_id.clone())),
+        ),
+    ];
+    for (what, options) in refusals {
+        for read_only in [false, true] {
+            let result = if read_only {
+                Db::open_read_only(dir, options.clone())
+            } else {
+                Db::open(dir, options.clone())
+            };
+            match (what, result) {
+                ("no key", Err(Error::KeyRequired { key_id: named, .. }))
+                | (_, Err(Error::WrongKey { key_id: named, .. })) => {
+                    assert_eq!(named, key_id, "{what}: the error names the database's key");
+                }
+                (_, Err(e)) => panic!("{what} (read-only {read_only}): {e}"),
+                (_, Ok(_)) => panic!("{what} (read-only {read_only}) opened the database"),
+            }
+            let changed = changed(&before, &files(dir));
+            assert!(
+                changed.is_empty(),
+                "{what} (read-only {read_only}) changed {changed:?}"
+            );
+        }
+    }
+    let db = Db::open(dir, with_key(StaticKey::new(&key))).expect("the key still opens it");
+    assert_eq!(
+        db.get(b"receipt 1").expect("get"),
+        Some(b"2 coffees".to_vec())
+    );
+    db.close().expect("close");
+}
+
+#[test]
+fn a_key_for_a_plain_database_is_refused_and_changes_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let db = Db::open(dir, Options::for_tests()).expect("create");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k", b"v").expect("put");
+    txn.commit().expect("commit");
+    db.close().expect("close");
+    let meta = std::fs::read(dir.join("tilldb.meta")).expect("header");
+    assert_eq!(
+        &meta[8..12],
+        &2u32.to_le_bytes(),
+        "a plain database keeps version 2"
+    );
+    let before = files(dir);
+    for read_only in [false, true] {
+        let options = with_key(StaticKey::new(&[1; 32]));
+        let result = if read_only {
+            Db::open_read_only(dir, options)
+        } else {
+            Db::open(dir, options)
+        };
+        assert!(
+            matches!(result, Err(Error::NotEncrypted { .. })),
+            "read-only {read_only}: {:?}",
+            result.err()
+        );
+        assert!(
+            files(dir) == before,
+            "read-only {read_only}: a file changed"
+        );
+    }
+    Db::open(dir, Options::for_tests())
+        .expect("opens without a key")
+        .close()
+        .expect("close");
+}
+
+#[test]
+fn a_wrap_moved_into_another_databases_header_does_not_open_it() {
+    // Two databases under one key: each wrap is bound to its database's id, so a wrapped key
+    // copied into the other's header (crc recomputed) is refused, not used.
+    let key = [7u8; 32];
+    let (a, b) = (
+        tempfile::tempdir().expect("a"),
+        tempfile::tempdir().expect("b"),
+    );
+    for dir in [a.path(), b.path()] {
+        Db::open(dir, with_key(StaticKey::new(&key)))
+            .expect("create")
+            .close()
+            .expect("close");
+    }
+    let newest = |meta: &[u8]| {
+        (0..2)
+            .filter_map(
+                |slot| match Header::decode(&meta[slot * 4096..(slot + 1) * 4096], slot) {
+                    Ok(SlotState::Valid(h)) => Some((slot, h)),
+                    _ => None,
+                },
+            )
+            .max_by_key(|(_, h)| h.generation)
+            .expect("a valid slot")
+    };
+    let meta_a = std::fs::read(a.path().join("tilldb.meta")).expect("a's header");
+    let mut meta_b = std::fs::read(b.path().join("tilldb.meta")).expect("b's header");
+    let (_, header_a) = newest(&meta_a);
+    let (slot, mut header_b) = newest(&meta_b);
+    let (block_a, block_b) = (
+        header_a.encryption.expect("a is encrypted"),
+        header_b.encryption.expect("b is encrypted"),
+    );
+    // b's header with a's wrapped data key, b's own database id.
+    header_b.encryption = Some(
+        KeyBlock::new(
+            block_b.cipher(),
+            block_b.db_id(),
+            block_b.key_id(),
+            block_a.wrapped(),
+        )
+        .expect("fits"),
+    );
+    meta_b[slot * 4096..(slot + 1) * 4096].copy_from_slice(&header_b.encode(slot));
+    std::fs::write(b.path().join("tilldb.meta"), &meta_b).expect("write");
+    match Db::open(b.path(), with_key(StaticKey::new(&key))) {
+        Err(Error::WrongKey { .. }) => {}
+        other => panic!("a moved wrap: {:?}", other.err()),
+    }
+}
