@@ -311,8 +311,18 @@ impl Db {
                 // mark the claim put in `tilldb.durable` is taken back).
                 let key_first = !crate::mutants::active("key-checked-after-open");
                 if key_first && let Err(refused) = keys::check(dir, &header, &options) {
-                    if let Some(before) = durable_before {
-                        crate::db::readers::withdraw_opening(&*storage, dir, &before)?;
+                    // The refusal is the answer; a mark that cannot be taken back (read-only
+                    // media) is harmless: the next writer's open overwrites it.
+                    if let Some(before) = durable_before
+                        && let Err(e) =
+                            crate::db::readers::withdraw_opening(&*storage, dir, &before)
+                    {
+                        tracing::warn!(
+                            target: "tilldb",
+                            dir = %dir.display(),
+                            error = %e,
+                            "the opening mark in tilldb.durable stays after a refused key"
+                        );
                     }
                     return Err(refused);
                 }
