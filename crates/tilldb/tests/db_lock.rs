@@ -11,6 +11,8 @@
 //! commits `TILLDB_LOCK_CHILD_COMMITS` keys, prints `READY <pid>` (or `LOCKED <pid>` when the
 //! open was refused) and holds the database until its stdin closes.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -124,21 +126,10 @@ fn spawn_holder(dir: &Path, commits: u64) -> Holder {
     holder
 }
 
-/// Every file under `dir` with its bytes: what "changes nothing" is checked against.
+/// Every file under `dir` with its bytes but the coordination files: what "changes nothing"
+/// is checked against.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read_dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if !is_coordination_file(&path) {
-                out.insert(path.clone(), std::fs::read(&path).expect("read"));
-            }
-        }
-    }
-    out
+    common::files_under(dir, |path| !is_coordination_file(path))
 }
 
 fn expect_locked(result: tilldb::Result<Db>, dir: &Path, pid: Option<u32>) -> String {

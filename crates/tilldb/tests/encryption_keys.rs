@@ -4,6 +4,8 @@
 //! for a plain database are each a clear error that changes no byte of any file, for a
 //! writer's open and a read-only one alike. (Pages and log are not encrypted yet.)
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,19 +40,7 @@ fn changed(
 
 /// Every file under `dir`, with its bytes.
 fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).expect("read_dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                out.insert(path.clone(), std::fs::read(&path).expect("read"));
-            }
-        }
-    }
-    out
+    common::files_under(dir, |_| true)
 }
 
 #[test]

@@ -35,6 +35,16 @@ const KEY_ID_OFFSET: usize = 24;
 const WRAPPED_OFFSET: usize = KEY_ID_OFFSET + KEY_ID_MAX;
 const _: () = assert!(WRAPPED_OFFSET + WRAPPED_MAX == BLOCK_BYTES);
 
+/// What a wrap of the data key of database `db_id`, sealed with `cipher`, is bound to: the id,
+/// then the cipher's number. A wrap moved to another database, or read as another cipher's,
+/// does not open.
+#[must_use]
+pub fn wrap_context(db_id: [u8; 16], cipher: Cipher) -> Vec<u8> {
+    let mut context = db_id.to_vec();
+    context.push(cipher.code());
+    context
+}
+
 /// An encrypted database's key block.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct KeyBlock {
@@ -109,12 +119,10 @@ impl KeyBlock {
         &self.wrapped[..usize::from(self.wrapped_len)]
     }
 
-    /// What the wrap binds the data key to: this database's id and cipher.
+    /// What the wrap binds the data key to: this database's id and cipher ([`wrap_context`]).
     #[must_use]
     pub fn context(&self) -> Vec<u8> {
-        let mut context = self.db_id.to_vec();
-        context.push(self.cipher.code());
-        context
+        wrap_context(self.db_id, self.cipher)
     }
 
     /// Writes the block into `out` (`BLOCK_BYTES` of zeros).

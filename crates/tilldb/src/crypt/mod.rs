@@ -28,7 +28,7 @@ mod ring_backend;
 mod rustcrypto;
 
 pub use aead::SealKey;
-pub use block::{BLOCK_BYTES, KEY_ID_MAX, KeyBlock, WRAPPED_MAX};
+pub use block::{BLOCK_BYTES, KEY_ID_MAX, KeyBlock, WRAPPED_MAX, wrap_context};
 pub use cipher::{Cipher, KEY_BYTES, Mismatch, NONCE_BYTES, TAG_BYTES};
 pub use keys::{DataKey, KeyError, KeyProvider, StaticKey, fill_random};
 
