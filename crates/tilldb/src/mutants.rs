@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 63] = [
+pub const ALL: [(&str, &str); 64] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -260,6 +260,10 @@ pub const ALL: [(&str, &str); 63] = [
     (
         "key-checked-after-open",
         "a writer checks the key only once the database is open (recovered, checkpointed, marked): a missing or wrong key is refused after files changed",
+    ),
+    (
+        "replay-skips-pages-seen",
+        "redo skips every op of a page it has read once, not only those of records the page's lsn already covers: changes the page lacked are lost",
     ),
 ];
 
