@@ -21,11 +21,15 @@ __all__: List[str] = [
     "InvalidArgumentError",
     "InvalidOptionsError",
     "IoError",
+    "KeyRequiredError",
+    "KeyUnavailableError",
     "LockedError",
     "NotADatabaseError",
+    "NotEncryptedError",
     "PoisonedError",
     "ReadOnlyError",
     "TooLargeError",
+    "WrongKeyError",
     "Scan",
     "Txn",
     "__version__",
@@ -239,6 +243,22 @@ class InvalidArgumentError(Error):
 
 class InvalidOptionsError(Error):
     """The options cannot work (alone or with the existing database)."""
+
+class KeyRequiredError(Error):
+    """The database is encrypted and no key was given; nothing on disk changed."""
+
+    key_id: str
+
+class WrongKeyError(Error):
+    """The key given does not open the database; nothing on disk changed."""
+
+    key_id: str
+
+class NotEncryptedError(Error):
+    """A key was given for a database that is not encrypted; nothing on disk changed."""
+
+class KeyUnavailableError(Error):
+    """The key provider failed, or the system gave no random bytes."""
 
 class NotADatabaseError(Error):
     """The directory holds another program's files, or is a file."""

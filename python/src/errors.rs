@@ -14,6 +14,10 @@
 //! Error::InvalidArgument                InvalidArgumentError
 //! Error::NotADatabase                   NotADatabaseError
 //! Error::ReadOnly                       ReadOnlyError
+//! Error::KeyRequired                    KeyRequiredError        key_id (str)
+//! Error::WrongKey                       WrongKeyError           key_id (str)
+//! Error::NotEncrypted                   NotEncryptedError
+//! Error::KeyUnavailable                 KeyUnavailableError
 //! anything else (the change feed, ...)  Error
 //! (the binding) a closed Db, an ended Txn  ClosedError
 //! (the binding) close() with handles open  InUseError
@@ -94,6 +98,31 @@ create_exception!(
 );
 create_exception!(
     tilldb,
+    KeyRequiredError,
+    Error,
+    "The database is encrypted and no key was given (`key_id` names its key); nothing changed."
+);
+create_exception!(
+    tilldb,
+    WrongKeyError,
+    Error,
+    "The key given does not open the database (`key_id` names the one that does); nothing \
+     changed."
+);
+create_exception!(
+    tilldb,
+    NotEncryptedError,
+    Error,
+    "A key was given for a database that is not encrypted; nothing changed."
+);
+create_exception!(
+    tilldb,
+    KeyUnavailableError,
+    Error,
+    "The key provider failed, or the system gave no random bytes; the message says why."
+);
+create_exception!(
+    tilldb,
     ClosedError,
     Error,
     "The database was closed, or the transaction already committed or rolled back."
@@ -122,6 +151,10 @@ pub fn engine_error(py: Python<'_>, error: &tilldb::Error) -> PyErr {
         E::InvalidArgument(_) => InvalidArgumentError::new_err(message),
         E::NotADatabase { .. } => NotADatabaseError::new_err(message),
         E::ReadOnly { .. } => ReadOnlyError::new_err(message),
+        E::KeyRequired { .. } => KeyRequiredError::new_err(message),
+        E::WrongKey { .. } => WrongKeyError::new_err(message),
+        E::NotEncrypted { .. } => NotEncryptedError::new_err(message),
+        E::KeyUnavailable { .. } => KeyUnavailableError::new_err(message),
         _ => Error::new_err(message),
     };
     let value = err.value(py);
@@ -134,6 +167,9 @@ pub fn engine_error(py: Python<'_>, error: &tilldb::Error) -> PyErr {
             .setattr("file", file.display().to_string())
             .and_then(|()| value.setattr("offset", 0)),
         E::Locked { pid, .. } => value.setattr("pid", *pid),
+        E::KeyRequired { key_id, .. } | E::WrongKey { key_id, .. } => {
+            value.setattr("key_id", key_id.as_str())
+        }
         _ => Ok(()),
     };
     // An attribute that cannot be set leaves the exception as it is: its message has the

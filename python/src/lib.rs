@@ -37,8 +37,9 @@ mod tilldb_module {
     #[pymodule_export]
     use crate::errors::{
         ClosedError, ConflictError, CorruptionError, Error, InUseError, InvalidArgumentError,
-        InvalidOptionsError, IoError, LockedError, NotADatabaseError, PoisonedError, ReadOnlyError,
-        TooLargeError,
+        InvalidOptionsError, IoError, KeyRequiredError, KeyUnavailableError, LockedError,
+        NotADatabaseError, NotEncryptedError, PoisonedError, ReadOnlyError, TooLargeError,
+        WrongKeyError,
     };
     #[pymodule_export]
     use crate::scan::Scan;

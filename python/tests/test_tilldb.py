@@ -564,6 +564,10 @@ def test_every_error_class_is_a_tilldb_error():
         "InvalidArgumentError",
         "NotADatabaseError",
         "ReadOnlyError",
+        "KeyRequiredError",
+        "WrongKeyError",
+        "NotEncryptedError",
+        "KeyUnavailableError",
         "ClosedError",
         "InUseError",
     ]:

@@ -29,6 +29,16 @@ typedef enum {
   TILLDB_ERR_OTHER = 8,
   // A bug inside tilldb (a panic, stopped at the boundary): see the message.
   TILLDB_ERR_PANIC = 9,
+  // The database is encrypted and no key was given (the message names the key's id).
+  // Nothing on disk was changed.
+  TILLDB_ERR_KEY_REQUIRED = 10,
+  // The key given does not open the database (the message names the id of the one that
+  // does). Nothing on disk was changed.
+  TILLDB_ERR_WRONG_KEY = 11,
+  // A key was given for a database that is not encrypted. Nothing on disk was changed.
+  TILLDB_ERR_NOT_ENCRYPTED = 12,
+  // The key provider failed (or the system gave no random bytes): see the message.
+  TILLDB_ERR_KEY_UNAVAILABLE = 13,
 } tilldb_status;
 
 // How durable a commit is when `tilldb_commit` returns.

@@ -55,6 +55,16 @@ pub enum tilldb_status {
     TILLDB_ERR_OTHER = 8,
     /// A bug inside tilldb (a panic, stopped at the boundary): see the message.
     TILLDB_ERR_PANIC = 9,
+    /// The database is encrypted and no key was given (the message names the key's id).
+    /// Nothing on disk was changed.
+    TILLDB_ERR_KEY_REQUIRED = 10,
+    /// The key given does not open the database (the message names the id of the one that
+    /// does). Nothing on disk was changed.
+    TILLDB_ERR_WRONG_KEY = 11,
+    /// A key was given for a database that is not encrypted. Nothing on disk was changed.
+    TILLDB_ERR_NOT_ENCRYPTED = 12,
+    /// The key provider failed (or the system gave no random bytes): see the message.
+    TILLDB_ERR_KEY_UNAVAILABLE = 13,
 }
 
 /// How durable a commit is when `tilldb_commit` returns.
@@ -125,8 +135,9 @@ fn set_error(message: &str) {
 
 fn status_of(error: &Error) -> tilldb_status {
     use tilldb_status::{
-        TILLDB_ERR_CORRUPTION, TILLDB_ERR_INVALID, TILLDB_ERR_IO, TILLDB_ERR_LOCKED,
-        TILLDB_ERR_OTHER, TILLDB_ERR_POISONED, TILLDB_ERR_TOO_LARGE,
+        TILLDB_ERR_CORRUPTION, TILLDB_ERR_INVALID, TILLDB_ERR_IO, TILLDB_ERR_KEY_REQUIRED,
+        TILLDB_ERR_KEY_UNAVAILABLE, TILLDB_ERR_LOCKED, TILLDB_ERR_NOT_ENCRYPTED, TILLDB_ERR_OTHER,
+        TILLDB_ERR_POISONED, TILLDB_ERR_TOO_LARGE, TILLDB_ERR_WRONG_KEY,
     };
     match error {
         Error::Io { .. } => TILLDB_ERR_IO,
@@ -137,6 +148,10 @@ fn status_of(error: &Error) -> tilldb_status {
         | Error::NotADatabase { .. }
         | Error::ReadOnly { .. } => TILLDB_ERR_INVALID,
         Error::TooLarge { .. } => TILLDB_ERR_TOO_LARGE,
+        Error::KeyRequired { .. } => TILLDB_ERR_KEY_REQUIRED,
+        Error::WrongKey { .. } => TILLDB_ERR_WRONG_KEY,
+        Error::NotEncrypted { .. } => TILLDB_ERR_NOT_ENCRYPTED,
+        Error::KeyUnavailable { .. } => TILLDB_ERR_KEY_UNAVAILABLE,
         e if e.is_poisoned() => TILLDB_ERR_POISONED,
         _ => TILLDB_ERR_OTHER,
     }

@@ -22,8 +22,10 @@
 //!     48    8 free_head        first page of the free list; 0 = empty
 //!     56    8 page_count       pages the allocator has handed out, page 0 included
 //!     64   64 reserved         eight u64 fields for later versions; must be zero
-//!    128 3964 zero             must be zero (version 3: the key block, 600 bytes, format in
-//!                              crypt/block.rs, then zeros)
+//!    128 3964 zero             must be zero; version 3 has instead:
+//!    128  600 key block        the data key's wrap and what names it (crypt/block.rs)
+//!    728   16 mac              version 3: HMAC-SHA256 of bytes 0..728 under a key from the
+//!                              data key (crypt/database.rs); then zeros to the crc
 //!   4092    4 crc32c           over bytes 0..4092, seeded with the slot index (0 or 1)
 //! ```
 //!
@@ -31,7 +33,8 @@
 //! - `Zero`: all zeros, never written;
 //! - `Torn`: its crc does not match (a torn write, bit rot, or a slot written at the other
 //!   slot's place: the seed catches that);
-//! - `Valid`: crc, magic, version and every field check out;
+//! - `Valid`: crc, magic, version and every field check out (a version 3 slot's MAC is
+//!   checked once the key is known: [`HeaderFile::authenticate`]);
 //! - anything else (crc matches, fields do not: a newer version, a foreign file) is
 //!   [`Error::Corruption`]: it was written on purpose, so falling back to the other slot
 //!   could silently go back in time.
@@ -61,12 +64,14 @@
 
 use crate::FlushMethod;
 use crate::checksum::crc32c_seeded;
+use crate::crypt::{DatabaseKeys, HEADER_MAC_BYTES};
 use crate::error::{Error, IoOp, Result};
 use crate::io::{AlignedBuf, Storage, StorageFile};
 use crate::page::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageId, TornPageGuard};
 use crate::wal::Lsn;
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use crate::files::{HEADER_FILE_NAME, HEADER_TEMP_FILE_NAME};
 
@@ -101,6 +106,10 @@ const RESERVED_OFFSET: usize = PAGE_COUNT_OFFSET + size_of::<u64>();
 pub const RESERVED_FIELDS: usize = 8;
 const TAIL_OFFSET: usize = RESERVED_OFFSET + RESERVED_FIELDS * size_of::<u64>();
 const CRC_OFFSET: usize = SLOT_BYTES - size_of::<u32>();
+/// Where a version 3 slot's MAC sits: after the key block.
+pub const MAC_OFFSET: usize = TAIL_OFFSET + crate::crypt::BLOCK_BYTES;
+const MAC_END: usize = MAC_OFFSET + HEADER_MAC_BYTES;
+const _: () = assert!(MAC_OFFSET == 728);
 const _: () = assert!(GENERATION_OFFSET == 24);
 const _: () = assert!(RESERVED_OFFSET == 64);
 const _: () = assert!(TAIL_OFFSET == 128);
@@ -205,9 +214,16 @@ impl Header {
         );
     }
 
-    /// The header as slot `slot`'s bytes.
+    /// The header as slot `slot`'s bytes; an encrypted header's MAC left zero
+    /// ([`Header::encode_with`] computes it).
     #[must_use]
     pub fn encode(&self, slot: usize) -> AlignedBuf {
+        self.encode_with(slot, None)
+    }
+
+    /// The header as slot `slot`'s bytes, an encrypted header's MAC computed with `keys`.
+    #[must_use]
+    pub fn encode_with(&self, slot: usize, keys: Option<&DatabaseKeys>) -> AlignedBuf {
         assert!(slot < SLOT_COUNT, "slot {slot}");
         self.check();
         assert_eq!(
@@ -237,7 +253,14 @@ impl Header {
             b[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
         }
         if let Some(block) = &self.encryption {
-            block.encode(&mut b[TAIL_OFFSET..TAIL_OFFSET + crate::crypt::BLOCK_BYTES]);
+            block.encode(&mut b[TAIL_OFFSET..MAC_OFFSET]);
+            if let Some(keys) = keys {
+                assert_eq!(keys.db_id(), block.db_id(), "the keys of another database");
+                let mac = keys.header_mac(&b[..MAC_OFFSET]);
+                b[MAC_OFFSET..MAC_END].copy_from_slice(&mac);
+            }
+        } else {
+            assert!(keys.is_none(), "a plain header has no MAC");
         }
         let crc = crc32c_seeded(slot as u64, &[&b[..CRC_OFFSET]]);
         b[CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
@@ -287,11 +310,11 @@ impl Header {
         if bytes[RESERVED_OFFSET..TAIL_OFFSET].iter().any(|&b| b != 0) {
             return Err((RESERVED_OFFSET, "header reserved bytes not zero"));
         }
-        let block_end = TAIL_OFFSET + crate::crypt::BLOCK_BYTES;
         let (encryption, zeros_from) = if version == VERSION_ENCRYPTED {
-            let block = crate::crypt::KeyBlock::decode(&bytes[TAIL_OFFSET..block_end])
+            let block = crate::crypt::KeyBlock::decode(&bytes[TAIL_OFFSET..MAC_OFFSET])
                 .map_err(|(offset, what)| (TAIL_OFFSET + offset, what))?;
-            (Some(block), block_end)
+            // The MAC, any 16 bytes here, is checked once the key is known.
+            (Some(block), MAC_END)
         } else {
             (None, TAIL_OFFSET)
         };
@@ -382,18 +405,28 @@ pub struct HeaderFile {
     /// A write or flush failed. The newest valid header is still intact, but what the other
     /// slot holds is unknown until reopen.
     poisoned: bool,
+    /// An encrypted database's keys, once its header is authenticated (or created): every
+    /// write computes the MAC with them. `None` for a plain database.
+    keys: Option<Arc<DatabaseKeys>>,
 }
 
 impl HeaderFile {
     /// Creates `tilldb.meta` in `dir` holding `header` as generation 1 in slot 0, by way of a
     /// temporary file renamed into place, and makes it and its name durable. Fails if
     /// `tilldb.meta` exists. Returns the header as written.
+    /// An encrypted header takes the database's `keys` (for its MAC); a plain one `None`.
     pub fn create(
         storage: &dyn Storage,
         dir: &Path,
         method: FlushMethod,
         header: &Header,
+        keys: Option<Arc<DatabaseKeys>>,
     ) -> Result<(HeaderFile, Header)> {
+        assert_eq!(
+            header.encryption.is_some(),
+            keys.is_some(),
+            "an encrypted header is created with its keys, a plain one without"
+        );
         let path = dir.join(HEADER_FILE_NAME);
         let temp = dir.join(HEADER_TEMP_FILE_NAME);
         if storage.exists(&path)? {
@@ -409,7 +442,7 @@ impl HeaderFile {
         };
         let file = storage.create(&temp, method)?;
         file.allocate_zeroed(0, (SLOT_COUNT * SLOT_BYTES) as u64)?;
-        file.write_at(&first.encode(0), 0)?;
+        file.write_at(&first.encode_with(0, keys.as_deref()), 0)?;
         file.flush()?;
         drop(file);
         storage.rename(&temp, &path)?;
@@ -420,6 +453,7 @@ impl HeaderFile {
             file,
             newest: (0, first),
             poisoned: false,
+            keys,
         };
         header_file.check_invariants();
         Ok((header_file, first))
@@ -442,9 +476,45 @@ impl HeaderFile {
             file,
             newest: (slot, header),
             poisoned: false,
+            keys: None,
         };
         header_file.check_invariants();
         Ok(Some((header_file, header)))
+    }
+
+    /// Checks the newest slot's MAC with the database's `keys` (the key already checked
+    /// against the key block) and keeps them for the writes to come. A MAC that does not
+    /// match is [`Error::Corruption`] at the MAC's offset: the key opened the data key, so
+    /// the slot was changed after it was written.
+    pub fn authenticate(&mut self, keys: Arc<DatabaseKeys>) -> Result<()> {
+        let (slot, header) = self.newest;
+        let block = header
+            .encryption
+            .expect("only an encrypted header is authenticated");
+        assert_eq!(keys.db_id(), block.db_id(), "the keys of another database");
+        let mut bytes = AlignedBuf::zeroed(SLOT_BYTES);
+        let offset = (slot * SLOT_BYTES) as u64;
+        let n = self.file.read_at(&mut bytes, offset)?;
+        let unchecked = crate::mutants::active("header-mac-unchecked");
+        if n < MAC_END
+            || !(unchecked
+                || keys.header_mac_matches(&bytes[..MAC_OFFSET], &bytes[MAC_OFFSET..MAC_END]))
+        {
+            return Err(Error::Corruption {
+                file: self.path.clone(),
+                offset: offset + MAC_OFFSET as u64,
+                what: "header MAC does not match (the key is right: the slot was changed \
+                       after it was written)",
+            });
+        }
+        self.keys = Some(keys);
+        Ok(())
+    }
+
+    /// The database's keys, once authenticated or created: `None` for a plain database.
+    #[must_use]
+    pub fn keys(&self) -> Option<&Arc<DatabaseKeys>> {
+        self.keys.as_ref()
     }
 
     /// Reads both slots again and returns the header with the slot it came from.
@@ -501,9 +571,17 @@ impl HeaderFile {
             ..*header
         };
         assert_eq!(slot_of_generation(written.generation), target);
+        assert_eq!(
+            written.encryption.is_some(),
+            self.keys.is_some(),
+            "an encrypted header is written only once authenticated"
+        );
         let result = self
             .file
-            .write_at(&written.encode(target), (target * SLOT_BYTES) as u64)
+            .write_at(
+                &written.encode_with(target, self.keys.as_deref()),
+                (target * SLOT_BYTES) as u64,
+            )
             .and_then(|()| self.file.flush());
         if let Err(err) = result {
             self.poisoned = true;

@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 64] = [
+pub const ALL: [(&str, &str); 65] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -264,6 +264,10 @@ pub const ALL: [(&str, &str); 64] = [
     (
         "replay-skips-pages-seen",
         "redo skips every op of a page it has read once, not only those of records the page's lsn already covers: changes the page lacked are lost",
+    ),
+    (
+        "header-mac-unchecked",
+        "an encrypted header's MAC is not checked at open: a slot changed on disk with its crc recomputed (a checkpoint lsn, a page count) is taken as written",
     ),
 ];
 

@@ -250,23 +250,6 @@ fn an_empty_or_truncated_database_file_is_refused_naming_it_and_changes_nothing(
     }
 }
 
-/// CRC-32C (Castagnoli), bitwise: an independent reading of the formats' checksum.
-fn crc32c(seed: Option<u64>, bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    let seed_bytes = seed.map(u64::to_le_bytes);
-    for &b in seed_bytes.iter().flatten().chain(bytes) {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
 /// Rewrites the version of every written slot of the header file `meta` (tilldb.meta:
 /// version at 8, crc at 4092 seeded with the slot index).
 fn set_header_version(meta: &Path, version: u32) {
@@ -277,7 +260,7 @@ fn set_header_version(meta: &Path, version: u32) {
             continue;
         }
         bytes[at + 8..at + 12].copy_from_slice(&version.to_le_bytes());
-        let crc = crc32c(Some(slot as u64), &bytes[at..at + 4092]);
+        let crc = common::crc32c(Some(slot as u64), &bytes[at..at + 4092]);
         bytes[at + 4092..at + 4096].copy_from_slice(&crc.to_le_bytes());
     }
     std::fs::write(meta, &bytes).expect("write");
@@ -340,7 +323,7 @@ fn files_from_a_newer_format_version_are_refused_naming_the_version_field() {
     for segment in &segments {
         let mut bytes = std::fs::read(segment).expect("read");
         bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
-        let crc = crc32c(None, &bytes[..40]);
+        let crc = common::crc32c(None, &bytes[..40]);
         bytes[40..44].copy_from_slice(&crc.to_le_bytes());
         std::fs::write(segment, &bytes).expect("write");
     }

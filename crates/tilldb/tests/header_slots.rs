@@ -47,7 +47,7 @@ fn checkpoint(n: u64) -> Header {
 /// Creates the header file and writes checkpoints 2..=n after the first.
 fn create_with(disk: &SimDisk, n: u64) -> (HeaderFile, Header) {
     let (mut file, mut last) =
-        HeaderFile::create(disk, Path::new(DIR), METHOD, &checkpoint(1)).expect("create");
+        HeaderFile::create(disk, Path::new(DIR), METHOD, &checkpoint(1), None).expect("create");
     for i in 2..=n {
         last = file.write(&checkpoint(i)).expect("write");
     }
@@ -71,7 +71,7 @@ fn overwrite(disk: &SimDisk, offset: u64, bytes: &[u8]) {
 fn generations_alternate_slots_and_never_overwrite_the_newest() {
     let disk = disk(0);
     let (mut file, first) =
-        HeaderFile::create(&disk, Path::new(DIR), METHOD, &checkpoint(1)).expect("create");
+        HeaderFile::create(&disk, Path::new(DIR), METHOD, &checkpoint(1), None).expect("create");
     assert_eq!((file.newest().0, first.generation), (0, 1));
     assert!(
         !disk
@@ -119,7 +119,7 @@ fn create_refuses_an_existing_database_and_ignores_a_stale_temp_file() {
     drop(disk.create(&temp, METHOD).expect("stale temp"));
     create_with(&disk, 1);
     assert!(!disk.exists(&temp).expect("exists"), "stale temp removed");
-    let again = HeaderFile::create(&disk, Path::new(DIR), METHOD, &checkpoint(1));
+    let again = HeaderFile::create(&disk, Path::new(DIR), METHOD, &checkpoint(1), None);
     assert!(again.is_err(), "created over an existing database");
     assert_eq!(open(&disk).expect("open").expect("db").generation, 1);
 }
@@ -363,33 +363,42 @@ fn the_header_is_flushed_with_the_stored_method_whatever_the_options_say() {
     drop(db);
 }
 
-/// An encrypted database's header (version 3) carries its key block through every write; a
-/// flipped bit anywhere in the newest slot's block falls back to the other slot, whose block
-/// is the same (the block never changes).
+/// An encrypted database's header (version 3) carries its key block through every write, and
+/// a MAC its keys check; a flipped bit anywhere in the newest slot's block or MAC falls back
+/// to the other slot, whose block is the same (the block never changes).
 #[test]
 fn an_encrypted_header_keeps_its_key_block_and_a_flip_in_it_falls_back() {
-    use tilldb::internals::crypt::{Cipher, KeyBlock};
+    use tilldb::internals::crypt::{Cipher, DataKey, DatabaseKeys, KeyBlock};
     let disk = disk(0);
+    let keys = || {
+        let key = DataKey::from_bytes(zeroize::Zeroizing::new([1; 32]));
+        std::sync::Arc::new(DatabaseKeys::new(Cipher::Aes256Gcm, [5; 16], key))
+    };
     let block = KeyBlock::new(Cipher::Aes256Gcm, [5; 16], "kek:till-7", &[0xa5; 61]).expect("fits");
     let encrypted = |n: u64| Header {
         encryption: Some(block),
         ..checkpoint(n)
     };
     let (mut file, _) =
-        HeaderFile::create(&disk, Path::new(DIR), METHOD, &encrypted(1)).expect("create");
+        HeaderFile::create(&disk, Path::new(DIR), METHOD, &encrypted(1), Some(keys()))
+            .expect("create");
     for n in 2..=4 {
         file.write(&encrypted(n)).expect("write");
     }
     drop(file);
-    let header = open(&disk).expect("open").expect("db");
+    let (mut file, header) = HeaderFile::open(&disk, Path::new(DIR), METHOD)
+        .expect("open")
+        .expect("db");
     assert_eq!(header.encryption, Some(block));
+    file.authenticate(keys()).expect("its MAC checks out");
+    drop(file);
     let bytes = disk.live_contents(meta()).expect("meta");
     for slot in 0..2 {
         let version = &bytes[slot * SLOT_BYTES + 8..slot * SLOT_BYTES + 12];
         assert_eq!(version, 3u32.to_le_bytes(), "slot {slot}: version 3");
     }
     // Generation 4, the newest, is in slot 1.
-    for bit in (128 * 8..(128 + 600) * 8).step_by(7) {
+    for bit in (128 * 8..(128 + 600 + 16) * 8).step_by(7) {
         let offset = (SLOT_BYTES + bit / 8) as u64;
         let mask = 1 << (bit % 8);
         disk.corrupt(meta(), offset, mask);

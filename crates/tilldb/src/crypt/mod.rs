@@ -1,6 +1,7 @@
-//! Encryption at rest: the ciphers, the data key and its wrap (docs/encryption.md, piece 1 of
-//! its plan). Nothing in the engine seals with them yet: the header (piece 2), the log (3),
-//! the pages (4) and the scratch files (5) come next, each with its own format version.
+//! Encryption at rest: the ciphers, the data key and its wrap (docs/encryption.md, pieces 1
+//! and 2 of its plan). The header carries the wrapped key and a MAC; nothing else is sealed
+//! yet: the log (3), the pages (4) and the scratch files (5) come next, each with its own
+//! format version.
 //!
 //! - [`SealKey`]: an AEAD key (AES-256-GCM or ChaCha20-Poly1305, [`Cipher`]) that seals a
 //!   buffer in place under a 96-bit nonce and returns its 16-byte tag, and opens one or
@@ -9,6 +10,8 @@
 //!   ([`SealKey::derive`]): each instance's nonces are a counter or an lsn, which never repeat
 //!   inside it, and no two instances share a key (docs/encryption.md, section 3).
 //! - [`DataKey`]: the database's 256-bit key, drawn from the OS and stored only wrapped.
+//! - [`DatabaseKeys`]: an open encrypted database's data key with its id and cipher, and
+//!   what is derived from them (the header's MAC, `header.rs`).
 //! - [`KeyProvider`]: the application's key, which wraps and unwraps the data key;
 //!   [`StaticKey`] is 32 bytes the application holds. A wrong key is [`KeyError::WrongKey`],
 //!   never a garbage key.
@@ -21,6 +24,7 @@
 mod aead;
 mod block;
 mod cipher;
+mod database;
 mod keys;
 #[cfg(not(target_os = "macos"))]
 mod ring_backend;
@@ -30,6 +34,7 @@ mod rustcrypto;
 pub use aead::SealKey;
 pub use block::{BLOCK_BYTES, KEY_ID_MAX, KeyBlock, WRAPPED_MAX, wrap_context};
 pub use cipher::{Cipher, KEY_BYTES, Mismatch, NONCE_BYTES, TAG_BYTES};
+pub use database::{DatabaseKeys, HEADER_MAC_BYTES};
 pub use keys::{DataKey, KeyError, KeyProvider, StaticKey, fill_random};
 
 /// Encryption at rest for a database (`Options::encryption`): the application's key and, for

@@ -141,7 +141,10 @@ impl Db {
         }
         storage.flush_dir(&target.join(claim::WAL_DIR_NAME))?;
         // 4. The header last: until it is there, the copy is no database.
-        HeaderFile::create(&*storage, target, header.flush_method, &header)?;
+        // The copy keeps the data key's wrap, so it opens with the same key; its MAC is made
+        // with the same keys.
+        let keys = inner.checkpoints.keys();
+        HeaderFile::create(&*storage, target, header.flush_method, &header, keys)?;
         storage.remove(&marker)?;
         storage.flush_dir(target)?;
         report.lsn = end;

@@ -264,6 +264,10 @@ impl<H: Hooks + 'static> Storage for HookedStorage<H> {
         self.run(&Call::DeviceFacts { dir }, || self.inner.device_facts(dir))
     }
 
+    fn fill_random(&self, buf: &mut [u8]) -> std::result::Result<(), String> {
+        self.inner.fill_random(buf)
+    }
+
     fn lock(&self, path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>> {
         self.run(&Call::Lock { path, mode }, || self.inner.lock(path, mode))
     }

@@ -137,6 +137,14 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// What the device under directory `dir` is and can do.
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts>;
 
+    /// Fills `buf` with random bytes for keys, database ids and salts (docs/encryption.md):
+    /// the operating system's generator, by default. The simulated disk draws them from its
+    /// seeded stream instead, so a run is repeated exactly and forks of one disk differ.
+    /// A generator that fails is [`crate::Error::KeyUnavailable`]'s reason.
+    fn fill_random(&self, buf: &mut [u8]) -> std::result::Result<(), String> {
+        crate::crypt::fill_random(buf).map_err(|e| e.to_string())
+    }
+
     /// Locks the file `path` (created empty when missing) for as long as the returned guard
     /// lives, and at once: a lock held elsewhere is [`crate::Error::Locked`], never a wait. The
     /// lock is the operating system's and belongs to the open file, so it conflicts with

@@ -349,6 +349,10 @@ impl Storage for OverlayStorage {
         Ok(())
     }
 
+    fn fill_random(&self, buf: &mut [u8]) -> std::result::Result<(), String> {
+        self.base.fill_random(buf)
+    }
+
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
         // A directory made here only (a read-only handle's own log) is on the device of
         // the nearest one beneath it.

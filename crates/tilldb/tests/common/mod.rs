@@ -231,3 +231,21 @@ pub fn files_under(
     }
     out
 }
+
+/// CRC-32C (Castagnoli), bitwise, `seed`'s 8 little-endian bytes first when given: an
+/// independent reading of the formats' checksum (a header slot's is seeded with its index).
+pub fn crc32c(seed: Option<u64>, bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    let seed_bytes = seed.map(u64::to_le_bytes);
+    for &b in seed_bytes.iter().flatten().chain(bytes) {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}

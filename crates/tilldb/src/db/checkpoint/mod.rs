@@ -60,6 +60,11 @@ impl Checkpoints {
         self.header.lock().newest().1
     }
 
+    /// An encrypted database's keys (`None` for a plain one), as its header file holds them.
+    pub(super) fn keys(&self) -> Option<std::sync::Arc<crate::crypt::DatabaseKeys>> {
+        self.header.lock().keys().cloned()
+    }
+
     /// Keeps checkpoints from running while the guard is held (waits for a running one).
     pub(super) fn hold(&self) -> MutexGuard<'_, ()> {
         self.running.lock()

@@ -35,7 +35,7 @@ pub(super) fn create(
         ..options
     };
     // The key first: a provider that fails leaves the directory as it was.
-    let encryption = super::keys::new_block(dir, &options)?;
+    let (encryption, keys) = super::keys::new_block(&**storage, dir, &options)?.unzip();
     remove_interrupted_create(&**storage, dir)?;
     // The marker says "being created": only files made under it are ever removed as the
     // leftovers of a crashed create. Durable before any of them is made; a crashed create's
@@ -110,7 +110,7 @@ pub(super) fn create(
         page_count: alloc.page_count,
         encryption,
     };
-    let (header_file, _) = HeaderFile::create(&**storage, dir, method, &header)?;
+    let (header_file, _) = HeaderFile::create(&**storage, dir, method, &header, keys)?;
     remove_creating_marker(&**storage, dir)?;
     let report = RecoveryReport {
         created: true,

@@ -3,29 +3,45 @@
 //! an open checks the key given against the header's block. A missing key, a wrong one, or a
 //! key for a plain database is an error that leaves every file as it was: the checks run
 //! right after the header is read, before the first write of an open (`check_openable`).
+//! Only then is the header's MAC checked (`HeaderFile::authenticate`): with the key known
+//! right, a MAC that fails is a changed slot, `Corruption`.
+//!
+//! Random bytes (the data key, the database id) come through the storage
+//! (`Storage::fill_random`), so the simulated disk's runs repeat exactly.
 //!
 //! Pages and log are not encrypted yet (pieces 3-5), so `Options::encryption` is reachable
 //! only with the `internals` feature.
 
 use crate::Options;
-use crate::crypt::{DataKey, KeyBlock, KeyError, wrap_context};
+use crate::crypt::{DataKey, DatabaseKeys, KEY_BYTES, KeyBlock, KeyError, wrap_context};
 use crate::error::{Error, Result};
 use crate::header::Header;
+use crate::io::Storage;
 use std::path::Path;
+use std::sync::Arc;
+use zeroize::Zeroizing;
 
-/// The key block of a database being created with `options`: a new data key, wrapped by the
-/// application's key, and a new random database id. `None` for a plain database.
-pub(super) fn new_block(dir: &Path, options: &Options) -> Result<Option<KeyBlock>> {
+/// The key block of a database being created with `options`, with the database's keys: a
+/// new data key, wrapped by the application's key, and a new random database id. `None` for
+/// a plain database.
+pub(super) fn new_block(
+    storage: &dyn Storage,
+    dir: &Path,
+    options: &Options,
+) -> Result<Option<(KeyBlock, Arc<DatabaseKeys>)>> {
     let Some(encryption) = options.encryption() else {
         return Ok(None);
     };
-    let unavailable = |e: KeyError| Error::KeyUnavailable {
+    let unavailable = |reason: String| Error::KeyUnavailable {
         dir: dir.to_path_buf(),
-        reason: e.to_string(),
+        reason,
     };
-    let data_key = DataKey::generate().map_err(unavailable)?;
+    let mut key = Zeroizing::new([0u8; KEY_BYTES]);
+    storage.fill_random(key.as_mut()).map_err(unavailable)?;
+    let data_key = DataKey::from_bytes(key);
     let mut db_id = [0u8; 16];
-    crate::crypt::fill_random(&mut db_id).map_err(unavailable)?;
+    storage.fill_random(&mut db_id).map_err(unavailable)?;
+    let unavailable = |e: KeyError| unavailable(e.to_string());
     let wrapped = encryption
         .provider
         .wrap(&data_key, &wrap_context(db_id, encryption.cipher))
@@ -34,12 +50,17 @@ pub(super) fn new_block(dir: &Path, options: &Options) -> Result<Option<KeyBlock
     let block = KeyBlock::new(encryption.cipher, db_id, &key_id, &wrapped).map_err(|what| {
         Error::InvalidOptions(format!("the key provider's key id or wrap: {what}"))
     })?;
-    Ok(Some(block))
+    let keys = DatabaseKeys::new(encryption.cipher, db_id, data_key);
+    Ok(Some((block, Arc::new(keys))))
 }
 
-/// The data key of the database in `dir` whose header is `header`, opened with `options`;
+/// The keys of the database in `dir` whose header is `header`, opened with `options`;
 /// `None` for a plain database opened without a key. Errors change nothing on disk.
-pub(super) fn check(dir: &Path, header: &Header, options: &Options) -> Result<Option<DataKey>> {
+pub(super) fn check(
+    dir: &Path,
+    header: &Header,
+    options: &Options,
+) -> Result<Option<Arc<DatabaseKeys>>> {
     let dir = dir.to_path_buf();
     match (&header.encryption, options.encryption()) {
         (None, None) => Ok(None),
@@ -60,7 +81,11 @@ pub(super) fn check(dir: &Path, header: &Header, options: &Options) -> Result<Op
                 .provider
                 .unwrap(block.wrapped(), &block.context())
             {
-                Ok(key) => Ok(Some(key)),
+                Ok(key) => Ok(Some(Arc::new(DatabaseKeys::new(
+                    block.cipher(),
+                    block.db_id(),
+                    key,
+                )))),
                 Err(KeyError::WrongKey | KeyError::Malformed(_)) => Err(wrong(dir)),
                 Err(e) => Err(Error::KeyUnavailable {
                     dir,

@@ -310,7 +310,8 @@ impl Db {
                 // The key before anything is written: a wrong one changes nothing (the opening
                 // mark the claim put in `tilldb.durable` is taken back).
                 let key_first = !crate::mutants::active("key-checked-after-open");
-                if key_first && let Err(refused) = keys::check(dir, &header, &options) {
+                let checked = keys::check(dir, &header, &options);
+                if key_first && let Err(refused) = checked {
                     // The refusal is the answer; a mark that cannot be taken back (read-only
                     // media) is harmless: the next writer's open overwrites it.
                     if let Some(before) = durable_before
@@ -326,7 +327,7 @@ impl Db {
                     }
                     return Err(refused);
                 }
-                let existing = if header.flush_method == crate::FlushMethod::Fdatasync {
+                let mut existing = if header.flush_method == crate::FlushMethod::Fdatasync {
                     (header_file, header)
                 } else {
                     drop(header_file);
@@ -338,6 +339,10 @@ impl Db {
                         }
                     })?
                 };
+                // The key is right: a MAC that fails now is a changed header.
+                if let Ok(Some(keys)) = &checked {
+                    existing.0.authenticate(Arc::clone(keys))?;
+                }
                 // Kept only for the mutant's late check.
                 let late = (!key_first).then(|| options.clone());
                 let db = open_existing(

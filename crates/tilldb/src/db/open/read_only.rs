@@ -173,7 +173,7 @@ impl Db {
         let lock = readers::hold_snapshot(&**base, dir, PATIENCE)?;
         let follow = readers::snapshot_end(&**base, dir, PATIENCE)?;
         let overlay: Arc<dyn Storage> = Arc::new(OverlayStorage::new(Arc::clone(base)));
-        let Some(existing) = HeaderFile::open(&*overlay, dir, crate::FlushMethod::Fdatasync)?
+        let Some(mut existing) = HeaderFile::open(&*overlay, dir, crate::FlushMethod::Fdatasync)?
         else {
             return Err(Error::Corruption {
                 file: header_path,
@@ -182,7 +182,9 @@ impl Db {
                        other files are left as they are",
             });
         };
-        let _data_key = open::keys::check(dir, &existing.1, options)?;
+        if let Some(keys) = open::keys::check(dir, &existing.1, options)? {
+            existing.0.authenticate(keys)?;
+        }
         let db = open::open_existing(
             &overlay,
             dir,
@@ -285,11 +287,14 @@ impl Db {
         let base = Arc::clone(&read_only.base);
         let lock = readers::hold_snapshot(&*base, &inner.dir, PATIENCE)?;
         // From here the files hold still again.
-        let Some((_, header)) =
+        let Some((mut header_file, header)) =
             HeaderFile::open(&*base, &inner.dir, crate::FlushMethod::Fdatasync)?
         else {
             return Ok(false);
         };
+        if let Some(keys) = inner.checkpoints.keys() {
+            header_file.authenticate(keys)?;
+        }
         if header.checkpoint_lsn != read_only.checkpoint
             && !crate::mutants::active("refresh-in-place-past-checkpoint")
         {

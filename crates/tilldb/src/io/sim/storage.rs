@@ -139,6 +139,13 @@ impl Storage for SimDisk {
         Ok(())
     }
 
+    fn fill_random(&self, buf: &mut [u8]) -> std::result::Result<(), String> {
+        // From the disk's seeded stream: the same seed and calls give the same keys, and a
+        // fork (a new seed) draws other ones, as two machines would.
+        self.state.lock().rng.fill(buf);
+        Ok(())
+    }
+
     fn device_facts(&self, dir: &Path) -> Result<DeviceFacts> {
         let state = self.state.lock();
         state.check_alive(IoOp::Stat, dir, self.process_epoch())?;
