@@ -122,6 +122,7 @@ fn segment_file(generation: u64, base_lsn: u64, area: &[u8]) -> Vec<u8> {
         segment_bytes: SEGMENT_BYTES,
         generation,
         base_lsn,
+        seal: None,
     };
     let mut file = header.encode().to_vec();
     file.resize(SEGMENT_BYTES as usize, 0);

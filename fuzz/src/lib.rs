@@ -142,6 +142,18 @@ pub fn seal_segment_header(block: &mut [u8]) {
     }
 }
 
+/// Bytes of an encrypted database's segment header (version 3, `wal/segment.rs`).
+pub const SEALED_SEGMENT_HEADER_BYTES: usize = 64;
+
+/// Makes `block` a version 3 segment header's bytes with a matching crc (at 60, over 0..60).
+pub fn seal_segment_header_v3(block: &mut [u8]) {
+    if block.len() >= SEALED_SEGMENT_HEADER_BYTES {
+        block[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let crc = crc32c(&block[..60]);
+        block[60..64].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
 /// Sets the crc of header slot `slot` (4096 bytes; crc at 4092, seeded with the slot index).
 pub fn seal_header_slot(slot_bytes: &mut [u8], slot: usize) {
     let end = slot_bytes.len() - 4;

@@ -67,6 +67,7 @@ fn disk_with_one_segment_at(base_lsn: u64) -> Arc<SimDisk> {
         segment_bytes: 8192,
         generation: 1,
         base_lsn,
+        seal: None,
     };
     let mut bytes = header.encode().to_vec();
     bytes.resize(8192, 0);

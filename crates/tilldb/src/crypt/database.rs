@@ -54,6 +54,12 @@ impl DatabaseKeys {
         self.db_id
     }
 
+    /// The key of one instance (a log segment, a writer's epoch): HKDF-SHA256 of the data key
+    /// with the instance's random `salt` and `info`, under the database's cipher.
+    pub(super) fn derive(&self, salt: &[u8], info: &[&[u8]]) -> super::aead::SealKey {
+        self.data_key.derive(self.cipher, salt, info)
+    }
+
     /// The MAC of a header slot's bytes before the MAC (`header.rs`).
     #[must_use]
     pub fn header_mac(&self, slot_bytes: &[u8]) -> [u8; HEADER_MAC_BYTES] {

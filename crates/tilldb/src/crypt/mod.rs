@@ -26,6 +26,7 @@ mod block;
 mod cipher;
 mod database;
 mod keys;
+mod log;
 #[cfg(not(target_os = "macos"))]
 mod ring_backend;
 #[cfg(any(target_os = "macos", test))]
@@ -36,6 +37,7 @@ pub use block::{BLOCK_BYTES, KEY_ID_MAX, KeyBlock, WRAPPED_MAX, wrap_context};
 pub use cipher::{Cipher, KEY_BYTES, Mismatch, NONCE_BYTES, TAG_BYTES};
 pub use database::{DatabaseKeys, HEADER_MAC_BYTES};
 pub use keys::{DataKey, KeyError, KeyProvider, StaticKey, fill_random};
+pub use log::{RecordOpener, RecordSealer, SEGMENT_SALT_BYTES};
 
 /// Encryption at rest for a database (`Options::encryption`): the application's key and, for
 /// a database being created, the cipher. Compared by the provider's identity.

@@ -1,4 +1,4 @@
-//! # Segment format (log version 2; version 1 is read)
+//! # Segment format (log version 2, and 3 for an encrypted database; version 1 is read)
 //!
 //! A segment is the file `{generation:020}.wal` in the log directory, `segment_bytes` long,
 //! preallocated by writing zeros so that `fdatasync` never has metadata to write. The zeros are
@@ -12,8 +12,11 @@
 //! version 1:  | header | records ...                                                   |
 //! ```
 //!
-//! Version 1 segments (written before tail slots) are read; every segment written is version
-//! 2, and recycling a version 1 segment rewrites its header as version 2.
+//! Version 1 segments (written before tail slots) are read; every segment a plain database
+//! writes is version 2, and recycling a version 1 segment rewrites its header as version 2.
+//! An encrypted database's segments are version 3: version 2's layout, and a header that
+//! carries the cipher and the random salt the segment's key is derived from
+//! (`crypt/log.rs`), drawn anew whenever the header is written (create and recycle).
 //!
 //! ```text
 //! offset size field
@@ -25,6 +28,16 @@
 //!     32    8 base_lsn         lsn of the record at offset log_block_bytes
 //!     40    4 crc32c           over bytes 0..40
 //!     44    … zeros to the end of the block
+//! ```
+//!
+//! Version 3 (an encrypted database's), from offset 40:
+//!
+//! ```text
+//!     40    1 cipher           1 AES-256-GCM · 2 ChaCha20-Poly1305 (crypt/cipher.rs)
+//!     41    3 zero
+//!     44   16 salt             random; with the generation, names the segment's key
+//!     60    4 crc32c           over bytes 0..60
+//!     64    … zeros to the end of the block
 //! ```
 //!
 //! A header is one of these (see [`HeaderState`]):
@@ -44,6 +57,7 @@
 
 use crate::FlushMethod;
 use crate::checksum::crc32c;
+use crate::crypt::{Cipher, SEGMENT_SALT_BYTES};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, StorageFile, parent_dir};
 use std::path::{Path, PathBuf};
@@ -53,6 +67,8 @@ const MAGIC: [u8; 8] = *b"TILLWAL1";
 pub const VERSION: u32 = 2;
 /// The version before tail slots, still read.
 pub const VERSION_NO_SLOTS: u32 = 1;
+/// The version of an encrypted database's segments: version 2's, with cipher and salt.
+pub const VERSION_SEALED: u32 = 3;
 /// Tail slot blocks at the end of a segment of [`VERSION`] (their format: `slot.rs`).
 pub const TAIL_SLOTS: u64 = 2;
 const MAGIC_OFFSET: usize = 0;
@@ -65,6 +81,12 @@ const CRC_OFFSET: usize = BASE_LSN_OFFSET + size_of::<u64>();
 /// Bytes of the header that carry information; the rest of the block is zero.
 pub const HEADER_BYTES: usize = CRC_OFFSET + size_of::<u32>();
 const _: () = assert!(HEADER_BYTES == 44);
+const CIPHER_OFFSET: usize = CRC_OFFSET;
+const SALT_OFFSET: usize = CIPHER_OFFSET + size_of::<u32>();
+const SEALED_CRC_OFFSET: usize = SALT_OFFSET + SEGMENT_SALT_BYTES;
+/// Bytes of a version 3 header that carry information.
+pub const SEALED_HEADER_BYTES: usize = SEALED_CRC_OFFSET + size_of::<u32>();
+const _: () = assert!(SEALED_HEADER_BYTES == 64);
 const _: () = assert!(HEADER_BYTES <= 512, "a header fits the smallest log block");
 
 /// Largest lsn a segment may start at: 2^62 bytes of log (4 EiB), so `base + capacity` and
@@ -90,6 +112,38 @@ pub struct SegmentHeader {
     pub generation: u64,
     /// The lsn of the first record, at file offset `log_block_bytes`.
     pub base_lsn: u64,
+    /// Version 3 (encrypted): the cipher and the salt of the segment's key; `None` before.
+    pub seal: Option<SegmentSeal>,
+}
+
+/// What names an encrypted segment's key, besides the data key and the generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentSeal {
+    /// The database's cipher.
+    pub cipher: Cipher,
+    /// Random, drawn whenever the header is written.
+    pub salt: [u8; SEGMENT_SALT_BYTES],
+}
+
+impl SegmentSeal {
+    /// A version 3 header's cipher and salt, from its first bytes (crc checked).
+    /// `Err((offset, what))`.
+    fn decode(bytes: &[u8]) -> std::result::Result<SegmentSeal, (usize, &'static str)> {
+        let cipher = Cipher::from_code(bytes[CIPHER_OFFSET])
+            .ok_or((CIPHER_OFFSET, "log segment cipher unknown to this build"))?;
+        if bytes[CIPHER_OFFSET + 1..SALT_OFFSET]
+            .iter()
+            .any(|&b| b != 0)
+        {
+            return Err((CIPHER_OFFSET + 1, "log segment zero bytes not zero"));
+        }
+        Ok(SegmentSeal {
+            cipher,
+            salt: bytes[SALT_OFFSET..SEALED_CRC_OFFSET]
+                .try_into()
+                .expect("16 bytes"),
+        })
+    }
 }
 
 /// What a segment's first block says about it.
@@ -105,6 +159,11 @@ impl SegmentHeader {
     /// The header as one zero-padded log block.
     #[must_use]
     pub fn encode(&self) -> AlignedBuf {
+        assert_eq!(
+            self.version == VERSION_SEALED,
+            self.seal.is_some(),
+            "a version 3 segment, and only it, has a seal"
+        );
         let mut block = AlignedBuf::zeroed(self.log_block_bytes as usize);
         block[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&MAGIC);
         block[VERSION_OFFSET..BLOCK_OFFSET].copy_from_slice(&self.version.to_le_bytes());
@@ -114,8 +173,15 @@ impl SegmentHeader {
             .copy_from_slice(&self.segment_bytes.to_le_bytes());
         block[GENERATION_OFFSET..BASE_LSN_OFFSET].copy_from_slice(&self.generation.to_le_bytes());
         block[BASE_LSN_OFFSET..CRC_OFFSET].copy_from_slice(&self.base_lsn.to_le_bytes());
-        let crc = crc32c(&block[..CRC_OFFSET]);
-        block[CRC_OFFSET..HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+        let crc_offset = if let Some(seal) = &self.seal {
+            block[CIPHER_OFFSET] = seal.cipher.code();
+            block[SALT_OFFSET..SEALED_CRC_OFFSET].copy_from_slice(&seal.salt);
+            SEALED_CRC_OFFSET
+        } else {
+            CRC_OFFSET
+        };
+        let crc = crc32c(&block[..crc_offset]);
+        block[crc_offset..crc_offset + 4].copy_from_slice(&crc.to_le_bytes());
         block
     }
 
@@ -143,25 +209,41 @@ impl SegmentHeader {
                 "not a tilldb log segment (bad magic)",
             ));
         }
-        let crc = u32::from_le_bytes(bytes[CRC_OFFSET..HEADER_BYTES].try_into().expect("4 bytes"));
-        if crc != crc32c(&bytes[..CRC_OFFSET]) {
-            return Err(corrupt(CRC_OFFSET, "log segment header checksum mismatch"));
-        }
         let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
+        // The crc is where the version says; a version torn or unknown is checked at both
+        // places, so a header another build wrote on purpose is told from a torn one.
+        let crc_matches = |at: usize| bytes.len() >= at + 4 && u32_at(at) == crc32c(&bytes[..at]);
         let version = u32_at(VERSION_OFFSET);
-        if version != VERSION && version != VERSION_NO_SLOTS {
+        let crc_offset = if version == VERSION_SEALED {
+            SEALED_CRC_OFFSET
+        } else {
+            CRC_OFFSET
+        };
+        if !crc_matches(crc_offset)
+            && (matches!(version, VERSION_NO_SLOTS | VERSION | VERSION_SEALED)
+                || !crc_matches(SEALED_CRC_OFFSET))
+        {
+            return Err(corrupt(crc_offset, "log segment header checksum mismatch"));
+        }
+        if !matches!(version, VERSION_NO_SLOTS | VERSION | VERSION_SEALED) {
             return Err(corrupt(
                 VERSION_OFFSET,
                 "log segment version not supported by this build",
             ));
         }
+        let seal = if version == VERSION_SEALED {
+            Some(SegmentSeal::decode(bytes).map_err(|(at, what)| corrupt(at, what))?)
+        } else {
+            None
+        };
         let header = SegmentHeader {
             version,
             log_block_bytes: u32_at(BLOCK_OFFSET),
             segment_bytes: u64_at(SEGMENT_BYTES_OFFSET),
             generation: u64_at(GENERATION_OFFSET),
             base_lsn: u64_at(BASE_LSN_OFFSET),
+            seal,
         };
         let block = header.log_block_bytes;
         if !block.is_power_of_two()
@@ -335,6 +417,7 @@ mod tests {
             segment_bytes: 8192,
             generation: 7,
             base_lsn: 1000,
+            seal: None,
         }
     }
 
@@ -376,6 +459,85 @@ mod tests {
             SegmentHeader::decode(&[0u8; 512], p).expect("ok"),
             HeaderState::Zero
         );
+    }
+
+    fn sealed() -> SegmentHeader {
+        SegmentHeader {
+            version: VERSION_SEALED,
+            seal: Some(SegmentSeal {
+                cipher: Cipher::Aes256Gcm,
+                salt: *b"0123456789abcdef",
+            }),
+            ..header()
+        }
+    }
+
+    #[test]
+    fn golden_sealed_header() {
+        let block = sealed().encode();
+        assert_eq!(
+            SegmentHeader::decode(&block, Path::new("x.wal")).expect("ok"),
+            HeaderState::Valid(sealed())
+        );
+        assert_eq!((sealed().slots(), sealed().capacity()), (2, 8192 - 3 * 512));
+        let hex: Vec<String> = block[..SEALED_HEADER_BYTES]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let hex = hex.join("");
+        assert_eq!(
+            &hex[..80],
+            concat!(
+                "54494c4c57414c3103000000000200000020000000000000",
+                "0700000000000000e803000000000000"
+            ),
+            "version 2's fields, version 3"
+        );
+        assert_eq!(
+            &hex[80..],
+            "010000003031323334353637383961626364656663e6e799",
+            "cipher, zeros, salt, crc"
+        );
+        assert!(block[SEALED_HEADER_BYTES..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn every_sealed_header_bit_flip_is_corruption_naming_the_file() {
+        let good = sealed().encode();
+        for bit in 0..SEALED_HEADER_BYTES * 8 {
+            let mut bad = good.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            match SegmentHeader::decode(&bad, Path::new("/db/wal/x.wal")) {
+                Err(Error::Corruption { file, .. }) => assert_eq!(file, Path::new("/db/wal/x.wal")),
+                other => panic!("bit {bit}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_version_with_a_matching_crc_at_either_place_is_refused_as_unsupported() {
+        for mut header in [header(), sealed()] {
+            let block = {
+                let mut block = header.encode();
+                let at = if header.seal.is_some() {
+                    SEALED_CRC_OFFSET
+                } else {
+                    CRC_OFFSET
+                };
+                block[VERSION_OFFSET..BLOCK_OFFSET].copy_from_slice(&9u32.to_le_bytes());
+                let crc = crc32c(&block[..at]);
+                block[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+                header.version = 9;
+                block
+            };
+            match SegmentHeader::decode(&block, Path::new("x.wal")) {
+                Err(Error::Corruption { offset, what, .. }) => {
+                    assert_eq!(offset, VERSION_OFFSET as u64, "{header:?}");
+                    assert!(what.contains("not supported"), "{what}");
+                }
+                other => panic!("{header:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -220,6 +220,7 @@ mod tests {
             segment_bytes: 8192,
             generation: 5,
             base_lsn: 4096,
+            seal: None,
         }
     }
 

@@ -203,6 +203,7 @@ fn a_torn_record_that_crosses_the_durable_mark_ends_the_log() {
         segment_bytes: 8192,
         generation: 1,
         base_lsn: 4096,
+        seal: None,
     };
     let lsn_at = |offset: u64| header.base_lsn + offset - block;
     let mut bytes = vec![0u8; 8192];

@@ -97,6 +97,7 @@ impl Wal {
             segment_bytes: first_segment_bytes(&options, block),
             generation,
             base_lsn: recovery.end_lsn.0,
+            seal: None,
         };
         let first = Arc::new(prepare_segment(
             &*storage,

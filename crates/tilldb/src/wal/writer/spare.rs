@@ -110,6 +110,7 @@ impl Shared {
             segment_bytes,
             generation: st.next_generation,
             base_lsn: active.end_lsn(),
+            seal: None,
         };
         st.next_generation += 1;
         let free = st.free.pop();

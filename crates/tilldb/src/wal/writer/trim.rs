@@ -64,6 +64,7 @@ impl Wal {
             segment_bytes: super::open::first_segment_bytes(&shared.options, shared.block_bytes),
             generation: st.next_generation,
             base_lsn: end,
+            seal: None,
         };
         st.next_generation += 1;
         let free = st.free.pop();
