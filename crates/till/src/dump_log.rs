@@ -46,7 +46,7 @@
 //! records_shown          u64
 //! end                    stop | null     where the log ends; null for an empty log
 //!   file, offset, lsn    string, u64, u64
-//!   fault                string          zero | truncated | bad_len | bad_crc | wrong_lsn | bad_header
+//!   fault                string          zero | truncated | bad_len | bad_crc | wrong_lsn | bad_header | bad_tag
 //!   clean                bool            fault is zero: never-written space follows
 //!   what                 string          the fault in words
 //! error                  string | null   corruption that stopped the scan (file and offset)

@@ -100,6 +100,7 @@ pub fn fault_name(fault: RecordFault) -> &'static str {
         RecordFault::BadCrc => "bad_crc",
         RecordFault::WrongLsn => "wrong_lsn",
         RecordFault::BadHeader => "bad_header",
+        RecordFault::BadTag => "bad_tag",
     }
 }
 

@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 65] = [
+pub const ALL: [(&str, &str); 66] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -268,6 +268,10 @@ pub const ALL: [(&str, &str); 65] = [
     (
         "header-mac-unchecked",
         "an encrypted header's MAC is not checked at open: a slot changed on disk with its crc recomputed (a checkpoint lsn, a page count) is taken as written",
+    ),
+    (
+        "record-tag-unchecked",
+        "a sealed log record's tag is not checked: a record changed on disk with its crc recomputed is opened to garbage and replayed",
     ),
 ];
 

@@ -312,7 +312,8 @@ fn files_from_a_newer_format_version_are_refused_naming_the_version_field() {
     let outcome = judge("newer header", &dir, &meta, Allowed::Refused);
     assert!(outcome.contains("version"), "{outcome}");
 
-    // Every log segment claims log version 3 (version at 8, crc over 0..40 at 40).
+    // Every log segment claims log version 4 (version at 8, crc over 0..40 at 40; 3 is an
+    // encrypted database's).
     let dir = copy_of(&template, root.path(), "newer log");
     let wal = dir.join("wal");
     let mut segments: Vec<PathBuf> = std::fs::read_dir(&wal)
@@ -322,7 +323,7 @@ fn files_from_a_newer_format_version_are_refused_naming_the_version_field() {
     segments.sort();
     for segment in &segments {
         let mut bytes = std::fs::read(segment).expect("read");
-        bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+        bytes[8..12].copy_from_slice(&4u32.to_le_bytes());
         let crc = common::crc32c(None, &bytes[..40]);
         bytes[40..44].copy_from_slice(&crc.to_le_bytes());
         std::fs::write(segment, &bytes).expect("write");

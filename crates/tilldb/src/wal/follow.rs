@@ -15,6 +15,10 @@
 //! | no segment holds the position, a later one exists | `Error::LogMissing` naming that segment and the lsns gone (never skipped) |
 //! | no segment holds the position                     | `Error::FeedUnavailable`: the log no longer holds it |
 //!
+//! An encrypted database's log (sealed segments) is followed with its keys
+//! ([`LogFollower::with_keys`]): each `Data` record is opened, and one whose tag fails is
+//! `Error::Corruption`, whatever the limit.
+//!
 //! The segment holding the position is the one whose valid header (naming the file's
 //! generation) covers it; a segment recycled while it is read gets a new generation, and its
 //! old records stop validating (their checksums are seeded with the generation), so a reused
@@ -26,6 +30,7 @@ use super::record::{self, RecordKind};
 use super::segment::{HeaderState, SegmentHeader, parse_segment_name};
 use super::slot;
 use crate::FlushMethod;
+use crate::crypt::{DatabaseKeys, RecordOpener};
 use crate::error::{Error, Result};
 use crate::io::{Storage, StorageFile};
 use std::path::{Path, PathBuf};
@@ -36,6 +41,29 @@ use std::sync::Arc;
 fn straddles(rest: &[u8]) -> bool {
     rest.len() < record::HEADER_BYTES
         || u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes")) as usize > rest.len()
+}
+
+/// The payload of the `Data` record `rec`, opened with `opener` when it is sealed; a tag that
+/// fails is `Corruption` at `offset` of `path`.
+fn data_payload(
+    rec: record::RecordRef<'_>,
+    opener: Option<&RecordOpener>,
+    (path, offset): (&Path, u64),
+) -> Result<Vec<u8>> {
+    let Some(opener) = opener.filter(|_| rec.sealed.is_some()) else {
+        return Ok(rec.payload.to_vec());
+    };
+    let mut plain = Vec::new();
+    record::open(rec, opener, &mut plain).map_err(|fault| Error::Corruption {
+        file: path.to_path_buf(),
+        offset,
+        what: if fault == record::RecordFault::BadTag {
+            record::TAG_FAILED
+        } else {
+            "a sealed log record does not open"
+        },
+    })?;
+    Ok(plain)
 }
 
 /// Bytes read from a segment's start to decode its header (the largest log block).
@@ -50,6 +78,8 @@ pub struct LogFollower {
     /// The lsn of the next record to read.
     position: u64,
     current: Option<Current>,
+    /// An encrypted database's keys, which open its sealed records.
+    keys: Option<Arc<DatabaseKeys>>,
 }
 
 #[derive(Debug)]
@@ -74,7 +104,14 @@ impl LogFollower {
             dir: dir.to_path_buf(),
             position: position.0,
             current: None,
+            keys: None,
         }
+    }
+
+    /// This follower, opening sealed records with `keys` (an encrypted database's).
+    #[must_use]
+    pub fn with_keys(self, keys: Option<Arc<DatabaseKeys>>) -> Self {
+        LogFollower { keys, ..self }
     }
 
     /// The lsn of the next record it reads.
@@ -104,10 +141,13 @@ impl LogFollower {
             bytes.truncate(n);
             copies.lay(&mut bytes, from, &header);
             let path = current.path.clone();
+            let opener = self.opener(&header, &path)?;
             let mut at = 0;
             let mut next_segment = false;
             while self.position < end && payload_bytes < max_bytes {
-                let decoded = record::decode(&bytes[at..], header.generation, self.position);
+                let sealed = header.seal.is_some();
+                let decoded =
+                    record::decode_in(&bytes[at..], header.generation, self.position, sealed);
                 if decoded.is_err() && n == len && straddles(&bytes[at..]) {
                     // The writer's durable mark is a block boundary, not a record's end: a
                     // record that goes on past it is not durable yet. Read it next time;
@@ -142,11 +182,13 @@ impl LogFollower {
                 };
                 match rec.kind {
                     RecordKind::Data => {
-                        payload_bytes += rec.payload.len();
+                        let offset = from + at as u64;
+                        let payload = data_payload(rec, opener.as_ref(), (&path, offset))?;
+                        payload_bytes += payload.len();
                         out.push(WalRecord {
                             lsn: Lsn(rec.lsn),
                             end_lsn: Lsn(rec.lsn + rec.len as u64),
-                            payload: rec.payload.to_vec(),
+                            payload,
                         });
                     }
                     RecordKind::Pad => {}
@@ -170,6 +212,22 @@ impl LogFollower {
             }
         }
         Ok(out)
+    }
+
+    /// The opener of the records of segment `header` (at `path`): `None` when it is not
+    /// sealed; an error when it is and this follower has no keys.
+    fn opener(&self, header: &SegmentHeader, path: &Path) -> Result<Option<RecordOpener>> {
+        match (header.seal, &self.keys) {
+            (None, _) => Ok(None),
+            (Some(seal), Some(keys)) => {
+                Ok(Some(RecordOpener::new(keys, &seal.salt, header.generation)))
+            }
+            (Some(_), None) => Err(Error::InvalidOptions(format!(
+                "{} is sealed (an encrypted database's log): it is followed with the \
+                 database's key",
+                path.display()
+            ))),
+        }
     }
 
     /// The segment holding the position, opened.

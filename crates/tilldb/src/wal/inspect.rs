@@ -85,7 +85,7 @@ pub fn inspect_log(
     start: Option<Lsn>,
     mut visit: impl FnMut(LogEvent<'_>),
 ) -> Result<LogInspection> {
-    let scan = scan_visit(storage, dir, start, &mut visit)?;
+    let scan = scan_visit(storage, dir, (start, None), &mut visit)?;
     let mut segments = Vec::new();
     for name in storage.list_dir(dir)? {
         let Some(generation) = parse_segment_name(&name) else {
@@ -170,13 +170,14 @@ fn first_record_is_valid(
     let mut bytes = vec![0u8; FIRST_READ_BYTES];
     let n = file.read_at(&mut bytes, u64::from(header.log_block_bytes))?;
     bytes.truncate(n);
-    let decoded = record::decode(&bytes, header.generation, header.base_lsn);
+    let sealed = header.seal.is_some();
+    let decoded = record::decode_in(&bytes, header.generation, header.base_lsn, sealed);
     // A longer first record, or a first block whose bytes are only in a tail slot.
     if decoded.is_err() && (header.slots() > 0 || n == FIRST_READ_BYTES) {
         let whole = read_segment(storage, path, header)?;
         let at = usize::try_from(header.log_block_bytes).expect("u32 fits usize");
         let rest = whole.get(at..).unwrap_or_default();
-        return Ok(record::decode(rest, header.generation, header.base_lsn).is_ok());
+        return Ok(record::decode_in(rest, header.generation, header.base_lsn, sealed).is_ok());
     }
     Ok(decoded.is_ok())
 }

@@ -18,6 +18,11 @@
 //! | valid crc but another lsn                  | no      | end of log (stale or misplaced); report it |
 //! | valid crc but unknown kind / reserved bits | no      | end of log; report it                 |
 //! | any of the four above                      | yes     | `Error::Corruption`: damaged after it was written |
+//! | valid crc, but its tag fails (sealed)      | -       | `Error::Corruption`: changed on purpose |
+//!
+//! In a sealed segment (an encrypted database's, `segment.rs` version 3) a `Data` record is
+//! opened with the segment's key when the reader has the database's keys; without them (a
+//! tool checking only the framing) its payload is shown sealed.
 //!
 //! A segment whose header does not validate is free if it is newer than every valid segment
 //! (its preparation was cut short: headers are flushed before use), and corruption otherwise.
@@ -45,6 +50,7 @@ use super::record::{self, RecordFault, RecordKind, RecordRef};
 use super::segment::SegmentHeader;
 use super::slot;
 use crate::FlushMethod;
+use crate::crypt::{DatabaseKeys, RecordOpener};
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use std::convert::Infallible;
@@ -184,16 +190,27 @@ fn read_segment_into(
     Ok(())
 }
 
+/// The opener of a sealed segment's records, when the reader has the database's `keys`.
+pub(super) fn opener_of(
+    keys: Option<&DatabaseKeys>,
+    header: &SegmentHeader,
+) -> Option<RecordOpener> {
+    let seal = header.seal?;
+    keys.map(|keys| RecordOpener::new(keys, &seal.salt, header.generation))
+}
+
 /// Walks the records of one segment from `from` (an lsn in it), calling `visit` with the file
 /// offset of each valid record (`Data`, `Pad`, and the closing `SegmentEnd`), until the log
-/// leaves the segment or ends.
+/// leaves the segment or ends. A sealed `Data` record is opened with `opener` (its tag
+/// failing stops the walk with `BadTag`), or shown sealed without one.
 fn scan_segment(
     bytes: &[u8],
     header: &SegmentHeader,
     path: &Path,
-    from: u64,
+    (from, opener): (u64, Option<&RecordOpener>),
     mut visit: impl FnMut(u64, RecordRef<'_>),
 ) -> SegmentEnd {
+    let mut plain = Vec::new();
     let block = u64::from(header.log_block_bytes);
     let end = usize::try_from(block + header.capacity())
         .expect("segment fits usize")
@@ -203,7 +220,14 @@ fn scan_segment(
         let offset = block + (lsn - header.base_lsn);
         let at = usize::try_from(offset).expect("offset fits usize");
         let rest = if at <= end { &bytes[at..end] } else { &[][..] };
-        let rec = match record::decode(rest, header.generation, lsn) {
+        let decoded = record::decode_in(rest, header.generation, lsn, header.seal.is_some());
+        let readable = match (decoded, opener) {
+            (Ok(rec), Some(opener)) if rec.sealed.is_some() => {
+                record::open(rec, opener, &mut plain)
+            }
+            (decoded, _) => decoded,
+        };
+        let rec = match readable {
             Ok(rec) => rec,
             // The fault's rows depend on a later durable mark: the caller asks
             // (`check_not_damaged`).
@@ -344,10 +368,11 @@ fn valid_record_between(
         let at = usize::try_from(offset).expect("a segment offset fits usize");
         // The lsn field first: cheap, and it rules out most bytes before a checksum.
         if bytes[at + 8..at + 16] == expected.to_le_bytes()
-            && record::decode(
+            && record::decode_in(
                 &bytes[at..usize::try_from(end).expect("fits")],
                 header.generation,
                 expected,
+                header.seal.is_some(),
             )
             .is_ok()
         {
@@ -381,7 +406,9 @@ fn highest_mark(bytes: &[u8], header: &SegmentHeader, from: u64) -> Option<u64> 
             if rest.get(8..16) != Some(&expected.to_le_bytes()[..]) {
                 break;
             }
-            let Ok(rec) = record::decode(rest, header.generation, expected) else {
+            let Ok(rec) =
+                record::decode_in(rest, header.generation, expected, header.seal.is_some())
+            else {
                 break;
             };
             if rec.kind == RecordKind::Pad {
@@ -421,8 +448,13 @@ pub(super) fn read_header_block(storage: &dyn Storage, path: &Path) -> Result<Ve
 /// holds it: the newest valid segment whose base is at or before it (every segment made later
 /// has a higher generation and a base at or past the log end of its time, so past `start`).
 /// Older segments are free, and only headers of them are read.
-pub(crate) fn scan(storage: &dyn Storage, dir: &Path, start: Option<Lsn>) -> Result<Scan> {
-    scan_visit(storage, dir, start, &mut |_| {})
+pub(crate) fn scan(
+    storage: &dyn Storage,
+    dir: &Path,
+    start: Option<Lsn>,
+    keys: Option<&DatabaseKeys>,
+) -> Result<Scan> {
+    scan_visit(storage, dir, (start, keys), &mut |_| {})
 }
 
 /// [`scan`], showing `visit` each segment of the chain, each valid record in it and where its
@@ -430,7 +462,7 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path, start: Option<Lsn>) -> Res
 pub(super) fn scan_visit(
     storage: &dyn Storage,
     dir: &Path,
-    start: Option<Lsn>,
+    (start, keys): (Option<Lsn>, Option<&DatabaseKeys>),
     visit: &mut dyn FnMut(LogEvent<'_>),
 ) -> Result<Scan> {
     let mut scan = Scan::default();
@@ -472,7 +504,9 @@ pub(super) fn scan_visit(
             .map(|(_, s)| s.durable)
             .max()
             .unwrap_or(0);
-        let end = scan_segment(bytes, &header, &path, expected, |offset, record| {
+        let opener = opener_of(keys, &header);
+        let from = (expected, opener.as_ref());
+        let end = scan_segment(bytes, &header, &path, from, |offset, record| {
             match record.kind {
                 RecordKind::Data => records += 1,
                 RecordKind::Pad => mark = mark.max(record::pad_durable_mark(record.payload)),
@@ -536,12 +570,12 @@ pub(super) fn scan_visit(
 /// Reads records of the segments in `chain` from `from` up to `limit` (exclusive).
 pub(crate) fn read_records(
     storage: &dyn Storage,
-    chain: &[ChainSegment],
+    (chain, keys): (&[ChainSegment], Option<&DatabaseKeys>),
     from: Lsn,
     limit: Lsn,
 ) -> Result<Vec<WalRecord>> {
     let mut out = Vec::new();
-    visit_records(storage, chain, from, limit, &mut |rec| {
+    visit_records(storage, (chain, keys), from, limit, &mut |rec| {
         out.push(WalRecord {
             lsn: rec.lsn,
             end_lsn: rec.end_lsn,
@@ -556,7 +590,7 @@ pub(crate) fn read_records(
 /// a time; the first error `visit` returns ends the read and is returned.
 pub(crate) fn visit_records(
     storage: &dyn Storage,
-    chain: &[ChainSegment],
+    (chain, keys): (&[ChainSegment], Option<&DatabaseKeys>),
     from: Lsn,
     limit: Lsn,
     visit: &mut dyn FnMut(WalRecordRef<'_>) -> Result<()>,
@@ -573,7 +607,15 @@ pub(crate) fn visit_records(
             continue;
         }
         read_segment_into(storage, &seg.path, h, &mut bytes)?;
-        let end = scan_segment(&bytes, h, &seg.path, lsn, |_, rec| {
+        let opener = opener_of(keys, h);
+        if h.seal.is_some() && opener.is_none() {
+            return Err(Error::InvalidOptions(format!(
+                "{} is sealed (an encrypted database's log): it is read with the database's \
+                 key, through Db::open",
+                seg.path.display()
+            )));
+        }
+        let end = scan_segment(&bytes, h, &seg.path, (lsn, opener.as_ref()), |_, rec| {
             if rec.kind == RecordKind::Data && rec.lsn < limit.0 && failed.is_none() {
                 let shown = WalRecordRef {
                     lsn: Lsn(rec.lsn),
@@ -591,6 +633,13 @@ pub(crate) fn visit_records(
         lsn = match end {
             SegmentEnd::Next(next) => next,
             SegmentEnd::Stop(stop) => {
+                if stop.fault == RecordFault::BadTag {
+                    return Err(Error::Corruption {
+                        file: stop.path,
+                        offset: stop.offset,
+                        what: record::TAG_FAILED,
+                    });
+                }
                 if stop.lsn.0 < limit.0.min(seg.end_lsn) {
                     return Err(Error::Corruption {
                         file: stop.path,

@@ -41,11 +41,21 @@
 //! torn tail. A torn tail has no such mark after it: every group written after a group that a
 //! power cut could tear was closed before that group was durable.
 //!
+//! In a version 3 segment (an encrypted database's, `segment.rs`), a `Data` record's payload
+//! is sealed (`crypt/log.rs`): ciphertext of `payload_len` bytes, then its 16-byte tag, then
+//! the zeros; `len = round_up(24 + payload_len + 16, 8)`. The tag binds bytes 4..24 of the
+//! header (length, lsn, kind, payload length) and is made under the segment's key with the
+//! lsn as nonce. The crc covers the ciphertext, so a torn or stale record is still `BadCrc`;
+//! a record whose crc matches but whose tag does not was changed on purpose: `BadTag`, always
+//! corruption (`reader/cases.rs`). `Pad` and `SegmentEnd` records stay plain (a durable mark
+//! is no secret).
+//!
 //! `SegmentEnd` has no payload. It closes a segment: the log continues at the start of the next
 //! segment, whose header names the lsn that follows the `SegmentEnd` record. Every segment keeps
 //! room for one, so a segment always ends with one unless the log ended inside it.
 
 use crate::checksum::crc32c_seeded;
+use crate::crypt::{RecordOpener, RecordSealer, TAG_BYTES};
 use std::fmt;
 
 /// Bytes of the record header.
@@ -94,6 +104,13 @@ pub fn record_len(payload_len: usize) -> usize {
     (HEADER_BYTES + payload_len).next_multiple_of(ALIGN_BYTES)
 }
 
+/// Bytes a `Data` record with `payload_len` bytes of payload occupies in a segment that seals
+/// (`sealed`): its tag after the payload.
+#[must_use]
+pub fn data_record_len(payload_len: usize, sealed: bool) -> usize {
+    record_len(payload_len + if sealed { TAG_BYTES } else { 0 })
+}
+
 /// Encodes a record into the front of `target`, which must hold [`record_len`] bytes, and
 /// returns that length. Padding bytes are written as zeros.
 pub fn encode(
@@ -103,9 +120,28 @@ pub fn encode(
     kind: RecordKind,
     payload: &[u8],
 ) -> usize {
-    encode_with(target, generation, lsn, kind, payload.len(), |p| {
+    encode_with(target, (generation, None), lsn, kind, payload.len(), |p| {
         p.copy_from_slice(payload);
     })
+}
+
+/// [`encode`] of a `Data` record in a segment that seals: its payload sealed by `sealer` (the
+/// segment's, at this record's lsn), its tag after it.
+pub fn encode_sealed(
+    target: &mut [u8],
+    generation: u64,
+    lsn: u64,
+    payload: &[u8],
+    sealer: &RecordSealer,
+) -> usize {
+    encode_with(
+        target,
+        (generation, Some(sealer)),
+        lsn,
+        RecordKind::Data,
+        payload.len(),
+        |p| p.copy_from_slice(payload),
+    )
 }
 
 /// Encodes a `Pad` record of `len` bytes (at least [`PAD_MIN_BYTES`], a multiple of 8)
@@ -118,7 +154,7 @@ pub fn encode_pad(target: &mut [u8], generation: u64, lsn: u64, len: usize, dura
     );
     let written = encode_with(
         target,
-        generation,
+        (generation, None),
         lsn,
         RecordKind::Pad,
         len - HEADER_BYTES,
@@ -130,16 +166,21 @@ pub fn encode_pad(target: &mut [u8], generation: u64, lsn: u64, len: usize, dura
     assert_eq!(written, len);
 }
 
-/// [`encode`] with the payload (`payload_len` bytes) written in place by `write_payload`.
+/// [`encode`] with the payload (`payload_len` bytes) written in place by `write_payload`, and
+/// sealed when a sealer comes with the generation.
 fn encode_with(
     target: &mut [u8],
-    generation: u64,
+    (generation, sealer): (u64, Option<&RecordSealer>),
     lsn: u64,
     kind: RecordKind,
     payload_len: usize,
     write_payload: impl FnOnce(&mut [u8]),
 ) -> usize {
-    let len = record_len(payload_len);
+    assert!(
+        sealer.is_none() || kind == RecordKind::Data,
+        "only Data records are sealed"
+    );
+    let len = data_record_len(payload_len, sealer.is_some());
     assert!(
         target.len() >= len,
         "record of {len} bytes does not fit in {}",
@@ -158,11 +199,51 @@ fn encode_with(
     rec[RESERVED_OFFSET..PAYLOAD_LEN_OFFSET].fill(0);
     rec[PAYLOAD_LEN_OFFSET..HEADER_BYTES].copy_from_slice(&payload_len_u32.to_le_bytes());
     write_payload(&mut rec[HEADER_BYTES..HEADER_BYTES + payload_len]);
-    rec[HEADER_BYTES + payload_len..].fill(0);
+    let mut end = HEADER_BYTES + payload_len;
+    if let Some(sealer) = sealer {
+        let (head, body) = rec.split_at_mut(HEADER_BYTES);
+        let tag = sealer.seal(lsn, &head[LEN_OFFSET..], &mut body[..payload_len]);
+        body[payload_len..payload_len + TAG_BYTES].copy_from_slice(&tag);
+        end += TAG_BYTES;
+    }
+    rec[end..].fill(0);
     let crc = crc32c_seeded(generation, &[&rec[LEN_OFFSET..]]);
     rec[CRC_OFFSET..LEN_OFFSET].copy_from_slice(&crc.to_le_bytes());
-    debug_assert!(decode(rec, generation, lsn).is_ok());
+    debug_assert!(decode_in(rec, generation, lsn, sealer.is_some()).is_ok());
     len
+}
+
+/// What a sealed record carries besides its ciphertext: the header bytes its tag binds, and
+/// the tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sealed<'a> {
+    /// Header bytes 4..24: length, lsn, kind, payload length.
+    pub aad: &'a [u8],
+    /// The tag after the ciphertext.
+    pub tag: &'a [u8; TAG_BYTES],
+}
+
+/// The record `rec` (a `Data` record of a sealed segment, decoded) with its payload opened
+/// into `plain` by `opener`, the segment's; `Err(BadTag)` when its tag does not match. A
+/// record that is not sealed comes back as it is.
+pub fn open<'p>(
+    rec: RecordRef<'_>,
+    opener: &RecordOpener,
+    plain: &'p mut Vec<u8>,
+) -> Result<RecordRef<'p>, RecordFault> {
+    plain.clear();
+    plain.extend_from_slice(rec.payload);
+    if let Some(sealed) = rec.sealed
+        && opener.open(rec.lsn, sealed.aad, plain, sealed.tag).is_err()
+        && !crate::mutants::active("record-tag-unchecked")
+    {
+        return Err(RecordFault::BadTag);
+    }
+    Ok(RecordRef {
+        payload: plain,
+        sealed: None,
+        ..rec
+    })
 }
 
 /// A record that validated, borrowed from the segment bytes.
@@ -176,6 +257,8 @@ pub struct RecordRef<'a> {
     pub payload: &'a [u8],
     /// Bytes the record occupies, padding included.
     pub len: usize,
+    /// A `Data` record of a sealed segment: `payload` is ciphertext until [`open`]ed.
+    pub sealed: Option<Sealed<'a>>,
 }
 
 /// The durable mark of a `Pad` record's payload (see the module doc); 0 if it has none.
@@ -185,6 +268,10 @@ pub fn pad_durable_mark(payload: &[u8]) -> u64 {
         .get(..8)
         .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
 }
+
+/// What a sealed record whose tag fails is, as `Error::Corruption` says it.
+pub const TAG_FAILED: &str = "log record authentication failed: its checksum matches, so it \
+                              was changed after it was written, not torn by a crash";
 
 /// Why the bytes at a position are not a valid record. Recovery treats each the same way (the
 /// log ends here) but reports which one it was, with the file and offset.
@@ -204,6 +291,9 @@ pub enum RecordFault {
     /// Checksummed, yet the kind, reserved bytes or payload length are wrong: written by a
     /// newer or broken writer.
     BadHeader,
+    /// Checksummed, but its tag does not match its sealed payload and header: changed on
+    /// purpose after it was written (a crash never makes one). Always corruption.
+    BadTag,
 }
 
 impl fmt::Display for RecordFault {
@@ -215,6 +305,7 @@ impl fmt::Display for RecordFault {
             RecordFault::BadCrc => "record checksum mismatch (torn write, stale or corrupt bytes)",
             RecordFault::WrongLsn => "record has an unexpected lsn",
             RecordFault::BadHeader => "record header has an unknown kind or nonzero reserved bytes",
+            RecordFault::BadTag => TAG_FAILED,
         })
     }
 }
@@ -228,11 +319,22 @@ fn u64_at(bytes: &[u8], offset: usize) -> u64 {
 }
 
 /// Decodes the record at the front of `rest` (the segment bytes from this position to the end
-/// of the segment), checking every rule above.
+/// of the segment), checking every rule above, in a segment that does not seal.
 pub fn decode(
     rest: &[u8],
     generation: u64,
     expected_lsn: u64,
+) -> Result<RecordRef<'_>, RecordFault> {
+    decode_in(rest, generation, expected_lsn, false)
+}
+
+/// [`decode`] in a segment that seals its `Data` records (`sealed`): the record's payload is
+/// ciphertext, with its tag in [`RecordRef::sealed`] (not checked here: [`open`]).
+pub fn decode_in(
+    rest: &[u8],
+    generation: u64,
+    expected_lsn: u64,
+    sealed: bool,
 ) -> Result<RecordRef<'_>, RecordFault> {
     if rest.len() < HEADER_BYTES {
         return Err(RecordFault::Truncated);
@@ -257,17 +359,25 @@ pub fn decode(
     let reserved_zero = rec[RESERVED_OFFSET..PAYLOAD_LEN_OFFSET]
         .iter()
         .all(|&b| b == 0);
+    let tagged = sealed && kind == RecordKind::Data;
     if !reserved_zero
-        || record_len(payload_len) != len
+        || data_record_len(payload_len, tagged) != len
         || (kind == RecordKind::SegmentEnd && payload_len != 0)
     {
         return Err(RecordFault::BadHeader);
     }
+    let payload_end = HEADER_BYTES + payload_len;
     Ok(RecordRef {
         lsn,
         kind,
-        payload: &rec[HEADER_BYTES..HEADER_BYTES + payload_len],
+        payload: &rec[HEADER_BYTES..payload_end],
         len,
+        sealed: tagged.then(|| Sealed {
+            aad: &rec[LEN_OFFSET..HEADER_BYTES],
+            tag: rec[payload_end..payload_end + TAG_BYTES]
+                .try_into()
+                .expect("16 bytes"),
+        }),
     })
 }
 
@@ -417,5 +527,67 @@ mod tests {
         let rec = decode(&buf, 1, 0).expect("valid");
         assert_eq!(rec.kind, RecordKind::SegmentEnd);
         assert!(rec.payload.is_empty());
+    }
+
+    fn sealing_keys() -> (RecordSealer, RecordOpener) {
+        use crate::crypt::{Cipher, DataKey, DatabaseKeys, KEY_BYTES};
+        let keys = DatabaseKeys::new(
+            Cipher::Aes256Gcm,
+            [4; 16],
+            DataKey::from_bytes(zeroize::Zeroizing::new([6; KEY_BYTES])),
+        );
+        let salt = [8; crate::crypt::SEGMENT_SALT_BYTES];
+        (
+            RecordSealer::new(&keys, &salt, 9),
+            RecordOpener::new(&keys, &salt, 9),
+        )
+    }
+
+    #[test]
+    fn a_sealed_record_opens_to_its_payload_and_holds_none_of_it() {
+        let (sealer, opener) = sealing_keys();
+        let payload = b"receipt 7: 2 coffees, 1 loaf".as_slice();
+        let mut buf = vec![0u8; 256];
+        let len = encode_sealed(&mut buf, 9, 4096, payload, &sealer);
+        assert_eq!(len, data_record_len(payload.len(), true));
+        assert_eq!(len, record_len(payload.len() + TAG_BYTES));
+        assert!(
+            !buf.windows(8).any(|w| payload.windows(8).any(|p| p == w)),
+            "no 8 bytes of the payload in the sealed record"
+        );
+        // Without the key: the framing and the crc check out, the payload stays sealed.
+        let rec = decode_in(&buf, 9, 4096, true).expect("valid framing");
+        assert!(rec.sealed.is_some());
+        assert_eq!(rec.payload.len(), payload.len());
+        assert_ne!(rec.payload, payload);
+        // A sealed record's length is not a plain one's.
+        assert_eq!(decode(&buf, 9, 4096), Err(RecordFault::BadHeader));
+        let mut plain = Vec::new();
+        let shown = open(rec, &opener, &mut plain).expect("opens");
+        assert_eq!(shown.payload, payload);
+        assert_eq!((shown.lsn, shown.len, shown.sealed), (4096, len, None));
+    }
+
+    #[test]
+    fn every_flipped_bit_of_a_sealed_record_with_its_crc_made_again_fails() {
+        // The crc catches a torn record; with it made again (a change on purpose), the tag
+        // catches any change of the length, lsn, kind, payload length, ciphertext or tag:
+        // each flip is refused by the framing or by the tag, never opened. (The zeros after
+        // the tag are padding no reader uses.)
+        let (sealer, opener) = sealing_keys();
+        let mut good = vec![0u8; 128];
+        let payload = b"a sale of 3 items";
+        let len = encode_sealed(&mut good, 9, 4096, payload, &sealer);
+        let tag_end = HEADER_BYTES + payload.len() + TAG_BYTES;
+        for bit in (LEN_OFFSET * 8)..(tag_end * 8) {
+            let mut bad = good.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let crc = crc32c_seeded(9, &[&bad[LEN_OFFSET..len]]);
+            bad[..LEN_OFFSET].copy_from_slice(&crc.to_le_bytes());
+            let mut plain = Vec::new();
+            let result = decode_in(&bad, 9, 4096, true)
+                .and_then(|rec| open(rec, &opener, &mut plain).map(|r| r.payload.to_vec()));
+            assert!(result.is_err(), "bit {bit} opened: {result:?}");
+        }
     }
 }

@@ -306,6 +306,9 @@ pub struct Segment {
     /// cost no device write; the flush stage makes them durable with its `fdatasync`.
     /// `None` for other methods.
     pub buffered: Option<Box<dyn StorageFile>>,
+    /// A sealed segment's (version 3): seals its `Data` records at append. Set by the log's
+    /// writer once the segment is prepared (`writer.rs`, `prepare_segment`).
+    pub sealer: Option<crate::crypt::RecordSealer>,
 }
 
 impl Segment {
@@ -402,6 +405,7 @@ impl Segment {
             path,
             file,
             buffered,
+            sealer: None,
         })
     }
 }

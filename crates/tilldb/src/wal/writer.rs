@@ -11,6 +11,7 @@ use super::reader::{self, ChainSegment, WalRecord};
 use super::record::{self, HEADER_BYTES as RECORD_HEADER_BYTES, RecordKind};
 use super::segment::{self, Segment, SegmentHeader};
 use super::{Lsn, TailGuard, WalOptions};
+use crate::crypt::{DatabaseKeys, RecordSealer};
 use crate::error::{Error, IoOp, Result};
 use crate::io::Storage;
 use crate::{Durability, FlushMethod};
@@ -85,6 +86,8 @@ impl WalStats {
 struct Shared {
     storage: Arc<dyn Storage>,
     dir: PathBuf,
+    /// An encrypted database's keys: its segments are sealed (version 3).
+    keys: Option<Arc<DatabaseKeys>>,
     options: WalOptions,
     method: FlushMethod,
     block_bytes: u32,
@@ -298,7 +301,12 @@ impl Wal {
     /// The records written to the OS, from `from` (a record boundary) on.
     pub fn read_from(&self, from: Lsn) -> Result<Vec<WalRecord>> {
         let (chain, limit) = self.chain_written();
-        reader::read_records(&*self.shared.storage, &chain, from, limit)
+        reader::read_records(
+            &*self.shared.storage,
+            (&chain, self.shared.keys.as_deref()),
+            from,
+            limit,
+        )
     }
 
     /// [`Wal::read_from`], showing `visit` each record with its payload borrowed, one
@@ -310,7 +318,13 @@ impl Wal {
         visit: &mut dyn FnMut(reader::WalRecordRef<'_>) -> Result<()>,
     ) -> Result<()> {
         let (chain, limit) = self.chain_written();
-        reader::visit_records(&*self.shared.storage, &chain, from, limit, visit)
+        reader::visit_records(
+            &*self.shared.storage,
+            (&chain, self.shared.keys.as_deref()),
+            from,
+            limit,
+            visit,
+        )
     }
 
     /// The segments that hold records, and the lsn up to which they were written to the OS.
@@ -442,11 +456,56 @@ fn need_of(durability: Durability) -> Option<Need> {
 fn prepare_segment(
     storage: &dyn Storage,
     dir: &Path,
-    method: FlushMethod,
+    (method, keys): (FlushMethod, Option<&DatabaseKeys>),
     header: SegmentHeader,
     free: Option<u64>,
 ) -> Result<Segment> {
-    Segment::prepare(storage, dir, method, header, free)
+    let mut segment = Segment::prepare(storage, dir, method, header, free)?;
+    segment.sealer = match (header.seal, keys) {
+        (Some(seal), Some(keys)) => Some(RecordSealer::new(keys, &seal.salt, header.generation)),
+        (None, None) => None,
+        _ => unreachable!("a log's segments are sealed exactly when it has keys"),
+    };
+    Ok(segment)
+}
+
+/// The header of a new segment: sealed (version 3, with a fresh random salt: a new key for
+/// its records, docs/encryption.md section 3) when the log has `keys`.
+fn new_segment_header(
+    (storage, dir): (&dyn Storage, &Path),
+    keys: Option<&DatabaseKeys>,
+    (log_block_bytes, segment_bytes): (u32, u64),
+    generation: u64,
+    base_lsn: u64,
+) -> Result<SegmentHeader> {
+    let seal = match keys {
+        None => None,
+        Some(keys) => {
+            let mut salt = [0u8; crate::crypt::SEGMENT_SALT_BYTES];
+            storage
+                .fill_random(&mut salt)
+                .map_err(|reason| Error::KeyUnavailable {
+                    dir: dir.to_path_buf(),
+                    reason,
+                })?;
+            Some(segment::SegmentSeal {
+                cipher: keys.cipher(),
+                salt,
+            })
+        }
+    };
+    Ok(SegmentHeader {
+        version: if seal.is_some() {
+            segment::VERSION_SEALED
+        } else {
+            segment::VERSION
+        },
+        log_block_bytes,
+        segment_bytes,
+        generation,
+        base_lsn,
+        seal,
+    })
 }
 
 impl Shared {
@@ -455,7 +514,12 @@ impl Shared {
         let capacity =
             usize::try_from(self.options.segment_bytes - blocks * u64::from(self.block_bytes))
                 .expect("fits usize");
-        capacity - RECORD_HEADER_BYTES - self.tail_reserve()
+        let tag = if self.keys.is_some() {
+            crate::crypt::TAG_BYTES
+        } else {
+            0
+        };
+        capacity - RECORD_HEADER_BYTES - tag - self.tail_reserve()
     }
 
     /// Bytes every segment keeps free after its last data record: the `SegmentEnd` record,
@@ -515,7 +579,7 @@ impl Shared {
                 max: max as u64,
             });
         }
-        let len = record::record_len(payload.len());
+        let len = record::data_record_len(payload.len(), self.keys.is_some());
         loop {
             let mut st = self.state.lock();
             if st.poisoned {
@@ -539,15 +603,14 @@ impl Shared {
                 }
                 continue;
             }
-            let generation = st.active().segment.header.generation;
             let chunk = st.chunks.last_mut().expect("active chunk");
-            record::encode(
-                chunk.buf.extend_zeroed(len),
-                generation,
-                lsn,
-                RecordKind::Data,
-                payload,
-            );
+            let generation = chunk.segment.header.generation;
+            let target = chunk.buf.extend_zeroed(len);
+            let written = match &chunk.segment.sealer {
+                Some(sealer) => record::encode_sealed(target, generation, lsn, payload, sealer),
+                None => record::encode(target, generation, lsn, RecordKind::Data, payload),
+            };
+            assert_eq!(written, len, "the record's length as reserved");
             st.progress.appended = lsn + len as u64;
             debug_assert!({
                 st.check_invariants(self.block_bytes);

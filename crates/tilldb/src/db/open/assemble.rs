@@ -149,7 +149,10 @@ pub(super) fn assemble(
 pub(super) fn open_log(
     storage: &Arc<dyn Storage>,
     dir: &Path,
-    wal_options: crate::wal::WalOptions,
+    (wal_options, keys): (
+        crate::wal::WalOptions,
+        Option<Arc<crate::crypt::DatabaseKeys>>,
+    ),
     checkpoint: crate::wal::Lsn,
 ) -> Result<Wal> {
     let wal_dir = dir.join(crate::db::claim::WAL_DIR_NAME);
@@ -163,11 +166,11 @@ pub(super) fn open_log(
         }
     });
     assert!(begin <= checkpoint, "the log reopened after its redo point");
-    let opened = Wal::open_from(
+    let opened = Wal::open_keyed(
         Arc::clone(storage),
         &wal_dir,
         wal_options.clone(),
-        Some(begin),
+        (Some(begin), keys.clone()),
     );
     let (wal, _recovery) = match opened {
         // The consumer's log is gone: open from the checkpoint, which recovery still needs
@@ -178,7 +181,7 @@ pub(super) fn open_log(
             } else {
                 Some(checkpoint)
             };
-            Wal::open_from(Arc::clone(storage), &wal_dir, wal_options, start)?
+            Wal::open_keyed(Arc::clone(storage), &wal_dir, wal_options, (start, keys))?
         }
         other => other?,
     };

@@ -84,10 +84,11 @@ pub(super) fn create(
         background_threads: options.background_threads,
         ..options.wal.clone()
     };
-    let (wal, _) = Wal::open(
+    let (wal, _) = Wal::open_keyed(
         Arc::clone(storage),
         &dir.join(crate::db::claim::WAL_DIR_NAME),
         wal_options,
+        (None, keys.clone()),
     )?;
     let wal = Arc::new(wal);
     let gate = Arc::new(ReaderGate::open(storage, dir, &wal)?);

@@ -109,7 +109,14 @@ pub(super) fn open_existing(
         background_threads: options.background_threads && !read_only,
         ..options.wal.clone()
     };
-    let (wal, followed) = log_of(&opener, storage, dir, wal_options, header.checkpoint_lsn)?;
+    let keys = header_file.keys().cloned();
+    let (wal, followed) = log_of(
+        &opener,
+        storage,
+        dir,
+        (wal_options, keys),
+        header.checkpoint_lsn,
+    )?;
     let wal = Arc::new(wal);
     let gate = if read_only {
         None

@@ -306,7 +306,12 @@ impl Db {
         };
         let mut follower = match read_only.follower.take() {
             Some(kept) if kept.position() == read_only.resume => kept,
-            _ => open::replay::log_follower(&base, &inner.dir, read_only.resume),
+            _ => open::replay::log_follower(
+                &base,
+                &inner.dir,
+                read_only.resume,
+                inner.checkpoints.keys(),
+            ),
         };
         let records = open::replay::follow_log(&mut follower, durable.max(read_only.resume))?;
         if let Some(last) = records.last() {

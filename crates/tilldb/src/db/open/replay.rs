@@ -16,17 +16,20 @@ use std::sync::Arc;
 /// Where a read-only handle's own log lives, in its overlay's memory only.
 const READER_WAL_DIR_NAME: &str = "wal.read-only";
 
-/// A follower of the log in `dir` from `from`.
+/// A follower of the log in `dir` from `from`, opening an encrypted database's records with
+/// its `keys`.
 pub(super) fn log_follower(
     storage: &Arc<dyn Storage>,
     dir: &Path,
     from: crate::wal::Lsn,
+    keys: Option<Arc<crate::crypt::DatabaseKeys>>,
 ) -> crate::wal::follow::LogFollower {
     crate::wal::follow::LogFollower::new(
         Arc::clone(storage),
         &dir.join(crate::db::claim::WAL_DIR_NAME),
         from,
     )
+    .with_keys(keys)
 }
 
 /// The records `follower` reads from its position to the last one ending at or before
@@ -60,7 +63,10 @@ pub(super) fn log_of(
     opener: &Opener,
     storage: &Arc<dyn Storage>,
     dir: &Path,
-    wal_options: crate::wal::WalOptions,
+    (wal_options, keys): (
+        crate::wal::WalOptions,
+        Option<Arc<crate::crypt::DatabaseKeys>>,
+    ),
     checkpoint: crate::wal::Lsn,
 ) -> Result<(Wal, Option<Vec<crate::wal::WalRecord>>)> {
     if let Opener::Reader {
@@ -68,7 +74,7 @@ pub(super) fn log_of(
         follow: Some(durable),
     } = opener
     {
-        let mut follower = log_follower(base, dir, checkpoint);
+        let mut follower = log_follower(base, dir, checkpoint, keys);
         let records = follow_log(&mut follower, (*durable).max(checkpoint))?;
         let end = records.last().map_or(checkpoint, |r| r.end_lsn);
         let own_dir = dir.join(READER_WAL_DIR_NAME);
@@ -76,7 +82,7 @@ pub(super) fn log_of(
         return Ok((wal, Some(records)));
     }
     Ok((
-        super::assemble::open_log(storage, dir, wal_options, checkpoint)?,
+        super::assemble::open_log(storage, dir, (wal_options, keys), checkpoint)?,
         None,
     ))
 }

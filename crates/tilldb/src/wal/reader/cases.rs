@@ -118,6 +118,14 @@ pub(super) const CASES: &[Case] = &[
         why: "valid crc but unknown kind or reserved bits",
     },
     Case {
+        found: FoundIs::Faults(&[RecordFault::BadTag]),
+        vouched: VouchedIs::Any,
+        decision: Decision::Corrupt,
+        // The error's text (`Error::Corruption`): no crash makes a record whose crc matches
+        // and whose tag does not (a stale record of a recycled segment fails its crc).
+        why: super::record::TAG_FAILED,
+    },
+    Case {
         found: FoundIs::Faults(ALL_FAULTS),
         vouched: VouchedIs::Yes,
         decision: Decision::Corrupt,
@@ -180,6 +188,7 @@ mod tests {
             .map(Found::Record)
             .collect();
         all.extend(ALL_FAULTS.iter().copied().map(Found::Fault));
+        all.push(Found::Fault(RecordFault::BadTag));
         all
     }
 
@@ -195,7 +204,8 @@ mod tests {
                     | RecordFault::BadLen
                     | RecordFault::BadCrc
                     | RecordFault::WrongLsn
-                    | RecordFault::BadHeader,
+                    | RecordFault::BadHeader
+                    | RecordFault::BadTag,
                 ) => {}
             }
             for vouched in [Some(true), Some(false), None] {
@@ -248,8 +258,10 @@ mod tests {
                 }
                 Found::Fault(_) => assert_eq!(case.decision, Decision::Corrupt),
             }
-            assert_eq!(asked, matches!(found, Found::Fault(_)), "{found:?}");
-            if let Found::Fault(_) = found {
+            // A tag that fails is corruption whatever a later mark says.
+            let depends = matches!(found, Found::Fault(f) if f != RecordFault::BadTag);
+            assert_eq!(asked, depends, "{found:?}");
+            if depends {
                 let end = decide::<()>(found, || Ok(false)).expect("no error");
                 assert_eq!(end.decision, Decision::End, "{found:?}");
             }

@@ -172,7 +172,7 @@ fn damage_before_a_later_durable_mark_is_corruption_not_the_end() {
     .expect("inspect");
     let (path, offset) = first.expect("records");
     disk.corrupt(&path, offset + 30, 0x01);
-    let err = scan(&*storage, dir, None).expect_err("damage under a durable mark");
+    let err = scan(&*storage, dir, None, None).expect_err("damage under a durable mark");
     match err {
         Error::Corruption {
             file, offset: at, ..
@@ -247,7 +247,7 @@ fn a_torn_record_that_crosses_the_durable_mark_ends_the_log() {
         .create(&path, FlushMethod::Fdatasync)
         .expect("create");
     file.write_at(&bytes, 0).expect("write");
-    let found = scan(&*storage, dir, None).expect("a torn tail, not damage");
+    let found = scan(&*storage, dir, None, None).expect("a torn tail, not damage");
     let stop = found.recovery.stop.expect("the log ends at R");
     assert_eq!((stop.path, stop.offset), (path.clone(), r_offset));
     assert_eq!(found.recovery.end_lsn.0, lsn_at(r_offset));
@@ -269,7 +269,7 @@ fn a_torn_record_that_crosses_the_durable_mark_ends_the_log() {
         durable,
     );
     file.write_at(&bytes, 0).expect("write");
-    let err = scan(&*storage, dir, None).expect_err("damage under the mark");
+    let err = scan(&*storage, dir, None, None).expect_err("damage under the mark");
     assert!(
         matches!(&err, Error::Corruption { offset, .. } if *offset == r_offset),
         "{err:?}"

@@ -3,12 +3,15 @@
 //! segment for new records, and the background threads (the interval flusher and the segment
 //! preparer).
 
-use super::{CHUNK_BYTES_INITIAL, Chunk, Shared, State, TailSlots, Wal, prepare_segment};
+use super::{
+    CHUNK_BYTES_INITIAL, Chunk, Shared, State, TailSlots, Wal, new_segment_header, prepare_segment,
+};
+use crate::crypt::DatabaseKeys;
 use crate::error::{Error, Result};
 use crate::io::{AlignedVec, IoGeometry, Storage, parent_dir};
 use crate::wal::group_commit::{Progress, Relay};
 use crate::wal::reader::{self, Recovery};
-use crate::wal::segment::{self, SegmentHeader};
+use crate::wal::segment;
 use crate::wal::{Lsn, WalOptions};
 use parking_lot::{Condvar, Mutex};
 use std::path::Path;
@@ -26,6 +29,32 @@ impl Wal {
         Self::open_from(storage, dir, options, None)
     }
 
+    /// [`Wal::open_from`] for an encrypted database's log (`keys`: its segments are sealed,
+    /// version 3): records are opened as recovery reads them and sealed as they are appended.
+    /// `None` is [`Wal::open_from`].
+    pub fn open_keyed(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: WalOptions,
+        (start, keys): (Option<Lsn>, Option<Arc<DatabaseKeys>>),
+    ) -> Result<(Wal, Recovery)> {
+        storage.create_dir_all(dir)?;
+        storage.flush_dir(&parent_dir(dir))?;
+        let scan = reader::scan(&*storage, dir, start, keys.as_deref())?;
+        if keys.is_none()
+            && let Some(sealed) = scan.chain.iter().find(|s| s.header.seal.is_some())
+        {
+            return Err(Error::InvalidOptions(format!(
+                "{} is sealed (an encrypted database's log): it is opened with the \
+                 database's key, through Db::open",
+                sealed.path.display()
+            )));
+        }
+        check_begins(&scan, start)?;
+        check_reaches(&scan.recovery, dir, start)?;
+        Self::from_scan(storage, dir, (options, keys), scan)
+    }
+
     /// Like [`Wal::open`], for a caller that needs nothing before `start` (a checkpoint):
     /// recovery reads only the segments from the one holding `start`; older ones are free.
     pub fn open_from(
@@ -34,12 +63,7 @@ impl Wal {
         options: WalOptions,
         start: Option<Lsn>,
     ) -> Result<(Wal, Recovery)> {
-        storage.create_dir_all(dir)?;
-        storage.flush_dir(&parent_dir(dir))?;
-        let scan = reader::scan(&*storage, dir, start)?;
-        check_begins(&scan, start)?;
-        check_reaches(&scan.recovery, dir, start)?;
-        Self::from_scan(storage, dir, options, scan)
+        Self::open_keyed(storage, dir, options, (start, None))
     }
 
     /// A new, empty log in `dir` whose first record will be at `lsn`, with nothing read from
@@ -61,14 +85,14 @@ impl Wal {
             },
             ..reader::Scan::default()
         };
-        Ok(Self::from_scan(storage, dir, options, scan)?.0)
+        Ok(Self::from_scan(storage, dir, (options, None), scan)?.0)
     }
 
     /// The log over what a scan of `dir` found: a fresh segment where it ended.
     fn from_scan(
         storage: Arc<dyn Storage>,
         dir: &Path,
-        options: WalOptions,
+        (options, keys): (WalOptions, Option<Arc<DatabaseKeys>>),
         scan: reader::Scan,
     ) -> Result<(Wal, Recovery)> {
         let facts = storage.device_facts(dir)?;
@@ -91,18 +115,17 @@ impl Wal {
         let recovery = scan.recovery.clone();
         let mut free = scan.free;
         let generation = next_generation(scan.max_generation, dir)?;
-        let header = SegmentHeader {
-            version: segment::VERSION,
-            log_block_bytes: block,
-            segment_bytes: first_segment_bytes(&options, block),
+        let header = new_segment_header(
+            (&*storage, dir),
+            keys.as_deref(),
+            (block, first_segment_bytes(&options, block)),
             generation,
-            base_lsn: recovery.end_lsn.0,
-            seal: None,
-        };
+            recovery.end_lsn.0,
+        )?;
         let first = Arc::new(prepare_segment(
             &*storage,
             dir,
-            options.flush_method,
+            (options.flush_method, keys.as_deref()),
             header,
             free.pop(),
         )?);
@@ -144,6 +167,7 @@ impl Wal {
         let shared = Arc::new(Shared {
             storage,
             dir: dir.to_path_buf(),
+            keys,
             method: options.flush_method,
             block_bytes: block,
             options,

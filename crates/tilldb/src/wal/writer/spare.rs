@@ -3,8 +3,8 @@
 //! thread or, when it is behind, by the appender that needs it.
 
 use super::{
-    Arc, Chunk, Error, IoOp, MutexGuard, RECORD_HEADER_BYTES, RecordKind, Result, SegmentHeader,
-    Shared, State, prepare_segment, record, segment,
+    Arc, Chunk, Error, IoOp, MutexGuard, RECORD_HEADER_BYTES, RecordKind, Result, Shared, State,
+    new_segment_header, prepare_segment, record, segment,
 };
 
 impl Shared {
@@ -104,18 +104,19 @@ impl Shared {
         st.preparing = true;
         let segment_bytes = self.next_segment_bytes(&mut st);
         let active = &st.active().segment;
-        let header = SegmentHeader {
-            version: segment::VERSION,
-            log_block_bytes: self.block_bytes,
-            segment_bytes,
-            generation: st.next_generation,
-            base_lsn: active.end_lsn(),
-            seal: None,
-        };
+        let (generation, base_lsn) = (st.next_generation, active.end_lsn());
         st.next_generation += 1;
         let free = st.free.pop();
+        let keys = self.keys.as_deref();
         let result = MutexGuard::unlocked(&mut st, || {
-            prepare_segment(&*self.storage, &self.dir, self.method, header, free)
+            let header = new_segment_header(
+                (&*self.storage, &self.dir),
+                keys,
+                (self.block_bytes, segment_bytes),
+                generation,
+                base_lsn,
+            )?;
+            prepare_segment(&*self.storage, &self.dir, (self.method, keys), header, free)
         });
         st.preparing = false;
         // A failed directory flush is fail-stop, like any failed flush: the directory's
@@ -137,7 +138,7 @@ impl Shared {
             // retries (every flush interval, on a full disk). Not reused: after a failed flush
             // its length can promise zeros that never reached the disk (the random tier met
             // that, seed 1741). A free segment that was never renamed stays free.
-            let made = self.dir.join(segment::segment_name(header.generation));
+            let made = self.dir.join(segment::segment_name(generation));
             if self.storage.exists(&made).unwrap_or(false) {
                 let _ = self.storage.remove(&made);
             } else if let Some(old) = free {

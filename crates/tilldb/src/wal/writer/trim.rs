@@ -16,9 +16,8 @@
 //! the previous one is what every open makes (`open.rs`), a spare or free segment is no part
 //! of the chain, and segments go oldest first, so what stays is a contiguous suffix.
 
-use super::{Chunk, Lsn, Result, TailSlots, Wal, prepare_segment, segment};
+use super::{Chunk, Lsn, Result, TailSlots, Wal, new_segment_header, prepare_segment, segment};
 use crate::wal::reader::ChainSegment;
-use crate::wal::segment::SegmentHeader;
 use std::sync::Arc;
 
 impl Wal {
@@ -58,24 +57,34 @@ impl Wal {
         if active.header.base_lsn == end {
             return Ok(Lsn(end));
         }
-        let header = SegmentHeader {
-            version: segment::VERSION,
-            log_block_bytes: shared.block_bytes,
-            segment_bytes: super::open::first_segment_bytes(&shared.options, shared.block_bytes),
-            generation: st.next_generation,
-            base_lsn: end,
-            seal: None,
-        };
+        let generation = st.next_generation;
         st.next_generation += 1;
         let free = st.free.pop();
         drop(st);
-        let made = prepare_segment(&*shared.storage, &shared.dir, shared.method, header, free);
+        let keys = shared.keys.as_deref();
+        let segment_bytes = super::open::first_segment_bytes(&shared.options, shared.block_bytes);
+        let made = new_segment_header(
+            (&*shared.storage, &shared.dir),
+            keys,
+            (shared.block_bytes, segment_bytes),
+            generation,
+            end,
+        )
+        .and_then(|header| {
+            prepare_segment(
+                &*shared.storage,
+                &shared.dir,
+                (shared.method, keys),
+                header,
+                free,
+            )
+        });
         let mut st = shared.state.lock();
         let fresh = match made {
             Ok(fresh) => fresh,
             Err(e) => {
                 // As a failed spare: its file is no part of the log; remove it.
-                let path = shared.dir.join(segment::segment_name(header.generation));
+                let path = shared.dir.join(segment::segment_name(generation));
                 if shared.storage.exists(&path).unwrap_or(false) {
                     let _ = shared.storage.remove(&path);
                 } else if let Some(old) = free {
