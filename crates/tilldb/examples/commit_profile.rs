@@ -9,7 +9,7 @@
 //! `TILLDB_CHECKPOINT_FIRST=1` checkpoints after the load; `TILLDB_BATCHES_FIRST=1` runs, after
 //! the load, `till bench kv`'s rows before its no-flush row (1,000 durable one-row commits,
 //! 100 durable transactions of 1,000 rows); `TILLDB_NO_BACKGROUND=1` turns the background
-//! threads off.
+//! threads off; `TILLDB_ENCRYPT=1` encrypts the database (docs/encryption.md: so far its log).
 //!
 //! ```sh
 //! cargo run --release -p tilldb --example commit_profile -- [LEVEL] [COMMITS] [ROWS] [DIR]
@@ -59,6 +59,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok("full-page-images") => tilldb::TornPageGuard::FullPageImages,
             _ => tilldb::TornPageGuard::Auto,
         },
+        // `TILLDB_ENCRYPT=1`: an encrypted database (its log sealed; docs/encryption.md).
+        encryption: (std::env::var("TILLDB_ENCRYPT").as_deref() == Ok("1")).then(|| {
+            tilldb::internals::crypt::Encryption {
+                provider: std::sync::Arc::new(tilldb::internals::crypt::StaticKey::new(&[7; 32])),
+                cipher: tilldb::internals::crypt::Cipher::Aes256Gcm,
+            }
+        }),
         ..Options::default()
     };
     let db = Db::open(&dir, options)?;
