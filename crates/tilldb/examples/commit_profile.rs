@@ -50,25 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         key
     };
     let value = [0x5a_u8; 150];
-    // The cache `till bench kv` gives every engine: no page is read back.
-    let options = Options {
-        cache_bytes: 4 << 30,
-        background_threads: std::env::var_os("TILLDB_NO_BACKGROUND").is_none(),
-        torn_page_guard: match std::env::var("TILLDB_GUARD").as_deref() {
-            Ok("doublewrite") => tilldb::TornPageGuard::Doublewrite,
-            Ok("full-page-images") => tilldb::TornPageGuard::FullPageImages,
-            _ => tilldb::TornPageGuard::Auto,
-        },
-        // `TILLDB_ENCRYPT=1`: an encrypted database (its log sealed; docs/encryption.md).
-        encryption: (std::env::var("TILLDB_ENCRYPT").as_deref() == Ok("1")).then(|| {
-            tilldb::internals::crypt::Encryption {
-                provider: std::sync::Arc::new(tilldb::internals::crypt::StaticKey::new(&[7; 32])),
-                cipher: tilldb::internals::crypt::Cipher::Aes256Gcm,
-            }
-        }),
-        ..Options::default()
-    };
-    let db = Db::open(&dir, options)?;
+    let db = Db::open(&dir, options())?;
     let mut txn = db.begin()?;
     for _ in 0..rows {
         txn.put(&key(), &value)?;
@@ -132,4 +114,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     db.close()?;
     std::fs::remove_dir_all(&dir)?;
     Ok(())
+}
+
+/// The options of the run: `till bench kv`'s cache (no page is read back) and the guard and
+/// encryption the environment asks for.
+fn options() -> Options {
+    Options {
+        cache_bytes: 4 << 30,
+        background_threads: std::env::var_os("TILLDB_NO_BACKGROUND").is_none(),
+        torn_page_guard: match std::env::var("TILLDB_GUARD").as_deref() {
+            Ok("doublewrite") => tilldb::TornPageGuard::Doublewrite,
+            Ok("full-page-images") => tilldb::TornPageGuard::FullPageImages,
+            _ => tilldb::TornPageGuard::Auto,
+        },
+        // `TILLDB_ENCRYPT=1`: an encrypted database (its log sealed; docs/encryption.md).
+        encryption: (std::env::var("TILLDB_ENCRYPT").as_deref() == Ok("1")).then(|| {
+            tilldb::internals::crypt::Encryption {
+                provider: std::sync::Arc::new(tilldb::internals::crypt::StaticKey::new(&[7; 32])),
+                cipher: tilldb::internals::crypt::Cipher::Aes256Gcm,
+            }
+        }),
+        ..Options::default()
+    }
 }
