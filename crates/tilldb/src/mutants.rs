@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 66] = [
+pub const ALL: [(&str, &str); 67] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -272,6 +272,10 @@ pub const ALL: [(&str, &str); 66] = [
     (
         "record-tag-unchecked",
         "a sealed log record's tag is not checked: a record changed on disk with its crc recomputed is opened to garbage and replayed",
+    ),
+    (
+        "scratch-in-plaintext",
+        "an encrypted database's scratch files (spilled pages, a large transaction's spilled runs) are written without sealing: keys and values reach the disk in the clear",
     ),
 ];
 

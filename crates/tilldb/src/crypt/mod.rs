@@ -31,6 +31,7 @@ mod log;
 mod ring_backend;
 #[cfg(any(target_os = "macos", test))]
 mod rustcrypto;
+mod scratch;
 
 pub use aead::SealKey;
 pub use block::{BLOCK_BYTES, KEY_ID_MAX, KeyBlock, WRAPPED_MAX, wrap_context};
@@ -38,6 +39,7 @@ pub use cipher::{Cipher, KEY_BYTES, Mismatch, NONCE_BYTES, TAG_BYTES};
 pub use database::{DatabaseKeys, HEADER_MAC_BYTES};
 pub use keys::{DataKey, KeyError, KeyProvider, StaticKey, fill_random};
 pub use log::{RecordOpener, RecordSealer, SEGMENT_SALT_BYTES};
+pub use scratch::{ScratchKey, ScratchSeal};
 
 /// Encryption at rest for a database (`Options::encryption`): the application's key and, for
 /// a database being created, the cipher. Compared by the provider's identity.

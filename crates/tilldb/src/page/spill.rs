@@ -20,12 +20,18 @@
 //! held pages back, after a checkpoint or a close unparked the parked ones), and removed when
 //! the database opens, should a process that died have left it (`SpillFile::new`). A page read back is checked like a data page; one
 //! that fails is `Corruption` naming this file and the offset.
+//!
+//! In an encrypted database each slot's page is sealed under the open's scratch key
+//! (`crypt/scratch.rs`, [`SpillFile::with_key`]), the slot and the page id bound; the seal
+//! lives in memory beside the slot. A page that fails its tag is `Corruption` as well.
 
 use super::{PageBuf, PageId};
 use crate::FlushMethod;
+use crate::crypt::{ScratchKey, ScratchSeal};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, StorageFile};
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,6 +44,17 @@ pub struct SpillFile {
     page_bytes: u32,
     /// Made at the first spill.
     file: Mutex<Option<Box<dyn StorageFile>>>,
+    /// An encrypted database's scratch key, and the seal of each slot written under it.
+    key: Option<Arc<ScratchKey>>,
+    seals: Mutex<HashMap<u64, ScratchSeal>>,
+}
+
+/// What a spilled page's tag binds: its slot and its id.
+fn aad(slot: u64, id: PageId) -> [u8; 16] {
+    let mut aad = [0u8; 16];
+    aad[..8].copy_from_slice(&slot.to_le_bytes());
+    aad[8..].copy_from_slice(&id.0.to_le_bytes());
+    aad
 }
 
 impl std::fmt::Debug for SpillFile {
@@ -58,7 +75,15 @@ impl SpillFile {
             path,
             page_bytes,
             file: Mutex::new(None),
+            key: None,
+            seals: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// This spill file, its pages sealed under `key` (an encrypted database's scratch key).
+    #[must_use]
+    pub fn with_key(self, key: Option<Arc<ScratchKey>>) -> Self {
+        SpillFile { key, ..self }
     }
 
     /// Writes `page` to `slot`.
@@ -71,7 +96,17 @@ impl SpillFile {
             *file = Some(self.storage.create(&self.path, FlushMethod::Fdatasync)?);
         }
         let file = file.as_ref().expect("made above");
-        file.write_at(page.seal(), slot * u64::from(self.page_bytes))
+        let offset = slot * u64::from(self.page_bytes);
+        let id = page.id();
+        let bytes = page.seal();
+        let Some(key) = &self.key else {
+            return file.write_at(bytes, offset);
+        };
+        let mut sealed = AlignedBuf::zeroed(bytes.len());
+        sealed.copy_from_slice(bytes);
+        let seal = key.seal(&aad(slot, id), &mut sealed);
+        self.seals.lock().insert(slot, seal);
+        file.write_at(&sealed, offset)
     }
 
     /// Removes the file, if made: no page is in it any more (the pool's slots are all free
@@ -85,7 +120,10 @@ impl SpillFile {
             return false;
         }
         match self.storage.remove(&self.path) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.seals.lock().clear();
+                true
+            }
             Err(e) => {
                 tracing::warn!(path = %self.path.display(), error = %e, "spill file not removed");
                 // Its slots stay taken, so its pages' places stay valid; a file that cannot be
@@ -112,6 +150,16 @@ impl SpillFile {
         let n = file.read_at(&mut buf, offset)?;
         if n != buf.len() {
             return Err(corrupt("spill file shorter than a page written to it"));
+        }
+        if let Some(key) = &self.key {
+            let seal = *self
+                .seals
+                .lock()
+                .get(&slot)
+                .ok_or_else(|| corrupt("a spilled page read back from a slot never sealed"))?;
+            key.open(&seal, &aad(slot, id), &mut buf).map_err(|_| {
+                corrupt("a spilled page fails its authentication (changed on disk)")
+            })?;
         }
         match PageBuf::from_bytes(id, buf) {
             Ok(Some(page)) => Ok(page),

@@ -78,11 +78,15 @@ pub(super) fn assemble(
         // Runs of transactions a process that died was writing (`db/write_set/spill.rs`).
         crate::db::write_set::remove_leftovers(&**storage, dir)?;
     }
-    let spill_to = Arc::new(crate::db::write_set::SpillTo::new(
-        Arc::clone(storage),
-        dir.to_owned(),
-        usize::try_from(options.write_set_bytes).unwrap_or(usize::MAX),
-    ));
+    let scratch = super::keys::scratch_key(&**storage, dir, header.keys().map(|k| &**k))?;
+    let spill_to = Arc::new(
+        crate::db::write_set::SpillTo::new(
+            Arc::clone(storage),
+            dir.to_owned(),
+            usize::try_from(options.write_set_bytes).unwrap_or(usize::MAX),
+        )
+        .with_key(scratch),
+    );
     if let Some(gate) = &gate
         && options.background_threads
     {

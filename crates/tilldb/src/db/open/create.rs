@@ -92,7 +92,8 @@ pub(super) fn create(
     )?;
     let wal = Arc::new(wal);
     let gate = Arc::new(ReaderGate::open(storage, dir, &wal)?);
-    let spill = SpillFile::new(Arc::clone(storage), dir, page_bytes)?;
+    let scratch = super::keys::scratch_key(&**storage, dir, keys.as_deref())?;
+    let spill = SpillFile::new(Arc::clone(storage), dir, page_bytes)?.with_key(scratch);
     let (pool, poisoned) = pool_over(
         page_bytes,
         options.cache_bytes,

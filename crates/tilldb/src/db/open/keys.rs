@@ -13,7 +13,9 @@
 //! only with the `internals` feature.
 
 use crate::Options;
-use crate::crypt::{DataKey, DatabaseKeys, KEY_BYTES, KeyBlock, KeyError, wrap_context};
+use crate::crypt::{
+    DataKey, DatabaseKeys, KEY_BYTES, KeyBlock, KeyError, ScratchKey, wrap_context,
+};
 use crate::error::{Error, Result};
 use crate::header::Header;
 use crate::io::Storage;
@@ -52,6 +54,26 @@ pub(super) fn new_block(
     })?;
     let keys = DatabaseKeys::new(encryption.cipher, db_id, data_key);
     Ok(Some((block, Arc::new(keys))))
+}
+
+/// A new key for the scratch files of an encrypted database in `dir` (its `keys`), drawn
+/// through the storage; `None` for a plain one. It lives as long as this open.
+pub(super) fn scratch_key(
+    storage: &dyn Storage,
+    dir: &Path,
+    keys: Option<&DatabaseKeys>,
+) -> Result<Option<Arc<ScratchKey>>> {
+    let Some(keys) = keys.filter(|_| !crate::mutants::active("scratch-in-plaintext")) else {
+        return Ok(None);
+    };
+    let key =
+        ScratchKey::generate(keys.cipher(), |buf| storage.fill_random(buf)).map_err(|reason| {
+            Error::KeyUnavailable {
+                dir: dir.to_path_buf(),
+                reason,
+            }
+        })?;
+    Ok(Some(Arc::new(key)))
 }
 
 /// The keys of the database in `dir` whose header is `header`, opened with `options`;

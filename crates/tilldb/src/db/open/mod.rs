@@ -133,7 +133,8 @@ pub(super) fn open_existing(
         torn_page_guard: header.torn_page_guard,
         ..options
     };
-    let spill = SpillFile::new(Arc::clone(storage), dir, header.page_bytes)?;
+    let scratch = keys::scratch_key(&**storage, dir, header_file.keys().map(|k| &**k))?;
+    let spill = SpillFile::new(Arc::clone(storage), dir, header.page_bytes)?.with_key(scratch);
     let snapshot_end = read_only.then(|| Arc::new(AtomicU64::new(wal.end_lsn().0)));
     let (pool, poisoned) = pool_over(
         header.page_bytes,

@@ -23,6 +23,11 @@
 //! run). A block read back whose checksum differs is `Corruption` naming the file and the
 //! block's offset.
 //!
+//! In an encrypted database each block is sealed under the open's scratch key
+//! (`crypt/scratch.rs`) as it is written, its offset bound, and its seal kept in memory with
+//! the rest of what is known of it: the crc is then over the sealed bytes, and a block whose
+//! tag fails is `Corruption` too.
+//!
 //! The files are scratch: written without a flush, never read by recovery, removed when
 //! their run is merged into a larger one, when the transaction ends (commit or rollback),
 //! and, left behind by a process that died, when the database opens ([`remove_leftovers`]).
@@ -32,6 +37,7 @@
 
 use crate::FlushMethod;
 use crate::checksum::crc32c;
+use crate::crypt::{ScratchKey, ScratchSeal};
 use crate::error::{Error, Result};
 use crate::io::{Storage, StorageFile};
 use std::cmp::Ordering;
@@ -69,6 +75,8 @@ pub(crate) struct SpillTo {
     pub bound: usize,
     /// Runs written so far: the next one's number, in its file's name.
     runs: AtomicU64,
+    /// An encrypted database's scratch key: each block is sealed under it.
+    pub key: Option<Arc<ScratchKey>>,
 }
 
 impl SpillTo {
@@ -78,7 +86,14 @@ impl SpillTo {
             dir,
             bound,
             runs: AtomicU64::new(0),
+            key: None,
         }
+    }
+
+    /// Where runs spill with their blocks sealed under `key`.
+    #[must_use]
+    pub fn with_key(self, key: Option<Arc<ScratchKey>>) -> SpillTo {
+        SpillTo { key, ..self }
     }
 }
 
@@ -88,6 +103,8 @@ struct Block {
     offset: u64,
     len: u32,
     crc: u32,
+    /// Sealed under the scratch key (an encrypted database's): what opens it.
+    seal: Option<ScratchSeal>,
     first_table: u32,
     first_key: Box<[u8]>,
 }
@@ -99,6 +116,8 @@ pub(super) struct Run {
     /// `None` only while it is dropped.
     file: Option<Box<dyn StorageFile>>,
     blocks: Vec<Block>,
+    /// The scratch key its blocks are sealed under (an encrypted database's).
+    key: Option<Arc<ScratchKey>>,
     /// Runs merged into this one, plus one: a run of level `l` is merged with the runs of
     /// the same level after it once there are [`super::RUNS_PER_LEVEL`] of them.
     pub level: u32,
@@ -222,6 +241,11 @@ impl Run {
                 "a block of a spilled run reads back other than it was written",
             ));
         }
+        if let Some(seal) = &block.seal {
+            let key = self.key.as_ref().expect("a sealed block's run has the key");
+            key.open(seal, &block_aad(block.offset), buf)
+                .map_err(|_| corrupt("a block of a spilled run fails its authentication"))?;
+        }
         Ok(())
     }
 
@@ -273,6 +297,12 @@ pub(super) struct RunWriter {
     offset: u64,
     tables: Vec<u32>,
     level: u32,
+    key: Option<Arc<ScratchKey>>,
+}
+
+/// What a block's tag binds: its offset in the run.
+fn block_aad(offset: u64) -> [u8; 8] {
+    offset.to_le_bytes()
 }
 
 impl RunWriter {
@@ -292,6 +322,7 @@ impl RunWriter {
             offset: 0,
             tables: Vec::new(),
             level,
+            key: to.key.clone(),
         })
     }
 
@@ -325,11 +356,16 @@ impl RunWriter {
     fn end_block(&mut self) -> Result<()> {
         let (first_table, first_key) = self.first.take().expect("a block with a record");
         let file = self.file.as_ref().expect("open until finished");
+        let seal = self
+            .key
+            .as_ref()
+            .map(|key| key.seal(&block_aad(self.offset), &mut self.buf));
         file.write_at(&self.buf, self.offset)?;
         self.blocks.push(Block {
             offset: self.offset,
             len: u32::try_from(self.buf.len()).expect("a block is under 4 GiB"),
             crc: crc32c(&self.buf),
+            seal,
             first_table,
             first_key,
         });
@@ -351,6 +387,7 @@ impl RunWriter {
             path: std::mem::take(&mut self.path),
             file: self.file.take(),
             blocks: std::mem::take(&mut self.blocks),
+            key: self.key.take(),
             level: self.level,
             tables,
             bytes: self.offset,
