@@ -214,7 +214,10 @@ impl Dump<'_> {
     fn on_record(&mut self, offset: u64, record: RecordRef<'_>) {
         let (path, header) = self.segment.as_ref().expect("a record follows its segment");
         let path = path.clone();
-        let commit = (record.kind == RecordKind::Data).then(|| CommitSummary::of(record.payload));
+        // A sealed record (an encrypted database's log, read without its key) is not
+        // decoded: its payload is ciphertext.
+        let commit = (record.kind == RecordKind::Data && record.sealed.is_none())
+            .then(|| CommitSummary::of(record.payload));
         match record.kind {
             RecordKind::Data => self.commits += 1,
             RecordKind::Pad => self.pads += 1,

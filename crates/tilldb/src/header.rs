@@ -408,6 +408,9 @@ pub struct HeaderFile {
     /// An encrypted database's keys, once its header is authenticated (or created): every
     /// write computes the MAC with them. `None` for a plain database.
     keys: Option<Arc<DatabaseKeys>>,
+    /// An encrypted header's newest slot up to the end of its MAC, as read at open: what
+    /// [`HeaderFile::authenticate`] checks is what was decoded, never a second read.
+    read_mac_bytes: Option<Vec<u8>>,
 }
 
 impl HeaderFile {
@@ -454,6 +457,7 @@ impl HeaderFile {
             newest: (0, first),
             poisoned: false,
             keys,
+            read_mac_bytes: None,
         };
         header_file.check_invariants();
         Ok((header_file, first))
@@ -468,7 +472,7 @@ impl HeaderFile {
     ) -> Result<Option<(HeaderFile, Header)>> {
         let path = dir.join(HEADER_FILE_NAME);
         let file = storage.open(&path, method)?;
-        let Some((slot, header)) = read_slots(&*file, &path)? else {
+        let Some(((slot, header), bytes)) = read_slots(&*file, &path)? else {
             return Ok(None);
         };
         let header_file = HeaderFile {
@@ -477,6 +481,10 @@ impl HeaderFile {
             newest: (slot, header),
             poisoned: false,
             keys: None,
+            read_mac_bytes: header
+                .encryption
+                .is_some()
+                .then(|| bytes[slot * SLOT_BYTES..slot * SLOT_BYTES + MAC_END].to_vec()),
         };
         header_file.check_invariants();
         Ok(Some((header_file, header)))
@@ -488,24 +496,35 @@ impl HeaderFile {
     /// the slot was changed after it was written.
     pub fn authenticate(&mut self, keys: Arc<DatabaseKeys>) -> Result<()> {
         let (slot, header) = self.newest;
-        let block = header
-            .encryption
-            .expect("only an encrypted header is authenticated");
-        assert_eq!(keys.db_id(), block.db_id(), "the keys of another database");
-        let mut bytes = AlignedBuf::zeroed(SLOT_BYTES);
         let offset = (slot * SLOT_BYTES) as u64;
-        let n = self.file.read_at(&mut bytes, offset)?;
+        let corrupt = |at: usize, what| Error::Corruption {
+            file: self.path.clone(),
+            offset: offset + at as u64,
+            what,
+        };
+        // A header read again (a read-only handle's refresh) that is no longer the
+        // database's: plain, or another database's key block.
+        let same = header
+            .encryption
+            .is_some_and(|block| block.db_id() == keys.db_id());
+        let bytes = self
+            .read_mac_bytes
+            .as_deref()
+            .filter(|_| same)
+            .ok_or_else(|| {
+                corrupt(
+                    VERSION_OFFSET,
+                    "the header is no longer the encrypted database's it was (plain, or \
+                     another database's key block)",
+                )
+            })?;
         let unchecked = crate::mutants::active("header-mac-unchecked");
-        if n < MAC_END
-            || !(unchecked
-                || keys.header_mac_matches(&bytes[..MAC_OFFSET], &bytes[MAC_OFFSET..MAC_END]))
-        {
-            return Err(Error::Corruption {
-                file: self.path.clone(),
-                offset: offset + MAC_OFFSET as u64,
-                what: "header MAC does not match (the key is right: the slot was changed \
-                       after it was written)",
-            });
+        if !(unchecked || keys.header_mac_matches(&bytes[..MAC_OFFSET], &bytes[MAC_OFFSET..])) {
+            return Err(corrupt(
+                MAC_OFFSET,
+                "header MAC does not match (the key is right: the slot was changed after it \
+                 was written)",
+            ));
         }
         self.keys = Some(keys);
         Ok(())
@@ -519,7 +538,7 @@ impl HeaderFile {
 
     /// Reads both slots again and returns the header with the slot it came from.
     pub fn read(&self) -> Result<Option<(usize, Header)>> {
-        read_slots(&*self.file, &self.path)
+        Ok(read_slots(&*self.file, &self.path)?.map(|(newest, _)| newest))
     }
 
     /// The newest valid header and its slot, as last read or written.
@@ -607,8 +626,12 @@ impl HeaderFile {
     }
 }
 
-/// Reads both slots of `file` and chooses one ([`choose_slot`]).
-fn read_slots(file: &dyn StorageFile, path: &Path) -> Result<Option<(usize, Header)>> {
+/// Reads both slots of `file` and chooses one ([`choose_slot`]); with the bytes read (both
+/// slots).
+fn read_slots(
+    file: &dyn StorageFile,
+    path: &Path,
+) -> Result<Option<((usize, Header), AlignedBuf)>> {
     let mut buf = AlignedBuf::zeroed(SLOT_COUNT * SLOT_BYTES);
     let n = file.read_at(&mut buf, 0)?;
     assert!(n <= buf.len());
@@ -624,7 +647,8 @@ fn read_slots(file: &dyn StorageFile, path: &Path) -> Result<Option<(usize, Head
         *state = Header::decode(bytes, slot)
             .map_err(|(offset, what)| corrupt((slot * SLOT_BYTES + offset) as u64, what))?;
     }
-    choose_slot(slots).map_err(|(offset, what)| corrupt(offset, what))
+    let chosen = choose_slot(slots).map_err(|(offset, what)| corrupt(offset, what))?;
+    Ok(chosen.map(|newest| (newest, buf)))
 }
 
 #[cfg(test)]

@@ -189,3 +189,38 @@ fn a_read_only_handle_follows_a_live_writers_sealed_log_with_the_key() {
     drop(reader);
     writer.close().expect("close");
 }
+
+#[test]
+fn a_plain_segment_in_an_encrypted_databases_log_is_corruption_never_replayed() {
+    // Anyone can make a plain segment whose records' crcs match (the crc has no key): one in
+    // an encrypted database's log was not written by tilldb, and is refused at its version.
+    let key = [0x24; 32];
+    let disk = committed_then_killed(key, 40, 0);
+    let path = segments(&disk)
+        .into_iter()
+        .rev()
+        .find(|p| {
+            let b = disk.live_contents(p).expect("segment");
+            let block = u32::from_le_bytes(b[12..16].try_into().expect("4")) as usize;
+            b[block + 16] == 1
+        })
+        .expect("a segment with records");
+    let mut header = disk.live_contents(&path).expect("segment")[..64].to_vec();
+    header[8..12].copy_from_slice(&2u32.to_le_bytes());
+    header[40..64].fill(0);
+    let crc = common::crc32c(None, &header[..40]);
+    header[40..44].copy_from_slice(&crc.to_le_bytes());
+    let file = disk
+        .clone()
+        .open(&path, FlushMethod::Fdatasync)
+        .expect("open");
+    file.write_at(&header, 0).expect("write");
+    drop(file);
+    match Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options(key)) {
+        Err(Error::Corruption { file, offset, what }) => {
+            assert_eq!((file, offset), (path, 8), "names the segment's version");
+            assert!(what.contains("not sealed"), "{what}");
+        }
+        other => panic!("a plain segment in an encrypted log: {:?}", other.err()),
+    }
+}

@@ -217,6 +217,7 @@ impl LogFollower {
     /// The opener of the records of segment `header` (at `path`): `None` when it is not
     /// sealed; an error when it is and this follower has no keys.
     fn opener(&self, header: &SegmentHeader, path: &Path) -> Result<Option<RecordOpener>> {
+        super::reader::check_sealed(self.keys.as_deref(), header, path)?;
         match (header.seal, &self.keys) {
             (None, _) => Ok(None),
             (Some(seal), Some(keys)) => {

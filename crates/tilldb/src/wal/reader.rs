@@ -58,6 +58,9 @@ use std::path::{Path, PathBuf};
 
 mod cases;
 mod chain;
+mod sealed;
+
+pub(super) use sealed::{check_sealed, opener_of};
 
 use cases::{Decision, Found};
 use chain::{in_chain, read_headers, read_successor, successors_of, superseded};
@@ -188,15 +191,6 @@ fn read_segment_into(
     bytes.truncate(n);
     slot::apply(bytes, header);
     Ok(())
-}
-
-/// The opener of a sealed segment's records, when the reader has the database's `keys`.
-pub(super) fn opener_of(
-    keys: Option<&DatabaseKeys>,
-    header: &SegmentHeader,
-) -> Option<RecordOpener> {
-    let seal = header.seal?;
-    keys.map(|keys| RecordOpener::new(keys, &seal.salt, header.generation))
 }
 
 /// Walks the records of one segment from `from` (an lsn in it), calling `visit` with the file
@@ -494,6 +488,7 @@ pub(super) fn scan_visit(
             scan.free.push(generation);
             continue;
         }
+        check_sealed(keys, &header, &path)?;
         let mut records = 0u64;
         visit(LogEvent::Segment {
             path: &path,

@@ -48,7 +48,9 @@
 //! lsn as nonce. The crc covers the ciphertext, so a torn or stale record is still `BadCrc`;
 //! a record whose crc matches but whose tag does not was changed on purpose: `BadTag`, always
 //! corruption (`reader/cases.rs`). `Pad` and `SegmentEnd` records stay plain (a durable mark
-//! is no secret).
+//! is no secret), and so far carry no tag: a `Data` record turned into a `Pad` with its crc
+//! made again would be skipped (docs/encryption.md, section 4: sealing them is piece 3's last
+//! step, before encryption is turned on).
 //!
 //! `SegmentEnd` has no payload. It closes a segment: the log continues at the start of the next
 //! segment, whose header names the lsn that follows the `SegmentEnd` record. Every segment keeps

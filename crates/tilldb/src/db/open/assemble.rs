@@ -41,6 +41,25 @@ pub(super) fn pool_over(
     (pool, poisoned)
 }
 
+/// Where the database's large transactions spill their runs, sealed under a scratch key of
+/// this open when the database is encrypted.
+fn spill_to(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    options: &Options,
+    header: &HeaderFile,
+) -> Result<Arc<crate::db::write_set::SpillTo>> {
+    let scratch = super::keys::scratch_key(&**storage, dir, header.keys().map(|k| &**k))?;
+    Ok(Arc::new(
+        crate::db::write_set::SpillTo::new(
+            Arc::clone(storage),
+            dir.to_owned(),
+            usize::try_from(options.write_set_bytes).unwrap_or(usize::MAX),
+        )
+        .with_key(scratch),
+    ))
+}
+
 pub(super) fn assemble(
     (storage, dir): (&Arc<dyn Storage>, &Path),
     options: Options,
@@ -78,15 +97,7 @@ pub(super) fn assemble(
         // Runs of transactions a process that died was writing (`db/write_set/spill.rs`).
         crate::db::write_set::remove_leftovers(&**storage, dir)?;
     }
-    let scratch = super::keys::scratch_key(&**storage, dir, header.keys().map(|k| &**k))?;
-    let spill_to = Arc::new(
-        crate::db::write_set::SpillTo::new(
-            Arc::clone(storage),
-            dir.to_owned(),
-            usize::try_from(options.write_set_bytes).unwrap_or(usize::MAX),
-        )
-        .with_key(scratch),
-    );
+    let spill_to = spill_to(storage, dir, &options, &header)?;
     if let Some(gate) = &gate
         && options.background_threads
     {

@@ -9,8 +9,9 @@
 //! Random bytes (the data key, the database id) come through the storage
 //! (`Storage::fill_random`), so the simulated disk's runs repeat exactly.
 //!
-//! Pages and log are not encrypted yet (pieces 3-5), so `Options::encryption` is reachable
-//! only with the `internals` feature.
+//! The data file's pages are not encrypted yet (piece 4), so `Options::encryption` is
+//! reachable only with the `internals` feature. The log (piece 3) and the scratch files
+//! (piece 5) are sealed: [`scratch_key`] draws the scratch files' key of each open.
 
 use crate::Options;
 use crate::crypt::{
