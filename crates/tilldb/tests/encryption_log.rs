@@ -224,3 +224,46 @@ fn a_plain_segment_in_an_encrypted_databases_log_is_corruption_never_replayed() 
         other => panic!("a plain segment in an encrypted log: {:?}", other.err()),
     }
 }
+
+#[test]
+fn a_sealed_record_turned_into_a_pad_is_corruption_not_a_lost_commit() {
+    // A review's attack on piece 3 as first built: a Data record's kind changed to Pad (and
+    // its payload length grown by its tag, pads having none then), the crc made again, was
+    // skipped as padding, and the commit was gone with no error. Pads are tagged too now, so
+    // the kind alone is changed here: the pad's tag fails.
+    let key = [0x25; 32];
+    let disk = committed_then_killed(key, 40, 0);
+    let (path, bytes) = segments(&disk)
+        .into_iter()
+        .rev()
+        .map(|p| {
+            let bytes = disk.live_contents(&p).expect("segment");
+            (p, bytes)
+        })
+        .find(|(_, b)| {
+            let block = u32::from_le_bytes(b[12..16].try_into().expect("4")) as usize;
+            b[block + 16] == 1
+        })
+        .expect("a segment whose first record is a Data record");
+    let block = u32::from_le_bytes(bytes[12..16].try_into().expect("4")) as usize;
+    let generation = u64::from_le_bytes(bytes[24..32].try_into().expect("8"));
+    let len = u32::from_le_bytes(bytes[block + 4..block + 8].try_into().expect("4")) as usize;
+    // Its kind only: a tagged pad has a Data record's framing (a tag after the payload).
+    let mut changed = bytes[block..block + len].to_vec();
+    changed[16] = 3;
+    let crc = common::crc32c(Some(generation), &changed[4..]);
+    changed[..4].copy_from_slice(&crc.to_le_bytes());
+    let file = disk
+        .clone()
+        .open(&path, FlushMethod::Fdatasync)
+        .expect("open");
+    file.write_at(&changed, block as u64).expect("write");
+    drop(file);
+    match Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options(key)) {
+        Err(Error::Corruption { file, offset, what }) => {
+            assert_eq!((file, offset), (path, block as u64));
+            assert!(what.contains("authentication failed"), "{what}");
+        }
+        other => panic!("a record turned into a pad: {:?}", other.err()),
+    }
+}

@@ -43,9 +43,9 @@ fn straddles(rest: &[u8]) -> bool {
         || u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes")) as usize > rest.len()
 }
 
-/// The payload of the `Data` record `rec`, opened with `opener` when it is sealed; a tag that
-/// fails is `Corruption` at `offset` of `path`.
-fn data_payload(
+/// The payload of the record `rec`, its tag checked (and a `Data` record's opened) with
+/// `opener` when it is sealed; a tag that fails is `Corruption` at `offset` of `path`.
+fn payload_checked(
     rec: record::RecordRef<'_>,
     opener: Option<&RecordOpener>,
     (path, offset): (&Path, u64),
@@ -180,10 +180,15 @@ impl LogFollower {
                                or the log is damaged",
                     });
                 };
+                // Every sealed record's tag is checked (a pad's too: a `Data` record turned
+                // into one would be skipped); a `Data` record's payload is opened.
+                let offset = from + at as u64;
+                let checked = (rec.sealed.is_some() || rec.kind == RecordKind::Data)
+                    .then(|| payload_checked(rec, opener.as_ref(), (&path, offset)))
+                    .transpose()?;
                 match rec.kind {
                     RecordKind::Data => {
-                        let offset = from + at as u64;
-                        let payload = data_payload(rec, opener.as_ref(), (&path, offset))?;
+                        let payload = checked.expect("a Data record's payload, checked");
                         payload_bytes += payload.len();
                         out.push(WalRecord {
                             lsn: Lsn(rec.lsn),

@@ -47,10 +47,11 @@
 //! header (length, lsn, kind, payload length) and is made under the segment's key with the
 //! lsn as nonce. The crc covers the ciphertext, so a torn or stale record is still `BadCrc`;
 //! a record whose crc matches but whose tag does not was changed on purpose: `BadTag`, always
-//! corruption (`reader/cases.rs`). `Pad` and `SegmentEnd` records stay plain (a durable mark
-//! is no secret), and so far carry no tag: a `Data` record turned into a `Pad` with its crc
-//! made again would be skipped (docs/encryption.md, section 4: sealing them is piece 3's last
-//! step, before encryption is turned on).
+//! corruption (`reader/cases.rs`). `Pad` and `SegmentEnd` records carry a tag as well, made
+//! at their lsn over their header and their payload, which stays plain (a durable mark is no
+//! secret, and recovery reads pads' marks before it knows a key): so no record can be turned
+//! into another kind, or its mark changed, without the tag failing (a `Data` record turned
+//! into a `Pad`, its crc made again, would otherwise be skipped, one commit lost in silence).
 //!
 //! `SegmentEnd` has no payload. It closes a segment: the log continues at the start of the next
 //! segment, whose header names the lsn that follows the `SegmentEnd` record. Every segment keeps
@@ -64,6 +65,18 @@ use std::fmt;
 pub const HEADER_BYTES: usize = 24;
 /// The smallest `Pad`: a header and the durable mark.
 pub const PAD_MIN_BYTES: usize = HEADER_BYTES + size_of::<u64>();
+
+/// The smallest `Pad` in a segment that seals (`sealed`): with its tag.
+#[must_use]
+pub fn pad_min_bytes(sealed: bool) -> usize {
+    PAD_MIN_BYTES + if sealed { TAG_BYTES } else { 0 }
+}
+
+/// Bytes of a `SegmentEnd` record in a segment that seals (`sealed`): a header, and its tag.
+#[must_use]
+pub fn segment_end_bytes(sealed: bool) -> usize {
+    data_record_len(0, sealed)
+}
 /// Record alignment within a segment.
 pub const ALIGN_BYTES: usize = 8;
 const CRC_OFFSET: usize = 0;
@@ -149,23 +162,54 @@ pub fn encode_sealed(
 /// Encodes a `Pad` record of `len` bytes (at least [`PAD_MIN_BYTES`], a multiple of 8)
 /// carrying the durable mark `durable`, without building its payload elsewhere: it is
 /// written once per group, on the commit path.
-pub fn encode_pad(target: &mut [u8], generation: u64, lsn: u64, len: usize, durable: u64) {
+pub fn encode_pad(
+    target: &mut [u8],
+    (generation, sealer): (u64, Option<&RecordSealer>),
+    lsn: u64,
+    len: usize,
+    durable: u64,
+) {
+    let tagged = sealer.is_some();
     assert!(
-        len >= PAD_MIN_BYTES && len.is_multiple_of(ALIGN_BYTES),
+        len >= pad_min_bytes(tagged) && len.is_multiple_of(ALIGN_BYTES),
         "pad of {len} bytes"
     );
+    let tag = if tagged { TAG_BYTES } else { 0 };
     let written = encode_with(
         target,
-        (generation, None),
+        (generation, sealer),
         lsn,
         RecordKind::Pad,
-        len - HEADER_BYTES,
+        len - HEADER_BYTES - tag,
         |p| {
             p[..8].copy_from_slice(&durable.to_le_bytes());
             p[8..].fill(0);
         },
     );
     assert_eq!(written, len);
+}
+
+/// Encodes a `SegmentEnd` record at `lsn` (its tag made by `sealer` in a segment that seals)
+/// and returns its length, [`segment_end_bytes`].
+pub fn encode_segment_end(
+    target: &mut [u8],
+    (generation, sealer): (u64, Option<&RecordSealer>),
+    lsn: u64,
+) -> usize {
+    encode_with(
+        target,
+        (generation, sealer),
+        lsn,
+        RecordKind::SegmentEnd,
+        0,
+        |_| {},
+    )
+}
+
+/// The associated data of a `Pad` or `SegmentEnd` record's tag: its header's bytes 4..24 and
+/// its payload (`rec`: the record, `payload_len` its payload's bytes).
+fn plain_aad(rec: &[u8], payload_len: usize) -> Vec<u8> {
+    rec[LEN_OFFSET..HEADER_BYTES + payload_len].to_vec()
 }
 
 /// [`encode`] with the payload (`payload_len` bytes) written in place by `write_payload`, and
@@ -178,10 +222,6 @@ fn encode_with(
     payload_len: usize,
     write_payload: impl FnOnce(&mut [u8]),
 ) -> usize {
-    assert!(
-        sealer.is_none() || kind == RecordKind::Data,
-        "only Data records are sealed"
-    );
     let len = data_record_len(payload_len, sealer.is_some());
     assert!(
         target.len() >= len,
@@ -203,9 +243,14 @@ fn encode_with(
     write_payload(&mut rec[HEADER_BYTES..HEADER_BYTES + payload_len]);
     let mut end = HEADER_BYTES + payload_len;
     if let Some(sealer) = sealer {
-        let (head, body) = rec.split_at_mut(HEADER_BYTES);
-        let tag = sealer.seal(lsn, &head[LEN_OFFSET..], &mut body[..payload_len]);
-        body[payload_len..payload_len + TAG_BYTES].copy_from_slice(&tag);
+        let tag = if kind == RecordKind::Data {
+            let (head, body) = rec.split_at_mut(HEADER_BYTES);
+            sealer.seal(lsn, &head[LEN_OFFSET..], &mut body[..payload_len])
+        } else {
+            // Authenticated, not encrypted: the header and the plain payload.
+            sealer.seal(lsn, &plain_aad(rec, payload_len), &mut [])
+        };
+        rec[end..end + TAG_BYTES].copy_from_slice(&tag);
         end += TAG_BYTES;
     }
     rec[end..].fill(0);
@@ -221,13 +266,14 @@ fn encode_with(
 pub struct Sealed<'a> {
     /// Header bytes 4..24: length, lsn, kind, payload length.
     pub aad: &'a [u8],
-    /// The tag after the ciphertext.
+    /// The tag after the payload.
     pub tag: &'a [u8; TAG_BYTES],
 }
 
-/// The record `rec` (a `Data` record of a sealed segment, decoded) with its payload opened
-/// into `plain` by `opener`, the segment's; `Err(BadTag)` when its tag does not match. A
-/// record that is not sealed comes back as it is.
+/// The record `rec` (of a sealed segment, decoded) with its payload in `plain`: a `Data`
+/// record's opened by `opener`, the segment's, a `Pad`'s or `SegmentEnd`'s as it is, its tag
+/// checked; `Err(BadTag)` when the tag does not match. A record that is not sealed comes back
+/// as it is.
 pub fn open<'p>(
     rec: RecordRef<'_>,
     opener: &RecordOpener,
@@ -235,10 +281,17 @@ pub fn open<'p>(
 ) -> Result<RecordRef<'p>, RecordFault> {
     plain.clear();
     plain.extend_from_slice(rec.payload);
-    if let Some(sealed) = rec.sealed
-        && opener.open(rec.lsn, sealed.aad, plain, sealed.tag).is_err()
-        && !crate::mutants::active("record-tag-unchecked")
-    {
+    let checked = match rec.sealed {
+        None => Ok(()),
+        Some(sealed) if rec.kind == RecordKind::Data => {
+            opener.open(rec.lsn, sealed.aad, plain, sealed.tag)
+        }
+        Some(sealed) => {
+            let aad = [sealed.aad, rec.payload].concat();
+            opener.open(rec.lsn, &aad, &mut [], sealed.tag)
+        }
+    };
+    if checked.is_err() && !crate::mutants::active("record-tag-unchecked") {
         return Err(RecordFault::BadTag);
     }
     Ok(RecordRef {
@@ -259,7 +312,8 @@ pub struct RecordRef<'a> {
     pub payload: &'a [u8],
     /// Bytes the record occupies, padding included.
     pub len: usize,
-    /// A `Data` record of a sealed segment: `payload` is ciphertext until [`open`]ed.
+    /// A record of a sealed segment, its tag not checked yet: a `Data` record's `payload` is
+    /// ciphertext until [`open`]ed.
     pub sealed: Option<Sealed<'a>>,
 }
 
@@ -361,7 +415,7 @@ pub fn decode_in(
     let reserved_zero = rec[RESERVED_OFFSET..PAYLOAD_LEN_OFFSET]
         .iter()
         .all(|&b| b == 0);
-    let tagged = sealed && kind == RecordKind::Data;
+    let tagged = sealed;
     if !reserved_zero
         || data_record_len(payload_len, tagged) != len
         || (kind == RecordKind::SegmentEnd && payload_len != 0)
@@ -445,7 +499,7 @@ mod tests {
     #[test]
     fn a_pad_round_trips_its_durable_mark() {
         let mut buf = vec![0xEE; 512];
-        encode_pad(&mut buf, 7, 4096, 488, 0x0102_0304_0506);
+        encode_pad(&mut buf, (7, None), 4096, 488, 0x0102_0304_0506);
         let rec = decode(&buf, 7, 4096).expect("valid");
         assert_eq!((rec.kind, rec.len), (RecordKind::Pad, 488));
         assert_eq!(pad_durable_mark(rec.payload), 0x0102_0304_0506);
@@ -591,5 +645,63 @@ mod tests {
                 .and_then(|rec| open(rec, &opener, &mut plain).map(|r| r.payload.to_vec()));
             assert!(result.is_err(), "bit {bit} opened: {result:?}");
         }
+    }
+
+    #[test]
+    fn a_sealed_data_record_turned_into_a_pad_fails_its_tag() {
+        // The review's case: kind 1 -> 3 and the payload length grown by the tag, the crc made
+        // again. A pad is tagged too, so the change is refused, not skipped.
+        let (sealer, opener) = sealing_keys();
+        let mut buf = vec![0u8; 128];
+        let len = encode_sealed(&mut buf, 9, 4096, b"the sale to lose", &sealer);
+        buf[KIND_OFFSET] = RecordKind::Pad as u8;
+        let payload_len = u32_at(&buf, PAYLOAD_LEN_OFFSET) + u32::try_from(TAG_BYTES).expect("16");
+        buf[PAYLOAD_LEN_OFFSET..HEADER_BYTES].copy_from_slice(&payload_len.to_le_bytes());
+        let crc = crc32c_seeded(9, &[&buf[LEN_OFFSET..len]]);
+        buf[..LEN_OFFSET].copy_from_slice(&crc.to_le_bytes());
+        match decode_in(&buf, 9, 4096, true) {
+            Err(_) => {}
+            Ok(rec) => {
+                let mut plain = Vec::new();
+                assert_eq!(
+                    open(rec, &opener, &mut plain).map(|r| r.kind),
+                    Err(RecordFault::BadTag)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sealed_pads_and_segment_ends_keep_their_marks_plain_and_open() {
+        let (sealer, opener) = sealing_keys();
+        let mut buf = vec![0u8; 512];
+        encode_pad(&mut buf, (9, Some(&sealer)), 4096, 64, 0x0102_0304);
+        let rec = decode_in(&buf, 9, 4096, true).expect("a valid pad");
+        assert_eq!(
+            pad_durable_mark(rec.payload),
+            0x0102_0304,
+            "readable without a key"
+        );
+        let mut plain = Vec::new();
+        assert_eq!(
+            open(rec, &opener, &mut plain).map(|r| r.kind),
+            Ok(RecordKind::Pad)
+        );
+        let n = encode_segment_end(&mut buf[64..], (9, Some(&sealer)), 4160);
+        assert_eq!(n, segment_end_bytes(true));
+        let end = decode_in(&buf[64..], 9, 4160, true).expect("a valid SegmentEnd");
+        assert_eq!(
+            open(end, &opener, &mut plain).map(|r| r.kind),
+            Ok(RecordKind::SegmentEnd)
+        );
+        // Its mark changed, its crc made again: the tag fails.
+        buf[HEADER_BYTES] ^= 1;
+        let crc = crc32c_seeded(9, &[&buf[LEN_OFFSET..64]]);
+        buf[..LEN_OFFSET].copy_from_slice(&crc.to_le_bytes());
+        let rec = decode_in(&buf, 9, 4096, true).expect("framing");
+        assert_eq!(
+            open(rec, &opener, &mut plain).map(|r| r.kind),
+            Err(RecordFault::BadTag)
+        );
     }
 }

@@ -526,10 +526,11 @@ impl Shared {
     /// and with padding the largest pad before it (a block plus a record header). `Slots`
     /// pads too, when a block has less room than a slot's trailer.
     fn tail_reserve(&self) -> usize {
+        let segment_end = record::segment_end_bytes(self.keys.is_some());
         if self.options.tail == TailGuard::None {
-            RECORD_HEADER_BYTES
+            segment_end
         } else {
-            2 * self.block_bytes as usize + RECORD_HEADER_BYTES
+            2 * self.block_bytes as usize + segment_end
         }
     }
 

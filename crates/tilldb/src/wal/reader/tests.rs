@@ -237,7 +237,7 @@ fn a_torn_record_that_crosses_the_durable_mark_ends_the_log() {
     let at = usize::try_from(pad_at).expect("small");
     record::encode_pad(
         &mut bytes[at..at + pad_len],
-        header.generation,
+        (header.generation, None),
         lsn_at(pad_at),
         pad_len,
         durable,
@@ -263,7 +263,7 @@ fn a_torn_record_that_crosses_the_durable_mark_ends_the_log() {
     let at = usize::try_from(pad_at).expect("small");
     record::encode_pad(
         &mut bytes[at..at + pad_len],
-        header.generation,
+        (header.generation, None),
         lsn_at(pad_at),
         pad_len,
         durable,

@@ -3,8 +3,8 @@
 //! thread or, when it is behind, by the appender that needs it.
 
 use super::{
-    Arc, Chunk, Error, IoOp, MutexGuard, RECORD_HEADER_BYTES, RecordKind, Result, Shared, State,
-    new_segment_header, prepare_segment, record, segment,
+    Arc, Chunk, Error, IoOp, MutexGuard, Result, Shared, State, new_segment_header,
+    prepare_segment, record, segment,
 };
 
 impl Shared {
@@ -21,19 +21,17 @@ impl Shared {
             old.end_lsn(),
             "spare does not continue the active segment"
         );
+        let end_bytes = record::segment_end_bytes(self.keys.is_some());
         assert!(
-            lsn + RECORD_HEADER_BYTES as u64 <= old.end_lsn(),
+            lsn + end_bytes as u64 <= old.end_lsn(),
             "no room left for SegmentEnd"
         );
         let generation = old.header.generation;
         let chunk = st.chunks.last_mut().expect("active chunk");
-        record::encode(
-            chunk.buf.extend_zeroed(RECORD_HEADER_BYTES),
-            generation,
-            lsn,
-            RecordKind::SegmentEnd,
-            &[],
-        );
+        let target = chunk.buf.extend_zeroed(end_bytes);
+        let sealer = chunk.segment.sealer.as_ref();
+        let written = record::encode_segment_end(target, (generation, sealer), lsn);
+        assert_eq!(written, end_bytes);
         let base = next.header.base_lsn;
         tracing::debug!(
             target: "tilldb",

@@ -6,8 +6,7 @@
 
 use super::{
     Arc, Chunk, Duration, Error, GATHER_IDLE_MIN, GATHER_MAX, Instant, MutexGuard, Need, Ordering,
-    RECORD_HEADER_BYTES, Result, Role, Shared, SlotCopy, State, TailGuard, WaitSlot, Waiter,
-    record,
+    Result, Role, Shared, SlotCopy, State, TailGuard, WaitSlot, Waiter, record,
 };
 use crate::io::AlignedBuf;
 use crate::wal::segment::Segment;
@@ -241,22 +240,24 @@ impl Shared {
         if used == 0 {
             return;
         }
+        let tagged = self.keys.is_some();
         let mut pad = block - used;
-        if pad < record::PAD_MIN_BYTES {
+        if pad < record::pad_min_bytes(tagged) {
             pad += block;
         }
         let lsn = st.progress.appended;
         let segment = &st.active().segment;
         let generation = segment.header.generation;
         assert!(
-            lsn + (pad + RECORD_HEADER_BYTES) as u64 <= segment.end_lsn(),
+            lsn + (pad + record::segment_end_bytes(tagged)) as u64 <= segment.end_lsn(),
             "no room to pad: the tail reserve was not kept"
         );
         let durable = st.progress.durable;
         assert!(durable <= lsn, "durable past the appended log");
         let chunk = st.chunks.last_mut().expect("active chunk");
         let target = chunk.buf.extend_zeroed(pad);
-        record::encode_pad(target, generation, lsn, pad, durable);
+        let sealer = chunk.segment.sealer.as_ref();
+        record::encode_pad(target, (generation, sealer), lsn, pad, durable);
         st.progress.appended = lsn + pad as u64;
         assert!(
             st.active().buf.len().is_multiple_of(block),
