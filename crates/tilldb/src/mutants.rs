@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 67] = [
+pub const ALL: [(&str, &str); 68] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -276,6 +276,10 @@ pub const ALL: [(&str, &str); 67] = [
     (
         "scratch-in-plaintext",
         "an encrypted database's scratch files (spilled pages, a large transaction's spilled runs) are written without sealing: keys and values reach the disk in the clear",
+    ),
+    (
+        "segment-salt-not-random",
+        "a log segment's salt is a constant, not drawn at random: two copies of a database (a backup restored beside it, a rolled-back snapshot) seal different records under one key and nonce",
     ),
 ];
 

@@ -488,6 +488,9 @@ fn new_segment_header(
                     dir: dir.to_path_buf(),
                     reason,
                 })?;
+            if crate::mutants::active("segment-salt-not-random") {
+                salt = [0; crate::crypt::SEGMENT_SALT_BYTES];
+            }
             Some(segment::SegmentSeal {
                 cipher: keys.cipher(),
                 salt,
