@@ -43,16 +43,21 @@ fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     common::files_under(dir, |_| true)
 }
 
-#[test]
-fn an_encrypted_database_opens_with_its_key_and_only_with_it() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path();
-    let key = [0x42; 32];
+/// Creates an encrypted database in `dir` under `key`, commits one receipt and closes it.
+fn create_with_a_receipt(dir: &Path, key: [u8; 32]) {
     let db = Db::open(dir, with_key(StaticKey::new(&key))).expect("create");
     let mut txn = db.begin().expect("begin");
     txn.put(b"receipt 1", b"2 coffees").expect("put");
     txn.commit().expect("commit");
     db.close().expect("close");
+}
+
+#[test]
+fn an_encrypted_database_opens_with_its_key_and_only_with_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let key = [0x42; 32];
+    create_with_a_receipt(dir, key);
     let meta = std::fs::read(dir.join("tilldb.meta")).expect("header");
     assert_eq!(&meta[8..12], &3u32.to_le_bytes(), "header version 3");
     let key_id = StaticKey::new(&key).key_id();
@@ -204,11 +209,7 @@ fn a_header_field_changed_with_its_crc_recomputed_is_corruption_at_the_mac() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let key = [0x42; 32];
-    let db = Db::open(dir, with_key(StaticKey::new(&key))).expect("create");
-    let mut txn = db.begin().expect("begin");
-    txn.put(b"receipt 1", b"2 coffees").expect("put");
-    txn.commit().expect("commit");
-    db.close().expect("close");
+    create_with_a_receipt(dir, key);
     let meta_path = dir.join("tilldb.meta");
     let good = std::fs::read(&meta_path).expect("header");
     let (slot, header) = newest_slot(&good);

@@ -46,6 +46,54 @@ fn segments(disk: &SimDisk) -> Vec<PathBuf> {
     names.into_iter().map(|n| wal.join(n)).collect()
 }
 
+/// The first record of the newest segment whose first record is a `Data` record (recovery's
+/// scan opens it): the segment, the record's offset, the segment's generation, its bytes.
+fn first_data_record(disk: &SimDisk) -> (PathBuf, usize, u64, Vec<u8>) {
+    segments(disk)
+        .into_iter()
+        .rev()
+        .find_map(|path| {
+            let bytes = disk.live_contents(&path).expect("segment");
+            let block = u32::from_le_bytes(bytes[12..16].try_into().expect("4")) as usize;
+            let generation = u64::from_le_bytes(bytes[24..32].try_into().expect("8"));
+            let len = u32::from_le_bytes(bytes[block + 4..block + 8].try_into().expect("4"));
+            (bytes[block + 16] == 1).then(|| {
+                (
+                    path,
+                    block,
+                    generation,
+                    bytes[block..block + len as usize].to_vec(),
+                )
+            })
+        })
+        .expect("a segment whose first record is a Data record")
+}
+
+/// Writes `bytes` at `offset` of `path`, as an attacker with the disk would.
+fn overwrite(disk: &SimDisk, path: &Path, offset: usize, bytes: &[u8]) {
+    let file = disk
+        .clone()
+        .open(path, FlushMethod::Fdatasync)
+        .expect("open");
+    file.write_at(bytes, offset as u64).expect("write");
+}
+
+/// The record `record` (of segment `generation`) with its crc made again.
+fn with_crc_made_again(mut record: Vec<u8>, generation: u64) -> Vec<u8> {
+    let crc = common::crc32c(Some(generation), &record[4..]);
+    record[..4].copy_from_slice(&crc.to_le_bytes());
+    record
+}
+
+/// The error of opening the database on `disk` with `key`, which must be `Corruption`:
+/// (file, offset, what).
+fn corruption_at_open(disk: &SimDisk, key: [u8; 32]) -> (PathBuf, u64, &'static str) {
+    match Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options(key)) {
+        Err(Error::Corruption { file, offset, what }) => (file, offset, what),
+        other => panic!("opened a changed log: {:?}", other.err()),
+    }
+}
+
 /// Commits `n` rows one a transaction, then a transaction of `big` rows, and kills the
 /// process: what was committed is only in the log (no checkpoint ran since the create).
 fn committed_then_killed(key: [u8; 32], n: u32, big: u32) -> SimDisk {
@@ -104,40 +152,18 @@ fn a_killed_writers_sealed_log_replays_and_holds_no_key_or_value() {
 fn a_sealed_record_changed_with_its_crc_made_again_is_corruption_naming_segment_and_offset() {
     let key = [0x22; 32];
     let disk = committed_then_killed(key, 40, 0);
-    // The first record of the newest segment holding records: redo must read it.
-    let (path, bytes) = segments(&disk)
-        .into_iter()
-        .rev()
-        .map(|p| {
-            let bytes = disk.live_contents(&p).expect("segment");
-            (p, bytes)
-        })
-        .find(|(_, b)| {
-            let block = u32::from_le_bytes(b[12..16].try_into().expect("4")) as usize;
-            b[block + 16] == 1
-        })
-        .expect("a segment whose first record is a Data record");
-    let block = u32::from_le_bytes(bytes[12..16].try_into().expect("4")) as usize;
-    let generation = u64::from_le_bytes(bytes[24..32].try_into().expect("8"));
-    let len = u32::from_le_bytes(bytes[block + 4..block + 8].try_into().expect("4")) as usize;
-    let mut changed = bytes[block..block + len].to_vec();
-    changed[24] ^= 0x40;
-    let crc = common::crc32c(Some(generation), &changed[4..]);
-    changed[..4].copy_from_slice(&crc.to_le_bytes());
-    let file = disk
-        .clone()
-        .open(&path, FlushMethod::Fdatasync)
-        .expect("open");
-    file.write_at(&changed, block as u64).expect("write");
-    drop(file);
-    match Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options(key)) {
-        Err(Error::Corruption { file, offset, what }) => {
-            assert_eq!(file, path, "names the segment");
-            assert_eq!(offset, block as u64, "the record's offset");
-            assert!(what.contains("authentication failed"), "{what}");
-        }
-        other => panic!("a changed sealed record: {:?}", other.err()),
-    }
+    let (path, offset, generation, mut record) = first_data_record(&disk);
+    record[24] ^= 0x40;
+    overwrite(
+        &disk,
+        &path,
+        offset,
+        &with_crc_made_again(record, generation),
+    );
+    let (file, found, what) = corruption_at_open(&disk, key);
+    assert_eq!(file, path, "names the segment");
+    assert_eq!(found, offset as u64, "the record's offset");
+    assert!(what.contains("authentication failed"), "{what}");
 }
 
 #[test]
@@ -196,33 +222,16 @@ fn a_plain_segment_in_an_encrypted_databases_log_is_corruption_never_replayed() 
     // an encrypted database's log was not written by tilldb, and is refused at its version.
     let key = [0x24; 32];
     let disk = committed_then_killed(key, 40, 0);
-    let path = segments(&disk)
-        .into_iter()
-        .rev()
-        .find(|p| {
-            let b = disk.live_contents(p).expect("segment");
-            let block = u32::from_le_bytes(b[12..16].try_into().expect("4")) as usize;
-            b[block + 16] == 1
-        })
-        .expect("a segment with records");
+    let (path, ..) = first_data_record(&disk);
     let mut header = disk.live_contents(&path).expect("segment")[..64].to_vec();
     header[8..12].copy_from_slice(&2u32.to_le_bytes());
     header[40..64].fill(0);
     let crc = common::crc32c(None, &header[..40]);
     header[40..44].copy_from_slice(&crc.to_le_bytes());
-    let file = disk
-        .clone()
-        .open(&path, FlushMethod::Fdatasync)
-        .expect("open");
-    file.write_at(&header, 0).expect("write");
-    drop(file);
-    match Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options(key)) {
-        Err(Error::Corruption { file, offset, what }) => {
-            assert_eq!((file, offset), (path, 8), "names the segment's version");
-            assert!(what.contains("not sealed"), "{what}");
-        }
-        other => panic!("a plain segment in an encrypted log: {:?}", other.err()),
-    }
+    overwrite(&disk, &path, 0, &header);
+    let (file, offset, what) = corruption_at_open(&disk, key);
+    assert_eq!((file, offset), (path, 8), "names the segment's version");
+    assert!(what.contains("not sealed"), "{what}");
 }
 
 #[test]
@@ -233,37 +242,15 @@ fn a_sealed_record_turned_into_a_pad_is_corruption_not_a_lost_commit() {
     // the kind alone is changed here: the pad's tag fails.
     let key = [0x25; 32];
     let disk = committed_then_killed(key, 40, 0);
-    let (path, bytes) = segments(&disk)
-        .into_iter()
-        .rev()
-        .map(|p| {
-            let bytes = disk.live_contents(&p).expect("segment");
-            (p, bytes)
-        })
-        .find(|(_, b)| {
-            let block = u32::from_le_bytes(b[12..16].try_into().expect("4")) as usize;
-            b[block + 16] == 1
-        })
-        .expect("a segment whose first record is a Data record");
-    let block = u32::from_le_bytes(bytes[12..16].try_into().expect("4")) as usize;
-    let generation = u64::from_le_bytes(bytes[24..32].try_into().expect("8"));
-    let len = u32::from_le_bytes(bytes[block + 4..block + 8].try_into().expect("4")) as usize;
-    // Its kind only: a tagged pad has a Data record's framing (a tag after the payload).
-    let mut changed = bytes[block..block + len].to_vec();
-    changed[16] = 3;
-    let crc = common::crc32c(Some(generation), &changed[4..]);
-    changed[..4].copy_from_slice(&crc.to_le_bytes());
-    let file = disk
-        .clone()
-        .open(&path, FlushMethod::Fdatasync)
-        .expect("open");
-    file.write_at(&changed, block as u64).expect("write");
-    drop(file);
-    match Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options(key)) {
-        Err(Error::Corruption { file, offset, what }) => {
-            assert_eq!((file, offset), (path, block as u64));
-            assert!(what.contains("authentication failed"), "{what}");
-        }
-        other => panic!("a record turned into a pad: {:?}", other.err()),
-    }
+    let (path, offset, generation, mut record) = first_data_record(&disk);
+    record[16] = 3;
+    overwrite(
+        &disk,
+        &path,
+        offset,
+        &with_crc_made_again(record, generation),
+    );
+    let (file, found, what) = corruption_at_open(&disk, key);
+    assert_eq!((file, found), (path, offset as u64));
+    assert!(what.contains("authentication failed"), "{what}");
 }

@@ -500,6 +500,8 @@ pub(super) fn scan_visit(
             .max()
             .unwrap_or(0);
         let opener = opener_of(keys, &header);
+        // Every record of the chain is opened here, those before the checkpoint too, so a
+        // record changed anywhere in it is reported; replay opens those it applies again.
         let from = (expected, opener.as_ref());
         let end = scan_segment(bytes, &header, &path, from, |offset, record| {
             match record.kind {

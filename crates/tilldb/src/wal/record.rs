@@ -206,12 +206,6 @@ pub fn encode_segment_end(
     )
 }
 
-/// The associated data of a `Pad` or `SegmentEnd` record's tag: its header's bytes 4..24 and
-/// its payload (`rec`: the record, `payload_len` its payload's bytes).
-fn plain_aad(rec: &[u8], payload_len: usize) -> Vec<u8> {
-    rec[LEN_OFFSET..HEADER_BYTES + payload_len].to_vec()
-}
-
 /// [`encode`] with the payload (`payload_len` bytes) written in place by `write_payload`, and
 /// sealed when a sealer comes with the generation.
 fn encode_with(
@@ -248,7 +242,7 @@ fn encode_with(
             sealer.seal(lsn, &head[LEN_OFFSET..], &mut body[..payload_len])
         } else {
             // Authenticated, not encrypted: the header and the plain payload.
-            sealer.seal(lsn, &plain_aad(rec, payload_len), &mut [])
+            sealer.seal(lsn, &rec[LEN_OFFSET..end], &mut [])
         };
         rec[end..end + TAG_BYTES].copy_from_slice(&tag);
         end += TAG_BYTES;
@@ -260,11 +254,11 @@ fn encode_with(
     len
 }
 
-/// What a sealed record carries besides its ciphertext: the header bytes its tag binds, and
-/// the tag.
+/// What a sealed record carries besides its payload: the bytes its tag binds, and the tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sealed<'a> {
-    /// Header bytes 4..24: length, lsn, kind, payload length.
+    /// Header bytes 4..24 (length, lsn, kind, payload length); for a `Pad` or `SegmentEnd`,
+    /// its plain payload after them.
     pub aad: &'a [u8],
     /// The tag after the payload.
     pub tag: &'a [u8; TAG_BYTES],
@@ -286,10 +280,7 @@ pub fn open<'p>(
         Some(sealed) if rec.kind == RecordKind::Data => {
             opener.open(rec.lsn, sealed.aad, plain, sealed.tag)
         }
-        Some(sealed) => {
-            let aad = [sealed.aad, rec.payload].concat();
-            opener.open(rec.lsn, &aad, &mut [], sealed.tag)
-        }
+        Some(sealed) => opener.open(rec.lsn, sealed.aad, &mut [], sealed.tag),
     };
     if checked.is_err() && !crate::mutants::active("record-tag-unchecked") {
         return Err(RecordFault::BadTag);
@@ -429,7 +420,13 @@ pub fn decode_in(
         payload: &rec[HEADER_BYTES..payload_end],
         len,
         sealed: tagged.then(|| Sealed {
-            aad: &rec[LEN_OFFSET..HEADER_BYTES],
+            // A `Data` record's tag binds its header; the others' their header and plain
+            // payload, which lie after it.
+            aad: if kind == RecordKind::Data {
+                &rec[LEN_OFFSET..HEADER_BYTES]
+            } else {
+                &rec[LEN_OFFSET..payload_end]
+            },
             tag: rec[payload_end..payload_end + TAG_BYTES]
                 .try_into()
                 .expect("16 bytes"),
