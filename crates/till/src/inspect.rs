@@ -345,8 +345,8 @@ impl StorePages {
 impl Pages for StorePages {
     type Read<'a> = Box<PageBuf>;
 
-    fn page_bytes(&self) -> u32 {
-        self.store.page_bytes()
+    fn format(&self) -> tilldb::internals::page::PageFormat {
+        self.store.format()
     }
 
     fn read(&self, id: PageId) -> tilldb::Result<Box<PageBuf>> {

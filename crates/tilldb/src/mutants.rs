@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 68] = [
+pub const ALL: [(&str, &str); 71] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -280,6 +280,18 @@ pub const ALL: [(&str, &str); 68] = [
     (
         "segment-salt-not-random",
         "a log segment's salt is a constant, not drawn at random: two copies of a database (a backup restored beside it, a rolled-back snapshot) seal different records under one key and nonce",
+    ),
+    (
+        "page-tag-unchecked",
+        "a sealed page's tag is not checked: a page changed on disk with its crc recomputed is opened to garbage and served",
+    ),
+    (
+        "epoch-salt-kept-after-open",
+        "a writer's page epoch keeps one salt (the database id) across opens: every open's counter starts again at 0 under the same key, so two opens, or two copies, seal different pages under one nonce",
+    ),
+    (
+        "nonce-reused-on-rewrite",
+        "a sealed page's nonce is its lsn, not a counter: pages stamped with one commit's lsn, or a page written again at its lsn, share a nonce under one key",
     ),
 ];
 

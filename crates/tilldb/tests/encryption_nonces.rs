@@ -1,11 +1,16 @@
 //! Encryption at rest: no nonce is used twice under one key (docs/encryption.md, section 3),
-//! for the log. A database's disk is forked after a crash, as a backup restored beside the
+//! for the log and the pages. A database's disk is forked after a crash, as a backup restored beside the
 //! original or a VM snapshot rolled back would fork it, and both copies go on committing
 //! different rows: both open new segments of the same generation at the same lsn. The copies'
 //! segments draw their salts at random (through the storage, whose forks draw differently),
 //! so their keys differ: in every segment file of both copies, each (salt, generation, lsn),
 //! which names a key and a nonce, maps to one record's bytes only (mutant
 //! `segment-salt-not-random`). Small segments take the log through several segments.
+//!
+//! Each copy also writes pages at checkpoints, sealed under its open's epoch key (a random
+//! salt per open) with a counter as nonce: in the data file and the doublewrite file of all
+//! copies, each (salt, counter) maps to one sealed page only (mutants
+//! `epoch-salt-kept-after-open`, `nonce-reused-on-rewrite`).
 
 mod common;
 
@@ -45,6 +50,9 @@ fn commit_rows(disk: &SimDisk, tag: &str, rows: u32) {
         txn.put(format!("{tag}-{i:05}").as_bytes(), value.as_bytes())
             .expect("put");
         txn.commit().expect("commit");
+        if i % 100 == 50 {
+            db.checkpoint().expect("checkpoint");
+        }
     }
     disk.crash(CrashMode::ProcessKill);
     drop(db);
@@ -87,6 +95,66 @@ fn sealed_records(disk: &SimDisk, into: &mut Sealed) {
             at += len;
         }
     }
+}
+
+const PAGE_BYTES: usize = 4096;
+
+/// A page's key and nonce: (epoch salt, counter) -> the distinct sealed pages found.
+type SealedPages = HashMap<([u8; 16], u64), Vec<Vec<u8>>>;
+
+/// Every sealed page (version 2, its crc valid) of the data file and the doublewrite file's
+/// images on `disk`, into `into`.
+fn sealed_pages(disk: &SimDisk, into: &mut SealedPages) {
+    let data = disk
+        .live_contents(&Path::new(DIR).join("data.tdb"))
+        .expect("data");
+    let dw = disk
+        .live_contents(&Path::new(DIR).join("doublewrite.tdb"))
+        .expect("doublewrite");
+    let places = data
+        .chunks_exact(PAGE_BYTES)
+        .chain(dw[4096..].chunks_exact(PAGE_BYTES));
+    for page in places {
+        let id = u64::from_le_bytes(page[8..16].try_into().expect("8"));
+        let crc = u32::from_le_bytes(page[..4].try_into().expect("4"));
+        if page[5] != 2 || common::crc32c(Some(id), &page[4..]) != crc {
+            continue;
+        }
+        let trailer = PAGE_BYTES - 40;
+        let salt: [u8; 16] = page[trailer..trailer + 16].try_into().expect("16");
+        let counter = u64::from_le_bytes(page[trailer + 16..trailer + 24].try_into().expect("8"));
+        let seen = into.entry((salt, counter)).or_default();
+        if !seen.iter().any(|p| p == page) {
+            seen.push(page.to_vec());
+        }
+    }
+}
+
+#[test]
+fn forks_of_one_disk_never_seal_two_pages_under_one_key_and_nonce() {
+    let disk = SimDisk::new(SimConfig {
+        seed: 6,
+        ..SimConfig::default()
+    });
+    commit_rows(&disk, "before", 300);
+    let (a, b) = (disk.fork(303), disk.fork(404));
+    commit_rows(&a, "fork-a", 300);
+    commit_rows(&b, "fork-b", 300);
+    let mut pages = HashMap::new();
+    for d in [&disk, &a, &b] {
+        sealed_pages(d, &mut pages);
+    }
+    assert!(pages.len() > 20, "{} sealed pages found", pages.len());
+    for ((salt, counter), seen) in &pages {
+        assert_eq!(
+            seen.len(),
+            1,
+            "salt {salt:02x?}, counter {counter}: {} pages under one key and nonce",
+            seen.len()
+        );
+    }
+    let epochs: std::collections::BTreeSet<[u8; 16]> = pages.keys().map(|(s, _)| *s).collect();
+    assert!(epochs.len() >= 3, "{} epochs wrote pages", epochs.len());
 }
 
 #[test]

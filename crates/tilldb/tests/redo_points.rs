@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tilldb::internals::page::{Backend, BufferPool, PageBuf, PageId, PageKind};
+use tilldb::internals::page::{Backend, BufferPool, PageBuf, PageFormat, PageId, PageKind};
 use tilldb::internals::wal::{Lsn, Wal, WalOptions};
 use tilldb::io::{CrashMode, SimConfig, SimDisk, Storage};
 use tilldb::{Db, Durability, Options, Result};
@@ -83,7 +83,7 @@ fn a_page_changed_during_its_write_back_gets_a_redo_point_at_a_commit_boundary()
         during_write: Mutex::default(),
     });
     let pool = Arc::new(BufferPool::new(
-        4096,
+        PageFormat::plain(4096),
         16 * 4096,
         Box::new(Shared(Arc::clone(&log))),
     ));

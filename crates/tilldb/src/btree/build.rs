@@ -142,7 +142,7 @@ impl<'p, P: Pages> Filler<'p, P> {
         Ok(Filler {
             pages,
             root,
-            limits: Limits::new(pages.page_bytes()),
+            limits: pages.limits(),
             leaf: Cells::default(),
             leaf_page: None,
             prev: PageId(0),

@@ -70,7 +70,7 @@ struct Checker<'p, P: Pages> {
 pub(super) fn check<P: Pages>(pages: &P, root: PageId) -> Result<TreeStats> {
     let mut checker = Checker {
         pages,
-        limits: Limits::new(pages.page_bytes()),
+        limits: pages.limits(),
         visited: HashSet::new(),
         stats: TreeStats::default(),
         leaves: Vec::new(),

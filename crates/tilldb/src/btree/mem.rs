@@ -12,7 +12,7 @@
 use super::{Pages, corrupt};
 use crate::Result;
 use crate::btree::PageOp;
-use crate::page::{PageBuf, PageId, PageKind};
+use crate::page::{PageBuf, PageFormat, PageId, PageKind};
 use std::cell::{Cell, Ref, RefCell};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -163,8 +163,8 @@ impl MemPages {
 impl Pages for MemPages {
     type Read<'a> = Ref<'a, PageBuf>;
 
-    fn page_bytes(&self) -> u32 {
-        self.page_bytes
+    fn format(&self) -> PageFormat {
+        PageFormat::plain(self.page_bytes)
     }
 
     fn read(&self, id: PageId) -> Result<Ref<'_, PageBuf>> {

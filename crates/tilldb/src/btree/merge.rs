@@ -18,7 +18,7 @@
 
 use super::node::{self, NodeKind};
 use super::walk::{DEPTH_MAX, Path, check_links_back, with_node};
-use super::{Limits, PageOp, Pages, corrupt, node_mut};
+use super::{PageOp, Pages, corrupt, node_mut};
 use crate::Result;
 use crate::page::PageId;
 
@@ -84,7 +84,7 @@ pub(super) fn rebalance<P: Pages>(
 /// Merges children `index` and `index + 1` of `parent` into the first if they fit in one
 /// page. Returns whether it did.
 fn merge_children<P: Pages>(pages: &P, parent: PageId, index: usize) -> Result<bool> {
-    let limits = Limits::new(pages.page_bytes());
+    let limits = pages.limits();
     let (separator, left, right) = with_node(pages, parent, |view| {
         (
             view.key(index).to_vec(),

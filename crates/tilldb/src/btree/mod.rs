@@ -64,7 +64,7 @@ pub use redo::PageOp;
 pub use run::LeafRun;
 pub use tree::{Finger, Tree};
 
-use crate::page::{HEADER_BYTES, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageBuf, PageId, PageKind};
+use crate::page::{PageBuf, PageFormat, PageId, PageKind};
 use crate::{Error, Result};
 use std::path::Path;
 
@@ -83,8 +83,18 @@ pub trait Pages {
     where
         Self: 'a;
 
+    /// The pages' format (their size, and whether they are sealed), the same for every page.
+    fn format(&self) -> PageFormat;
+
     /// The page size, the same for every page.
-    fn page_bytes(&self) -> u32;
+    fn page_bytes(&self) -> u32 {
+        self.format().page_bytes()
+    }
+
+    /// The sizes that follow from the pages' format.
+    fn limits(&self) -> Limits {
+        Limits::of(self.format())
+    }
 
     /// Shared access to page `id`. A page that cannot exist (never allocated, past the end of
     /// the file) is [`Error::Corruption`]: some page referred to it.
@@ -150,12 +160,17 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The limits for pages of `page_bytes`.
+    /// The limits for plain pages of `page_bytes`.
     #[must_use]
     pub fn new(page_bytes: u32) -> Limits {
-        assert!(page_bytes.is_power_of_two(), "page size {page_bytes}");
-        assert!((PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes));
-        let body_bytes = page_bytes as usize - HEADER_BYTES;
+        Limits::of(PageFormat::plain(page_bytes))
+    }
+
+    /// The limits for pages of `format`: a sealed page's body leaves room for its trailer.
+    #[must_use]
+    pub fn of(format: PageFormat) -> Limits {
+        let page_bytes = format.page_bytes();
+        let body_bytes = format.body_bytes();
         let usable_bytes = body_bytes - node::NODE_HEADER_BYTES;
         let cell_bytes_max = usable_bytes / 4 - node::SLOT_BYTES;
         let key_bytes_max = KEY_BYTES_MAX.min(cell_bytes_max - node::LEAF_OVERFLOW_CELL_OVERHEAD);

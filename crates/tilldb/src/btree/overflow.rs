@@ -16,7 +16,7 @@
 //! last is full (`len = capacity = body - 16`), the last holds the rest, its `next` is 0, and
 //! every page is of kind Overflow. A zero body is an empty last page.
 
-use super::{Limits, Pages, corrupt};
+use super::{Pages, corrupt};
 use crate::Result;
 use crate::page::{PageBuf, PageId, PageKind};
 
@@ -89,7 +89,7 @@ pub(super) fn walk<P: Pages>(
     len: u64,
     mut visit: impl FnMut(PageId, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    let limits = Limits::new(pages.page_bytes());
+    let limits = pages.limits();
     let capacity = limits.overflow_data_bytes as u64;
     let page_count = limits.overflow_pages(len);
     let mut id = first;
@@ -146,7 +146,7 @@ pub(super) fn read<P: Pages>(pages: &P, first: PageId, len: u32) -> Result<Vec<u
 /// (empty values are always inline).
 pub(super) fn store<P: Pages>(pages: &P, value: &[u8]) -> Result<PageId> {
     assert!(!value.is_empty(), "empty values are inline");
-    let limits = Limits::new(pages.page_bytes());
+    let limits = pages.limits();
     let chunks: Vec<&[u8]> = value.chunks(limits.overflow_data_bytes).collect();
     let mut ids = Vec::with_capacity(chunks.len());
     for _ in &chunks {
@@ -179,7 +179,7 @@ pub(super) fn free<P: Pages>(pages: &P, first: PageId, len: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::btree::MemPages;
+    use crate::btree::{Limits, MemPages};
 
     #[test]
     fn store_read_free_round_trip() {

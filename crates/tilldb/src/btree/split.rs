@@ -70,7 +70,7 @@ pub(super) fn split_leaf<P: Pages>(
     key: &[u8],
     value: LeafValue,
 ) -> Result<()> {
-    let limits = Limits::new(pages.page_bytes());
+    let limits = pages.limits();
     // One copy of the leaf's body; the cells are borrowed from it.
     let (body, found, next) = with_node(pages, leaf, |node| {
         (node.body().to_vec(), node.search(key), node.next())

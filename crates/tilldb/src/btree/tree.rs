@@ -8,7 +8,7 @@
 use super::cursor::{Cursor, Direction};
 use super::node::{self, LeafValue, NodeKind, ValueRef};
 use super::walk::{self, resolve, with_node};
-use super::{Limits, PageOp, Pages, TreeStats, check, merge, overflow, split};
+use super::{PageOp, Pages, TreeStats, check, merge, overflow, split};
 use crate::Result;
 use crate::page::{PageId, PageKind};
 use std::ops::Bound;
@@ -129,7 +129,7 @@ impl Tree {
         finger: &mut Finger,
         keep: bool,
     ) -> Result<(bool, Option<Vec<u8>>)> {
-        let limits = Limits::new(pages.page_bytes());
+        let limits = pages.limits();
         limits.check_key(key)?;
         limits.check_value(value)?;
         let at = match finger.at.take() {

@@ -5,9 +5,7 @@
 use super::Poison;
 use crate::btree::{PageOp, Pages};
 use crate::error::{Error, Result};
-use crate::page::{
-    Backend, BufferPool, DataFiles, HEADER_BYTES, PageBuf, PageId, PageKind, PageRead,
-};
+use crate::page::{Backend, BufferPool, DataFiles, PageBuf, PageId, PageKind, PageRead};
 use crate::record::Alloc;
 use crate::wal::Wal;
 use std::cell::RefCell;
@@ -101,8 +99,8 @@ impl Pages for TxnPages<'_> {
     where
         Self: 'b;
 
-    fn page_bytes(&self) -> u32 {
-        self.pool.page_bytes()
+    fn format(&self) -> crate::page::PageFormat {
+        self.pool.format()
     }
 
     fn read(&self, id: PageId) -> Result<PageRead<'_>> {
@@ -198,7 +196,7 @@ impl Pages for TxnPages<'_> {
 
     fn free(&self, id: PageId) -> Result<()> {
         let head = self.alloc.borrow().free_head;
-        let mut body = vec![0u8; self.pool.page_bytes() as usize - HEADER_BYTES];
+        let mut body = vec![0u8; self.pool.format().body_bytes()];
         body[..8].copy_from_slice(&head.0.to_le_bytes());
         self.apply(PageOp::Image {
             page: id,
@@ -226,8 +224,8 @@ impl Pages for ReadPages<'_> {
     where
         Self: 'b;
 
-    fn page_bytes(&self) -> u32 {
-        self.pool.page_bytes()
+    fn format(&self) -> crate::page::PageFormat {
+        self.pool.format()
     }
 
     fn read(&self, id: PageId) -> Result<PageRead<'_>> {

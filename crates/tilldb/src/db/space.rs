@@ -195,8 +195,8 @@ impl<P: Pages> Pages for Recording<'_, P> {
     where
         Self: 'b;
 
-    fn page_bytes(&self) -> u32 {
-        self.pages.page_bytes()
+    fn format(&self) -> crate::page::PageFormat {
+        self.pages.format()
     }
 
     fn read(&self, id: PageId) -> Result<Self::Read<'_>> {

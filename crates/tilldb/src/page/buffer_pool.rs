@@ -35,7 +35,7 @@
 //! - A page has one frame at most.
 //! - Lock order: a frame latch may be held while taking the map lock, never the reverse.
 
-use super::{PageBuf, PageId, PageIdHash, PageKind};
+use super::{PageBuf, PageFormat, PageId, PageIdHash, PageKind};
 use crate::error::Result;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -231,6 +231,8 @@ impl Striped {
 /// A fixed-size cache of pages.
 pub struct BufferPool {
     page_bytes: u32,
+    /// The pages' format: a new page is formatted in it.
+    format: PageFormat,
     backend: Box<dyn Backend>,
     frames: Box<[Frame]>,
     /// Shared for a lookup (a hit pins under it), exclusive to change the map or choose a
@@ -277,9 +279,10 @@ impl BufferPool {
         self.backend.with_files_quiet(f)
     }
 
-    /// A pool of `cache_bytes / page_bytes` frames (at least 8).
+    /// A pool of `cache_bytes / page_bytes` frames (at least 8) of pages in `format`.
     #[must_use]
-    pub fn new(page_bytes: u32, cache_bytes: u64, backend: Box<dyn Backend>) -> Self {
+    pub fn new(format: PageFormat, cache_bytes: u64, backend: Box<dyn Backend>) -> Self {
+        let page_bytes = format.page_bytes();
         let count = usize::try_from(cache_bytes / u64::from(page_bytes))
             .unwrap_or(usize::MAX)
             .max(8);
@@ -305,6 +308,7 @@ impl BufferPool {
         );
         BufferPool {
             page_bytes,
+            format,
             backend,
             frames,
             hints,
@@ -346,6 +350,12 @@ impl BufferPool {
     #[must_use]
     pub fn page_bytes(&self) -> u32 {
         self.page_bytes
+    }
+
+    /// The pages' format: their size, and whether they are sealed.
+    #[must_use]
+    pub fn format(&self) -> PageFormat {
+        self.format
     }
 
     /// Number of frames.

@@ -22,7 +22,8 @@
 //!      …    …  zero        the unused entries, up to CRC_OFFSET
 //!   4092    4  crc32c      over bytes 0..4092
 //!   4096    …  images      image i at 4096 + i * page_bytes: the sealed page, exactly the
-//!                          bytes that go in place (self-validating through the page crc)
+//!                          bytes that go in place (self-validating through the page crc;
+//!                          in an encrypted database, the page sealed once for both copies)
 //! ```
 //!
 //! The batch header is valid iff its crc matches; a valid crc with impossible fields (bad
@@ -33,10 +34,10 @@
 //! # The write sequence ([`Doublewrite::write_pages`])
 //!
 //! ```text
-//!   1 seal every page                                            (memory)
+//!   1 seal every page into the batch (PageStore::seal_into)      (memory)
 //!   2 write header + images at offset 0 of doublewrite.tdb       ONE write
 //!   3 flush doublewrite.tdb                                      ONE flush: the batch is durable
-//!   4 write the pages in place in data.tdb (coalesced)           PageStore::write_batch
+//!   4 write the same images in place in data.tdb (coalesced)     PageStore::write_images
 //!   5 flush data.tdb                                             the batch may now be overwritten
 //! ```
 //!
@@ -123,7 +124,8 @@ pub struct Batch {
 pub struct BatchImage {
     /// The page the image is of, from the batch header's entry.
     pub id: PageId,
-    /// The image, when it validates as that page and matches the entry's crc.
+    /// The image as it lies in the batch (sealed, in an encrypted database), when it
+    /// validates as that page and matches the entry's crc.
     pub page: Option<PageBuf>,
 }
 
@@ -206,20 +208,29 @@ pub fn restore_torn_pages_with(
     report.sequence = Some(batch.sequence);
     let count = batch.images.len();
     assert!(count <= dw.pages_max, "decoded batch is bounded");
-    for image in batch.images {
+    for (i, image) in batch.images.into_iter().enumerate() {
         let Some(mut page) = image.page else {
             report.images_invalid += 1;
             continue;
         };
         report.images_valid += 1;
         assert_eq!(page.id(), image.id);
+        // An image whose crc matches but whose tag fails was changed on purpose: never
+        // written in place, and never skipped in silence.
+        store
+            .check_image(&page)
+            .map_err(|fault| Error::Corruption {
+                file: dw.path.clone(),
+                offset: (BATCH_HEADER_BYTES + i * dw.page_bytes as usize) as u64,
+                what: fault.what(),
+            })?;
         let in_place = store.inspect(image.id)?;
         if RestoreAction::decide(&in_place, page.lsn()) == RestoreAction::Restore {
             if report.restored.is_empty() {
                 before_write()?;
             }
             store.extend_to(image.id.0 + 1)?;
-            store.write(&mut page)?;
+            store.write_image(&mut page)?;
             report.restored.push(image.id);
         }
     }
@@ -378,22 +389,22 @@ impl Doublewrite {
             pages.len()
         );
         let sequence = self.next_sequence;
-        let len = self.encode_batch(sequence, pages);
+        let len = self.encode_batch(store, sequence, pages);
         self.file.write_at(&self.buf[..len], 0)?;
         // The one flush: only a durable batch may back the in-place writes below.
         if !crate::mutants::active("skip-doublewrite-flush") {
             self.file.flush()?;
         }
-        store.write_batch(pages)?;
+        store.write_images(pages, &self.buf[BATCH_HEADER_BYTES..len])?;
         // The next batch overwrites this one, so these pages must be durable first.
         store.flush()?;
         self.next_sequence = sequence + 1;
         Ok(())
     }
 
-    /// Seals `pages` (sorted, distinct) and lays the batch out in `self.buf`; returns its
-    /// length in bytes.
-    fn encode_batch(&mut self, sequence: u64, pages: &mut [PageBuf]) -> usize {
+    /// Seals `pages` (sorted, distinct) as `store` writes them and lays the batch out in
+    /// `self.buf`; returns its length in bytes.
+    fn encode_batch(&mut self, store: &PageStore, sequence: u64, pages: &mut [PageBuf]) -> usize {
         let page_bytes = self.page_bytes as usize;
         let count = pages.len();
         assert!(count <= ENTRIES_MAX);
@@ -413,13 +424,12 @@ impl Doublewrite {
                 page.id()
             );
             assert!(page.id().0 != 0, "page 0 is never written");
-            page.seal();
+            let image = BATCH_HEADER_BYTES + i * page_bytes;
+            store.seal_into(page, &mut self.buf[image..image + page_bytes]);
             let entry = ENTRIES_OFFSET + i * ENTRY_BYTES;
             self.buf[entry..entry + 8].copy_from_slice(&page.id().0.to_le_bytes());
-            self.buf[entry + 8..entry + ENTRY_BYTES]
-                .copy_from_slice(&page.bytes()[CRC_OFFSET..KIND_OFFSET]);
-            let image = BATCH_HEADER_BYTES + i * page_bytes;
-            self.buf[image..image + page_bytes].copy_from_slice(page.bytes());
+            self.buf
+                .copy_within(image + CRC_OFFSET..image + KIND_OFFSET, entry + 8);
         }
         let crc = crc32c(&self.buf[..BATCH_CRC_OFFSET]);
         self.buf[BATCH_CRC_OFFSET..BATCH_HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());

@@ -1,4 +1,4 @@
-//! # Page format (data file version 1)
+//! # Page format (data file versions 1 and 2)
 //!
 //! The data file is an array of fixed-size pages; page `n` lives at offset `n * page_bytes`.
 //! Page 0 is never used (a zero page id means "none"), so a stray zero is never mistaken for a
@@ -8,17 +8,19 @@
 //! offset size field
 //!      0    4 crc32c     over the page id (8 bytes, LE) then bytes 4..page_bytes
 //!      4    1 kind       1 Leaf · 2 Branch · 3 Overflow · 4 Free
-//!      5    1 version    1
+//!      5    1 version    1 plain · 2 sealed (an encrypted database's: page/sealed.rs)
 //!      6    2 zero       must be zero
 //!      8    8 page_id    the page's own id (catches misdirected writes and reads)
 //!     16    8 page_lsn   lsn of the last log record applied to this page
-//!     24    … body       kind-specific (btree/node.rs for Leaf and Branch)
+//!     24    … body       kind-specific (btree/node.rs for Leaf and Branch); in version 2 it
+//!                        ends 40 bytes early, before the trailer, and is ciphertext on disk
 //! ```
 //!
 //! A page is valid iff its crc matches (seeded with the id it was read as, so a page written at
 //! the wrong offset does not validate), its `page_id` is that id, its kind and version are
 //! known and the reserved bytes are zero. A page of all zeros was allocated but never written
-//! and reads as [`PageState::Unwritten`].
+//! and reads as [`PageState::Unwritten`]. A database's pages all have one version, which
+//! its [`PageFormat`] names: the data file refuses a page of the other (`PageStore`).
 //!
 //! The write-ahead rule: a page goes to the data file only after the log is durable up to its
 //! `page_lsn` (asserted in the buffer pool).
@@ -28,6 +30,7 @@ mod data_files;
 mod doublewrite;
 mod guard;
 mod ledger;
+mod sealed;
 mod spill;
 mod store;
 
@@ -41,6 +44,7 @@ pub use guard::{
     ATOMIC_CHECK_FILE, PageGuard, TornPageGuard, check_atomic_pages, choose_guard, data_file_method,
 };
 pub use ledger::LEDGER_FILE_NAME;
+pub use sealed::TRAILER_BYTES;
 pub use spill::{SPILL_FILE_NAME, SpillFile};
 pub use store::{
     BATCH_PAGES_MAX, COALESCE_BYTES_MAX, DATA_FILE_NAME, PAGE_COUNT_MAX, PageSlot, PageStore,
@@ -62,7 +66,10 @@ const RESERVED_OFFSET: usize = VERSION_OFFSET + 1;
 const PAGE_ID_OFFSET: usize = RESERVED_OFFSET + 2;
 const PAGE_LSN_OFFSET: usize = PAGE_ID_OFFSET + size_of::<u64>();
 const _: () = assert!(PAGE_LSN_OFFSET + size_of::<u64>() == HEADER_BYTES);
+/// The version of a plain page.
 const VERSION: u8 = 1;
+/// The version of a sealed page (an encrypted database's, `sealed.rs`).
+const VERSION_SEALED: u8 = 2;
 
 /// Smallest page size.
 pub const PAGE_BYTES_MIN: u32 = 4096;
@@ -118,6 +125,55 @@ impl fmt::Display for PageId {
     }
 }
 
+/// The pages of one database: their size, and whether they are sealed (an encrypted
+/// database's pages are version 2, whose body leaves room for the trailer: `sealed.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageFormat {
+    page_bytes: u32,
+    sealed: bool,
+}
+
+impl PageFormat {
+    /// Plain pages (version 1) of `page_bytes`.
+    #[must_use]
+    pub fn plain(page_bytes: u32) -> PageFormat {
+        PageFormat::new(page_bytes, false)
+    }
+
+    /// Pages of `page_bytes`, sealed (version 2) or plain (version 1).
+    #[must_use]
+    pub fn new(page_bytes: u32, sealed: bool) -> PageFormat {
+        assert!(
+            page_bytes.is_power_of_two() && (PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes),
+            "page size {page_bytes}"
+        );
+        PageFormat { page_bytes, sealed }
+    }
+
+    /// The page size.
+    #[must_use]
+    pub fn page_bytes(self) -> u32 {
+        self.page_bytes
+    }
+
+    /// Whether the pages are sealed.
+    #[must_use]
+    pub fn is_sealed(self) -> bool {
+        self.sealed
+    }
+
+    /// Bytes of a page's body: after the header, before the trailer of a sealed page.
+    #[must_use]
+    pub fn body_bytes(self) -> usize {
+        let trailer = if self.sealed { TRAILER_BYTES } else { 0 };
+        self.page_bytes as usize - HEADER_BYTES - trailer
+    }
+
+    fn version(self) -> u8 {
+        if self.sealed { VERSION_SEALED } else { VERSION }
+    }
+}
+
 /// What a page holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -156,6 +212,14 @@ pub enum PageFault {
     BadHeader,
     /// A valid page (or zeros) older than the version the ledger says was written there.
     LostWrite,
+    /// The crc matches, yet the sealed page's tag does not: changed on purpose, or sealed
+    /// under another database's key (an encrypted database's pages only).
+    BadTag,
+    /// A plain page in an encrypted database's data file, or a sealed one in a plain
+    /// database's: never trusted as the other.
+    WrongFormat,
+    /// A sealed page read without the database's keys (a tool given no key).
+    KeyRequired,
 }
 
 impl PageFault {
@@ -170,6 +234,15 @@ impl PageFault {
                 "page is older than the version last written there (a write the device \
                  acknowledged was lost, or an older copy of the data file)"
             }
+            PageFault::BadTag => {
+                "page failed authentication (its bytes were changed, or it was sealed under \
+                 another key)"
+            }
+            PageFault::WrongFormat => {
+                "page of another format than the database's (a plain page in an encrypted \
+                 database, or a sealed one in a plain database)"
+            }
+            PageFault::KeyRequired => "page is encrypted and was read without the key",
         }
     }
 }
@@ -232,13 +305,17 @@ impl Clone for PageBuf {
 }
 
 impl PageBuf {
-    /// A fresh page of `kind`, zero body, lsn 0.
+    /// A fresh plain page of `kind`, zero body, lsn 0.
     #[must_use]
     pub fn new(id: PageId, kind: PageKind, page_bytes: u32) -> Self {
+        PageBuf::formatted(id, kind, PageFormat::plain(page_bytes))
+    }
+
+    /// A fresh page of `kind` in `format`, zero body, lsn 0.
+    #[must_use]
+    pub fn formatted(id: PageId, kind: PageKind, format: PageFormat) -> Self {
         assert!(id.0 != 0, "page 0 is never used");
-        assert!(
-            page_bytes.is_power_of_two() && (PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes)
-        );
+        let page_bytes = format.page_bytes();
         let mut page = PageBuf {
             id,
             buf: AlignedBuf::zeroed(page_bytes as usize),
@@ -246,7 +323,7 @@ impl PageBuf {
             search_hints: OnceLock::new(),
         };
         page.buf[KIND_OFFSET] = kind as u8;
-        page.buf[VERSION_OFFSET] = VERSION;
+        page.buf[VERSION_OFFSET] = format.version();
         page.buf[PAGE_ID_OFFSET..PAGE_LSN_OFFSET].copy_from_slice(&id.0.to_le_bytes());
         page
     }
@@ -256,12 +333,17 @@ impl PageBuf {
     pub fn from_bytes(id: PageId, buf: AlignedBuf) -> Result<Option<PageBuf>, PageFault> {
         match Self::validate(id, &buf)? {
             PageState::Unwritten => Ok(None),
-            PageState::Valid(_) => Ok(Some(PageBuf {
-                id,
-                buf,
-                node_checked: AtomicBool::new(false),
-                search_hints: OnceLock::new(),
-            })),
+            PageState::Valid(_) => Ok(Some(PageBuf::from_bytes_unchecked(id, buf))),
+        }
+    }
+
+    /// Wraps bytes its caller checked as page `id`.
+    fn from_bytes_unchecked(id: PageId, buf: AlignedBuf) -> PageBuf {
+        PageBuf {
+            id,
+            buf,
+            node_checked: AtomicBool::new(false),
+            search_hints: OnceLock::new(),
         }
     }
 
@@ -300,14 +382,19 @@ impl PageBuf {
             return Err(PageFault::WrongPageId);
         }
         let kind = PageKind::from_byte(bytes[KIND_OFFSET]).ok_or(PageFault::BadHeader)?;
-        if bytes[VERSION_OFFSET] != VERSION || bytes[RESERVED_OFFSET..PAGE_ID_OFFSET] != [0, 0] {
+        let version = bytes[VERSION_OFFSET];
+        if !matches!(version, VERSION | VERSION_SEALED)
+            || bytes[RESERVED_OFFSET..PAGE_ID_OFFSET] != [0, 0]
+        {
             return Err(PageFault::BadHeader);
         }
         Ok(PageState::Valid(kind))
     }
 
     /// Seals the page for writing: computes the crc over the current contents. Returns the
-    /// bytes to write.
+    /// bytes to write. A sealed page's bytes on disk come from [`PageBuf::seal_into`]; this
+    /// crc over its plaintext serves copies kept elsewhere (the spill file, under its own
+    /// key).
     pub fn seal(&mut self) -> &AlignedBuf {
         let seed = if crate::mutants::active("page-id-unchecked") {
             0
@@ -370,17 +457,41 @@ impl PageBuf {
         self.buf.len()
     }
 
-    /// The kind-specific body.
+    /// The kind-specific body (before the trailer of a sealed page).
     #[must_use]
     pub fn body(&self) -> &[u8] {
-        &self.buf[HEADER_BYTES..]
+        &self.buf[HEADER_BYTES..self.body_end()]
     }
 
     /// The kind-specific body, for changing.
     pub fn body_mut(&mut self) -> &mut [u8] {
         self.node_checked.store(false, Ordering::Release);
         self.search_hints = OnceLock::new();
-        &mut self.buf[HEADER_BYTES..]
+        let end = self.body_end();
+        &mut self.buf[HEADER_BYTES..end]
+    }
+
+    /// Whether this is a sealed page (version 2), whose body ends before the trailer.
+    #[must_use]
+    pub fn is_sealed(&self) -> bool {
+        self.buf[VERSION_OFFSET] == VERSION_SEALED
+    }
+
+    /// The page's format.
+    #[must_use]
+    pub fn format(&self) -> PageFormat {
+        PageFormat::new(
+            u32::try_from(self.buf.len()).expect("a page size"),
+            self.is_sealed(),
+        )
+    }
+
+    fn body_end(&self) -> usize {
+        if self.is_sealed() {
+            self.buf.len() - TRAILER_BYTES
+        } else {
+            self.buf.len()
+        }
     }
 
     /// True when the node layer checked this version of the page.

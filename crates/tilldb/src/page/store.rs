@@ -42,13 +42,20 @@
 //!   so `read` refuses it like a torn page.
 //! - A failed write or flush poisons the store: every later write and flush returns
 //!   [`Error::Poisoned`] (a flush is never retried; recovery runs at reopen). Reads go on.
+//! - An encrypted database's store holds its page keys ([`PageStore::with_keys`]): every page
+//!   it writes is sealed (`sealed.rs`) into its scratch buffer under this open's epoch, never
+//!   in the page itself, and every page it reads is opened. A page of the other format than
+//!   the store's is `Invalid(WrongFormat)`, so a plain page slipped into an encrypted file is
+//!   never trusted; a sealed page read by a store without keys is `Invalid(KeyRequired)`.
 
 use super::ledger::{LEDGER_FILE_NAME, Ledger};
-use super::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageBuf, PageFault, PageId};
+use super::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageBuf, PageFault, PageFormat, PageId};
 use crate::FlushMethod;
+use crate::crypt::{DatabaseKeys, PageKeys};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, StorageFile, parent_dir};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use crate::files::DATA_FILE_NAME;
 
@@ -94,6 +101,8 @@ pub struct PageStore {
     /// The newest lsn written for each page (`ledger.rs`): an older one read back is a lost
     /// write.
     ledger: Ledger,
+    /// An encrypted database's page keys: this open's epoch, and the keys of the epochs read.
+    keys: Option<PageKeys>,
 }
 
 impl PageStore {
@@ -199,7 +208,35 @@ impl PageStore {
             poison_cause: None,
             scratch: None,
             ledger,
+            keys: None,
         }
+    }
+
+    /// This store, sealing and opening its pages with the database's `keys` (none: a plain
+    /// database) under a new epoch whose salt the storage draws.
+    pub fn with_keys(
+        mut self,
+        storage: &dyn Storage,
+        keys: Option<Arc<DatabaseKeys>>,
+    ) -> Result<PageStore> {
+        let Some(keys) = keys else {
+            return Ok(self);
+        };
+        let keys =
+            PageKeys::new_epoch(keys, |salt| storage.fill_random(salt)).map_err(|reason| {
+                Error::KeyUnavailable {
+                    dir: parent_dir(&self.path),
+                    reason,
+                }
+            })?;
+        self.keys = Some(keys);
+        Ok(self)
+    }
+
+    /// The format of the pages this store reads and writes.
+    #[must_use]
+    pub fn format(&self) -> PageFormat {
+        PageFormat::new(self.page_bytes, self.keys.is_some())
     }
 
     /// The data file's path, as errors name it.
@@ -261,7 +298,14 @@ impl PageStore {
         // Fewer bytes only at the end of the file: the rest of `buf` is still zero, as if the
         // place were padded (see the module table).
         debug_assert!(buf[n..].iter().all(|&b| b == 0));
-        Ok(match PageBuf::from_bytes(id, buf) {
+        let page = match &self.keys {
+            Some(keys) => PageBuf::open_sealed(id, buf, keys),
+            None => PageBuf::from_bytes(id, buf).and_then(|page| match page {
+                Some(page) if page.is_sealed() => Err(PageFault::KeyRequired),
+                page => Ok(page),
+            }),
+        };
+        Ok(match page {
             Ok(None) => self.unless_lost(id, PageSlot::Unwritten),
             Ok(Some(page)) => {
                 assert_eq!(page.id(), id);
@@ -311,10 +355,98 @@ impl PageStore {
         self.check_writable()?;
         self.check_page(page);
         let offset = page.id().offset(self.page_bytes);
-        let result = self.file.write_at(page.seal(), offset);
+        let result = match &self.keys {
+            None => self.file.write_at(page.seal(), offset),
+            Some(keys) => {
+                let out = &mut self.scratch.get_or_insert_with(Self::new_scratch)
+                    [..self.page_bytes as usize];
+                page.seal_into(keys, out);
+                self.file.write_at(out, offset)
+            }
+        };
         self.poison_on_error(result)?;
         self.ledger.note(page.id(), page.lsn());
         Ok(())
+    }
+
+    /// The bytes `page` goes to disk as, into `out` (its size): sealed under this open's
+    /// epoch in an encrypted database, its crc made in a plain one. The doublewrite area
+    /// takes them, then hands them to [`PageStore::write_images`]: one seal for both copies.
+    pub fn seal_into(&self, page: &mut PageBuf, out: &mut [u8]) {
+        self.check_page(page);
+        match &self.keys {
+            None => out.copy_from_slice(page.seal()),
+            Some(keys) => page.seal_into(keys, out),
+        }
+    }
+
+    /// Writes pages already sealed ([`PageStore::seal_into`]) in place: `images` holds the
+    /// bytes of `pages` (sorted by id, distinct) one after the other, and runs of adjacent
+    /// ids go in one write each. Durable after the next [`PageStore::flush`].
+    pub fn write_images(&mut self, pages: &[PageBuf], images: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let page_bytes = self.page_bytes as usize;
+        assert_eq!(images.len(), pages.len() * page_bytes, "one image per page");
+        for pair in pages.windows(2) {
+            assert!(pair[0].id() < pair[1].id(), "images sorted by id, distinct");
+        }
+        let run_pages_max = COALESCE_BYTES_MAX / page_bytes;
+        let mut start = 0;
+        while start < pages.len() {
+            self.check_page(&pages[start]);
+            let mut end = start + 1;
+            while end < pages.len()
+                && end - start < run_pages_max
+                && pages[end].id().0 == pages[end - 1].id().0 + 1
+            {
+                self.check_page(&pages[end]);
+                end += 1;
+            }
+            let offset = pages[start].id().offset(self.page_bytes);
+            let bytes = &images[start * page_bytes..end * page_bytes];
+            debug_assert!(
+                pages[start..end]
+                    .iter()
+                    .zip(bytes.chunks(page_bytes))
+                    .all(|(p, b)| PageBuf::validate(p.id(), b).is_ok()),
+                "an image that is not its page's"
+            );
+            let result = self.file.write_at(bytes, offset);
+            self.poison_on_error(result)?;
+            for page in &pages[start..end] {
+                self.ledger.note(page.id(), page.lsn());
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Checks a page image read as it lies on disk (a doublewrite batch's: sealed in an
+    /// encrypted database) as [`PageStore::read`] would check it in place: its format, and a
+    /// sealed image's tag.
+    pub fn check_image(&self, image: &PageBuf) -> std::result::Result<(), PageFault> {
+        match &self.keys {
+            Some(keys) => PageBuf::open_sealed(image.id(), image.buf.clone(), keys).map(drop),
+            None if image.is_sealed() => Err(PageFault::KeyRequired),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `image`, a page's bytes as they lie on disk (a doublewrite batch's image,
+    /// checked by [`PageStore::check_image`]), in place unchanged.
+    pub fn write_image(&mut self, image: &mut PageBuf) -> Result<()> {
+        self.check_writable()?;
+        self.check_page(image);
+        // The crc over the bytes as they are: the one they carry, checked when read.
+        let offset = image.id().offset(self.page_bytes);
+        let result = self.file.write_at(image.seal(), offset);
+        self.poison_on_error(result)?;
+        self.ledger.note(image.id(), image.lsn());
+        Ok(())
+    }
+
+    fn new_scratch() -> AlignedBuf {
+        AlignedBuf::zeroed(COALESCE_BYTES_MAX)
     }
 
     /// Seals `pages`, sorts them by id and writes each in place, adjacent pages coalesced into
@@ -337,7 +469,9 @@ impl PageStore {
         }
         for page in pages.iter_mut() {
             self.check_page(page);
-            page.seal();
+            if self.keys.is_none() {
+                page.seal();
+            }
         }
         let run_pages_max = COALESCE_BYTES_MAX / self.page_bytes as usize;
         let mut start = 0;
@@ -371,29 +505,40 @@ impl PageStore {
         for page in pages.iter_mut() {
             self.check_page(page);
             let offset = page.id().offset(self.page_bytes);
-            let result = self.file.write_atomic_at(page.seal(), offset);
+            let result = match &self.keys {
+                None => self.file.write_atomic_at(page.seal(), offset),
+                Some(keys) => {
+                    let out = &mut self.scratch.get_or_insert_with(Self::new_scratch)
+                        [..self.page_bytes as usize];
+                    page.seal_into(keys, out);
+                    self.file.write_atomic_at(out, offset)
+                }
+            };
             self.poison_on_error(result)?;
             self.ledger.note(page.id(), page.lsn());
         }
         Ok(())
     }
 
-    /// Writes sealed pages with consecutive ids in one write.
+    /// Writes pages with consecutive ids in one write: plain ones already sealed (their
+    /// crc made), copied; an encrypted database's sealed here, into the scratch buffer.
     fn write_run(&mut self, run: &[PageBuf]) -> Result<()> {
         assert!(!run.is_empty());
         let offset = run[0].id().offset(self.page_bytes);
-        if let [page] = run {
+        if let ([page], None) = (run, &self.keys) {
             return self.file.write_at(page.bytes(), offset);
         }
         let page_bytes = self.page_bytes as usize;
         let run_bytes = run.len() * page_bytes;
         assert!(run_bytes <= COALESCE_BYTES_MAX, "run of {run_bytes} bytes");
-        let scratch = self
-            .scratch
-            .get_or_insert_with(|| AlignedBuf::zeroed(COALESCE_BYTES_MAX));
+        let scratch = self.scratch.get_or_insert_with(Self::new_scratch);
         for (i, page) in run.iter().enumerate() {
             assert_eq!(page.id().0, run[0].id().0 + i as u64, "run is consecutive");
-            scratch[i * page_bytes..(i + 1) * page_bytes].copy_from_slice(page.bytes());
+            let out = &mut scratch[i * page_bytes..(i + 1) * page_bytes];
+            match &self.keys {
+                None => out.copy_from_slice(page.bytes()),
+                Some(keys) => page.seal_into(keys, out),
+            }
         }
         self.file.write_at(&scratch[..run_bytes], offset)
     }

@@ -21,14 +21,13 @@ use std::sync::atomic::AtomicU64;
 
 /// The buffer pool over the data files, and the fail-stop switch their write-backs set.
 pub(super) fn pool_over(
-    page_bytes: u32,
     cache_bytes: u64,
     (wal, gate, snapshot_end): (&Arc<Wal>, Option<Arc<ReaderGate>>, Option<Arc<AtomicU64>>),
     (store, guard, spill): (PageStore, PageGuard, SpillFile),
 ) -> (BufferPool, Arc<crate::db::Poison>) {
     let poisoned = Arc::new(crate::db::Poison::default());
     let pool = BufferPool::new(
-        page_bytes,
+        store.format(),
         cache_bytes,
         Box::new(PoolBackend {
             wal: Arc::clone(wal),

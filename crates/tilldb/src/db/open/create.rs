@@ -77,7 +77,8 @@ pub(super) fn create(
             ))
         })?;
     }
-    let store = PageStore::create(&**storage, dir, data_method, page_bytes)?;
+    let store = PageStore::create(&**storage, dir, data_method, page_bytes)?
+        .with_keys(&**storage, keys.clone())?;
     let guard = PageGuard::create(options.torn_page_guard, &**storage, dir, method, page_bytes)?;
     let wal_options = crate::wal::WalOptions {
         flush_method: method,
@@ -95,7 +96,6 @@ pub(super) fn create(
     let scratch = super::keys::scratch_key(&**storage, dir, keys.as_deref())?;
     let spill = SpillFile::new(Arc::clone(storage), dir, page_bytes)?.with_key(scratch);
     let (pool, poisoned) = pool_over(
-        page_bytes,
         options.cache_bytes,
         (&wal, Some(Arc::clone(&gate)), None),
         (store, guard, spill),

@@ -96,7 +96,8 @@ pub(super) fn open_existing(
 ) -> Result<Db> {
     let read_only = matches!(opener, Opener::Reader { .. });
     let (method, data_method) = check_openable(storage, dir, &options, &header)?;
-    let mut store = PageStore::open(&**storage, dir, data_method, header.page_bytes)?;
+    let mut store = PageStore::open(&**storage, dir, data_method, header.page_bytes)?
+        .with_keys(&**storage, header_file.keys().cloned())?;
     let guard = PageGuard::open(
         header.torn_page_guard,
         &**storage,
@@ -137,7 +138,6 @@ pub(super) fn open_existing(
     let spill = SpillFile::new(Arc::clone(storage), dir, header.page_bytes)?.with_key(scratch);
     let snapshot_end = read_only.then(|| Arc::new(AtomicU64::new(wal.end_lsn().0)));
     let (pool, poisoned) = pool_over(
-        header.page_bytes,
         options.cache_bytes,
         (&wal, gate.clone(), snapshot_end.clone()),
         (store, guard, spill),

@@ -329,7 +329,7 @@ impl<'db> Txn<'db> {
                 max: TABLE_NAME_BYTES_MAX as u64,
             });
         }
-        let limits = crate::btree::Limits::new(self.db.inner.pool.page_bytes());
+        let limits = crate::btree::Limits::of(self.db.inner.pool.format());
         if key.len() > limits.key_bytes_max {
             return Err(Error::TooLarge {
                 what: "key",

@@ -48,7 +48,7 @@ impl BufferPool {
             let mut data = f.data.write();
             let page = data.page.as_mut().expect("a mapped frame holds its page");
             let lsn = page.lsn();
-            *page = PageBuf::new(id, kind, self.page_bytes);
+            *page = PageBuf::formatted(id, kind, self.format);
             page.set_lsn(lsn);
         }
         Some(frame)
@@ -133,14 +133,14 @@ impl BufferPool {
                     f.set_rec_lsn(rec_lsn);
                 }
                 drop(spilled);
-                (Ok(PageBuf::new(id, kind, self.page_bytes)), None)
+                (Ok(PageBuf::formatted(id, kind, self.format)), None)
             }
             None => match self.spill_in(f, id) {
                 Some(Ok((page, spilled))) => (Ok(page), Some(spilled.held)),
                 Some(Err(e)) => (Err(e), None),
                 None => (
                     self.backend.read_page(id).map(|p| {
-                        p.unwrap_or_else(|| PageBuf::new(id, PageKind::Free, self.page_bytes))
+                        p.unwrap_or_else(|| PageBuf::formatted(id, PageKind::Free, self.format))
                     }),
                     None,
                 ),
@@ -228,7 +228,7 @@ impl BufferPool {
         match loaded {
             Ok(page) => {
                 assert_eq!(page.id(), id);
-                assert_eq!(page.page_bytes(), self.page_bytes as usize);
+                assert_eq!(page.format(), self.format, "{id} of another format");
                 data.page = Some(page);
                 if let Some(held) = read_back {
                     data.dirty = true;

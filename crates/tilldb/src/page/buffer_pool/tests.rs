@@ -65,7 +65,11 @@ impl Backend for Arc<FakeBackend> {
 fn pool(frames: u64) -> (BufferPool, Arc<FakeBackend>) {
     let backend = Arc::new(FakeBackend::default());
     (
-        BufferPool::new(4096, frames * 4096, Box::new(Arc::clone(&backend))),
+        BufferPool::new(
+            PageFormat::plain(4096),
+            frames * 4096,
+            Box::new(Arc::clone(&backend)),
+        ),
         backend,
     )
 }
