@@ -11,6 +11,8 @@
 //! # defaults: 200000 rows, ./tilldb-read-profile, Options::default()'s cache, 32 threads
 //! ```
 //!
+//! `TILLDB_ENCRYPT=1` encrypts the database; with a small `CACHE_MIB` most reads open a page.
+//!
 //! `till bench kv` is the benchmark of record (every engine side by side); this is its read
 //! rows without the rest, long enough for a profile (docs/benchmarks-journal.md, "Range reads copy
 //! what they yield" and "Search hints").
@@ -19,6 +21,20 @@ use std::ops::Bound;
 use std::path::PathBuf;
 use std::time::Instant;
 use tilldb::{Db, Direction, Options};
+
+/// `Options::default()`, encrypted when `TILLDB_ENCRYPT=1` (docs/encryption.md): a read that
+/// misses the cache then opens its page.
+fn options() -> Options {
+    Options {
+        encryption: (std::env::var("TILLDB_ENCRYPT").as_deref() == Ok("1")).then(|| {
+            tilldb::internals::crypt::Encryption {
+                provider: std::sync::Arc::new(tilldb::internals::crypt::StaticKey::new(&[7; 32])),
+                cipher: tilldb::internals::crypt::Cipher::Aes256Gcm,
+            }
+        }),
+        ..Options::default()
+    }
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -55,7 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     let pick = |n: u64| &keys[usize::try_from(n % rows as u64).expect("an index")];
-    let mut options = Options::default();
+    let mut options = options();
     if let Some(mib) = cache_mib {
         options.cache_bytes = mib << 20;
     }

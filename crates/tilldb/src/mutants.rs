@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 71] = [
+pub const ALL: [(&str, &str); 72] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -292,6 +292,10 @@ pub const ALL: [(&str, &str); 71] = [
     (
         "nonce-reused-on-rewrite",
         "a sealed page's nonce is its lsn, not a counter: pages stamped with one commit's lsn, or a page written again at its lsn, share a nonce under one key",
+    ),
+    (
+        "tampered-page-repaired",
+        "a sealed page whose tag fails under a matching crc is taken for torn: the doublewrite restore or redo overwrites it in silence, and the evidence of the change is gone",
     ),
 ];
 

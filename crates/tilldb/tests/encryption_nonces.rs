@@ -9,8 +9,10 @@
 //!
 //! Each copy also writes pages at checkpoints, sealed under its open's epoch key (a random
 //! salt per open) with a counter as nonce: in the data file and the doublewrite file of all
-//! copies, each (salt, counter) maps to one sealed page only (mutants
-//! `epoch-salt-kept-after-open`, `nonce-reused-on-rewrite`).
+//! copies, read after every checkpoint (whose pages all pass through the doublewrite batch)
+//! and at the end, each (salt, counter) maps to one sealed page only (mutants
+//! `epoch-salt-kept-after-open`, `nonce-reused-on-rewrite`). What the test does not see: a
+//! page written by eviction between two checkpoints and overwritten before the next.
 
 mod common;
 
@@ -41,7 +43,10 @@ fn options() -> Options {
     }
 }
 
-fn commit_rows(disk: &SimDisk, tag: &str, rows: u32) {
+/// Commits `rows` rows, one a commit, with a checkpoint every 100; then kills the process.
+/// The sealed pages of the disk after each checkpoint go into `pages`: a checkpoint's pages
+/// all pass through the doublewrite batch, so each page write of the run is seen there.
+fn commit_rows(disk: &SimDisk, tag: &str, rows: u32, pages: &mut SealedPages) {
     let db =
         Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options()).expect("open");
     for i in 0..rows {
@@ -52,6 +57,7 @@ fn commit_rows(disk: &SimDisk, tag: &str, rows: u32) {
         txn.commit().expect("commit");
         if i % 100 == 50 {
             db.checkpoint().expect("checkpoint");
+            sealed_pages(disk, pages);
         }
     }
     disk.crash(CrashMode::ProcessKill);
@@ -136,11 +142,11 @@ fn forks_of_one_disk_never_seal_two_pages_under_one_key_and_nonce() {
         seed: 6,
         ..SimConfig::default()
     });
-    commit_rows(&disk, "before", 300);
-    let (a, b) = (disk.fork(303), disk.fork(404));
-    commit_rows(&a, "fork-a", 300);
-    commit_rows(&b, "fork-b", 300);
     let mut pages = HashMap::new();
+    commit_rows(&disk, "before", 300, &mut pages);
+    let (a, b) = (disk.fork(303), disk.fork(404));
+    commit_rows(&a, "fork-a", 300, &mut pages);
+    commit_rows(&b, "fork-b", 300, &mut pages);
     for d in [&disk, &a, &b] {
         sealed_pages(d, &mut pages);
     }
@@ -163,10 +169,11 @@ fn forks_of_one_disk_never_seal_two_records_under_one_key_and_nonce() {
         seed: 5,
         ..SimConfig::default()
     });
-    commit_rows(&disk, "before", 300);
+    let mut pages = HashMap::new();
+    commit_rows(&disk, "before", 300, &mut pages);
     let (a, b) = (disk.fork(101), disk.fork(202));
-    commit_rows(&a, "fork-a", 300);
-    commit_rows(&b, "fork-b", 300);
+    commit_rows(&a, "fork-a", 300, &mut pages);
+    commit_rows(&b, "fork-b", 300, &mut pages);
     let mut records = HashMap::new();
     for d in [&disk, &a, &b] {
         sealed_records(d, &mut records);

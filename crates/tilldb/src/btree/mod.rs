@@ -147,7 +147,8 @@ pub trait Pages {
 pub struct Limits {
     /// The page size.
     pub page_bytes: u32,
-    /// Bytes after the page header.
+    /// Bytes of a page's body: after the page header, and before the trailer of a sealed
+    /// page (`page/sealed.rs`).
     pub body_bytes: usize,
     /// Bytes of a node available to slots and cells (the body minus the node header).
     pub usable_bytes: usize,

@@ -1,7 +1,7 @@
 //! Encryption at rest: the ciphers, the data key and its wrap (docs/encryption.md). Built:
 //! the header's wrapped key and MAC (piece 2), the log's sealed records (piece 3,
-//! [`RecordSealer`]) and the scratch files (piece 5, [`ScratchKey`]); the data file's pages
-//! (piece 4) come next, with their own format version.
+//! [`RecordSealer`]), the data file's pages and doublewrite images (piece 4, [`PageKeys`],
+//! page version 2 in `page/sealed.rs`) and the scratch files (piece 5, [`ScratchKey`]).
 //!
 //! - [`SealKey`]: an AEAD key (AES-256-GCM or ChaCha20-Poly1305, [`Cipher`]) that seals a
 //!   buffer in place under a 96-bit nonce and returns its 16-byte tag, and opens one or

@@ -25,9 +25,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Bytes of an epoch's salt.
 pub const PAGE_SALT_BYTES: usize = 16;
 const PAGE_INFO: &[u8] = b"tilldb page 1";
-/// Epoch keys a reader keeps; past this many the cache starts again (a database written by
-/// more epochs than this derives a key per page read from the older ones, 0.7 us each).
-const CACHED_EPOCHS_MAX: usize = 64;
+/// Epoch keys a reader keeps (about 1 KiB each): a till reopened daily keeps the keys of
+/// three years of opens whose pages are still unchanged. Past this many, one key is dropped
+/// for each new one, and a page of a dropped epoch derives its key again (0.7 us).
+const CACHED_EPOCHS_MAX: usize = 1024;
 
 /// What opens one sealed page: its epoch's salt, its nonce's counter and its tag, as the
 /// page's trailer stores them.
@@ -146,8 +147,10 @@ impl PageKeys {
         if let Some(key) = read.get(salt) {
             return Arc::clone(key);
         }
-        if read.len() >= CACHED_EPOCHS_MAX {
-            read.clear();
+        if read.len() >= CACHED_EPOCHS_MAX
+            && let Some(&dropped) = read.keys().next()
+        {
+            read.remove(&dropped);
         }
         let key = Arc::new(epoch_key(&self.keys, salt));
         read.insert(*salt, Arc::clone(&key));
@@ -253,13 +256,18 @@ mod tests {
     fn the_cache_of_read_epochs_stays_bounded() {
         let k = keys([1; 16]);
         let reader = epoch(&k, 0);
-        for e in 1..=200u8 {
-            let writer = epoch(&k, e);
-            let mut body = vec![e; 32];
+        for e in 1..=1100u32 {
+            let writer = PageKeys::new_epoch(Arc::clone(&k), |salt| {
+                salt[..4].copy_from_slice(&e.to_le_bytes());
+                Ok(())
+            })
+            .expect("salt");
+            let mut body = e.to_le_bytes().repeat(8);
             let seal = writer.seal(b"h", &mut body, 1);
             reader.open(&seal, b"h", &mut body).expect("opens");
-            assert_eq!(body, vec![e; 32]);
+            assert_eq!(body, e.to_le_bytes().repeat(8));
             assert!(reader.read.lock().len() <= CACHED_EPOCHS_MAX);
         }
+        assert_eq!(reader.read.lock().len(), CACHED_EPOCHS_MAX);
     }
 }

@@ -151,11 +151,14 @@ pub struct RestoreReport {
 /// | `Missing` (past the end)        | `Restore` | the extension and the write were lost      |
 /// | `Unwritten` (zeros)             | `Restore` | the in-place write was lost                |
 /// | `Invalid` (torn, rotted)        | `Restore` | the in-place write was torn                |
+/// | `Invalid`, a fault never torn   | (error)   | changed on purpose: `Corruption`, not here |
 /// | `Valid`, lsn below the image's  | `Restore` | the in-place write was lost: old version   |
 /// | `Valid`, lsn at or above        | `Keep`    | the write landed, or a later one did       |
 ///
 /// Restoring is always safe: a batch is written only after the log is durable up to every
-/// image's lsn (the WAL rule), so an image is never ahead of the log.
+/// image's lsn (the WAL rule), so an image is never ahead of the log. A page whose fault no
+/// tear makes ([`crate::page::PageFault::never_torn`]: a sealed page's tag, a page of the
+/// other format) is reported by [`restore_torn_pages`] as `Corruption`, never overwritten in silence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RestoreAction {
     /// Write the image in place: the page there is missing, torn or older.
@@ -209,7 +212,7 @@ pub fn restore_torn_pages_with(
     let count = batch.images.len();
     assert!(count <= dw.pages_max, "decoded batch is bounded");
     for (i, image) in batch.images.into_iter().enumerate() {
-        let Some(mut page) = image.page else {
+        let Some(page) = image.page else {
             report.images_invalid += 1;
             continue;
         };
@@ -217,20 +220,27 @@ pub fn restore_torn_pages_with(
         assert_eq!(page.id(), image.id);
         // An image whose crc matches but whose tag fails was changed on purpose: never
         // written in place, and never skipped in silence.
-        store
-            .check_image(&page)
-            .map_err(|fault| Error::Corruption {
-                file: dw.path.clone(),
-                offset: (BATCH_HEADER_BYTES + i * dw.page_bytes as usize) as u64,
-                what: fault.what(),
-            })?;
+        let checked = store.check_image(page).map_err(|fault| Error::Corruption {
+            file: dw.path.clone(),
+            offset: (BATCH_HEADER_BYTES + i * dw.page_bytes as usize) as u64,
+            what: fault.what(),
+        })?;
         let in_place = store.inspect(image.id)?;
-        if RestoreAction::decide(&in_place, page.lsn()) == RestoreAction::Restore {
+        if let PageSlot::Invalid(fault) = in_place
+            && fault.never_torn()
+        {
+            return Err(Error::Corruption {
+                file: store.path().to_path_buf(),
+                offset: image.id.offset(dw.page_bytes),
+                what: fault.what(),
+            });
+        }
+        if RestoreAction::decide(&in_place, checked.lsn()) == RestoreAction::Restore {
             if report.restored.is_empty() {
                 before_write()?;
             }
             store.extend_to(image.id.0 + 1)?;
-            store.write_image(&mut page)?;
+            store.write_image(checked)?;
             report.restored.push(image.id);
         }
     }

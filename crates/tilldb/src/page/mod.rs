@@ -47,7 +47,8 @@ pub use ledger::LEDGER_FILE_NAME;
 pub use sealed::TRAILER_BYTES;
 pub use spill::{SPILL_FILE_NAME, SpillFile};
 pub use store::{
-    BATCH_PAGES_MAX, COALESCE_BYTES_MAX, DATA_FILE_NAME, PAGE_COUNT_MAX, PageSlot, PageStore,
+    BATCH_PAGES_MAX, COALESCE_BYTES_MAX, CheckedImage, DATA_FILE_NAME, PAGE_COUNT_MAX, PageSlot,
+    PageStore,
 };
 
 use crate::checksum::crc32c_seeded;
@@ -218,8 +219,6 @@ pub enum PageFault {
     /// A plain page in an encrypted database's data file, or a sealed one in a plain
     /// database's: never trusted as the other.
     WrongFormat,
-    /// A sealed page read without the database's keys (a tool given no key).
-    KeyRequired,
 }
 
 impl PageFault {
@@ -242,8 +241,32 @@ impl PageFault {
                 "page of another format than the database's (a plain page in an encrypted \
                  database, or a sealed one in a plain database)"
             }
-            PageFault::KeyRequired => "page is encrypted and was read without the key",
         }
+    }
+
+    /// Every fault, for [`PageFault::of_text`].
+    const ALL: [PageFault; 6] = [
+        PageFault::BadCrc,
+        PageFault::WrongPageId,
+        PageFault::BadHeader,
+        PageFault::LostWrite,
+        PageFault::BadTag,
+        PageFault::WrongFormat,
+    ];
+
+    /// The fault whose [`PageFault::what`] is `what`, if any.
+    #[must_use]
+    pub fn of_text(what: &str) -> Option<PageFault> {
+        PageFault::ALL.into_iter().find(|f| f.what() == what)
+    }
+
+    /// True for a fault no tear, crash or lost write makes: a sealed page whose crc matches
+    /// and whose tag fails was changed on purpose, and a page of the other format came from
+    /// elsewhere. Never repaired in silence (from a doublewrite image or by redo): reported.
+    #[must_use]
+    pub fn never_torn(self) -> bool {
+        matches!(self, PageFault::BadTag | PageFault::WrongFormat)
+            && !crate::mutants::active("tampered-page-repaired")
     }
 }
 
@@ -392,9 +415,10 @@ impl PageBuf {
     }
 
     /// Seals the page for writing: computes the crc over the current contents. Returns the
-    /// bytes to write. A sealed page's bytes on disk come from [`PageBuf::seal_into`]; this
-    /// crc over its plaintext serves copies kept elsewhere (the spill file, under its own
-    /// key).
+    /// bytes to write. A sealed page's bytes on disk come from [`PageBuf::seal_into`]; for a
+    /// sealed page in memory this crc over its plaintext serves copies kept elsewhere (the
+    /// spill file, under its own key), and for a doublewrite image held as read it is the crc
+    /// the image carries.
     pub fn seal(&mut self) -> &AlignedBuf {
         let seed = if crate::mutants::active("page-id-unchecked") {
             0

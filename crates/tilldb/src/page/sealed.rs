@@ -238,6 +238,38 @@ mod tests {
         ));
     }
 
+    /// The format pinned (STYLE section 2): a page sealed under a fixed data key, database
+    /// id and epoch salt, at counter 0, gives these bytes. A change to the key derivation, the
+    /// nonce, the associated data, the trailer or the crc changes them: a new page version.
+    #[test]
+    fn golden_sealed_page() {
+        let keys = keys(1);
+        let page = leaf(9, 4096);
+        let bytes = sealed(&page, &epoch(&keys, 3));
+        let hex = |b: &[u8]| {
+            use std::fmt::Write;
+            b.iter().fold(String::new(), |mut s, x| {
+                write!(s, "{x:02x}").expect("writing to a String");
+                s
+            })
+        };
+        assert_eq!(
+            hex(&bytes[4..24]),
+            "0102000009000000000000009210000000000000"
+        );
+        assert_eq!(
+            hex(&bytes[4096 - 40..4096 - 16]),
+            format!("{}{}", "03".repeat(16), "0".repeat(16))
+        );
+        assert_eq!(hex(&bytes[..4]), GOLDEN_CRC);
+        assert_eq!(hex(&bytes[24..40]), GOLDEN_BODY);
+        assert_eq!(hex(&bytes[4096 - 16..]), GOLDEN_TAG);
+    }
+
+    const GOLDEN_CRC: &str = "0c918be7";
+    const GOLDEN_BODY: &str = "08908d417ef05b1a7776b528a3632617";
+    const GOLDEN_TAG: &str = "c3ef63a841eaaae0d873efef020ff5f6";
+
     /// docs/encryption.md section 3: one page, unchanged, sealed 10,000 times over three
     /// epochs (reopens) gets 10,000 nonces and 10,000 ciphertexts.
     #[test]

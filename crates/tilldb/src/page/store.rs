@@ -46,7 +46,7 @@
 //!   it writes is sealed (`sealed.rs`) into its scratch buffer under this open's epoch, never
 //!   in the page itself, and every page it reads is opened. A page of the other format than
 //!   the store's is `Invalid(WrongFormat)`, so a plain page slipped into an encrypted file is
-//!   never trusted; a sealed page read by a store without keys is `Invalid(KeyRequired)`.
+//!   never trusted (nor a sealed one in a plain file).
 
 use super::ledger::{LEDGER_FILE_NAME, Ledger};
 use super::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageBuf, PageFault, PageFormat, PageId};
@@ -82,6 +82,19 @@ pub enum PageSlot {
     Valid(PageBuf),
     /// Bytes that are not a valid page of this id.
     Invalid(PageFault),
+}
+
+/// A page image as it lies on disk (sealed, in an encrypted database) that
+/// [`PageStore::check_image`] found to be a page of this store: its format, its tag.
+#[derive(Debug)]
+pub struct CheckedImage(PageBuf);
+
+impl CheckedImage {
+    /// The page's lsn, from its plain header.
+    #[must_use]
+    pub fn lsn(&self) -> u64 {
+        self.0.lsn()
+    }
 }
 
 /// The data file: pages read and written in place at `id * page_bytes`.
@@ -301,7 +314,7 @@ impl PageStore {
         let page = match &self.keys {
             Some(keys) => PageBuf::open_sealed(id, buf, keys),
             None => PageBuf::from_bytes(id, buf).and_then(|page| match page {
-                Some(page) if page.is_sealed() => Err(PageFault::KeyRequired),
+                Some(page) if page.is_sealed() => Err(PageFault::WrongFormat),
                 page => Ok(page),
             }),
         };
@@ -423,20 +436,24 @@ impl PageStore {
 
     /// Checks a page image read as it lies on disk (a doublewrite batch's: sealed in an
     /// encrypted database) as [`PageStore::read`] would check it in place: its format, and a
-    /// sealed image's tag.
-    pub fn check_image(&self, image: &PageBuf) -> std::result::Result<(), PageFault> {
+    /// sealed image's tag. Only a checked image can be written in place.
+    pub fn check_image(&self, image: PageBuf) -> std::result::Result<CheckedImage, PageFault> {
         match &self.keys {
-            Some(keys) => PageBuf::open_sealed(image.id(), image.buf.clone(), keys).map(drop),
-            None if image.is_sealed() => Err(PageFault::KeyRequired),
-            None => Ok(()),
+            Some(keys) => {
+                PageBuf::open_sealed(image.id(), image.buf.clone(), keys)?;
+            }
+            None if image.is_sealed() => return Err(PageFault::WrongFormat),
+            None => {}
         }
+        Ok(CheckedImage(image))
     }
 
-    /// Writes `image`, a page's bytes as they lie on disk (a doublewrite batch's image,
-    /// checked by [`PageStore::check_image`]), in place unchanged.
-    pub fn write_image(&mut self, image: &mut PageBuf) -> Result<()> {
+    /// Writes `image`, a page's bytes as they lie on disk (a doublewrite batch's image), in
+    /// place unchanged.
+    pub fn write_image(&mut self, image: CheckedImage) -> Result<()> {
         self.check_writable()?;
-        self.check_page(image);
+        let CheckedImage(mut image) = image;
+        self.check_page(&image);
         // The crc over the bytes as they are: the one they carry, checked when read.
         let offset = image.id().offset(self.page_bytes);
         let result = self.file.write_at(image.seal(), offset);
@@ -449,7 +466,8 @@ impl PageStore {
         AlignedBuf::zeroed(COALESCE_BYTES_MAX)
     }
 
-    /// Seals `pages`, sorts them by id and writes each in place, adjacent pages coalesced into
+    /// Seals `pages` (their crc, in a plain database; sealed into the scratch buffer, in an
+    /// encrypted one), sorts them by id and writes each in place, adjacent pages coalesced into
     /// one write of up to [`COALESCE_BYTES_MAX`]. Durable after the next [`PageStore::flush`].
     /// Two pages with one id in a batch is a bug (which would win?) and panics.
     pub fn write_batch(&mut self, pages: &mut [PageBuf]) -> Result<()> {

@@ -9,9 +9,11 @@
 //! Random bytes (the data key, the database id) come through the storage
 //! (`Storage::fill_random`), so the simulated disk's runs repeat exactly.
 //!
-//! The data file's pages are not encrypted yet (piece 4), so `Options::encryption` is
-//! reachable only with the `internals` feature. The log (piece 3) and the scratch files
-//! (piece 5) are sealed: [`scratch_key`] draws the scratch files' key of each open.
+//! The log (piece 3), the data file's pages and the doublewrite file (piece 4, sealed by
+//! `PageStore` under an epoch key drawn at each open) and the scratch files (piece 5) are
+//! sealed: [`scratch_key`] draws the scratch files' key of each open. `Options::encryption`
+//! stays reachable only with the `internals` feature until the tools and bindings take a key
+//! (pieces 6-8).
 
 use crate::Options;
 use crate::crypt::{

@@ -331,7 +331,8 @@ fn apply_ops(
 /// old bytes, so it rebuilds a page whose place holds garbage: a page allocated in memory is
 /// first written (and the file extended for it) only at write-back, and a crash can cut that
 /// extension after the allocation is durable in the log. Any other operation on an unreadable
-/// page is corruption.
+/// page is corruption, and so is any operation on a page no crash makes unreadable
+/// (`PageFault::never_torn`).
 /// Returns whether the page was unreadable and rebuilt.
 fn redo_op(
     pool: &BufferPool,
@@ -345,7 +346,13 @@ fn redo_op(
             seen.saw(op.page(), page.lsn());
             (page.lsn(), false)
         }
-        Err(Error::Corruption { .. }) if op.rewrites_whole_page() => {
+        // Only a page a crash could have left so: a sealed page whose tag fails, or a page of
+        // the other format, was changed on purpose, and is reported, not rebuilt over.
+        Err(Error::Corruption { what, .. })
+            if op.rewrites_whole_page()
+                && !crate::page::PageFault::of_text(what)
+                    .is_some_and(crate::page::PageFault::never_torn) =>
+        {
             drop(pool.create(op.page(), crate::page::PageKind::Free)?);
             (0, true)
         }
