@@ -98,6 +98,9 @@ const ENABLE_COMMAND: &str = "cargo run --release -p till --features peers -- be
 pub enum Engine {
     /// tilldb: `Sync` and `Buffered` commits.
     Tilldb,
+    /// tilldb encrypted at rest (AES-256-GCM under a fixed key, docs/encryption.md), otherwise
+    /// as `tilldb`: what encryption costs, beside it (`--encrypt`).
+    TilldbEncrypted,
     /// SQLite (bundled), `journal_mode=WAL`; `synchronous=FULL`, or `OFF` for no-flush.
     Sqlite,
     /// LMDB through heed; durable defaults, or `NO_SYNC` for no-flush.
@@ -127,6 +130,10 @@ pub struct KvArgs {
     /// Engines to run, in this order [default: tilldb and every peer this build has].
     #[arg(long, value_delimiter = ',')]
     engines: Vec<Engine>,
+    /// Also run tilldb encrypted at rest, right after plain tilldb (the engine
+    /// tilldb-encrypted), and add the column of its figures over plain tilldb's.
+    #[arg(long)]
+    encrypt: bool,
     /// Thread counts of the random point reads, one row each.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32")]
     threads: Vec<usize>,
@@ -189,9 +196,9 @@ mod tests {
         args: KvArgs,
     }
 
-    /// Runs the whole workload at 2,000 rows on tilldb and LMDB and reads the JSON back:
-    /// every (engine, workload) row is there, ok, with a positive figure, and the length
-    /// row counted what the rows before it left.
+    /// Runs the whole workload at 2,000 rows on tilldb, tilldb encrypted and LMDB and reads
+    /// the JSON back: every (engine, workload) row is there, ok, with a positive figure, and
+    /// the length row counted what the rows before it left.
     #[test]
     fn kv_bench_writes_every_row_for_tilldb_and_a_peer() {
         let base = tempfile::tempdir().expect("tempdir");
@@ -202,6 +209,7 @@ mod tests {
             "kv".to_owned(),
             "--rows=2000".to_owned(),
             "--engines=tilldb,lmdb".to_owned(),
+            "--encrypt".to_owned(),
             "--threads=1,2".to_owned(),
             "--cache-bytes=16777216".to_owned(),
             "--flush-method=fdatasync".to_owned(),
@@ -217,7 +225,7 @@ mod tests {
         let results = doc["results"].as_array().expect("results");
         let workloads = workload::names(&[1, 2]);
         assert_eq!(workloads.len(), 16, "{workloads:?}");
-        for engine in ["tilldb", "lmdb"] {
+        for engine in ["tilldb", "tilldb-encrypted", "lmdb"] {
             for name in &workloads {
                 let rows: Vec<_> = results
                     .iter()
@@ -237,7 +245,7 @@ mod tests {
             // 2,000 loaded + 1,000 + 100,000 + 50,000 written + 400 sorted - 1,000 removed.
             assert_eq!(length["entries"], 152_400, "{length}");
         }
-        assert_eq!(results.len(), 2 * workloads.len());
+        assert_eq!(results.len(), 3 * workloads.len());
         assert!(
             std::fs::read_to_string(&plot)
                 .expect("the plot")

@@ -125,8 +125,12 @@ impl KvRun {
 
     /// The row's best engine and value, over the `ok` results (a chunked figure ran another
     /// workload than the row's).
+    /// Encrypted tilldb is not a candidate: it is measured against plain tilldb.
     pub fn best(&self, workload: Workload) -> Option<(Engine, f64)> {
         let candidates = self.engines.iter().filter_map(|e| {
+            if e.engine == Engine::TilldbEncrypted {
+                return None;
+            }
             let o = e.results.iter().find(|o| o.workload == workload)?;
             (o.status == Status::Ok).then_some((e.engine, o.value?))
         });
@@ -135,6 +139,23 @@ impl KvRun {
         } else {
             candidates.min_by(|a, b| a.1.total_cmp(&b.1))
         }
+    }
+
+    /// Encrypted tilldb's speed over plain tilldb's in `workload` (a rate's ratio, or the
+    /// inverse ratio of a time or a size): above 1 is faster; `None` without both.
+    pub fn encrypted_over_plain(&self, workload: Workload) -> Option<f64> {
+        let ok = |engine| {
+            self.outcome(engine, workload)
+                .filter(|o| o.status == Status::Ok)
+                .and_then(|o| o.value)
+        };
+        let (encrypted, plain) = (ok(Engine::TilldbEncrypted)?, ok(Engine::Tilldb)?);
+        let (top, bottom) = if workload.higher_is_better() {
+            (encrypted, plain)
+        } else {
+            (plain, encrypted)
+        };
+        (bottom > 0.0).then(|| top / bottom)
     }
 
     /// The outcome's value over the row's best; `None` without both (or a best of zero).
@@ -277,6 +298,17 @@ pub fn print_text(run: &KvRun) {
          the row's workload); tilldb / best = tilldb's value over it, so below 1 is behind \
          for a rate and above 1 is behind for ms and MiB."
     );
+    if run
+        .engines
+        .iter()
+        .any(|e| e.engine == Engine::TilldbEncrypted)
+    {
+        println!(
+            "tilldb-encrypted is not a candidate for best; encrypted / tilldb = its speed \
+             over plain tilldb's in one run (a rate's ratio, the inverse for ms and MiB), so \
+             below 1 is what encryption costs."
+        );
+    }
     if !notes.is_empty() {
         println!();
         for note in &notes {
@@ -338,6 +370,13 @@ fn table(run: &KvRun) -> (Table, Vec<String>) {
             .map(|e| engines::name(e.engine).to_owned()),
     );
     header.extend(["best".to_owned(), "tilldb / best".to_owned()]);
+    let encrypted = run
+        .engines
+        .iter()
+        .any(|e| e.engine == Engine::TilldbEncrypted);
+    if encrypted {
+        header.push("encrypted / tilldb".to_owned());
+    }
     table.set_header(header);
     let mut notes = Vec::new();
     for &workload in &run.workloads {
@@ -378,9 +417,13 @@ fn table(run: &KvRun) -> (Table, Vec<String>) {
             .outcome(Engine::Tilldb, workload)
             .and_then(|o| run.ratio_to_best(o));
         cells.push(tilldb.map_or_else(|| "-".to_owned(), |x| format!("{x:.2}")));
+        if encrypted {
+            let ratio = run.encrypted_over_plain(workload);
+            cells.push(ratio.map_or_else(|| "-".to_owned(), |x| format!("{x:.2}")));
+        }
         table.add_row(cells);
     }
-    for i in 2..2 + run.engines.len() + 2 {
+    for i in 2..2 + run.engines.len() + 2 + usize::from(encrypted) {
         if let Some(column) = table.column_mut(i) {
             column.set_cell_alignment(CellAlignment::Right);
         }

@@ -132,6 +132,13 @@ fn validate(args: &KvArgs) -> Result<Vec<super::Engine>, String> {
     if engines.iter().any(|&e| !engines::is_built(e)) {
         return Err(engines::ROCKSDB_NOT_BUILT.into());
     }
+    if args.encrypt && !engines.contains(&super::Engine::TilldbEncrypted) {
+        let at = engines
+            .iter()
+            .position(|&e| e == super::Engine::Tilldb)
+            .map_or(0, |i| i + 1);
+        engines.insert(at, super::Engine::TilldbEncrypted);
+    }
     let mut seen = Vec::with_capacity(engines.len());
     engines.retain(|e| {
         let first = !seen.contains(e);

@@ -139,7 +139,8 @@ pub struct Settings {
 /// Opens the `engine` store in `dir`, creating it if the directory is empty.
 pub fn open(engine: Engine, dir: &Path, settings: Settings) -> Result<Box<dyn KvStore>, BoxError> {
     match engine {
-        Engine::Tilldb => tilldb::open(dir, settings),
+        Engine::Tilldb => tilldb::open(dir, settings, false),
+        Engine::TilldbEncrypted => tilldb::open(dir, settings, true),
         Engine::Sqlite => sqlite::open(dir, settings.cache_bytes),
         Engine::Lmdb => lmdb::open(dir),
         Engine::Redb => redb::open(dir, settings.cache_bytes),
@@ -178,6 +179,7 @@ pub fn is_built(engine: Engine) -> bool {
 pub fn name(engine: Engine) -> &'static str {
     match engine {
         Engine::Tilldb => "tilldb",
+        Engine::TilldbEncrypted => "tilldb-encrypted",
         Engine::Sqlite => "sqlite",
         Engine::Lmdb => "lmdb",
         Engine::Redb => "redb",
@@ -190,6 +192,7 @@ pub fn name(engine: Engine) -> &'static str {
 pub fn configuration(engine: Engine) -> &'static str {
     match engine {
         Engine::Tilldb => tilldb::CONFIGURATION,
+        Engine::TilldbEncrypted => tilldb::CONFIGURATION_ENCRYPTED,
         Engine::Sqlite => sqlite::CONFIGURATION,
         Engine::Lmdb => lmdb::CONFIGURATION,
         Engine::Redb => redb::CONFIGURATION,
@@ -201,7 +204,7 @@ pub fn configuration(engine: Engine) -> &'static str {
 /// How `engine` commits without a flush (the `no_flush_writes` row).
 pub fn no_flush(engine: Engine) -> &'static str {
     match engine {
-        Engine::Tilldb => tilldb::NO_FLUSH,
+        Engine::Tilldb | Engine::TilldbEncrypted => tilldb::NO_FLUSH,
         Engine::Sqlite => sqlite::NO_FLUSH,
         Engine::Lmdb => lmdb::NO_FLUSH,
         Engine::Redb => redb::NO_FLUSH,

@@ -9,16 +9,21 @@
 
 use super::super::workload::{Key, value_of};
 use super::{BoxError, Commit, Compacted, KvReader, KvStore, Settings};
+use ::tilldb::internals::crypt::{Cipher, Encryption, StaticKey};
 use ::tilldb::internals::header::HeaderFile;
 use ::tilldb::{Db, Direction, Durability, FlushMethod, Options, ReadTxn};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub const CONFIGURATION: &str = "Options::default() (16 KiB pages, log segments from 1 MiB \
      doubling to 64 MiB, torn-page guard auto, flush method probed at create unless \
      --flush-method) with cache_bytes = --cache-bytes; commit_with(Durability::Sync): \
      acknowledged once the log is flushed up to the commit. Length: Db::len, a count kept with \
      the table. Compaction: Db::compact_to into a new directory.";
+pub const CONFIGURATION_ENCRYPTED: &str = "As tilldb, encrypted at rest: \
+     Options::encryption with AES-256-GCM under a fixed key (a StaticKey), so every page, log \
+     record and scratch file is sealed (docs/encryption.md).";
 pub const NO_FLUSH: &str = "commit_with(Durability::Buffered): acknowledged once the commit \
      record is written to the OS; a background flush follows within the flush interval.";
 
@@ -33,8 +38,13 @@ struct TilldbReader<'a> {
     txn: ReadTxn<'a>,
 }
 
-pub fn open(dir: &Path, settings: Settings) -> Result<Box<dyn KvStore>, BoxError> {
+/// tilldb in `dir`, encrypted at rest when `encrypted`.
+pub fn open(dir: &Path, settings: Settings, encrypted: bool) -> Result<Box<dyn KvStore>, BoxError> {
     let options = Options {
+        encryption: encrypted.then(|| Encryption {
+            provider: Arc::new(StaticKey::new(&[0x5b; 32])),
+            cipher: Cipher::Aes256Gcm,
+        }),
         cache_bytes: settings.cache_bytes,
         flush_method: settings.flush_method,
         torn_page_guard: settings
