@@ -333,9 +333,10 @@ pub struct Options {
     /// runs back. Default: 64 MiB.
     pub write_set_bytes: u64,
     /// Encryption at rest (docs/encryption.md): the application's key, which wraps the
-    /// database's data key in its header. Not finished: the header holds the wrapped key and
-    /// an open checks it, but pages and log are not encrypted yet, so this is reachable only
-    /// with the `internals` feature. Default: `None`, a plain database.
+    /// database's data key in its header; pages, log records and scratch files are sealed.
+    /// Not finished: the tools (`till check`, `stats`, `dump-log`, `ship`) and the C and
+    /// Python bindings do not take a key yet, so this is reachable only with the `internals`
+    /// feature. Default: `None`, a plain database.
     #[cfg(feature = "internals")]
     pub encryption: Option<crate::crypt::Encryption>,
 }

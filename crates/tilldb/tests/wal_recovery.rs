@@ -1,12 +1,18 @@
 //! Recovery of the log from damaged and crashed states: a torn tail at every byte offset, a
 //! truncated file, a flipped bit, recycled segments with stale records, and I/O errors, which
 //! must poison the log rather than be acknowledged (`wal_recovery/io_errors.rs`).
+//!
+//! The torn tail, the flipped bit and the recycled segments run again on a sealed log (an
+//! encrypted database's, docs/encryption.md piece 3): its records carry a tag and its
+//! segments a salt, and recovery must draw the same lines through them.
 
 #[path = "wal_recovery/io_errors.rs"]
 mod io_errors;
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tilldb::internals::crypt::{Cipher, DataKey, DatabaseKeys};
 use tilldb::internals::wal::segment::HeaderState;
 use tilldb::internals::wal::{
     Lsn, Recovery, SegmentHeader, TailGuard, Wal, WalOptions, WalRecord, slot,
@@ -33,13 +39,42 @@ fn disk() -> SimDisk {
     SimDisk::new(SimConfig::default())
 }
 
-fn open(disk: &SimDisk) -> (Wal, Recovery) {
-    Wal::open(
+thread_local! {
+    /// Whether this test's logs are sealed ([`sealed`]): each test runs on its own thread.
+    static SEALED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `test` with every log it opens sealed under one database's keys.
+fn sealed(test: fn()) {
+    SEALED.set(true);
+    test();
+}
+
+/// The keys of the log this test opens: a sealed one's (a fixed data key), or none.
+fn keys() -> Option<Arc<DatabaseKeys>> {
+    SEALED.get().then(|| {
+        let key = DataKey::from_bytes(zeroize::Zeroizing::new([0x3c; 32]));
+        Arc::new(DatabaseKeys::new(Cipher::Aes256Gcm, [7; 16], key))
+    })
+}
+
+/// Opens the log on `disk` with `options`, sealed if this test is.
+fn open_with(disk: &SimDisk, options: WalOptions) -> tilldb::Result<(Wal, Recovery)> {
+    Wal::open_keyed(
         Arc::new(disk.clone()),
         Path::new(DIR),
-        WalOptions::for_tests(),
+        options,
+        (None, keys()),
     )
-    .expect("open")
+}
+
+fn open(disk: &SimDisk) -> (Wal, Recovery) {
+    open_with(disk, WalOptions::for_tests()).expect("open")
+}
+
+/// The bytes a record of `payload` takes in this test's log.
+fn record_len(payload: usize) -> usize {
+    tilldb::internals::wal::record::data_record_len(payload, SEALED.get())
 }
 
 fn recovered_ids(disk: &SimDisk) -> (Vec<u32>, Recovery) {
@@ -189,13 +224,9 @@ fn a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log() {
     // Where record 4 ends (a durable group, as a later group's mark says).
     let record5 = ends[4].0 + block;
     original.corrupt(&path, record5 + 30, 0x10);
-    let err = Wal::open(
-        Arc::new(original.clone()),
-        Path::new(DIR),
-        WalOptions::for_tests(),
-    )
-    .map(|_| ())
-    .expect_err("damage under a later durable mark");
+    let err = open_with(&original, WalOptions::for_tests())
+        .map(|_| ())
+        .expect_err("damage under a later durable mark");
     match err {
         Error::Corruption { file, offset, .. } => {
             assert_eq!((file, offset), (path.clone(), record5));
@@ -208,18 +239,16 @@ fn a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log() {
         ..WalOptions::for_tests()
     };
     let original = disk();
-    let (wal, _) =
-        Wal::open(Arc::new(original.clone()), Path::new(DIR), padded.clone()).expect("open");
+    let (wal, _) = open_with(&original, padded.clone()).expect("open");
     let ends: Vec<Lsn> = (0..10)
         .map(|i| wal.commit(&payload(i), Durability::Sync).expect("commit"))
         .collect();
     wal.close().expect("close");
     // Record 9 itself (the last group), which ends where its record ends.
-    let start9 = ends[9].0 - tilldb::internals::wal::record::record_len(payload(9).len()) as u64;
+    let start9 = ends[9].0 - record_len(payload(9).len()) as u64;
     let record9 = start9 + block;
     original.corrupt(&path, record9 + 30, 0x10);
-    let (wal, recovery) =
-        Wal::open(Arc::new(original.clone()), Path::new(DIR), padded).expect("open");
+    let (wal, recovery) = open_with(&original, padded).expect("open");
     let ids: Vec<u32> = wal
         .read_from(recovery.start_lsn)
         .expect("read")
@@ -236,6 +265,21 @@ fn a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log() {
         stop.fault,
         tilldb::internals::wal::record::RecordFault::BadCrc
     );
+}
+
+#[test]
+fn a_sealed_logs_torn_tail_at_every_byte_offset_recovers_the_exact_prefix() {
+    sealed(torn_tail_at_every_byte_offset_recovers_the_exact_prefix);
+}
+
+#[test]
+fn a_flipped_bit_mid_sealed_log_is_corruption_and_in_its_last_record_ends_the_log() {
+    sealed(a_flipped_bit_mid_log_is_corruption_and_in_the_last_record_ends_the_log);
+}
+
+#[test]
+fn stale_records_of_recycled_sealed_segments_are_never_replayed() {
+    sealed(stale_records_of_recycled_segments_are_never_replayed);
 }
 
 /// Segments released by a checkpoint are recycled; their old records stay in the file but
