@@ -9,7 +9,7 @@
 use crate::progress::{self, Unit};
 use clap::Args;
 use std::path::PathBuf;
-use tilldb::{Db, Options};
+use tilldb::Db;
 
 #[derive(Args, Debug)]
 pub struct BackupArgs {
@@ -29,14 +29,16 @@ pub fn run(args: &BackupArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     // Live or closed alike: a read-only handle's snapshot, at the writer's durable lsn.
     let spinner = progress::spinner("opening");
-    let db = Db::open_read_only(&args.src, Options::default())?;
+    // An encrypted database's copy keeps its wrapped data key: it opens with the same key.
+    let options = crate::key::options()?;
+    let db = Db::open_read_only(&args.src, options.clone())?;
     spinner.finish_and_clear();
     let bar = progress::bar("copying", Unit::Bytes, 0);
     let report = db.backup_to_with_progress(&args.dst, &mut progress::follow(&bar))?;
     bar.finish_and_clear();
     db.close()?;
     let spinner = progress::spinner("opening the copy");
-    let copy = Db::open(&args.dst, Options::default())?;
+    let copy = Db::open(&args.dst, options)?;
     spinner.finish_and_clear();
     let bar = progress::bar("checking the copy's trees", Unit::Pages, 0);
     let trees = copy.check_tables_with_progress(&mut progress::follow(&bar))?;

@@ -29,11 +29,12 @@ use crate::progress::{self, Unit};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tilldb::Db;
+use tilldb::internals::crypt::DatabaseKeys;
 use tilldb::internals::page::{PageId, PageSlot, PageStore};
 use tilldb::internals::wal::SegmentRole;
 use tilldb::internals::wal::record::RecordFault;
 use tilldb::io::{FileStorage, LockMode, OverlayStorage, Storage};
-use tilldb::{Db, Options};
 
 /// Pages listed one by one per kind of problem; the rest are counted.
 const PAGES_LISTED_MAX: usize = 20;
@@ -58,10 +59,11 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
     let (_, header) = header
         .chosen
         .map_err(|why| format!("no usable header: {why}"))?;
-    let mut problems = check_log(&args.dir, header.checkpoint_lsn.0);
+    let keys = crate::key::database_keys(&args.dir, &header)?;
+    let mut problems = check_log(&args.dir, header.checkpoint_lsn.0, keys.as_deref());
     let before = scan_pages(
         &FileStorage::read_only(),
-        &args.dir,
+        (&args.dir, keys.clone()),
         header.page_bytes,
         "reading every page",
     )?;
@@ -74,7 +76,7 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
     let overlay: Arc<OverlayStorage> =
         Arc::new(OverlayStorage::new(Arc::new(FileStorage::read_only())));
     let spinner = progress::spinner("recovering (in memory)");
-    let db = Db::open_with_storage(overlay.clone(), &args.dir, Options::default())?;
+    let db = Db::open_with_storage(overlay.clone(), &args.dir, crate::key::options()?)?;
     spinner.finish_and_clear();
     println!(
         "recovered and opened {} (in memory: its files are not changed)",
@@ -91,7 +93,7 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
     spinner.finish_and_clear();
     let after = scan_pages(
         &*overlay,
-        &args.dir,
+        (&args.dir, keys),
         header.page_bytes,
         "reading every page again",
     )?;
@@ -121,7 +123,7 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
 /// fails the open, naming file and offset); the writer's tail past it is not checked.
 fn run_live(args: &CheckArgs) -> CliResult<()> {
     let spinner = progress::spinner("reading the snapshot");
-    let db = Db::open_read_only(&args.dir, Options::default())?;
+    let db = Db::open_read_only(&args.dir, crate::key::options()?)?;
     spinner.finish_and_clear();
     let header = inspect::read_header(&args.dir)?;
     let (_, header) = header
@@ -131,9 +133,10 @@ fn run_live(args: &CheckArgs) -> CliResult<()> {
         "{} is open for writing elsewhere: checking the snapshot of its durable commits          (read in memory: its files are not changed)",
         args.dir.display()
     );
+    let keys = crate::key::database_keys(&args.dir, &header)?;
     let pages = scan_pages(
         &FileStorage::read_only(),
-        &args.dir,
+        (&args.dir, keys),
         header.page_bytes,
         "reading every page",
     )?;
@@ -175,9 +178,9 @@ fn print_tables(space: &Space) {
 
 /// Checks the log as recovery will read it; prints what it finds and returns the number of
 /// problems.
-fn check_log(dir: &Path, checkpoint: u64) -> usize {
+fn check_log(dir: &Path, checkpoint: u64, keys: Option<&DatabaseKeys>) -> usize {
     let bar = progress::bar("reading the log", Unit::Bytes, 0);
-    let facts = inspect::read_log_facts(dir, checkpoint, &bar);
+    let facts = inspect::read_log_facts(dir, checkpoint, keys, &bar);
     let found = match &facts.inspection {
         Ok(found) => found,
         Err(e) => {
@@ -320,11 +323,12 @@ type BadPage = (PathBuf, u64, &'static str);
 /// the progress bar.
 fn scan_pages(
     storage: &dyn Storage,
-    dir: &Path,
+    (dir, keys): (&Path, Option<Arc<DatabaseKeys>>),
     page_bytes: u32,
     what: &'static str,
 ) -> CliResult<Vec<BadPage>> {
-    let store = PageStore::open(storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
+    let store = PageStore::open(storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?
+        .with_keys(storage, keys)?;
     let bar = progress::bar(what, Unit::Pages, store.page_count().saturating_sub(1));
     let (mut valid, mut unwritten, mut bad) = (0u64, 0u64, Vec::new());
     for id in 1..store.page_count() {

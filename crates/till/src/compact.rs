@@ -57,7 +57,7 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let options = Options {
         background_threads: false,
-        ..Options::default()
+        ..crate::key::options()?
     };
     let spinner = progress::spinner("opening");
     let opened = Db::open(dir, options);
@@ -148,7 +148,7 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// as the source counted them (`tables`; empty tables are not copied).
 fn check_copy(copy: &Path, tables: &[(String, u64)]) -> Result<(), Box<dyn std::error::Error>> {
     let spinner = progress::spinner("opening the copy");
-    let db = Db::open(copy, Options::default())?;
+    let db = Db::open(copy, crate::key::options()?)?;
     spinner.finish_and_clear();
     let bar = progress::bar("checking the copy's trees", Unit::Pages, 0);
     db.check_tables_with_progress(&mut progress::follow(&bar))?;

@@ -60,7 +60,7 @@ use tilldb::internals::record::{Runs, Step};
 use tilldb::internals::wal::record::RecordRef;
 use tilldb::internals::wal::{
     LogEvent, LogInspection, Lsn, RecordKind, RecoveryStop, SegmentFile, SegmentHeader,
-    SegmentRole, inspect_log,
+    SegmentRole, inspect_log_with,
 };
 use tilldb::io::FileStorage;
 
@@ -124,9 +124,22 @@ pub fn run(args: &DumpLogArgs) -> CliResult<()> {
         }
     }
     let start = args.from_lsn.map(Lsn);
-    let result = inspect_log(&FileStorage::read_only(), &wal_dir, start, |e| {
-        dump.on_event(e);
-    });
+    // An encrypted database's records are shown opened with its key; without one, as they
+    // lie (framing, sealed payloads).
+    let keys = match &header {
+        Ok(Ok((_, h))) if h.encryption.is_none() || crate::key::encryption()?.is_some() => {
+            crate::key::database_keys(&args.dir, h)?
+        }
+        _ => None,
+    };
+    let result = inspect_log_with(
+        &FileStorage::read_only(),
+        &wal_dir,
+        (start, keys.as_deref()),
+        |e| {
+            dump.on_event(e);
+        },
+    );
     if args.json {
         println!("{}", serde_json::to_string_pretty(&dump.json(&result))?);
     } else if let Ok(found) = &result {

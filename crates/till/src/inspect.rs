@@ -14,7 +14,7 @@ use tilldb::internals::header::{
 use tilldb::internals::page::{PageBuf, PageId, PageStore};
 use tilldb::internals::record::Part;
 use tilldb::internals::wal::record::RecordFault;
-use tilldb::internals::wal::{LogEvent, LogInspection, RecordKind, RecoveryStop, inspect_log};
+use tilldb::internals::wal::{LogEvent, LogInspection, RecordKind, RecoveryStop, inspect_log_with};
 use tilldb::{Db, Error};
 
 /// The result type of the commands.
@@ -245,6 +245,8 @@ pub struct LogFacts {
     pub last_alloc: Option<(u64, PageId)>,
     /// Commit records that do not decode.
     pub bad_commits: Vec<BadCommit>,
+    /// Commit records of an encrypted database's log read without its key: not decoded.
+    pub sealed_commits: u64,
     /// Where each segment's records stop without `SegmentEnd`, in log order; the last one is
     /// the end of the log.
     pub stops: Vec<RecoveryStop>,
@@ -254,7 +256,12 @@ pub struct LogFacts {
 ///
 /// `bar` follows the bytes of the segments read, of all the segment files' bytes (segments
 /// before the checkpoint's are not read: it may end short).
-pub fn read_log_facts(dir: &Path, checkpoint: u64, bar: &ProgressBar) -> LogFacts {
+pub fn read_log_facts(
+    dir: &Path,
+    checkpoint: u64,
+    keys: Option<&tilldb::internals::crypt::DatabaseKeys>,
+    bar: &ProgressBar,
+) -> LogFacts {
     let storage = tilldb::io::FileStorage::read_only();
     let file_bytes = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
     // Only the bar's length: a directory that does not list is the inspection's to report.
@@ -274,16 +281,20 @@ pub fn read_log_facts(dir: &Path, checkpoint: u64, bar: &ProgressBar) -> LogFact
         commits_after_checkpoint: 0,
         last_alloc: None,
         bad_commits: Vec::new(),
+        sealed_commits: 0,
         stops: Vec::new(),
     };
     let mut path = PathBuf::new();
-    let inspection = inspect_log(
+    let mut sealed_unopened = false;
+    let inspection = inspect_log_with(
         &storage,
         &dir.join("wal"),
-        Some(tilldb::Lsn(checkpoint)),
+        (Some(tilldb::Lsn(checkpoint)), keys),
         |event| match event {
-            LogEvent::Segment { path: p, .. } => {
+            LogEvent::Segment { path: p, header } => {
                 path = p.to_path_buf();
+                // A sealed segment read without the key: its records' payloads stay sealed.
+                sealed_unopened = header.seal.is_some() && keys.is_none();
                 before_bytes += current_bytes;
                 current_bytes = file_bytes(p);
                 bar.set_position(before_bytes);
@@ -293,6 +304,10 @@ pub fn read_log_facts(dir: &Path, checkpoint: u64, bar: &ProgressBar) -> LogFact
                 facts.commits += 1;
                 if record.lsn >= checkpoint {
                     facts.commits_after_checkpoint += 1;
+                }
+                if sealed_unopened {
+                    facts.sealed_commits += 1;
+                    return;
                 }
                 match CommitSummary::of(record.payload) {
                     // An allocator state counts once its commit happened (its last part).
@@ -326,10 +341,16 @@ pub struct StorePages {
 }
 
 impl StorePages {
-    /// Opens `data.tdb` in `dir` for reading.
-    pub fn open(dir: &Path, page_bytes: u32) -> CliResult<StorePages> {
+    /// Opens `data.tdb` in `dir` for reading, its pages opened with `keys` (an encrypted
+    /// database's).
+    pub fn open(
+        dir: &Path,
+        page_bytes: u32,
+        keys: Option<std::sync::Arc<tilldb::internals::crypt::DatabaseKeys>>,
+    ) -> CliResult<StorePages> {
         let storage = tilldb::io::FileStorage::read_only();
-        let store = PageStore::open(&storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
+        let store = PageStore::open(&storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?
+            .with_keys(&storage, keys)?;
         Ok(StorePages {
             store,
             read: ProgressBar::hidden(),

@@ -42,6 +42,7 @@ mod demo;
 mod diskcheck;
 mod dump_log;
 mod inspect;
+mod key;
 mod platform;
 #[cfg(all(test, unix))]
 #[path = "../tests/common/postgres.rs"]
@@ -63,6 +64,11 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The application's key of an encrypted database, for any command that opens one: a
+    /// file of the key's 32 bytes, or of 64 hexadecimal digits [default: the file
+    /// `TILLDB_KEY_FILE` names, else the digits in `TILLDB_KEY`].
+    #[arg(long, global = true, value_name = "FILE")]
+    key_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -131,6 +137,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    key::set_key_file(cli.key_file);
     let result = match cli.command {
         Command::Probe(args) => probe::run(&args),
         Command::Crashtest(args) => crashtest::run(&args),

@@ -19,6 +19,9 @@
 //! header                     object | null   the newest valid slot: file, slot, generation,
 //!                                            page_bytes, flush_method, torn_page_guard,
 //!                                            checkpoint_lsn, catalog_root, free_head, page_count
+//! encryption                 object | null   an encrypted database's: cipher, key_id (the
+//!                                            name of the key that wraps its data key),
+//!                                            database_id (hex); null for a plain one
 //! header_error               string | null   why no slot is usable
 //! header_slots               [slot]          slot, state (zero | torn | valid | corrupt),
 //!                                            generation | null, checkpoint_lsn | null,
@@ -121,12 +124,15 @@ pub fn run(args: &StatsArgs) -> CliResult<()> {
     let doublewrite = (chosen.torn_page_guard == TornPageGuard::Doublewrite)
         .then(|| read_doublewrite(&args.dir, chosen.page_bytes));
     let wal_files = segment_files(&args.dir.join("wal"))?;
+    // An encrypted database's counts need its key; without one the header's facts still show.
+    let keys = crate::key::database_keys(&args.dir, &chosen).map_err(|e| e.to_string());
     let log = inspect::read_log_facts(
         &args.dir,
         chosen.checkpoint_lsn.0,
+        keys.as_ref().ok().and_then(Option::as_deref),
         &progress::bar("reading the log", Unit::Bytes, 0),
     );
-    let space = read_space(&args.dir, &chosen, &log);
+    let space = keys.and_then(|keys| read_space(&args.dir, (&chosen, keys), &log));
     let checkpoint_age_seconds = std::fs::metadata(&header.path)
         .and_then(|m| m.modified())
         .ok()
@@ -209,7 +215,14 @@ fn segment_files(wal_dir: &Path) -> CliResult<(usize, u64)> {
 }
 
 /// Trees and free space from the data file as it is, when it is up to date.
-fn read_space(dir: &Path, header: &Header, log: &LogFacts) -> Result<Space, String> {
+fn read_space(
+    dir: &Path,
+    (header, keys): (
+        &Header,
+        Option<std::sync::Arc<tilldb::internals::crypt::DatabaseKeys>>,
+    ),
+    log: &LogFacts,
+) -> Result<Space, String> {
     if let Err(e) = &log.inspection {
         return Err(format!("the log does not read ({e})"));
     }
@@ -226,7 +239,7 @@ fn read_space(dir: &Path, header: &Header, log: &LogFacts) -> Result<Space, Stri
         Unit::Pages,
         header.page_count.saturating_sub(1),
     );
-    let pages = StorePages::open(dir, header.page_bytes)
+    let pages = StorePages::open(dir, header.page_bytes, keys)
         .map_err(|e| e.to_string())?
         .with_progress(bar.clone());
     let space = Space::of_pages(&pages, header.page_count, header.free_head).map_err(|e| {
@@ -259,6 +272,14 @@ impl Stats {
             "  checkpoint lsn {}, page count {}, free-list head {}, catalog root {}",
             h.checkpoint_lsn, h.page_count, h.free_head.0, h.catalog_root.0
         );
+        if let Some(block) = &h.encryption {
+            println!(
+                "  encrypted: {}, data key wrapped by the key \"{}\", database id {}",
+                block.cipher().name(),
+                block.key_id(),
+                hex(&block.db_id())
+            );
+        }
         println!("files");
         println!(
             "  {DATA_FILE_NAME:<16} {:>12} B  {} page places",
@@ -313,6 +334,13 @@ impl Stats {
                 );
                 if let Some(stop) = &r.stop {
                     println!("  the log {}", inspect::describe_stop(stop));
+                }
+                if log.sealed_commits > 0 {
+                    println!(
+                        "  {} commit records are sealed (an encrypted database's log): give \
+                         its key (--key-file) to read them",
+                        log.sealed_commits
+                    );
                 }
                 let age = self
                     .checkpoint_age_seconds
@@ -398,6 +426,11 @@ impl Stats {
                 "free_head": h.free_head.0,
                 "page_count": h.page_count,
             },
+            "encryption": h.encryption.as_ref().map(|block| json!({
+                "cipher": block.cipher().name(),
+                "key_id": block.key_id(),
+                "database_id": hex(&block.db_id()),
+            })),
             "header_error": null,
             "header_slots": slots_json(&self.header),
             "files": {
@@ -586,6 +619,15 @@ fn log_kept_for(
             "recovery: the checkpoint's redo point (the feed holds nothing older)".to_owned(),
         )
     }
+}
+
+/// `bytes` as lower-case hexadecimal digits.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        use std::fmt::Write as _;
+        write!(s, "{b:02x}").expect("a String takes it");
+        s
+    })
 }
 
 fn print_feed(feed: &Value) {

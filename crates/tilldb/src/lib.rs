@@ -83,9 +83,26 @@ mod wal;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
-    /// Encryption at rest: ciphers, the data key and its wrap (not yet used by the engine).
+    /// Encryption at rest: ciphers, the data key and its wrap, the keys of pages and log.
     pub mod crypt {
         pub use crate::crypt::*;
+
+        /// The keys of the database in `dir` whose header is `header`, given the
+        /// application's key `encryption`, checked as `Db::open` checks them: `None` for a
+        /// plain database opened without one; `KeyRequired`, `WrongKey`, `NotEncrypted` or
+        /// `KeyUnavailable` otherwise. For tools that read the files without opening the
+        /// database (`till check`'s page scan, `till dump-log`).
+        ///
+        /// # Errors
+        ///
+        /// As `Db::open`'s key checks.
+        pub fn database_keys(
+            dir: &std::path::Path,
+            header: &crate::header::Header,
+            encryption: Option<&Encryption>,
+        ) -> crate::Result<Option<std::sync::Arc<DatabaseKeys>>> {
+            crate::db::database_keys(dir, header, encryption)
+        }
     }
     /// Every name tilldb gives a file or directory in a database directory.
     pub mod files {

@@ -58,6 +58,25 @@ fn keys(sealed: bool) -> Option<Arc<DatabaseKeys>> {
     })
 }
 
+/// Sealed indeed: every segment header on `disk` is version 3, with its salt.
+fn assert_sealed(disk: &SimDisk, seed: u64) {
+    let mut headers = 0;
+    for name in disk.list_dir(Path::new(DIR)).expect("ls") {
+        let bytes = disk
+            .live_contents(&Path::new(DIR).join(&name))
+            .expect("segment");
+        if bytes.len() >= 64 && bytes[..8] == *b"TILLWAL1" {
+            assert_eq!(
+                bytes[8..12],
+                3u32.to_le_bytes(),
+                "seed {seed}: {name} not sealed"
+            );
+            headers += 1;
+        }
+    }
+    assert!(headers > 0, "seed {seed}: no segment header found");
+}
+
 fn run_seed(seed: u64, sealed: bool) {
     let disk = SimDisk::new(SimConfig {
         seed,
@@ -146,22 +165,7 @@ fn run_seed(seed: u64, sealed: bool) {
         }
     }
     if sealed {
-        // Sealed indeed: every segment written is version 3, with its salt.
-        let mut headers = 0;
-        for name in disk.list_dir(Path::new(DIR)).expect("ls") {
-            let bytes = disk
-                .live_contents(&Path::new(DIR).join(&name))
-                .expect("segment");
-            if bytes.len() >= 64 && bytes[..8] == *b"TILLWAL1" {
-                assert_eq!(
-                    bytes[8..12],
-                    3u32.to_le_bytes(),
-                    "seed {seed}: {name} not sealed"
-                );
-                headers += 1;
-            }
-        }
-        assert!(headers > 0, "seed {seed}: no segment header found");
+        assert_sealed(&disk, seed);
     }
     // The log goes on.
     let marker = b"after the crash".to_vec();

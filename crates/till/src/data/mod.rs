@@ -65,7 +65,7 @@ pub use tables::{TablesArgs, run as tables};
 use crate::inspect::{self, CliResult};
 use clap::Args;
 use std::path::Path;
-use tilldb::{Db, Error, Options};
+use tilldb::{Db, Error};
 
 /// How keys and values are written: the flags `--hex` and `--base64`.
 #[derive(Args, Debug, Clone, Copy)]
@@ -146,7 +146,7 @@ pub fn table_label(table: &str) -> String {
 /// on disk changes (a database a crash left is recovered in memory only).
 pub fn open_to_read(dir: &Path) -> CliResult<Db> {
     inspect::require_database(dir)?;
-    Ok(Db::open_read_only(dir, Options::default())?)
+    Ok(Db::open_read_only(dir, crate::key::options()?)?)
 }
 
 /// Opens the database in `dir` for `import`: a directory that holds none is refused unless
@@ -161,7 +161,7 @@ pub fn open_to_write(dir: &Path, create: bool) -> CliResult<Db> {
 }
 
 fn open(dir: &Path) -> CliResult<Db> {
-    match Db::open(dir, Options::default()) {
+    match Db::open(dir, crate::key::options()?) {
         Ok(db) => Ok(db),
         Err(e @ Error::Locked { .. }) => Err(format!(
             "{e}; till imports into a database only while no other process has it open (reading it works live)"

@@ -79,6 +79,9 @@ mod drop;
 mod invariants;
 mod locks;
 mod open;
+
+#[cfg(feature = "internals")]
+pub(crate) use open::database_keys;
 mod pages;
 mod poison;
 mod range;

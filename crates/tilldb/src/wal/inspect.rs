@@ -79,13 +79,28 @@ pub struct LogInspection {
 /// role. Bytes that recovery would refuse (a damaged header of a segment the log needs, a
 /// segment shorter than its header says, a missing segment) are the same
 /// [`Error::Corruption`], naming the file and offset; events already shown stay valid.
+///
+/// The records of a sealed log (an encrypted database's) are shown as they lie, their
+/// payloads sealed: [`inspect_log_with`] opens them with the database's keys.
 pub fn inspect_log(
     storage: &dyn Storage,
     dir: &Path,
     start: Option<Lsn>,
+    visit: impl FnMut(LogEvent<'_>),
+) -> Result<LogInspection> {
+    inspect_log_with(storage, dir, (start, None), visit)
+}
+
+/// [`inspect_log`] with an encrypted database's `keys`: every record of a sealed segment is
+/// opened (a tag that fails is `Corruption` naming the segment and offset, as at recovery),
+/// and shown with its plain payload; a plain segment in the chain is refused.
+pub fn inspect_log_with(
+    storage: &dyn Storage,
+    dir: &Path,
+    (start, keys): (Option<Lsn>, Option<&crate::crypt::DatabaseKeys>),
     mut visit: impl FnMut(LogEvent<'_>),
 ) -> Result<LogInspection> {
-    let scan = scan_visit(storage, dir, (start, None), &mut visit)?;
+    let scan = scan_visit(storage, dir, (start, keys), &mut visit)?;
     let mut segments = Vec::new();
     for name in storage.list_dir(dir)? {
         let Some(generation) = parse_segment_name(&name) else {

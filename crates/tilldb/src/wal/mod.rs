@@ -77,7 +77,7 @@ pub mod slot;
 mod writer;
 
 pub(crate) use group_commit::WaitSlot;
-pub use inspect::{LogInspection, SegmentFile, SegmentRole, inspect_log};
+pub use inspect::{LogInspection, SegmentFile, SegmentRole, inspect_log, inspect_log_with};
 pub use reader::{LogEvent, Recovery, RecoveryStop, WalRecord, WalRecordRef};
 pub use record::RecordKind;
 pub use segment::SegmentHeader;

@@ -86,8 +86,18 @@ pub(super) fn check(
     header: &Header,
     options: &Options,
 ) -> Result<Option<Arc<DatabaseKeys>>> {
+    database_keys(dir, header, options.encryption())
+}
+
+/// [`check`] with the application's key itself: the keys a tool that reads the files without
+/// opening the database (`till check`'s page scan, `till dump-log`) opens them with.
+pub(crate) fn database_keys(
+    dir: &Path,
+    header: &Header,
+    encryption: Option<&crate::crypt::Encryption>,
+) -> Result<Option<Arc<DatabaseKeys>>> {
     let dir = dir.to_path_buf();
-    match (&header.encryption, options.encryption()) {
+    match (&header.encryption, encryption) {
         (None, None) => Ok(None),
         (None, Some(_)) => Err(Error::NotEncrypted { dir }),
         (Some(block), None) => Err(Error::KeyRequired {

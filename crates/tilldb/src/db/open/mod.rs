@@ -23,6 +23,8 @@
 mod assemble;
 mod create;
 mod keys;
+
+pub(crate) use keys::database_keys;
 mod read_only;
 mod replay;
 
