@@ -40,12 +40,7 @@ pub fn encryption() -> CliResult<Option<Encryption>> {
         .flatten()
         .or_else(|| std::env::var_os(KEY_FILE_VAR).map(PathBuf::from));
     let key = match file {
-        Some(path) => {
-            let bytes = Zeroizing::new(
-                std::fs::read(&path).map_err(|e| format!("read {}: {e}", path.display()))?,
-            );
-            parse(&bytes).map_err(|why| format!("the key file {}: {why}", path.display()))?
-        }
+        Some(path) => read_key_file(&path)?,
         None => match std::env::var(KEY_VAR) {
             Ok(text) => {
                 let text = Zeroizing::new(text);
@@ -58,6 +53,13 @@ pub fn encryption() -> CliResult<Option<Encryption>> {
         provider: Arc::new(StaticKey::new(&key)),
         cipher: Cipher::Aes256Gcm,
     }))
+}
+
+/// The key in the key file at `path`: its 32 bytes, or 64 hexadecimal digits.
+pub fn read_key_file(path: &Path) -> CliResult<Zeroizing<[u8; 32]>> {
+    let bytes =
+        Zeroizing::new(std::fs::read(path).map_err(|e| format!("read {}: {e}", path.display()))?);
+    Ok(parse(&bytes).map_err(|why| format!("the key file {}: {why}", path.display()))?)
 }
 
 /// `Options::default()` with the key this run was given.

@@ -49,6 +49,7 @@ mod platform;
 mod postgres_server;
 mod probe;
 mod progress;
+mod rotate_key;
 mod ship;
 mod stats;
 
@@ -99,6 +100,10 @@ enum Command {
     ///
     /// Shows its progress on standard error when that is a terminal.
     Compact(compact::CompactArgs),
+    /// Replace an encrypted database's key: its data key is wrapped by the new key in one
+    /// crash-safe header write, nothing else rewritten; then it opens with the new key only
+    /// (the database must not be open elsewhere).
+    RotateKey(rotate_key::RotateKeyArgs),
     /// Ship a database's committed transactions to PostgreSQL, exactly once (needs
     /// `Options::change_feed`).
     Ship(ship::ShipArgs),
@@ -149,6 +154,7 @@ fn main() -> ExitCode {
         Command::Ship(args) => return ship::main(&args),
         Command::Backup(args) => backup::run(&args),
         Command::Compact(args) => compact::run(&args),
+        Command::RotateKey(args) => rotate_key::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Tables(args) => data::tables(&args),
         Command::Get(args) => data::get(&args),

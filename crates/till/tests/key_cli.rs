@@ -224,3 +224,40 @@ fn compact_keeps_an_encrypted_database_encrypted() {
     let check = till(&["check", arg(&dir), "--key-file", arg(&key_file)]);
     assert!(check.ok, "{}", check.text());
 }
+
+/// `till rotate-key`: the database opens with the new key only, every row there.
+#[test]
+fn rotate_key_replaces_the_key_that_opens_the_database() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    encrypted_database(&dir);
+    let (old, new) = (tmp.path().join("old.key"), tmp.path().join("new.key"));
+    std::fs::write(&old, KEY).expect("old key");
+    std::fs::write(&new, hex(&[0x3d; 32])).expect("new key");
+    let rotate = till(&[
+        "rotate-key",
+        arg(&dir),
+        "--key-file",
+        arg(&old),
+        "--new-key-file",
+        arg(&new),
+    ]);
+    assert!(rotate.ok, "{}", rotate.text());
+    let get = |key: &Path| {
+        till(&[
+            "get",
+            arg(&dir),
+            &format!("{MARKER}-0009"),
+            "--key-file",
+            arg(key),
+        ])
+    };
+    assert!(!get(&old).ok, "the old key still opens it");
+    let with_new = get(&new);
+    assert!(with_new.ok, "{}", with_new.text());
+    assert!(with_new.stdout.contains(&format!("{MARKER}-value-9")));
+    assert!(
+        !rotate.text().contains(&hex(&KEY)),
+        "a message holds the key"
+    );
+}

@@ -557,10 +557,7 @@ impl HeaderFile {
     /// header, then flushes. Returns the header as written. Page size and guard never change;
     /// the checkpoint lsn and page count never go backwards.
     pub fn write(&mut self, header: &Header) -> Result<Header> {
-        if self.poisoned {
-            return Err(Error::Poisoned);
-        }
-        let (slot, newest) = self.newest;
+        let (_, newest) = self.newest;
         assert_eq!(
             header.page_bytes, newest.page_bytes,
             "page size never changes"
@@ -571,7 +568,7 @@ impl HeaderFile {
         );
         assert_eq!(
             header.encryption, newest.encryption,
-            "the key block never changes"
+            "the key block changes only through a rewrap"
         );
         assert!(
             header.checkpoint_lsn >= newest.checkpoint_lsn,
@@ -583,6 +580,47 @@ impl HeaderFile {
             header.page_count >= newest.page_count,
             "page count going backwards"
         );
+        self.write_slot(header)
+    }
+
+    /// Replaces the key block (`Db::rotate_key`): the same data key, wrapped by another
+    /// application key. Written twice: first into the slot not holding the newest header and
+    /// flushed (from there the new wrap is in force; a crash before it leaves the old one in
+    /// force, whole), then into the other, so that no slot keeps the old wrap. A crash between
+    /// the two leaves the old wrap in the older slot until the next header write (the next
+    /// checkpoint's) replaces it.
+    pub fn rewrap(&mut self, block: crate::crypt::KeyBlock) -> Result<()> {
+        let (_, newest) = self.newest;
+        let old = newest
+            .encryption
+            .expect("only an encrypted database's key is rotated");
+        assert_eq!(
+            (block.cipher(), block.db_id()),
+            (old.cipher(), old.db_id()),
+            "a rotation keeps the data key: its cipher and database"
+        );
+        let writes = if crate::mutants::active("old-wrap-kept") {
+            1
+        } else {
+            2
+        };
+        for _ in 0..writes {
+            let header = Header {
+                encryption: Some(block),
+                ..self.newest.1
+            };
+            self.write_slot(&header)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `header` into the slot not holding the newest header, one generation on, and
+    /// flushes it.
+    fn write_slot(&mut self, header: &Header) -> Result<Header> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let (slot, newest) = self.newest;
         let target = 1 - slot;
         assert_ne!(target, slot, "never overwrite the newest valid header");
         let written = Header {

@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 72] = [
+pub const ALL: [(&str, &str); 73] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -296,6 +296,10 @@ pub const ALL: [(&str, &str); 72] = [
     (
         "tampered-page-repaired",
         "a sealed page whose tag fails under a matching crc is taken for torn: the doublewrite restore or redo overwrites it in silence, and the evidence of the change is gone",
+    ),
+    (
+        "old-wrap-kept",
+        "a key rotation writes the new wrap into one header slot only: the other keeps the data key wrapped by the old application key, which still unwraps it",
     ),
 ];
 

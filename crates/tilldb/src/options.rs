@@ -397,6 +397,28 @@ impl Options {
         }
     }
 
+    /// These options with `encryption` (ignored without the `internals` feature, whose
+    /// options have none).
+    #[must_use]
+    #[cfg_attr(
+        not(feature = "internals"),
+        expect(unused_mut, reason = "the field exists only with `internals`")
+    )]
+    pub(crate) fn with_encryption(
+        mut self,
+        encryption: Option<crate::crypt::Encryption>,
+    ) -> Options {
+        #[cfg(feature = "internals")]
+        {
+            self.encryption = encryption;
+        }
+        #[cfg(not(feature = "internals"))]
+        {
+            drop(encryption);
+        }
+        self
+    }
+
     /// The encryption asked for (`None` without the `internals` feature: not finished).
     #[must_use]
     #[cfg_attr(

@@ -60,6 +60,15 @@ impl DatabaseKeys {
         self.data_key.derive(self.cipher, salt, info)
     }
 
+    /// The data key wrapped by `provider` (an application's key), bound to this database's
+    /// id and cipher: what a key block holds. A rotation (`Db::rotate_key`) writes it.
+    pub fn wrap_with(&self, provider: &dyn super::KeyProvider) -> Result<Vec<u8>, super::KeyError> {
+        provider.wrap(
+            &self.data_key,
+            &super::block::wrap_context(self.db_id, self.cipher),
+        )
+    }
+
     /// The MAC of a header slot's bytes before the MAC (`header.rs`).
     #[must_use]
     pub fn header_mac(&self, slot_bytes: &[u8]) -> [u8; HEADER_MAC_BYTES] {

@@ -115,7 +115,9 @@ impl Db {
             torn_page_guard: header.torn_page_guard,
             change_feed: false,
             ..self.inner.options.clone()
-        };
+        }
+        // The key that wraps the data key now: a rotation may have replaced the one opened with.
+        .with_encryption(self.inner.checkpoints.encryption());
         let source_pages = self.inner.writer.lock().page_count;
         let copy = Db::open_with_storage(storage.clone(), &partial, options)?;
         let mut report = CompactReport {

@@ -52,7 +52,7 @@
 //! | `commits` (the commit queue) | `commit/queue.rs` | its mutex | `commit::commit_queued` |
 //! | `spill_to` | `write_set/spill.rs` | its atomics | `WriteSet::spilling` (`txn/mod.rs`) |
 //! | `visible` (visible lsn, snapshots, overlay) | `visible.rs` | its `reads` mutex; two published atomics | `Visible`'s methods |
-//! | `checkpoints` (header file, running checkpoint, its thread, background writer, marks) | `checkpoint/` | its mutexes; marks only move forward | `Checkpoints`' methods |
+//! | `checkpoints` (header file and the key that wraps its data key, running checkpoint, its thread, background writer, marks) | `checkpoint/` | its mutexes; marks only move forward | `Checkpoints`' methods (`rotate.rs` rotates the key) |
 //! | `graveyard` (dropped tables not reclaimed) | `drop.rs` | its mutex, changed under the writer lock | `Db::reclaim_dropped`, `commit::bury` |
 //! | `counters` | `stats.rs` | atomics | `Counters`' methods |
 //! | `poisoned` | `poison.rs` | itself (set once, never cleared) | `Db::check_poison`, `Db::poison` |
@@ -87,6 +87,7 @@ mod poison;
 mod range;
 mod readers;
 mod reads;
+mod rotate;
 mod space;
 mod stats;
 mod txn;

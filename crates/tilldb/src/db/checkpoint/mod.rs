@@ -21,6 +21,10 @@ pub(super) struct Checkpoints {
     /// The two header slots; a checkpoint writes the older one. Guarded by its mutex, taken
     /// after `running`.
     header: Mutex<HeaderFile>,
+    /// An encrypted database's application key: the one that wraps the data key in the
+    /// header now (set at open, changed by a rotation; a compaction wraps its copy's with
+    /// it). Taken after `header` when both are.
+    encryption: Mutex<Option<crate::crypt::Encryption>>,
     /// Held by the running checkpoint: one at a time. A backup holds it too, so the header it
     /// copies names a redo point whose log it still finds.
     running: Mutex<()>,
@@ -42,9 +46,19 @@ pub(super) struct Checkpoints {
 impl Checkpoints {
     /// A database whose header in force is `header_file`'s newest, recovered from
     /// `checkpoint` (its redo point), with `writeback` running or idle.
-    pub(super) fn new(header_file: HeaderFile, writeback: WriteBack, checkpoint: Lsn) -> Self {
+    pub(super) fn new(
+        (header_file, encryption): (HeaderFile, Option<crate::crypt::Encryption>),
+        writeback: WriteBack,
+        checkpoint: Lsn,
+    ) -> Self {
+        assert_eq!(
+            header_file.keys().is_some(),
+            encryption.is_some(),
+            "an encrypted database is opened with its key"
+        );
         Checkpoints {
             header: Mutex::new(header_file),
+            encryption: Mutex::new(encryption),
             running: Mutex::new(()),
             thread: Mutex::new(Checkpointer::idle()),
             writeback: Mutex::new(writeback),
@@ -63,6 +77,46 @@ impl Checkpoints {
     /// An encrypted database's keys (`None` for a plain one), as its header file holds them.
     pub(super) fn keys(&self) -> Option<std::sync::Arc<crate::crypt::DatabaseKeys>> {
         self.header.lock().keys().cloned()
+    }
+
+    /// The application's key that wraps the data key now (`None`: a plain database).
+    pub(super) fn encryption(&self) -> Option<crate::crypt::Encryption> {
+        self.encryption.lock().clone()
+    }
+
+    /// Wraps the data key with `encryption`'s key and writes the wrap into the header
+    /// (`HeaderFile::rewrap`): from its first flush on, the database opens with that key
+    /// only. `dir` names the database in errors. Nothing is written when the key cannot wrap.
+    pub(super) fn rewrap(
+        &self,
+        dir: &std::path::Path,
+        encryption: crate::crypt::Encryption,
+    ) -> crate::Result<()> {
+        let mut header = self.header.lock();
+        let keys = header
+            .keys()
+            .cloned()
+            .ok_or_else(|| crate::Error::NotEncrypted {
+                dir: dir.to_path_buf(),
+            })?;
+        let unavailable = |reason: String| crate::Error::KeyUnavailable {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        let wrapped = keys
+            .wrap_with(&*encryption.provider)
+            .map_err(|e| unavailable(e.to_string()))?;
+        let key_id = encryption.provider.key_id();
+        let block = crate::crypt::KeyBlock::new(keys.cipher(), keys.db_id(), &key_id, &wrapped)
+            .map_err(|what| {
+                crate::Error::InvalidArgument(format!("the new key's id or wrap: {what}"))
+            })?;
+        header.rewrap(block)?;
+        *self.encryption.lock() = Some(crate::crypt::Encryption {
+            cipher: keys.cipher(),
+            ..encryption
+        });
+        Ok(())
     }
 
     /// Keeps checkpoints from running while the guard is held (waits for a running one).

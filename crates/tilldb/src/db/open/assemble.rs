@@ -97,6 +97,7 @@ pub(super) fn assemble(
         crate::db::write_set::remove_leftovers(&**storage, dir)?;
     }
     let spill_to = spill_to(storage, dir, &options, &header)?;
+    let encryption = options.encryption().cloned();
     if let Some(gate) = &gate
         && options.background_threads
     {
@@ -141,7 +142,7 @@ pub(super) fn assemble(
             commits: Mutex::default(),
             tree_lock: crate::db::locks::TreeLock::default(),
             visible: Visible::new(visible),
-            checkpoints: Checkpoints::new(header, writeback, checkpoint),
+            checkpoints: Checkpoints::new((header, encryption), writeback, checkpoint),
             handles: std::sync::atomic::AtomicUsize::new(1),
             poisoned,
             recovery,

@@ -1,0 +1,212 @@
+//! Rotating an encrypted database's application key (`Db::rotate_key`, docs/encryption.md
+//! section 4): the data key is rewrapped in the header, nothing else is rewritten. After it
+//! the database opens with the new key only, every row is there, and neither header slot
+//! holds the old wrap (mutant `old-wrap-kept`); a compaction after it wraps its copy with the
+//! new key. A rotation crashed at each of its header writes and flushes, by a process kill or
+//! a power cut, leaves a database that opens with exactly one of the two keys, whole. A plain
+//! database and a read-only handle refuse it, changing nothing.
+
+use std::path::Path;
+use std::sync::Arc;
+use tilldb::internals::crypt::{Cipher, Encryption, KeyProvider, StaticKey};
+use tilldb::internals::header::{Header, SLOT_BYTES, SlotState};
+use tilldb::io::{CrashMode, Fault, FaultKind, IoKind, SimConfig, SimDisk};
+use tilldb::{Db, Error, Options};
+
+const DIR: &str = "/db";
+const OLD: [u8; 32] = [0x11; 32];
+const NEW: [u8; 32] = [0x22; 32];
+
+fn provider(key: [u8; 32]) -> Arc<dyn KeyProvider> {
+    Arc::new(StaticKey::new(&key))
+}
+
+fn options(key: Option<[u8; 32]>) -> Options {
+    Options {
+        encryption: key.map(|key| Encryption {
+            provider: provider(key),
+            cipher: Cipher::Aes256Gcm,
+        }),
+        background_threads: false,
+        ..Options::for_tests()
+    }
+}
+
+fn open(disk: &SimDisk, key: Option<[u8; 32]>) -> tilldb::Result<Db> {
+    Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options(key))
+}
+
+fn row(i: u32) -> (Vec<u8>, Vec<u8>) {
+    (
+        format!("receipt-{i:04}").into_bytes(),
+        format!("total {i}").into_bytes(),
+    )
+}
+
+/// An encrypted database under `OLD` holding 200 rows, checkpointed and closed.
+fn database() -> SimDisk {
+    database_on(SimConfig::default().seed)
+}
+
+/// [`database`] on a disk of `seed` (which decides how a crash cuts and tears writes).
+fn database_on(seed: u64) -> SimDisk {
+    let disk = SimDisk::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    });
+    let db = open(&disk, Some(OLD)).expect("create");
+    let mut txn = db.begin().expect("begin");
+    for i in 0..200 {
+        let (k, v) = row(i);
+        txn.put(&k, &v).expect("put");
+    }
+    txn.commit().expect("commit");
+    db.checkpoint().expect("checkpoint");
+    db.close().expect("close");
+    disk
+}
+
+fn assert_rows(db: &Db) {
+    for i in 0..200 {
+        let (k, v) = row(i);
+        assert_eq!(db.get(&k).expect("get"), Some(v), "row {i}");
+    }
+}
+
+/// The key id of each valid header slot on `disk`.
+fn slot_key_ids(disk: &SimDisk) -> Vec<String> {
+    let bytes = disk
+        .live_contents(&Path::new(DIR).join("tilldb.meta"))
+        .expect("header file");
+    (0..2)
+        .filter_map(|slot| {
+            match Header::decode(&bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES], slot) {
+                Ok(SlotState::Valid(header)) => header.encryption.map(|b| b.key_id().to_owned()),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_rotated_database_opens_with_the_new_key_only_and_keeps_no_old_wrap() {
+    let disk = database();
+    let old_id = provider(OLD).key_id();
+    let new_id = provider(NEW).key_id();
+    assert!(slot_key_ids(&disk).contains(&old_id));
+    let db = open(&disk, Some(OLD)).expect("open");
+    db.rotate_key(provider(NEW)).expect("rotate");
+    // At once, not after the close's checkpoint (whose header write would hide a slot left
+    // with the old wrap).
+    assert_eq!(
+        slot_key_ids(&disk),
+        vec![new_id.clone(), new_id],
+        "a header slot keeps the old wrap"
+    );
+    assert_rows(&db);
+    db.close().expect("close");
+    match open(&disk, Some(OLD)) {
+        Err(Error::WrongKey { key_id, .. }) => assert_ne!(key_id, old_id),
+        other => panic!("the old key opened a rotated database: {:?}", other.err()),
+    }
+    let db = open(&disk, Some(NEW)).expect("the new key opens it");
+    assert_rows(&db);
+    db.close().expect("close");
+}
+
+#[test]
+fn a_compaction_after_a_rotation_wraps_its_copy_with_the_new_key() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, options(Some(OLD))).expect("create");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"k", b"v").expect("put");
+    txn.commit().expect("commit");
+    db.rotate_key(provider(NEW)).expect("rotate");
+    db.compact_to(tmp.path().join("copy")).expect("compact");
+    db.close().expect("close");
+    assert!(matches!(
+        Db::open(tmp.path().join("copy"), options(Some(OLD))),
+        Err(Error::WrongKey { .. })
+    ));
+    let copy = Db::open(tmp.path().join("copy"), options(Some(NEW))).expect("new key");
+    assert_eq!(copy.get(b"k").expect("get"), Some(b"v".to_vec()));
+    copy.close().expect("close");
+}
+
+/// Crashes a rotation at its `nth` header write or flush (on a disk of `seed`) and checks that
+/// the database opens with exactly one of the two keys, with every row; returns which.
+fn rotation_crashed_at(kind: IoKind, nth: u64, mode: CrashMode, seed: u64) -> &'static str {
+    let disk = database_on(seed);
+    let db = open(&disk, Some(OLD)).expect("open");
+    disk.inject(Fault::once(kind, nth, FaultKind::Crash).on_path("tilldb.meta"));
+    let rotated = db.rotate_key(provider(NEW));
+    let fired = disk.faults_pending() == 0;
+    disk.crash(mode);
+    drop(db);
+    disk.clear_faults();
+    // One open at a time: an open database holds the lock.
+    let try_key = |key| {
+        open(&disk, Some(key)).map(|db| {
+            assert_rows(&db);
+            db.close().expect("close");
+        })
+    };
+    let (old, new) = (try_key(OLD), try_key(NEW));
+    let which = match (&old, &new) {
+        (Ok(()), Err(Error::WrongKey { .. })) => "old",
+        (Err(Error::WrongKey { .. }), Ok(())) => "new",
+        _ => panic!("{kind:?} {nth} {mode:?} seed {seed}: opened with old {old:?}, new {new:?}"),
+    };
+    if !fired {
+        assert!(rotated.is_ok(), "{kind:?} {nth}: {rotated:?}");
+        assert_eq!(which, "new", "a finished rotation is in force");
+    }
+    which
+}
+
+#[test]
+fn a_rotation_crashed_at_any_header_write_opens_with_exactly_one_key() {
+    let mut seen = std::collections::BTreeSet::new();
+    for mode in [
+        CrashMode::ProcessKill,
+        CrashMode::PowerLoss {
+            tear_bytes: 512,
+            garbage: true,
+        },
+    ] {
+        for kind in [IoKind::Write, IoKind::Flush] {
+            for nth in 1..=3 {
+                for seed in 0..6 {
+                    seen.insert(rotation_crashed_at(kind, nth, mode, seed));
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len(), 2, "both outcomes met: {seen:?}");
+}
+
+#[test]
+fn a_plain_database_and_a_read_only_handle_refuse_a_rotation() {
+    let disk = SimDisk::new(SimConfig::default());
+    let db = open(&disk, None).expect("create plain");
+    assert!(matches!(
+        db.rotate_key(provider(NEW)),
+        Err(Error::NotEncrypted { .. })
+    ));
+    db.close().expect("close");
+    let disk = database();
+    let before = disk.live_contents(&Path::new(DIR).join("tilldb.meta"));
+    let reader =
+        Db::open_read_only_with_storage(Arc::new(disk.clone()), Path::new(DIR), options(Some(OLD)))
+            .expect("read-only");
+    assert!(matches!(
+        reader.rotate_key(provider(NEW)),
+        Err(Error::ReadOnly { .. })
+    ));
+    drop(reader);
+    assert_eq!(
+        disk.live_contents(&Path::new(DIR).join("tilldb.meta")),
+        before
+    );
+}
