@@ -466,15 +466,6 @@ impl Options {
         if self.commit_part_bytes == 0 {
             return bad("commit_part_bytes must be above zero".to_owned());
         }
-        if self.change_feed && self.encryption().is_some() {
-            // Until `till ship` and the feed read the log with the key (docs/encryption.md,
-            // piece 7 of its plan).
-            return bad(
-                "change_feed with encryption is not supported yet: the feed cannot read an \
-                 encrypted log"
-                    .to_owned(),
-            );
-        }
         if self.checkpoint_interval.is_zero() {
             return bad("checkpoint_interval must be above zero".to_owned());
         }

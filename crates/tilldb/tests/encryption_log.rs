@@ -167,22 +167,6 @@ fn a_sealed_record_changed_with_its_crc_made_again_is_corruption_naming_segment_
 }
 
 #[test]
-fn an_encrypted_database_refuses_the_change_feed_until_it_can_read_its_log() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let result = Db::open(
-        tmp.path(),
-        Options {
-            change_feed: true,
-            ..options([1; 32])
-        },
-    );
-    match result {
-        Err(Error::InvalidOptions(why)) => assert!(why.contains("change_feed"), "{why}"),
-        other => panic!("feed and encryption: {:?}", other.err()),
-    }
-}
-
-#[test]
 fn a_read_only_handle_follows_a_live_writers_sealed_log_with_the_key() {
     // A reader beside a live writer replays the writer's log from its checkpoint, then follows
     // it at each refresh: both read sealed records, opened with the key.

@@ -145,7 +145,10 @@ fn run(args: &ShipArgs) -> Result<(), Failure> {
         .unwrap_or_else(crate::platform::host_name);
     let retries_max = args.retries.or(args.once.then_some(ONCE_RETRIES_DEFAULT));
     let mut totals = Shipped::default();
-    let till = Till::on_files(&args.dir);
+    // An encrypted till's feed is read with its key (--key-file, TILLDB_KEY_FILE, TILLDB_KEY).
+    let encryption =
+        crate::key::encryption().map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
+    let till = Till::on_files(&args.dir).with_key(encryption);
     if args.resync {
         with_retries(retries_max, &mut totals, |_| {
             resync::resync(&till, args, &config, &till_id)

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tilldb::feed::{self, ConsumerState, Feed};
+use tilldb::internals::crypt::Encryption;
 use tilldb::io::{FileStorage, Storage};
 use tilldb::{Db, Lsn, Options};
 
@@ -13,6 +14,8 @@ use tilldb::{Db, Lsn, Options};
 pub struct Till {
     storage: Arc<dyn Storage>,
     dir: PathBuf,
+    /// An encrypted till's key: its feed's records are opened with it.
+    encryption: Option<Encryption>,
 }
 
 impl Till {
@@ -26,7 +29,13 @@ impl Till {
         Till {
             storage,
             dir: dir.to_path_buf(),
+            encryption: None,
         }
+    }
+
+    /// This till, its feed read with `encryption` (an encrypted database's key).
+    pub fn with_key(self, encryption: Option<Encryption>) -> Till {
+        Till { encryption, ..self }
     }
 
     /// The database directory.
@@ -51,12 +60,22 @@ impl Till {
 
     /// The named consumer's feed ([`Feed::open_consumer`]).
     pub fn open_consumer(&self, name: &str) -> tilldb::Result<Feed> {
-        Feed::open_consumer_with_storage(Arc::clone(&self.storage), &self.dir, name)
+        Feed::open_consumer_encrypted(
+            Arc::clone(&self.storage),
+            &self.dir,
+            name,
+            self.encryption.as_ref(),
+        )
     }
 
     /// The feed from `from`, as no consumer ([`Feed::open`]).
     pub fn open_feed(&self, from: Lsn) -> tilldb::Result<Feed> {
-        Feed::open_with_storage(Arc::clone(&self.storage), &self.dir, from, None)
+        Feed::open_encrypted(
+            Arc::clone(&self.storage),
+            &self.dir,
+            (from, None),
+            self.encryption.as_ref(),
+        )
     }
 
     /// Registers (or moves) the named consumer at `at` ([`feed::register_consumer`]).
@@ -73,6 +92,10 @@ impl Till {
     /// Opens the till's database ([`Db::open`]): exclusive, so only when no other process
     /// has it (`--resync`).
     pub fn open_db(&self, options: Options) -> tilldb::Result<Db> {
+        let options = Options {
+            encryption: self.encryption.clone(),
+            ..options
+        };
         Db::open_with_storage(Arc::clone(&self.storage), &self.dir, options)
     }
 }

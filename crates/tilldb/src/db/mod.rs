@@ -80,7 +80,6 @@ mod invariants;
 mod locks;
 mod open;
 
-#[cfg(feature = "internals")]
 pub(crate) use open::database_keys;
 mod pages;
 mod poison;

@@ -59,6 +59,20 @@ pub use crate::record::Change;
 
 pub(crate) mod writer;
 
+/// The keys the feed of the database in `dir` reads its log with, given the application's
+/// key `encryption`, checked as `Db::open` checks them: none for a plain database (without a
+/// key), `KeyRequired`, `WrongKey` or `NotEncrypted` otherwise.
+fn feed_keys(
+    storage: &dyn Storage,
+    dir: &Path,
+    encryption: Option<&crate::crypt::Encryption>,
+) -> Result<Option<Arc<crate::crypt::DatabaseKeys>>> {
+    match crate::header::HeaderFile::open(storage, dir, FlushMethod::Fdatasync)? {
+        Some((_, header)) => crate::db::database_keys(dir, &header, encryption),
+        None => Ok(None),
+    }
+}
+
 pub(crate) use crate::files::{
     FEED_CONSUMER_SUFFIX as CONSUMER_SUFFIX, FEED_DIR_NAME, FEED_DROPPED_SUFFIX as DROPPED_SUFFIX,
     FEED_DURABLE_FILE as DURABLE_FILE, FEED_RELEASED_FILE as RELEASED_FILE,
@@ -138,7 +152,19 @@ impl Feed {
         dir: &Path,
         name: &str,
     ) -> Result<Feed> {
+        Feed::open_consumer_keyed(storage, dir, name, None)
+    }
+
+    /// The named consumer's feed, its log read with the keys `encryption` opens.
+    fn open_consumer_keyed(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        name: &str,
+        encryption: Option<&crate::crypt::Encryption>,
+    ) -> Result<Feed> {
         check_name(dir, name)?;
+        // The key first: a refused one registers nothing.
+        let keys = feed_keys(&*storage, dir, encryption)?;
         let feed_dir = dir.join(FEED_DIR_NAME);
         check_not_dropped(&*storage, dir, name)?;
         let path = feed_dir.join(format!("{name}{CONSUMER_SUFFIX}"));
@@ -163,7 +189,7 @@ impl Feed {
             write_lsn_file_durably(&*storage, &path, from)?;
             from
         };
-        Feed::open_with_storage(storage, dir, position, Some(name.to_owned()))
+        Feed::open_keyed(storage, dir, (position, Some(name.to_owned())), keys)
     }
 
     /// [`Feed::open`] on any storage (the simulated disk in tests); `consumer` names the
@@ -174,10 +200,50 @@ impl Feed {
         from: Lsn,
         consumer: Option<String>,
     ) -> Result<Feed> {
+        let keys = feed_keys(&*storage, dir, None)?;
+        Feed::open_keyed(storage, dir, (from, consumer), keys)
+    }
+
+    /// [`Feed::open_with_storage`] of an encrypted database, whose log is read with the keys
+    /// `encryption` (the application's key) opens, checked as `Db::open` checks them: a plain
+    /// database with a key is `NotEncrypted`, an encrypted one without `KeyRequired`, another
+    /// key `WrongKey`. With the `internals` feature only, as `Options::encryption`.
+    #[cfg(feature = "internals")]
+    pub fn open_encrypted(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        (from, consumer): (Lsn, Option<String>),
+        encryption: Option<&crate::crypt::Encryption>,
+    ) -> Result<Feed> {
+        let keys = feed_keys(&*storage, dir, encryption)?;
+        Feed::open_keyed(storage, dir, (from, consumer), keys)
+    }
+
+    /// [`Feed::open_consumer_with_storage`] of an encrypted database (see
+    /// [`Feed::open_encrypted`]).
+    #[cfg(feature = "internals")]
+    pub fn open_consumer_encrypted(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        name: &str,
+        encryption: Option<&crate::crypt::Encryption>,
+    ) -> Result<Feed> {
+        Feed::open_consumer_keyed(storage, dir, name, encryption)
+    }
+
+    /// The feed of the database in `dir` from `from`, its log read with `keys` (an encrypted
+    /// database's, from [`feed_keys`]).
+    fn open_keyed(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        (from, consumer): (Lsn, Option<String>),
+        keys: Option<Arc<crate::crypt::DatabaseKeys>>,
+    ) -> Result<Feed> {
         if read_lsn_file(&*storage, &dir.join(FEED_DIR_NAME).join(START_FILE))?.is_none() {
             return Err(not_on(dir, from));
         }
-        let follower = LogFollower::new(Arc::clone(&storage), &dir.join(WAL_DIR_NAME), from);
+        let follower =
+            LogFollower::new(Arc::clone(&storage), &dir.join(WAL_DIR_NAME), from).with_keys(keys);
         Ok(Feed {
             storage,
             dir: dir.to_path_buf(),
