@@ -26,8 +26,12 @@
 //! oracle catches (it did, before the lock: every acknowledged commit lost). The parent kills
 //! them all.
 //!
+//! `--encrypt` encrypts the database (docs/encryption.md): the same oracle, over sealed pages
+//! and log records.
+//!
 //! `--json` prints `{ kills, commits_verified, lost, corrupt, threads, guard, durability,
-//! racers, opens_refused, seconds, seed, dir, error (null unless the oracle failed) }`;
+//! racers, encrypted, opens_refused, seconds, seed, dir, error (null unless the oracle
+//! failed) }`;
 //! `commits_verified` is the acknowledged commits found present after the last kill, over all
 //! threads; `opens_refused` counts the refused opens of all rounds.
 
@@ -90,12 +94,47 @@ pub struct CrashtestArgs {
     /// Print JSON (stable for scripts) instead of a line per kill.
     #[arg(long)]
     json: bool,
+    /// Encrypt the database (docs/encryption.md), with the key given as to every command
+    /// (--key-file, `TILLDB_KEY_FILE`, `TILLDB_KEY`), else with a random key kept in
+    /// DIR/crashtest.key.
+    #[arg(long)]
+    encrypt: bool,
     /// Internal: run as the committing child.
     #[arg(long, hide = true)]
     child: bool,
 }
 
-fn options(args: &CrashtestArgs, guard: TornPageGuard) -> Options {
+/// The key file `--encrypt` makes when no key is given.
+const KEY_FILE: &str = "crashtest.key";
+
+/// The key the database is encrypted with (`--encrypt`), or none.
+fn encryption(
+    args: &CrashtestArgs,
+) -> Result<Option<tilldb::internals::crypt::Encryption>, Box<dyn std::error::Error>> {
+    if !args.encrypt {
+        return Ok(None);
+    }
+    if let Some(given) = crate::key::encryption()? {
+        return Ok(Some(given));
+    }
+    let path = args.dir.join(KEY_FILE);
+    if !path.exists() {
+        let mut key = zeroize::Zeroizing::new([0u8; 32]);
+        tilldb::internals::crypt::fill_random(key.as_mut())?;
+        std::fs::write(&path, key.as_ref())?;
+    }
+    let key = crate::key::read_key_file(&path)?;
+    Ok(Some(tilldb::internals::crypt::Encryption {
+        provider: std::sync::Arc::new(tilldb::internals::crypt::StaticKey::new(&key)),
+        cipher: tilldb::internals::crypt::Cipher::Aes256Gcm,
+    }))
+}
+
+fn options(
+    args: &CrashtestArgs,
+    guard: TornPageGuard,
+    encryption: Option<tilldb::internals::crypt::Encryption>,
+) -> Options {
     // Small cache, 4 MiB segments and checkpoints every 8 MiB of log, so kills land in
     // write-back, segment switches and checkpoints too, not only in commits.
     Options {
@@ -108,6 +147,7 @@ fn options(args: &CrashtestArgs, guard: TornPageGuard) -> Options {
             segment_bytes: 4 << 20,
             ..tilldb::WalOptions::default()
         },
+        encryption,
         ..Options::default()
     }
 }
@@ -172,13 +212,16 @@ pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     if !args.json {
         println!(
-            "crashtest: {} kills in {} (seed {seed}, guard {guard}, {} threads, {})",
+            "crashtest: {} kills in {} (seed {seed}, guard {guard}, {} threads, {}{})",
             args.kills,
             args.dir.display(),
             args.threads,
-            args.durability
+            args.durability,
+            if args.encrypt { ", encrypted" } else { "" }
         );
     }
+    // The key, made now if it is to be made: before any child could race to make it.
+    encryption(args)?;
     let started = Instant::now();
     let summary = kill_rounds(args, &db_dir, guard, seed)?;
     let seconds = started.elapsed().as_secs_f64();
@@ -192,6 +235,7 @@ pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
             "guard": guard.name(),
             "durability": args.durability.name(),
             "racers": args.racers,
+            "encrypted": args.encrypt,
             "opens_refused": summary.opens_refused,
             "seconds": seconds,
             "seed": seed,
@@ -257,7 +301,7 @@ fn kill_rounds(
         let acked: Vec<u64> = (0..args.threads)
             .map(|t| read_acks(&acks_path(&args.dir, t)))
             .collect::<Result<_, _>>()?;
-        match verify(db_dir, &acked, options(args, guard)) {
+        match verify(db_dir, &acked, options(args, guard, encryption(args)?)) {
             Ok(present) => {
                 summary.commits_verified = acked.iter().sum();
                 if !args.json {
@@ -303,6 +347,16 @@ fn spawn_child(
         .args(["--durability", args.durability.name()])
         .args(["--threads", &args.threads.to_string(), "--dir"])
         .arg(&args.dir)
+        .args(if args.encrypt {
+            &["--encrypt"][..]
+        } else {
+            &[]
+        })
+        .args(
+            crate::key::key_file_flag()
+                .map(|path| vec!["--key-file".into(), path.into_os_string()])
+                .unwrap_or_default(),
+        )
         .args(
             args.flush_method
                 .map(|m| vec!["--flush-method".to_owned(), m.name().to_owned()])
@@ -352,7 +406,7 @@ fn child(
     dir: &Path,
     args: &CrashtestArgs,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let db = open_when_free(db_dir, dir, &options(args, args.guard))?;
+    let db = open_when_free(db_dir, dir, &options(args, args.guard, encryption(args)?))?;
     let durability = args.durability;
     std::thread::scope(|s| -> Result<(), String> {
         let handles: Vec<_> = (0..args.threads)

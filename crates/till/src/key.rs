@@ -31,6 +31,11 @@ pub fn set_key_file(path: Option<PathBuf>) {
         .expect("the key file is set once, by main");
 }
 
+/// The `--key-file` of the command line, if one was given (a child process is passed it on).
+pub fn key_file_flag() -> Option<PathBuf> {
+    KEY_FILE.get().cloned().flatten()
+}
+
 /// The application's key this run was given (`--key-file`, `TILLDB_KEY_FILE`,
 /// `TILLDB_KEY`), as `Options::encryption` takes it; `None` when none was.
 pub fn encryption() -> CliResult<Option<Encryption>> {

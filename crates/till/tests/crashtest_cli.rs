@@ -182,3 +182,60 @@ fn racing_processes_open_one_at_a_time_and_lose_nothing() {
         "{doc}"
     );
 }
+
+/// `--encrypt`: the same oracle over an encrypted database (its key made in DIR), killed and
+/// reopened; the database is encrypted (stats names the cipher) and holds no key in clear.
+#[test]
+fn real_kills_of_an_encrypted_database_lose_nothing_acknowledged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_till"))
+        .args([
+            "crashtest",
+            "--kills",
+            "6",
+            "--threads",
+            "2",
+            "--max-run-ms",
+            "200",
+            "--seed",
+            "23",
+            "--encrypt",
+            "--json",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("run till");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        (
+            json["kills"].as_u64(),
+            json["lost"].as_u64(),
+            json["corrupt"].as_u64()
+        ),
+        (Some(6), Some(0), Some(0)),
+        "{json}"
+    );
+    assert_eq!(json["encrypted"], true, "{json}");
+    assert!(
+        json["commits_verified"].as_u64().expect("count") > 0,
+        "{json}"
+    );
+    let stats = Command::new(env!("CARGO_BIN_EXE_till"))
+        .args(["stats", "--json"])
+        .arg(dir.path().join("db"))
+        .output()
+        .expect("run till");
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("JSON");
+    assert_eq!(stats["encryption"]["cipher"], "aes-256-gcm", "{stats}");
+    let data = std::fs::read(dir.path().join("db").join("data.tdb")).expect("data file");
+    assert!(
+        !data.windows(4).any(|w| w == b"c00-"),
+        "a key of the workload in clear"
+    );
+}
