@@ -28,6 +28,7 @@ fn scenarios(guard: TornPageGuard) -> Vec<Scenario> {
             durability,
             flush_method,
             four_k: false,
+            encrypted: false,
         };
         out.push(scenario(
             Durability::Sync,
@@ -69,6 +70,23 @@ fn scenarios(guard: TornPageGuard) -> Vec<Scenario> {
                 out.push(scenario(Durability::Sync, method, &workload));
             }
         }
+    }
+    // Encrypted (docs/encryption.md): a quarter of the `Sync` scenarios on 512-byte sectors,
+    // under the guards that write pages twice or log their images.
+    if matches!(
+        guard,
+        TornPageGuard::Doublewrite | TornPageGuard::FullPageImages
+    ) {
+        let encrypted: Vec<Scenario> = out
+            .iter()
+            .filter(|s| s.durability == Durability::Sync && !s.four_k)
+            .step_by(4)
+            .map(|s| Scenario {
+                encrypted: true,
+                ..s.clone()
+            })
+            .collect();
+        out.extend(encrypted);
     }
     let only = std::env::var("EXPLORE_ONLY").unwrap_or_default();
     out.retain(|s| s.name().contains(&only));
@@ -197,6 +215,7 @@ fn recordings_are_deterministic_and_cover_every_kind_of_call() {
         durability: Durability::Sync,
         flush_method: FlushMethod::Fdatasync,
         four_k: false,
+        encrypted: false,
     };
     let a = record(&scenario);
     let b = record(&scenario);

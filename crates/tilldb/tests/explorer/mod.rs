@@ -43,17 +43,20 @@ pub struct Scenario {
     /// A 4K-native device (4096-byte sectors and direct-I/O alignment, 4 KiB log blocks)
     /// instead of 512-byte sectors with 512-byte log blocks.
     pub four_k: bool,
+    /// An encrypted database (docs/encryption.md): sealed pages, log records and scratch.
+    pub encrypted: bool,
 }
 
 impl Scenario {
     pub fn name(&self) -> String {
         format!(
-            "{}/{}/{:?}/{}{}",
+            "{}/{}/{:?}/{}{}{}",
             self.workload.name,
             self.guard,
             self.durability,
             self.flush_method,
-            if self.four_k { "/4k" } else { "" }
+            if self.four_k { "/4k" } else { "" },
+            if self.encrypted { "/encrypted" } else { "" }
         )
     }
 
@@ -84,6 +87,12 @@ impl Scenario {
                 ..defaults.wal.clone()
             },
             background_threads: false,
+            encryption: self
+                .encrypted
+                .then(|| tilldb::internals::crypt::Encryption {
+                    provider: Arc::new(tilldb::internals::crypt::StaticKey::new(&[0x6b; 32])),
+                    cipher: tilldb::internals::crypt::Cipher::Aes256Gcm,
+                }),
             ..defaults
         }
     }
