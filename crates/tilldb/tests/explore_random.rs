@@ -6,7 +6,9 @@
 //! guard (`Doublewrite`, `FullPageImages`, `Atomic` on a device with atomic writes, or `None`,
 //! the negative control that must never serve a wrong state); a mix of `Sync`, `Buffered`
 //! and `Lazy` commits; the flush method, the device's sector size, the log segment size,
-//! checkpoints by log volume and explicit ones. Then 3 or 4 cycles of:
+//! checkpoints by log volume and explicit ones; and, for a quarter of the seeds, an encrypted
+//! database (sealed pages, log records and scratch files: docs/encryption.md). Then 3 or 4
+//! cycles of:
 //!
 //! 1. run the threads with the engine's background threads on (with several committing
 //!    threads always), the disk armed with the cycle's faults: sometimes an `EIO`, `ENOSPC`,
@@ -407,4 +409,29 @@ fn waiting_writer_scenario() -> bool {
     let result = waiter.expect("the waiting writer returns an error instead of panicking");
     assert!(result.is_err(), "acknowledged after a failed commit");
     true
+}
+
+/// A quarter of the seeds run an encrypted database (docs/encryption.md), across every guard.
+#[test]
+fn a_quarter_of_the_seeds_run_encrypted_under_every_guard() {
+    let configs: Vec<config::Config> = (1000..1000 + SEEDS_DEFAULT)
+        .map(config::Config::from_seed)
+        .collect();
+    let encrypted = configs.iter().filter(|c| c.encrypted).count();
+    let share = encrypted * 100 / configs.len();
+    assert!(
+        (20..=30).contains(&share),
+        "{encrypted} of {} seeds",
+        configs.len()
+    );
+    for guard in [
+        tilldb::TornPageGuard::Doublewrite,
+        tilldb::TornPageGuard::FullPageImages,
+        tilldb::TornPageGuard::Atomic,
+    ] {
+        assert!(
+            configs.iter().any(|c| c.encrypted && c.guard == guard),
+            "no encrypted seed under {guard}"
+        );
+    }
 }

@@ -66,6 +66,10 @@ pub struct Mix {
 
 /// Everything one seed fixes about the database, the device and the workload.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is an independent draw of the seed, not a state"
+)]
 pub struct Config {
     pub seed: u64,
     /// Committing threads, 1 to 8; thread `t` writes only its own table.
@@ -99,6 +103,9 @@ pub struct Config {
     pub commits_per_thread: u64,
     /// Crash states made from every crash point, one per fork of the dead disk.
     pub forks: u64,
+    /// An encrypted database (docs/encryption.md): a quarter of the seeds, drawn from its own
+    /// stream so that the other draws of a seed are the ones they were before this field.
+    pub encrypted: bool,
 }
 
 const GUARDS: [TornPageGuard; 4] = [
@@ -179,6 +186,7 @@ impl Config {
             cycles: rng.range(3, 4),
             commits_per_thread: (rng.range(24, 72) / threads as u64).max(6),
             forks: rng.range(5, 7),
+            encrypted: self::mix(seed, 0xE4C2, 0).is_multiple_of(4),
         }
     }
 
@@ -210,6 +218,14 @@ impl Config {
                 ..defaults.wal.clone()
             },
             background_threads: background,
+            encryption: self
+                .encrypted
+                .then(|| tilldb::internals::crypt::Encryption {
+                    provider: std::sync::Arc::new(tilldb::internals::crypt::StaticKey::new(
+                        &[0x4e; 32],
+                    )),
+                    cipher: tilldb::internals::crypt::Cipher::Aes256Gcm,
+                }),
             ..defaults
         }
     }
@@ -245,7 +261,7 @@ impl fmt::Display for Config {
             "seed {} ({} threads, {} B pages, cache {} pages, guard {}, {}, {}, segments {} KiB from {} KiB, \
              checkpoint every {} segments, flush interval {:?}, gather {}, background {}, \
              sync {}% buffered {}%, explicit checkpoints {}%, {} keys, {} cycles of {} commits \
-             per thread, {} forks per crash)",
+             per thread, {} forks per crash{})",
             self.seed,
             self.threads,
             self.page_bytes,
@@ -265,7 +281,8 @@ impl fmt::Display for Config {
             self.key_space,
             self.cycles,
             self.commits_per_thread,
-            self.forks
+            self.forks,
+            if self.encrypted { ", encrypted" } else { "" }
         )
     }
 }
