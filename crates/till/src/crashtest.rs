@@ -121,7 +121,11 @@ fn encryption(
     if !path.exists() {
         let mut key = zeroize::Zeroizing::new([0u8; 32]);
         tilldb::internals::crypt::fill_random(key.as_mut())?;
-        std::fs::write(&path, key.as_ref())?;
+        let mut file = std::fs::OpenOptions::new();
+        file.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+        file.open(&path)?.write_all(key.as_ref())?;
     }
     let key = crate::key::read_key_file(&path)?;
     Ok(Some(tilldb::internals::crypt::Encryption {

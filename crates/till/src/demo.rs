@@ -73,7 +73,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         &args.dir,
         Options {
             change_feed: true,
-            ..Options::default()
+            ..crate::key::options()?
         },
     )?;
     // The open's cost, for a till's owner and for tests that kill the demo (it must not grow

@@ -51,7 +51,10 @@ pub fn encryption() -> CliResult<Option<Encryption>> {
                 let text = Zeroizing::new(text);
                 parse_hex(text.trim().as_bytes()).map_err(|why| format!("{KEY_VAR}: {why}"))?
             }
-            Err(_) => return Ok(None),
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(format!("{KEY_VAR} is not 64 hexadecimal digits").into());
+            }
         },
     };
     Ok(Some(Encryption {

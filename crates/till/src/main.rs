@@ -101,8 +101,8 @@ enum Command {
     /// Shows its progress on standard error when that is a terminal.
     Compact(compact::CompactArgs),
     /// Replace an encrypted database's key: its data key is wrapped by the new key in one
-    /// crash-safe header write, nothing else rewritten; then it opens with the new key only
-    /// (the database must not be open elsewhere).
+    /// header rewrite (two crash-safe writes), nothing else rewritten; then it opens with the
+    /// new key only (the database must not be open elsewhere).
     RotateKey(rotate_key::RotateKeyArgs),
     /// Ship a database's committed transactions to PostgreSQL, exactly once (needs
     /// `Options::change_feed`).

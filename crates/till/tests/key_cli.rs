@@ -96,8 +96,17 @@ fn commands_read_an_encrypted_database_with_its_key_and_stop_without_it() {
         get.text()
     );
 
-    let dump = till(&["dump-log", d, "--key-file", k]);
+    let dump = till(&["dump-log", d, "--key-file", k, "--json"]);
     assert!(dump.ok, "{}", dump.text());
+    // Opened with the key, the commits decode: each shows its page operations.
+    let records = dump.json()["records"].clone();
+    let decoded = records
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["commit"]["ops"].as_u64().is_some_and(|n| n > 0))
+        .count();
+    assert!(decoded > 0, "no commit decoded: {}", dump.text());
 
     let stats = till(&["stats", d, "--key-file", k, "--json"]);
     assert!(stats.ok, "{}", stats.text());

@@ -137,7 +137,8 @@ pub struct Header {
     pub free_head: PageId,
     /// Pages the allocator has handed out, page 0 included.
     pub page_count: u64,
-    /// An encrypted database's key block (version 3); `None` for a plain one. Fixed at create.
+    /// An encrypted database's key block (version 3); `None` for a plain one. Made at create;
+    /// only a rotation (`HeaderFile::rewrap`) changes its wrap and key id.
     pub encryption: Option<crate::crypt::KeyBlock>,
 }
 
@@ -585,8 +586,8 @@ impl HeaderFile {
 
     /// Replaces the key block (`Db::rotate_key`): the same data key, wrapped by another
     /// application key. Written twice: first into the slot not holding the newest header and
-    /// flushed (from there the new wrap is in force; a crash before it leaves the old one in
-    /// force, whole), then into the other, so that no slot keeps the old wrap. A crash between
+    /// flushed (from there the new wrap is in force; a crash during that write leaves one of
+    /// the two in force, whole), then into the other, so that no slot keeps the old wrap. A crash between
     /// the two leaves the old wrap in the older slot until the next header write (the next
     /// checkpoint's) replaces it.
     pub fn rewrap(&mut self, block: crate::crypt::KeyBlock) -> Result<()> {

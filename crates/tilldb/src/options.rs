@@ -334,9 +334,9 @@ pub struct Options {
     pub write_set_bytes: u64,
     /// Encryption at rest (docs/encryption.md): the application's key, which wraps the
     /// database's data key in its header; pages, log records and scratch files are sealed.
-    /// Not finished: the tools (`till check`, `stats`, `dump-log`, `ship`) and the C and
-    /// Python bindings do not take a key yet, so this is reachable only with the `internals`
-    /// feature. Default: `None`, a plain database.
+    /// Not finished: the C and Python bindings do not take a key yet, and a plain database is
+    /// not yet turned into an encrypted one in place, so this is reachable only with the
+    /// `internals` feature. Default: `None`, a plain database.
     #[cfg(feature = "internals")]
     pub encryption: Option<crate::crypt::Encryption>,
 }

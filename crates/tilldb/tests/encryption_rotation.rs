@@ -210,3 +210,30 @@ fn a_plain_database_and_a_read_only_handle_refuse_a_rotation() {
         before
     );
 }
+
+/// A rotation whose second header write fails (an `EIO`, the process going on): the first
+/// is in force, so the database is stopped (poisoned, as after a failed checkpoint) and
+/// reopens with the new key only; before that, the handle knew the new key was in force.
+#[test]
+fn a_rotation_whose_second_write_fails_stops_the_database_under_the_new_key() {
+    let disk = database();
+    let db = open(&disk, Some(OLD)).expect("open");
+    disk.inject(Fault::once(IoKind::Write, 2, FaultKind::Eio).on_path("tilldb.meta"));
+    let err = db
+        .rotate_key(provider(NEW))
+        .expect_err("the second write fails");
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    assert!(
+        matches!(db.begin().map(drop), Err(Error::PoisonedBy { .. })),
+        "the database goes on after a failed header write"
+    );
+    drop(db);
+    disk.clear_faults();
+    assert!(matches!(
+        open(&disk, Some(OLD)),
+        Err(Error::WrongKey { .. })
+    ));
+    let db = open(&disk, Some(NEW)).expect("the new key opens it");
+    assert_rows(&db);
+    db.close().expect("close");
+}

@@ -58,14 +58,28 @@ fn keys() -> Option<Arc<DatabaseKeys>> {
     })
 }
 
-/// Opens the log on `disk` with `options`, sealed if this test is.
+/// Opens the log on `disk` with `options`, sealed if this test is (and then checks that
+/// every segment header on the disk is a sealed one's, version 3).
 fn open_with(disk: &SimDisk, options: WalOptions) -> tilldb::Result<(Wal, Recovery)> {
-    Wal::open_keyed(
+    let opened = Wal::open_keyed(
         Arc::new(disk.clone()),
         Path::new(DIR),
         options,
         (None, keys()),
-    )
+    );
+    if SEALED.get() && opened.is_ok() {
+        for (path, bytes) in files(disk) {
+            if bytes.len() >= 64 && bytes[..8] == *b"TILLWAL1" {
+                assert_eq!(
+                    bytes[8..12],
+                    3u32.to_le_bytes(),
+                    "{} not sealed",
+                    path.display()
+                );
+            }
+        }
+    }
+    opened
 }
 
 fn open(disk: &SimDisk) -> (Wal, Recovery) {

@@ -13,9 +13,10 @@ impl Db {
     /// of the header holds the old wrap. Pages and log are not rewritten (the data key is the
     /// same): a rotation costs two header writes. A crash during it leaves the database
     /// opening with exactly one of the two keys; between the two writes, the old wrap stays in
-    /// the older slot until the next checkpoint's header write. Copies made before (backups)
-    /// keep the old wrap: to retire a key that may have leaked, compact the database (a new
-    /// data key) and replace the backups.
+    /// the older slot until the next checkpoint's header write. It waits for a running
+    /// checkpoint or backup. Copies made before (backups, and a backup a read-only handle in
+    /// another process makes meanwhile) keep the old wrap: to retire a key that may have
+    /// leaked, compact the database (a new data key) and replace the backups.
     ///
     /// # Errors
     ///
@@ -33,6 +34,9 @@ impl Db {
             });
         }
         self.check_poison()?;
+        // No checkpoint and no backup meanwhile: a backup copies the header it began with,
+        // so one running now finishes under the old wrap, before the rotation.
+        let _running = self.inner.checkpoints.hold();
         let cipher = self
             .inner
             .checkpoints
@@ -41,8 +45,16 @@ impl Db {
                 dir: self.inner.dir.clone(),
             })?
             .cipher;
-        self.inner
+        match self
+            .inner
             .checkpoints
             .rewrap(&self.inner.dir, Encryption { provider, cipher })
+        {
+            // A failed header write poisons the database, as a checkpoint's does.
+            Err(e @ (Error::Io { .. } | Error::Poisoned | Error::PoisonedBy { .. })) => {
+                Err(self.poison(e))
+            }
+            result => result,
+        }
     }
 }

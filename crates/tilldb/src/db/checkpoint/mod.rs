@@ -56,6 +56,11 @@ impl Checkpoints {
             encryption.is_some(),
             "an encrypted database is opened with its key"
         );
+        // The database's own cipher, whatever the opener asked for a new database.
+        let encryption = encryption.map(|e| crate::crypt::Encryption {
+            cipher: header_file.keys().map_or(e.cipher, |k| k.cipher()),
+            ..e
+        });
         Checkpoints {
             header: Mutex::new(header_file),
             encryption: Mutex::new(encryption),
@@ -111,12 +116,16 @@ impl Checkpoints {
             .map_err(|what| {
                 crate::Error::InvalidArgument(format!("the new key's id or wrap: {what}"))
             })?;
-        header.rewrap(block)?;
-        *self.encryption.lock() = Some(crate::crypt::Encryption {
-            cipher: keys.cipher(),
-            ..encryption
-        });
-        Ok(())
+        let result = header.rewrap(block);
+        // The key in force is the one the newest slot names, even when the second write
+        // failed: a compaction after it must wrap its copy with that one.
+        if header.newest().1.encryption == Some(block) {
+            *self.encryption.lock() = Some(crate::crypt::Encryption {
+                cipher: keys.cipher(),
+                ..encryption
+            });
+        }
+        result
     }
 
     /// Keeps checkpoints from running while the guard is held (waits for a running one).
