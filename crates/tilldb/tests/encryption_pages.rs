@@ -121,6 +121,32 @@ fn overwrite(disk: &SimDisk, path: &Path, offset: usize, bytes: &[u8]) {
     f.write_at(bytes, offset as u64).expect("write");
 }
 
+/// Changes page `id` of the data file on `disk` with `change`, its crc made again (a change
+/// on purpose, not a tear).
+fn change_page(disk: &SimDisk, id: usize, change: impl FnOnce(&mut [u8])) {
+    let data = disk.live_contents(&file("data.tdb")).expect("data");
+    let mut page = data[id * PAGE_BYTES..(id + 1) * PAGE_BYTES].to_vec();
+    change(&mut page);
+    with_crc_made_again(&mut page, id);
+    overwrite(disk, &file("data.tdb"), id * PAGE_BYTES, &page);
+}
+
+/// `result` must be `Corruption` naming page `id` of the data file, saying `text`.
+fn assert_corrupt_page<T>(result: tilldb::Result<T>, id: usize, text: &str, case: &str) {
+    match result {
+        Err(Error::Corruption {
+            file: f,
+            offset,
+            what,
+        }) => {
+            assert_eq!((f, offset), (file("data.tdb"), (id * PAGE_BYTES) as u64));
+            assert!(what.contains(text), "{what}");
+        }
+        Err(other) => panic!("{case}: {other:?}"),
+        Ok(_) => panic!("{case}"),
+    }
+}
+
 #[test]
 fn an_encrypted_databases_data_and_doublewrite_files_hold_no_key_or_value() {
     let rows = 2000;
@@ -171,22 +197,13 @@ fn a_page_changed_on_disk_with_its_crc_made_again_is_corruption_naming_the_data_
     let disk = written(true, rows);
     let data = disk.live_contents(&file("data.tdb")).expect("data");
     let id = a_leaf(&disk, &data);
-    let mut page = data[id * PAGE_BYTES..(id + 1) * PAGE_BYTES].to_vec();
-    page[100] ^= 0x04;
-    with_crc_made_again(&mut page, id);
-    overwrite(&disk, &file("data.tdb"), id * PAGE_BYTES, &page);
-    match all_rows_read(&disk, rows) {
-        Err(Error::Corruption {
-            file: f,
-            offset,
-            what,
-        }) => {
-            assert_eq!(f, file("data.tdb"));
-            assert_eq!(offset, (id * PAGE_BYTES) as u64);
-            assert!(what.contains("authentication"), "{what}");
-        }
-        other => panic!("a changed page was read: {other:?}"),
-    }
+    change_page(&disk, id, |page| page[100] ^= 0x04);
+    assert_corrupt_page(
+        all_rows_read(&disk, rows),
+        id,
+        "authentication",
+        "a changed page was read",
+    );
 }
 
 #[test]
@@ -195,21 +212,13 @@ fn a_plain_page_put_into_an_encrypted_data_file_is_corruption() {
     let disk = written(true, rows);
     let data = disk.live_contents(&file("data.tdb")).expect("data");
     let id = a_leaf(&disk, &data);
-    let mut page = data[id * PAGE_BYTES..(id + 1) * PAGE_BYTES].to_vec();
-    page[5] = 1;
-    with_crc_made_again(&mut page, id);
-    overwrite(&disk, &file("data.tdb"), id * PAGE_BYTES, &page);
-    match all_rows_read(&disk, rows) {
-        Err(Error::Corruption {
-            file: f,
-            offset,
-            what,
-        }) => {
-            assert_eq!((f, offset), (file("data.tdb"), (id * PAGE_BYTES) as u64));
-            assert!(what.contains("another format"), "{what}");
-        }
-        other => panic!("a plain page was read in an encrypted file: {other:?}"),
-    }
+    change_page(&disk, id, |page| page[5] = 1);
+    assert_corrupt_page(
+        all_rows_read(&disk, rows),
+        id,
+        "another format",
+        "a plain page was read in an encrypted file",
+    );
 }
 
 /// A changed image in the doublewrite file, with every crc that covers it made again, is
@@ -289,22 +298,13 @@ fn a_torn_page_is_restored_from_its_sealed_image() {
 fn a_changed_page_with_an_image_in_the_last_batch_is_reported_not_restored() {
     let disk = written(true, 600);
     let id = in_last_batch(&disk)[0];
-    let data = disk.live_contents(&file("data.tdb")).expect("data");
-    let mut page = data[id * PAGE_BYTES..(id + 1) * PAGE_BYTES].to_vec();
-    page[300] ^= 0x01;
-    with_crc_made_again(&mut page, id);
-    overwrite(&disk, &file("data.tdb"), id * PAGE_BYTES, &page);
-    match open(&disk, true) {
-        Err(Error::Corruption {
-            file: f,
-            offset,
-            what,
-        }) => {
-            assert_eq!((f, offset), (file("data.tdb"), (id * PAGE_BYTES) as u64));
-            assert!(what.contains("authentication"), "{what}");
-        }
-        other => panic!("a changed page was restored over: {:?}", other.err()),
-    }
+    change_page(&disk, id, |page| page[300] ^= 0x01);
+    assert_corrupt_page(
+        open(&disk, true),
+        id,
+        "authentication",
+        "a changed page was restored over",
+    );
 }
 
 /// Under full-page images, redo rebuilds a page a crash left unreadable from its image in
@@ -339,19 +339,11 @@ fn redo_reports_a_changed_page_rather_than_rebuild_it_from_its_image() {
         .rev()
         .find(|&id| data[id * PAGE_BYTES + 4] == 1)
         .expect("a leaf");
-    let mut page = data[id * PAGE_BYTES..(id + 1) * PAGE_BYTES].to_vec();
-    page[300] ^= 0x01;
-    with_crc_made_again(&mut page, id);
-    overwrite(&disk, &file("data.tdb"), id * PAGE_BYTES, &page);
-    match Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options) {
-        Err(Error::Corruption {
-            file: f,
-            offset,
-            what,
-        }) => {
-            assert_eq!((f, offset), (file("data.tdb"), (id * PAGE_BYTES) as u64));
-            assert!(what.contains("authentication"), "{what}");
-        }
-        other => panic!("redo rebuilt over a changed page: {:?}", other.err()),
-    }
+    change_page(&disk, id, |page| page[300] ^= 0x01);
+    assert_corrupt_page(
+        Db::open_with_storage(Arc::new(disk.clone()), Path::new(DIR), options),
+        id,
+        "authentication",
+        "redo rebuilt over a changed page",
+    );
 }

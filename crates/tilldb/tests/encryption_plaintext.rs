@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tilldb::internals::crypt::{Cipher, Encryption, StaticKey};
 use tilldb::io::{Call, CrashMode, FileStorage, HookedStorage, Hooks, SimConfig, SimDisk, Storage};
-use tilldb::{Db, Options, TornPageGuard};
+use tilldb::{Db, Durability, Options, TornPageGuard};
 
 const DIR: &str = "/db";
 /// Table names, keys and values each carry one of these.
@@ -84,13 +84,17 @@ fn up_to_the_kill(storage: &Arc<dyn Storage>, options: &Options) -> (Db, u32) {
     let db = Db::open_with_storage(Arc::clone(storage), Path::new(DIR), options.clone())
         .expect("create");
     let mut next = 0;
-    for _ in 0..60 {
-        let mut txn = db.begin().expect("begin");
-        txn.put_in(&table(next % 3), &key(next), &value(next))
-            .expect("put");
-        txn.commit().expect("commit");
-        next += 1;
-    }
+    // `count` one-row commits at `durability`.
+    let one_row_commits = |next: &mut u32, count: u32, durability| {
+        for _ in 0..count {
+            let mut txn = db.begin().expect("begin");
+            txn.put_in(&table(*next % 3), &key(*next), &value(*next))
+                .expect("put");
+            txn.commit_with(durability).expect("commit");
+            *next += 1;
+        }
+    };
+    one_row_commits(&mut next, 60, Durability::Sync);
     db.checkpoint().expect("checkpoint");
     let mut txn = db.begin().expect("begin");
     for _ in 0..3000 {
@@ -99,22 +103,9 @@ fn up_to_the_kill(storage: &Arc<dyn Storage>, options: &Options) -> (Db, u32) {
         next += 1;
     }
     txn.commit().expect("commit");
-    for _ in 0..60 {
-        let mut txn = db.begin().expect("begin");
-        txn.put_in(&table(next % 3), &key(next), &value(next))
-            .expect("put");
-        txn.commit().expect("commit");
-        next += 1;
-    }
+    one_row_commits(&mut next, 60, Durability::Sync);
     db.checkpoint().expect("checkpoint");
-    for _ in 0..20 {
-        let mut txn = db.begin().expect("begin");
-        txn.put_in(&table(next % 3), &key(next), &value(next))
-            .expect("put");
-        txn.commit_with(tilldb::Durability::Buffered)
-            .expect("commit");
-        next += 1;
-    }
+    one_row_commits(&mut next, 20, Durability::Buffered);
     let mut open = db.begin().expect("begin");
     for i in 0..2000 {
         open.put_in(&table(i % 3), &key(1_000_000 + i), &value(i))
