@@ -60,6 +60,8 @@ def open(
     flush_method: Optional[_FlushMethod] = None,
     change_feed: bool = False,
     read_only: bool = False,
+    key: Optional[Union[bytes, bytearray]] = None,
+    key_file: Optional[Union[str, "os.PathLike[str]"]] = None,
 ) -> Db:
     """Opens (creating when missing) the database in directory ``path``.
 
@@ -74,6 +76,16 @@ def open(
     each commit's writes for ``till ship``. An unknown option is a ``TypeError``; a bad flush
     method name a ``ValueError``; options the engine refuses ``InvalidOptionsError``; a
     database open in another process ``LockedError``.
+
+    ``key``: the application's key of an encrypted database, 32 bytes; a new database is
+    created encrypted (AES-256-GCM) under it, and read-only opens take it too.
+    ``key_file``: a file holding the key, as ``till --key-file`` reads it: the 32 bytes, or
+    64 hexadecimal digits (a trailing newline allowed). Both at once, a key of another
+    length or a key file in neither format is a ``ValueError`` that names the length, never
+    the key; a key of another type a ``TypeError``; a key file that cannot be read its
+    ``OSError`` (``FileNotFoundError``, ...). An encrypted database opened without a key is
+    ``KeyRequiredError``, with another key ``WrongKeyError``; a plain one opened with a key
+    ``NotEncryptedError``; none of them changes anything on disk.
     """
 
 @final

@@ -1,7 +1,7 @@
 /* A till's sales through tilldb's C ABI: one transaction of 100 sales, a read, a lazy scan
  * that sums them, a rollback that leaves nothing behind, a new price list of 200,000 products
- * in one transaction (larger than one log record: committed in parts, all or nothing), and
- * an error with its message.
+ * in one transaction (larger than one log record: committed in parts, all or nothing), the
+ * till's safe (a database encrypted at rest, in DIR-safe), and an error with its message.
  *
  * Build (scripts/test does this, through crates/tilldb-c/tests/c_example.rs):
  *   cargo build -p tilldb-c
@@ -24,6 +24,49 @@
       return 1;                                                                  \
     }                                                                            \
   } while (0)
+
+/* Zeroes `len` bytes at `buf` in a way the compiler keeps (a plain memset of memory that is
+ * never read again may be removed); explicit_bzero or memset_s where the platform has one. */
+static void wipe(void *buf, size_t len) {
+  volatile uint8_t *p = buf;
+  while (len--) *p++ = 0;
+}
+
+/* The till's safe: a database encrypted at rest under the application's 32-byte key. A real
+ * program reads the key from a key file or a key store (the format `till --key-file` reads),
+ * never from its source, and wipes its own copy once the database is open: tilldb keeps what
+ * it needs. Without the key, or with another, the database does not open and nothing on disk
+ * changes. */
+static int open_the_safe(const char *dir) {
+  uint8_t key[TILLDB_KEY_BYTES];
+  for (size_t i = 0; i < sizeof key; i++) key[i] = (uint8_t)(i * 37 + 11);
+  tilldb_db *safe = NULL;
+  CHECK(tilldb_open_encrypted(dir, key, sizeof key, 0, &safe));
+  tilldb_txn *txn = NULL;
+  CHECK(tilldb_begin(safe, &txn));
+  CHECK(tilldb_put(txn, NULL, (const uint8_t *)"float", 5, (const uint8_t *)"200.00", 6));
+  CHECK(tilldb_commit(txn, TILLDB_SYNC));
+  CHECK(tilldb_close(safe));
+
+  tilldb_db *refused = NULL;
+  if (tilldb_open(dir, 0, &refused) != TILLDB_ERR_KEY_REQUIRED) {
+    fprintf(stderr, "the safe opened without its key\n");
+    return 1;
+  }
+  CHECK(tilldb_open_encrypted(dir, key, sizeof key, 0, &safe));
+  wipe(key, sizeof key);
+  uint8_t *value = NULL;
+  size_t value_len = 0;
+  CHECK(tilldb_get(safe, NULL, (const uint8_t *)"float", 5, &value, &value_len));
+  int float_ok = value_len == 6 && memcmp(value, "200.00", 6) == 0;
+  tilldb_free(value, value_len);
+  CHECK(tilldb_close(safe));
+  if (!float_ok) {
+    fprintf(stderr, "the safe holds the wrong float\n");
+    return 1;
+  }
+  return 0;
+}
 
 int main(int argc, char **argv) {
   if (argc != 2) {
@@ -206,6 +249,13 @@ int main(int argc, char **argv) {
   }
   CHECK(tilldb_close(report));
   CHECK(tilldb_close(db));
+
+  char safe_dir[4096];
+  if (snprintf(safe_dir, sizeof safe_dir, "%s-safe", argv[1]) >= (int)sizeof safe_dir) {
+    fprintf(stderr, "DIR is too long\n");
+    return 2;
+  }
+  if (open_the_safe(safe_dir) != 0) return 1;
 
   /* An error names what is wrong. */
   tilldb_db *other = NULL;

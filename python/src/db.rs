@@ -18,6 +18,7 @@
 
 use crate::args::{bound_arg, bytes_arg, table_arg};
 use crate::errors::engine_error;
+use crate::key::encryption_arg;
 use crate::scan::Scan;
 use crate::shared::Shared;
 use crate::txn::Txn;
@@ -31,9 +32,18 @@ use tilldb::{Direction, FlushMethod, Options};
 
 /// Opens (creating when missing) the database in directory `path`. With `read_only`, opens
 /// an existing database read-only, at its latest durable commit, while another process may
-/// have it open and commit (`refresh()` moves to the newest): nothing on disk changes.
+/// have it open and commit (`refresh()` moves to the newest): nothing on disk changes. With
+/// `key` (32 bytes) or `key_file` (a file holding them, as `till --key-file` reads it), opens
+/// or creates an encrypted database (`key.rs`).
 #[pyfunction]
-#[pyo3(signature = (path, *, cache_bytes = None, page_bytes = None, flush_method = None, change_feed = false, read_only = false))]
+#[pyo3(signature = (
+    path, *, cache_bytes = None, page_bytes = None, flush_method = None, change_feed = false,
+    read_only = false, key = None, key_file = None,
+))]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "Python's keyword arguments of tilldb.open, one per option"
+)]
 pub fn open(
     py: Python<'_>,
     path: PathBuf,
@@ -42,7 +52,10 @@ pub fn open(
     flush_method: Option<&str>,
     change_feed: bool,
     read_only: bool,
+    key: Option<&Bound<'_, PyAny>>,
+    key_file: Option<PathBuf>,
 ) -> PyResult<Db> {
+    let encryption = encryption_arg(key, key_file)?;
     let defaults = Options::default();
     let options = Options {
         cache_bytes: cache_bytes.unwrap_or(defaults.cache_bytes),
@@ -54,6 +67,7 @@ pub fn open(
             })
             .transpose()?,
         change_feed,
+        encryption,
         ..defaults
     };
     let db = py

@@ -10,8 +10,9 @@
 //! ```
 //!
 //! How the engine's borrowing types cross to Python (`Txn<'db>` and `Range<'db>` borrow the
-//! `Db`): `db.rs`. The exceptions: `errors.rs`. Arguments: `args.rs`. The stub `tilldb.pyi`
-//! beside Cargo.toml is the Python-side reference; python/README.md the user's.
+//! `Db`): `db.rs`. The exceptions: `errors.rs`. Arguments: `args.rs`; the key of an
+//! encrypted database: `key.rs`. The stub `tilldb.pyi` beside Cargo.toml is the Python-side
+//! reference; python/README.md the user's.
 //!
 //! No panic crosses into Python as an abort: pyo3 turns a panic in any method into
 //! `pyo3_runtime.PanicException`, and the profile keeps `panic = "unwind"`. A panic in tilldb
@@ -20,6 +21,7 @@
 mod args;
 mod db;
 mod errors;
+mod key;
 mod scan;
 mod shared;
 mod txn;

@@ -19,12 +19,19 @@
 //!
 //! On a terminal, steps 3 and 4 show their progress on standard error (`progress.rs`):
 //! entries copied, pages the copy's checks read; a spinner while a database opens.
+//!
+//! An encrypted database's copy always gets a new data key, wrapped by the key it was opened
+//! with; `--rekey` says so (and refuses a plain database), and with `--new-key-file` or
+//! `--cipher` the copy is wrapped by another key or seals with another cipher: what a
+//! rotation cannot do, a rewrite does (docs/encryption.md, section 4). `till encrypt`
+//! (`encrypt.rs`) runs these same steps from a plain database to an encrypted copy.
 
 use crate::progress::{self, Unit};
 use clap::Args;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use till_bench::disk_usage::DiskUsage;
-use tilldb::{Db, Error, Options};
+use tilldb::{Cipher, Db, Encryption, Error, KeyProvider, Options, StaticKey};
 
 #[derive(Args, Debug)]
 pub struct CompactArgs {
@@ -32,9 +39,91 @@ pub struct CompactArgs {
     dir: PathBuf,
     /// Print JSON (stable for scripts): `dir`, `tables`, `entries`, `pages_before`,
     /// `pages_after`, `data_bytes_before`, `data_bytes_after`, `dir_bytes_before`,
-    /// `dir_bytes_after`.
+    /// `dir_bytes_after`, and `cipher` and `key_id`: the copy's, null for a plain one.
     #[arg(long)]
     json: bool,
+    /// Replace an encrypted database's data key: the copy seals everything under a new one
+    /// (as every compaction of an encrypted database does; this says so, and refuses a plain
+    /// database).
+    #[arg(long)]
+    rekey: bool,
+    /// With --rekey: wrap the new data key with this key (a file of its 32 bytes, or of 64
+    /// hexadecimal digits) instead of the current one; the database then opens with it only.
+    #[arg(long, value_name = "FILE", requires = "rekey")]
+    new_key_file: Option<PathBuf>,
+    /// With --rekey: the copy's cipher [default: the database's].
+    #[arg(long, value_enum, requires = "rekey")]
+    cipher: Option<crate::key::CipherArg>,
+}
+
+/// What the copy of an in-place compaction is sealed with.
+pub enum CopyKey {
+    /// As the database: plain for a plain one; for an encrypted one, a new data key wrapped
+    /// by the key it was opened with.
+    AsDatabase,
+    /// A new data key for an encrypted database (refused for a plain one), wrapped by
+    /// `provider` (default: the key it was opened with), sealing with `cipher` (default:
+    /// its own).
+    Rekey {
+        provider: Option<Arc<dyn KeyProvider>>,
+        cipher: Option<Cipher>,
+    },
+    /// A plain database's encrypted copy (`till encrypt`).
+    Encrypt(Encryption),
+}
+
+pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let copy = if args.rekey {
+        let provider: Option<Arc<dyn KeyProvider>> = match &args.new_key_file {
+            Some(path) => {
+                let key = crate::key::read_key_file(path)?;
+                Some(Arc::new(StaticKey::new(&key)))
+            }
+            None => None,
+        };
+        CopyKey::Rekey {
+            provider,
+            cipher: args.cipher.map(crate::key::CipherArg::cipher),
+        }
+    } else {
+        CopyKey::AsDatabase
+    };
+    in_place(&args.dir, args.json, crate::key::options()?, copy)
+}
+
+/// The copy's encryption for `copy` (`None`: plain, or as the database), given the database
+/// `db` in `dir` opened with `opened`.
+fn copy_encryption(
+    db: &Db,
+    dir: &Path,
+    opened: Option<&Encryption>,
+    copy: CopyKey,
+) -> Result<Option<Encryption>, Box<dyn std::error::Error>> {
+    Ok(match copy {
+        CopyKey::AsDatabase => None,
+        CopyKey::Rekey { provider, cipher } => {
+            let (Some(current), Some(opened)) = (db.cipher(), opened) else {
+                return Err(format!(
+                    "{} is not encrypted, so it has no data key to replace; till encrypt \
+                     makes an encrypted copy of it",
+                    dir.display()
+                )
+                .into());
+            };
+            let provider = provider.unwrap_or_else(|| opened.provider.clone());
+            Some(Encryption::new(provider).with_cipher(cipher.unwrap_or(current)))
+        }
+        CopyKey::Encrypt(encryption) => {
+            if db.cipher().is_some() {
+                return Err(format!(
+                    "{} is already encrypted; till compact --rekey gives it a new data key",
+                    dir.display()
+                )
+                .into());
+            }
+            Some(encryption)
+        }
+    })
 }
 
 /// The sibling directory the copy is built in: `DIR.tilldb-compacted`.
@@ -47,8 +136,15 @@ fn copy_path(dir: &Path) -> PathBuf {
     dir.with_file_name(name)
 }
 
-pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let dir = args.dir.as_path();
+/// Compacts the database in `dir`, opened with `open`, into a copy sealed as `copy` says,
+/// checks the copy and swaps it in (the module doc's steps); prints the report, as JSON
+/// with `json`.
+pub fn in_place(
+    dir: &Path,
+    json: bool,
+    open: Options,
+    copy: CopyKey,
+) -> Result<(), Box<dyn std::error::Error>> {
     if !dir
         .join(tilldb::internals::header::HEADER_FILE_NAME)
         .exists()
@@ -57,7 +153,7 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let options = Options {
         background_threads: false,
-        ..crate::key::options()?
+        ..open.clone()
     };
     let spinner = progress::spinner("opening");
     let opened = Db::open(dir, options);
@@ -65,10 +161,16 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
     let db = match opened {
         Ok(db) => db,
         Err(e @ Error::Locked { .. }) => {
-            return Err(format!("{e}; stop the process that has it open, then compact").into());
+            return Err(format!("{e}; stop the process that has it open, then try again").into());
         }
         Err(e) => return Err(e.into()),
     };
+    let done = if matches!(copy, CopyKey::Encrypt(_)) {
+        "encrypted"
+    } else {
+        "compacted"
+    };
+    let encryption = copy_encryption(&db, dir, open.encryption.as_ref(), copy)?;
     let copy = copy_path(dir);
     for leftover in [copy.clone(), Db::compact_partial_path(&copy)] {
         if leftover.exists() {
@@ -88,9 +190,14 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
     let data_before = data_file(dir);
     let tables = db.table_entries()?;
     let bar = progress::bar("copying", Unit::Rows, 0);
-    let report = db.compact_to_with_progress(&copy, &mut progress::follow(&bar))?;
+    let report = match &encryption {
+        None => db.compact_to_with_progress(&copy, &mut progress::follow(&bar))?,
+        Some(e) => db.compact_encrypted_to(&copy, e.clone(), &mut progress::follow(&bar))?,
+    };
     bar.finish_and_clear();
-    check_copy(&copy, &tables)?;
+    // The copy opens with its own key when it has one, else with the database's.
+    let copy_key = encryption.or(open.encryption);
+    check_copy(&copy, &tables, copy_key.clone())?;
     let data_after = data_file(&copy);
     let dir_after = DiskUsage::of(&copy)?.allocated_bytes;
     if let Err(e) = tilldb::io::exchange_dirs(dir, &copy) {
@@ -113,7 +220,37 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
             copy.display()
         )
     })?;
-    if args.json {
+    let sizes = Sizes {
+        data: (data_before, data_after),
+        dir: (dir_before, dir_after),
+    };
+    print_report(dir, json, done, (&report, sizes), copy_key.as_ref())
+}
+
+/// Bytes before and after a compaction: of the data file, and of the directory on disk.
+struct Sizes {
+    data: (u64, u64),
+    dir: (u64, u64),
+}
+
+/// Prints what the compaction `done` ("compacted", "encrypted") of `dir` did, as JSON with
+/// `json`; `copy_key` is the copy's encryption.
+fn print_report(
+    dir: &Path,
+    json: bool,
+    done: &str,
+    (report, sizes): (&tilldb::CompactReport, Sizes),
+    copy_key: Option<&Encryption>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let Sizes {
+        data: (data_before, data_after),
+        dir: (dir_before, dir_after),
+    } = sizes;
+    let (cipher, key_id) = match copy_key {
+        Some(e) => (Some(e.cipher.name()), Some(e.provider.key_id())),
+        None => (None, None),
+    };
+    if json {
         let json = serde_json::json!({
             "dir": dir,
             "tables": report.tables,
@@ -124,11 +261,13 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
             "data_bytes_after": data_after,
             "dir_bytes_before": dir_before,
             "dir_bytes_after": dir_after,
+            "cipher": cipher,
+            "key_id": key_id,
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         println!(
-            "compacted {}: {} tables, {} entries; data file {} -> {} KiB ({} -> {} pages), \
+            "{done} {}: {} tables, {} entries; data file {} -> {} KiB ({} -> {} pages), \
              directory {} -> {} KiB on disk",
             dir.display(),
             report.tables,
@@ -140,15 +279,29 @@ pub fn run(args: &CompactArgs) -> Result<(), Box<dyn std::error::Error>> {
             dir_before >> 10,
             dir_after >> 10
         );
+        if let (Some(cipher), Some(key_id)) = (cipher, key_id) {
+            println!(
+                "its pages, log and header are sealed with {cipher} under a new data key, \
+                 wrapped by the key \"{key_id}\": open it with that key"
+            );
+        }
     }
     Ok(())
 }
 
 /// Opens the copy and checks it: trees, every page accounted for, and each table's entries
 /// as the source counted them (`tables`; empty tables are not copied).
-fn check_copy(copy: &Path, tables: &[(String, u64)]) -> Result<(), Box<dyn std::error::Error>> {
+fn check_copy(
+    copy: &Path,
+    tables: &[(String, u64)],
+    encryption: Option<Encryption>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let spinner = progress::spinner("opening the copy");
-    let db = Db::open(copy, crate::key::options()?)?;
+    let options = Options {
+        encryption,
+        ..Options::default()
+    };
+    let db = Db::open(copy, options)?;
     spinner.finish_and_clear();
     let bar = progress::bar("checking the copy's trees", Unit::Pages, 0);
     db.check_tables_with_progress(&mut progress::follow(&bar))?;

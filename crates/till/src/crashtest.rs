@@ -110,7 +110,7 @@ const KEY_FILE: &str = "crashtest.key";
 /// The key the database is encrypted with (`--encrypt`), or none.
 fn encryption(
     args: &CrashtestArgs,
-) -> Result<Option<tilldb::internals::crypt::Encryption>, Box<dyn std::error::Error>> {
+) -> Result<Option<tilldb::Encryption>, Box<dyn std::error::Error>> {
     if !args.encrypt {
         return Ok(None);
     }
@@ -128,16 +128,13 @@ fn encryption(
         file.open(&path)?.write_all(key.as_ref())?;
     }
     let key = crate::key::read_key_file(&path)?;
-    Ok(Some(tilldb::internals::crypt::Encryption {
-        provider: std::sync::Arc::new(tilldb::internals::crypt::StaticKey::new(&key)),
-        cipher: tilldb::internals::crypt::Cipher::Aes256Gcm,
-    }))
+    Ok(Some(tilldb::Encryption::with_key(&key)))
 }
 
 fn options(
     args: &CrashtestArgs,
     guard: TornPageGuard,
-    encryption: Option<tilldb::internals::crypt::Encryption>,
+    encryption: Option<tilldb::Encryption>,
 ) -> Options {
     // Small cache, 4 MiB segments and checkpoints every 8 MiB of log, so kills land in
     // write-back, segment switches and checkpoints too, not only in commits.

@@ -11,9 +11,9 @@
 use crate::inspect::CliResult;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use tilldb::Options;
-use tilldb::internals::crypt::{Cipher, DatabaseKeys, Encryption, StaticKey};
+use tilldb::internals::crypt::DatabaseKeys;
 use tilldb::internals::header::Header;
+use tilldb::{Cipher, Encryption, Options};
 use zeroize::Zeroizing;
 
 /// The environment variable naming a key file.
@@ -57,10 +57,28 @@ pub fn encryption() -> CliResult<Option<Encryption>> {
             }
         },
     };
-    Ok(Some(Encryption {
-        provider: Arc::new(StaticKey::new(&key)),
-        cipher: Cipher::Aes256Gcm,
-    }))
+    Ok(Some(Encryption::with_key(&key)))
+}
+
+/// A cipher named on the command line (`--cipher`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum CipherArg {
+    /// AES-256-GCM: the default, and the fastest where the CPU has AES instructions.
+    #[value(name = "aes-256-gcm")]
+    Aes256Gcm,
+    /// ChaCha20-Poly1305: faster on a CPU without AES instructions.
+    #[value(name = "chacha20-poly1305")]
+    Chacha20Poly1305,
+}
+
+impl CipherArg {
+    /// The cipher it names.
+    pub fn cipher(self) -> Cipher {
+        match self {
+            CipherArg::Aes256Gcm => Cipher::Aes256Gcm,
+            CipherArg::Chacha20Poly1305 => Cipher::ChaCha20Poly1305,
+        }
+    }
 }
 
 /// The key in the key file at `path`: its 32 bytes, or 64 hexadecimal digits.

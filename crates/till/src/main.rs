@@ -41,6 +41,7 @@ mod data;
 mod demo;
 mod diskcheck;
 mod dump_log;
+mod encrypt;
 mod inspect;
 mod key;
 mod platform;
@@ -104,6 +105,12 @@ enum Command {
     /// header rewrite (two crash-safe writes), nothing else rewritten; then it opens with the
     /// new key only (the database must not be open elsewhere).
     RotateKey(rotate_key::RotateKeyArgs),
+    /// Turn a plain database into an encrypted one: an encrypted copy under the key given
+    /// (--key-file, `TILLDB_KEY_FILE`, `TILLDB_KEY`), checked, swapped in its place (the database
+    /// must not be open elsewhere).
+    ///
+    /// Shows its progress on standard error when that is a terminal.
+    Encrypt(encrypt::EncryptArgs),
     /// Ship a database's committed transactions to PostgreSQL, exactly once (needs
     /// `Options::change_feed`).
     Ship(ship::ShipArgs),
@@ -155,6 +162,7 @@ fn main() -> ExitCode {
         Command::Backup(args) => backup::run(&args),
         Command::Compact(args) => compact::run(&args),
         Command::RotateKey(args) => rotate_key::run(&args),
+        Command::Encrypt(args) => encrypt::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Tables(args) => data::tables(&args),
         Command::Get(args) => data::get(&args),

@@ -8,8 +8,8 @@ use crate::inspect::{self, CliResult};
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tilldb::internals::crypt::{KeyProvider, StaticKey};
 use tilldb::{Db, Error};
+use tilldb::{KeyProvider, StaticKey};
 
 #[derive(Args, Debug)]
 pub struct RotateKeyArgs {

@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The length of an application key in bytes: `key_len` of [`tilldb_open_encrypted`] and
+// [`tilldb_open_read_only_encrypted`].
+#define TILLDB_KEY_BYTES 32
+
 // What a call did.
 typedef enum {
   // Done.
@@ -19,7 +23,8 @@ typedef enum {
   TILLDB_ERR_CORRUPTION = 3,
   // The database is open elsewhere (the message names the holder where known).
   TILLDB_ERR_LOCKED = 4,
-  // A bad argument or option: a NULL handle, a name that is not UTF-8, handles still open.
+  // A bad argument or option: a NULL handle, a name that is not UTF-8, handles still open,
+  // a key that is not `TILLDB_KEY_BYTES` long.
   TILLDB_ERR_INVALID = 5,
   // A key, value or transaction larger than tilldb stores.
   TILLDB_ERR_TOO_LARGE = 6,
@@ -69,7 +74,8 @@ extern "C" {
 const char *tilldb_last_error(void);
 
 // Opens (creating when missing) the database in directory `path` with the default options,
-// or the change feed on when `change_feed` is not 0. On success `*out` is the handle.
+// or the change feed on when `change_feed` is not 0. On success `*out` is the handle. An
+// encrypted database is `TILLDB_ERR_KEY_REQUIRED`: open it with `tilldb_open_encrypted`.
 //
 // # Safety
 // `path` is a NUL-terminated string; `out` is a valid pointer to write the handle to.
@@ -79,7 +85,8 @@ tilldb_status tilldb_open(const char *path, int change_feed, tilldb_db **out);
 // while another process may have it open and commit: nothing on disk changes,
 // `tilldb_begin` fails with `TILLDB_ERR_INVALID`, and [`tilldb_refresh`] moves to the
 // newest durable commit. A directory without a database is `TILLDB_ERR_INVALID`. Close it
-// with `tilldb_close`.
+// with `tilldb_close`. An encrypted database is `TILLDB_ERR_KEY_REQUIRED`: open it with
+// `tilldb_open_read_only_encrypted`.
 //
 // # Safety
 // `path` is a NUL-terminated string; `out` is a valid pointer to write the handle to.
@@ -173,6 +180,43 @@ tilldb_status tilldb_commit(tilldb_txn *txn, tilldb_durability durability);
 // # Safety
 // `txn` is a live transaction handle; not used afterwards.
 tilldb_status tilldb_rollback(tilldb_txn *txn);
+
+// Opens (creating when missing) the encrypted database in directory `path` under the
+// application's key, the `key_len` bytes at `key`, with the default options, or the change
+// feed on when `change_feed` is not 0. A new database is encrypted with AES-256-GCM under a
+// data key of its own, which `key` wraps. On success `*out` is the handle; close it with
+// `tilldb_close`.
+//
+// `key_len` must be `TILLDB_KEY_BYTES` (32) and `key` not NULL, else `TILLDB_ERR_INVALID`
+// and nothing is opened. The call copies the key into memory it zeroes before it returns,
+// and the handle keeps it in the cipher's form until it is closed: once this returns, wipe
+// your own copy (`explicit_bzero`, `memset_s`, `SecureZeroMemory`; a plain `memset` before
+// `free` may be optimized away). A key that does not open the database is
+// `TILLDB_ERR_WRONG_KEY`; a database that is not encrypted, `TILLDB_ERR_NOT_ENCRYPTED`;
+// neither changes anything on disk, and no error message holds a byte of the key.
+//
+// # Safety
+// `path` is a NUL-terminated string; `key` is NULL or points to `key_len` readable bytes;
+// `out` is a valid pointer to write the handle to.
+tilldb_status tilldb_open_encrypted(const char *path,
+                                    const uint8_t *key,
+                                    uintptr_t key_len,
+                                    int change_feed,
+                                    tilldb_db **out);
+
+// `tilldb_open_read_only` for an encrypted database: opens the existing database in
+// directory `path` read-only, at its latest durable commit, with the application's key,
+// the `key_len` bytes at `key`. The key's rules and errors are those of
+// `tilldb_open_encrypted`: `key_len` must be `TILLDB_KEY_BYTES` (32), and once this returns
+// the caller wipes its own copy of the key.
+//
+// # Safety
+// `path` is a NUL-terminated string; `key` is NULL or points to `key_len` readable bytes;
+// `out` is a valid pointer to write the handle to.
+tilldb_status tilldb_open_read_only_encrypted(const char *path,
+                                              const uint8_t *key,
+                                              uintptr_t key_len,
+                                              tilldb_db **out);
 
 // A lazy iterator over the acknowledged entries of `table` from `start` (inclusive) to
 // `end` (exclusive), backward when `reverse` is not 0; a NULL bound is open.

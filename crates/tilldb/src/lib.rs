@@ -53,13 +53,6 @@ compile_error!(
 
 mod btree;
 mod checksum;
-#[cfg_attr(
-    not(any(test, feature = "internals")),
-    expect(
-        dead_code,
-        reason = "sealed with from piece 2 of docs/encryption.md's plan"
-    )
-)]
 mod crypt;
 mod db;
 mod error;
@@ -156,6 +149,7 @@ pub mod internals {
 pub struct ReadmeDoctests;
 
 pub use btree::{Direction, TreeStats};
+pub use crypt::{Cipher, DataKey, Encryption, KeyError, KeyProvider, StaticKey};
 pub use db::{
     BackupReport, CompactReport, Db, LEAKED_LISTED_MAX, LOCK_FILE_NAME, Range, ReadTxn,
     RecoveryReport, SpaceCheck, Stats, Txn, TxnRange, is_database_file_name,

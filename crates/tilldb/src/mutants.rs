@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 73] = [
+pub const ALL: [(&str, &str); 74] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -300,6 +300,10 @@ pub const ALL: [(&str, &str); 73] = [
     (
         "old-wrap-kept",
         "a key rotation writes the new wrap into one header slot only: the other keeps the data key wrapped by the old application key, which still unwraps it",
+    ),
+    (
+        "rotation-ignores-running-backup",
+        "a key rotation does not wait for a running backup, which then finishes after the rotation returned with the old wrap in its copy",
     ),
 ];
 

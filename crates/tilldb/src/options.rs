@@ -334,10 +334,10 @@ pub struct Options {
     pub write_set_bytes: u64,
     /// Encryption at rest (docs/encryption.md): the application's key, which wraps the
     /// database's data key in its header; pages, log records and scratch files are sealed.
-    /// Not finished: the C and Python bindings do not take a key yet, and a plain database is
-    /// not yet turned into an encrypted one in place, so this is reachable only with the
-    /// `internals` feature. Default: `None`, a plain database.
-    #[cfg(feature = "internals")]
+    /// A database is created encrypted or plain and stays so; `tilldb::encrypt_in_place`
+    /// (`till encrypt`) turns a plain one into an encrypted one. Opening an encrypted
+    /// database needs the key that wraps its data key (`KeyRequired`, `WrongKey`), and a
+    /// plain one refuses a key (`NotEncrypted`). Default: `None`, a plain database.
     pub encryption: Option<crate::crypt::Encryption>,
 }
 
@@ -363,7 +363,6 @@ impl Default for Options {
             feed_retention_bytes: 4 << 30,
             commit_part_bytes: 8 << 20,
             write_set_bytes: 64 << 20,
-            #[cfg(feature = "internals")]
             encryption: None,
         }
     }
@@ -392,48 +391,24 @@ impl Options {
             feed_retention_bytes: 64 << 20,
             commit_part_bytes: 64 << 10,
             write_set_bytes: 512 << 10,
-            #[cfg(feature = "internals")]
             encryption: None,
         }
     }
 
-    /// These options with `encryption` (ignored without the `internals` feature, whose
-    /// options have none).
+    /// These options with `encryption`.
     #[must_use]
-    #[cfg_attr(
-        not(feature = "internals"),
-        expect(unused_mut, reason = "the field exists only with `internals`")
-    )]
     pub(crate) fn with_encryption(
         mut self,
         encryption: Option<crate::crypt::Encryption>,
     ) -> Options {
-        #[cfg(feature = "internals")]
-        {
-            self.encryption = encryption;
-        }
-        #[cfg(not(feature = "internals"))]
-        {
-            drop(encryption);
-        }
+        self.encryption = encryption;
         self
     }
 
-    /// The encryption asked for (`None` without the `internals` feature: not finished).
+    /// The encryption asked for.
     #[must_use]
-    #[cfg_attr(
-        not(feature = "internals"),
-        expect(clippy::unused_self, reason = "the field exists only with `internals`")
-    )]
     pub(crate) fn encryption(&self) -> Option<&crate::crypt::Encryption> {
-        #[cfg(feature = "internals")]
-        {
-            self.encryption.as_ref()
-        }
-        #[cfg(not(feature = "internals"))]
-        {
-            None
-        }
+        self.encryption.as_ref()
     }
 
     /// The page size asked for, or the default for a new database.

@@ -3,7 +3,8 @@
 //! the database opens with the new key only, every row is there, and neither header slot
 //! holds the old wrap (mutant `old-wrap-kept`); a compaction after it wraps its copy with the
 //! new key. A rotation crashed at each of its header writes and flushes, by a process kill or
-//! a power cut, leaves a database that opens with exactly one of the two keys, whole. A plain
+//! a power cut, leaves a database that opens with exactly one of the two keys, whole. A
+//! rotation waits for a running backup (mutant `rotation-ignores-running-backup`). A plain
 //! database and a read-only handle refuse it, changing nothing.
 
 use std::path::Path;
@@ -236,4 +237,56 @@ fn a_rotation_whose_second_write_fails_stops_the_database_under_the_new_key() {
     let db = open(&disk, Some(NEW)).expect("the new key opens it");
     assert_rows(&db);
     db.close().expect("close");
+}
+
+/// A backup running when a rotation is asked for finishes first: the rotation waits for it,
+/// so no backup finishes after `rotate_key` returned with the old wrap in its copy. The
+/// backup is held inside its first progress report (the checkpoint hold already taken).
+#[test]
+fn a_rotation_waits_for_a_running_backup() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (dir, copy) = (tmp.path().join("db"), tmp.path().join("backup"));
+    let real = |key: [u8; 32]| Options {
+        background_threads: true,
+        ..options(Some(key))
+    };
+    let db = Db::open(&dir, real(OLD)).expect("create");
+    let mut txn = db.begin().expect("begin");
+    for i in 0..200 {
+        let (k, v) = row(i);
+        txn.put(&k, &v).expect("put");
+    }
+    txn.commit().expect("commit");
+    let (paused, wait_paused) = std::sync::mpsc::channel();
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    let waited = std::thread::scope(|s| {
+        let (db, copy) = (&db, &copy);
+        let backup = s.spawn(move || {
+            let mut first = true;
+            db.backup_to_with_progress(copy, &mut |_| {
+                if std::mem::take(&mut first) {
+                    paused.send(()).expect("the test waits");
+                    wait_go.recv().expect("the test lets it go on");
+                }
+            })
+        });
+        wait_paused.recv().expect("the backup began");
+        let rotation = s.spawn(move || db.rotate_key(provider(NEW)));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let waited = !rotation.is_finished();
+        go.send(()).expect("the backup waits");
+        backup.join().expect("backup thread").expect("backup");
+        rotation.join().expect("rotation thread").expect("rotate");
+        waited
+    });
+    assert!(waited, "the rotation returned while a backup was running");
+    db.close().expect("close");
+    // The backup finished before the rotation: it opens with the old key, the database with
+    // the new one only.
+    assert_rows(&Db::open(&copy, real(OLD)).expect("the backup, with the old key"));
+    assert!(matches!(
+        Db::open(&dir, real(OLD)),
+        Err(Error::WrongKey { .. })
+    ));
+    assert_rows(&Db::open(&dir, real(NEW)).expect("the database, with the new key"));
 }

@@ -73,7 +73,8 @@ impl Till {
         Feed::open_encrypted(
             Arc::clone(&self.storage),
             &self.dir,
-            (from, None),
+            from,
+            None,
             self.encryption.as_ref(),
         )
     }

@@ -99,6 +99,15 @@ pub fn segments(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The newest valid header of the database in `dir`.
+pub fn newest_header(dir: &Path) -> Header {
+    let bytes = std::fs::read(dir.join(HEADER_FILE_NAME)).expect("header file");
+    let slots: [SlotState; 2] = std::array::from_fn(|slot| {
+        Header::decode(&bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES], slot).expect("slot")
+    });
+    choose_slot(slots).expect("valid").expect("a header").1
+}
+
 /// Writes the newest header, changed by `change`, as the next generation into the other slot:
 /// what a broken allocator could have written.
 pub fn rewrite_header(dir: &Path, change: impl FnOnce(&mut Header)) {

@@ -59,7 +59,8 @@ impl DataKey {
         Ok(DataKey(key))
     }
 
-    /// A data key from its bytes (a provider's unwrap), which it takes and zeroes.
+    /// A data key from its bytes (a provider's unwrap), which it takes and zeroes on drop
+    /// (`zeroize::Zeroizing`, the crate a provider wipes its own copies with).
     #[must_use]
     pub fn from_bytes(bytes: Zeroizing<[u8; KEY_BYTES]>) -> DataKey {
         DataKey(bytes)
@@ -72,8 +73,9 @@ impl DataKey {
     }
 
     /// The key of one instance (a writer's epoch, a log segment): [`SealKey::derive`] of this
-    /// key with the instance's random `salt` and `info`.
+    /// key with the instance's random `salt` and `info`. The engine's, not the API's.
     #[must_use]
+    #[doc(hidden)]
     pub fn derive(&self, cipher: Cipher, salt: &[u8], info: &[&[u8]]) -> SealKey {
         SealKey::derive(cipher, &self.0, salt, info)
     }
@@ -93,7 +95,8 @@ pub trait KeyProvider: Send + Sync + fmt::Debug {
 }
 
 /// An application's key of 32 bytes that it holds itself (read from a key file, a key store,
-/// a back office), zeroed on drop.
+/// a back office), kept in the cipher's expanded form (wiped on drop by the `RustCrypto`
+/// backend, not by `ring`'s: docs/encryption.md, section 5).
 pub struct StaticKey {
     kek: SealKey,
     id: String,

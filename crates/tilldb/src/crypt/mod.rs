@@ -45,12 +45,59 @@ pub use scratch::{ScratchKey, ScratchSeal};
 
 /// Encryption at rest for a database (`Options::encryption`): the application's key and, for
 /// a database being created, the cipher. Compared by the provider's identity.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// // 32 bytes the application keeps apart from the database (a key file, a key store).
+/// let key = [7u8; 32];
+/// let options = tilldb::Options {
+///     encryption: Some(tilldb::Encryption::with_key(&key)),
+///     ..tilldb::Options::default()
+/// };
+/// let db = tilldb::Db::open(dir.path(), options)?;
+/// # drop(db);
+/// // Without the key, or with another, the database does not open and nothing changes.
+/// assert!(matches!(
+///     tilldb::Db::open(dir.path(), tilldb::Options::default()),
+///     Err(tilldb::Error::KeyRequired { .. })
+/// ));
+/// # Ok::<(), tilldb::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Encryption {
     /// The application's key, which wraps and unwraps the data key.
     pub provider: std::sync::Arc<dyn KeyProvider>,
     /// The cipher a new database seals with (an existing one keeps its own).
     pub cipher: Cipher,
+}
+
+impl Encryption {
+    /// Encryption under the application's key `provider`, with AES-256-GCM for a new
+    /// database.
+    #[must_use]
+    pub fn new(provider: std::sync::Arc<dyn KeyProvider>) -> Encryption {
+        Encryption {
+            provider,
+            cipher: Cipher::Aes256Gcm,
+        }
+    }
+
+    /// Encryption under an application key of 32 bytes the application holds itself
+    /// ([`StaticKey::new`]), with AES-256-GCM for a new database. tilldb keeps the key in the
+    /// cipher's expanded form for as long as the handle lives (which `ring`, the backend on
+    /// Linux and Windows, does not wipe on drop; docs/encryption.md, section 5): wipe the
+    /// caller's copy when it is no longer needed.
+    #[must_use]
+    pub fn with_key(key: &[u8; KEY_BYTES]) -> Encryption {
+        Encryption::new(std::sync::Arc::new(StaticKey::new(key)))
+    }
+
+    /// This encryption with `cipher` for a new database (an existing one keeps its own).
+    #[must_use]
+    pub fn with_cipher(mut self, cipher: Cipher) -> Encryption {
+        self.cipher = cipher;
+        self
+    }
 }
 
 impl std::fmt::Debug for Encryption {

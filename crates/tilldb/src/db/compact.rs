@@ -87,8 +87,40 @@ impl Db {
         target: impl AsRef<Path>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<CompactReport> {
+        // The key that wraps the data key now: a rotation may have replaced the one opened
+        // with. An encrypted copy gets a data key of its own all the same.
+        let encryption = self.inner.checkpoints.encryption();
+        self.compact_into(target.as_ref(), encryption, progress)
+    }
+
+    /// [`Db::compact_to_with_progress`] into an encrypted copy under `encryption`: a new
+    /// data key, wrapped by `encryption`'s key, sealing with its cipher. This is how a
+    /// plain database becomes an encrypted one (`till encrypt`), and how an encrypted one
+    /// gets a new data key under a new application key or cipher (`till compact --rekey`).
+    /// The copy opens with `encryption` only; this database is unchanged.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::compact_to`]; and `InvalidArgument` naming the table when a key this
+    /// database holds is longer than an encrypted page allows (its pages keep 40 bytes for
+    /// the seal): nothing is at `target` then, and the partial copy is left to remove.
+    pub fn compact_encrypted_to(
+        &self,
+        target: impl AsRef<Path>,
+        encryption: crate::crypt::Encryption,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CompactReport> {
+        self.compact_into(target.as_ref(), Some(encryption), progress)
+    }
+
+    /// The compaction of [`Db::compact_to_with_progress`], the copy under `encryption`.
+    fn compact_into(
+        &self,
+        target: &Path,
+        encryption: Option<crate::crypt::Encryption>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CompactReport> {
         self.check_poison()?;
-        let target = target.as_ref();
         let storage = &self.inner.storage;
         if self.inner.feed.is_some() {
             return Err(Error::InvalidArgument(format!(
@@ -116,8 +148,7 @@ impl Db {
             change_feed: false,
             ..self.inner.options.clone()
         }
-        // The key that wraps the data key now: a rotation may have replaced the one opened with.
-        .with_encryption(self.inner.checkpoints.encryption());
+        .with_encryption(encryption);
         let source_pages = self.inner.writer.lock().page_count;
         let copy = Db::open_with_storage(storage.clone(), &partial, options)?;
         let mut report = CompactReport {
@@ -191,7 +222,20 @@ fn copy_table(
         Direction::Forward,
     )? {
         let (key, value) = entry?;
-        txn.put_in(table, &key, &value)?;
+        match txn.put_in(table, &key, &value) {
+            Err(Error::TooLarge {
+                what: "key",
+                bytes,
+                max,
+            }) => {
+                return Err(Error::InvalidArgument(format!(
+                    "table {table:?} holds a key of {bytes} bytes, and the copy's pages hold \
+                     keys of at most {max} (an encrypted page keeps 40 bytes for its seal); \
+                     this database cannot be copied encrypted at its page size"
+                )));
+            }
+            result => result?,
+        }
         entries += 1;
         bytes += key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
         copied += 1;

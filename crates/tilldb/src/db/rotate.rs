@@ -3,11 +3,17 @@
 //! changes, in the header's crash-safe write (`HeaderFile::rewrap`).
 
 use super::Db;
-use crate::crypt::{Encryption, KeyProvider};
+use crate::crypt::{Cipher, Encryption, KeyProvider};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
 impl Db {
+    /// The cipher an encrypted database seals with; `None` for a plain database.
+    #[must_use]
+    pub fn cipher(&self) -> Option<Cipher> {
+        self.inner.checkpoints.encryption().map(|e| e.cipher)
+    }
+
     /// Wraps the database's data key with `provider`, the application's new key, in the
     /// header: from when this returns, the database opens with the new key only, and no slot
     /// of the header holds the old wrap. Pages and log are not rewritten (the data key is the
@@ -24,8 +30,6 @@ impl Db {
     /// `KeyUnavailable` when `provider` cannot wrap, `InvalidArgument` for a key id longer
     /// than 64 bytes; nothing is written then. An I/O error poisons the header as a
     /// checkpoint's would.
-    /// With the `internals` feature only, as `Options::encryption` (docs/encryption.md, piece 6).
-    #[cfg(feature = "internals")]
     pub fn rotate_key(&self, provider: Arc<dyn KeyProvider>) -> Result<()> {
         if self.is_read_only() {
             return Err(Error::ReadOnly {
@@ -36,7 +40,8 @@ impl Db {
         self.check_poison()?;
         // No checkpoint and no backup meanwhile: a backup copies the header it began with,
         // so one running now finishes under the old wrap, before the rotation.
-        let _running = self.inner.checkpoints.hold();
+        let _running = (!crate::mutants::active("rotation-ignores-running-backup"))
+            .then(|| self.inner.checkpoints.hold());
         let cipher = self
             .inner
             .checkpoints

@@ -207,12 +207,12 @@ impl Feed {
     /// [`Feed::open_with_storage`] of an encrypted database, whose log is read with the keys
     /// `encryption` (the application's key) opens, checked as `Db::open` checks them: a plain
     /// database with a key is `NotEncrypted`, an encrypted one without `KeyRequired`, another
-    /// key `WrongKey`. With the `internals` feature only, as `Options::encryption`.
-    #[cfg(feature = "internals")]
+    /// key `WrongKey`.
     pub fn open_encrypted(
         storage: Arc<dyn Storage>,
         dir: &Path,
-        (from, consumer): (Lsn, Option<String>),
+        from: Lsn,
+        consumer: Option<String>,
         encryption: Option<&crate::crypt::Encryption>,
     ) -> Result<Feed> {
         let keys = feed_keys(&*storage, dir, encryption)?;
@@ -221,7 +221,6 @@ impl Feed {
 
     /// [`Feed::open_consumer_with_storage`] of an encrypted database (see
     /// [`Feed::open_encrypted`]).
-    #[cfg(feature = "internals")]
     pub fn open_consumer_encrypted(
         storage: Arc<dyn Storage>,
         dir: &Path,
