@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tilldb::Db;
 use tilldb::internals::crypt::DatabaseKeys;
+use tilldb::internals::header::{SLOT_BYTES, SlotState};
 use tilldb::internals::page::{PageId, PageSlot, PageStore};
 use tilldb::internals::wal::SegmentRole;
 use tilldb::internals::wal::record::RecordFault;
@@ -55,10 +56,12 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
         Err(tilldb::Error::Locked { .. }) => return run_live(args),
         Err(e) => return Err(e.into()),
     };
-    let header = inspect::read_header(&args.dir)?;
-    let (_, header) = header
+    let read = inspect::read_header(&args.dir)?;
+    let (chosen, header) = read
         .chosen
+        .clone()
         .map_err(|why| format!("no usable header: {why}"))?;
+    report_torn_slots(&read, chosen);
     let keys = crate::key::database_keys(&args.dir, &header)?;
     let mut problems = check_log(&args.dir, header.checkpoint_lsn.0, keys.as_deref());
     let before = scan_pages(
@@ -162,6 +165,22 @@ fn run_live(args: &CheckArgs) -> CliResult<()> {
 }
 
 /// Prints each table's tree as checked.
+/// Notes a header slot that does not validate beside the `chosen` one: what a crash during a
+/// header write leaves (the other slot holds the header before it), or damage. Not a problem:
+/// the chosen slot's checkpoint is whole, which the rest of the check shows.
+fn report_torn_slots(read: &inspect::HeaderRead, chosen: usize) {
+    for (slot, state) in read.slots.iter().enumerate() {
+        if slot != chosen && matches!(state, Ok(SlotState::Torn)) {
+            println!(
+                "  note: header slot {slot} in {} (offset {}) does not validate: torn by a \
+                 crash during a header write, or damaged; slot {chosen} is the header",
+                read.path.display(),
+                slot * SLOT_BYTES
+            );
+        }
+    }
+}
+
 fn print_tables(space: &Space) {
     for (name, stats) in &space.tables {
         let name = if name.is_empty() {

@@ -149,6 +149,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The reports printed line by line, often into `head` or `less` (the rows' commands
+    // handle a closed pipe themselves, `data/output.rs`); not the commands that talk over
+    // sockets (`ship`, `diskcheck`), whose peer going away is an error to handle, not a
+    // signal to die of.
+    if matches!(
+        cli.command,
+        Command::Check(_) | Command::Stats(_) | Command::DumpLog(_)
+    ) {
+        platform::default_sigpipe();
+    }
     key::set_key_file(cli.key_file);
     let result = match cli.command {
         Command::Probe(args) => probe::run(&args),

@@ -16,3 +16,17 @@ pub fn host_name() -> String {
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "unknown".to_string())
 }
+
+/// Restores SIGPIPE's default action, so that `till check DIR | head` ends quietly when
+/// `head` has read enough, as every Unix tool does. Rust's runtime ignores SIGPIPE, which
+/// turns each later `println!` into a panic ("failed printing to stdout: Broken pipe"). For
+/// the commands that only print: with it, a write to a closed socket would kill the process.
+/// Nothing to do on Windows, which has no SIGPIPE.
+pub fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any thread starts; SIG_DFL is a valid
+    // action for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

@@ -229,3 +229,40 @@ fn dump_log_refuses_a_directory_without_a_log() {
     assert!(!run.ok);
     assert!(run.stderr.contains("no tilldb log"), "{}", run.text());
 }
+
+/// `till dump-log DIR | head -1`: the reader goes after one line, and `till` ends as every
+/// Unix tool does (killed by SIGPIPE, quietly), not with a panic for the line it could not
+/// print ("failed printing to stdout: Broken pipe"). 3,000 commits print far more than a pipe
+/// holds, so the writes after the reader left fail whatever the timing.
+#[cfg(unix)]
+#[test]
+fn dump_log_into_a_pipe_closed_early_ends_without_a_panic() {
+    use std::io::BufRead as _;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, common::options()).expect("create");
+    for i in 0..3000u32 {
+        let mut txn = db.begin().expect("begin");
+        txn.put(format!("receipt-{i:06}").as_bytes(), b"paid")
+            .expect("put");
+        txn.commit_with(tilldb::Durability::Buffered)
+            .expect("commit");
+    }
+    drop(db);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_till"))
+        .args(["dump-log", dir.to_str().expect("UTF-8")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run till");
+    let mut first = String::new();
+    {
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        stdout.read_line(&mut first).expect("one line");
+        // Dropped here: the pipe's only reader is gone.
+    }
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!first.is_empty());
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
