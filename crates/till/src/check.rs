@@ -273,6 +273,13 @@ fn report_log_notes(facts: &LogFacts) {
         .max()
         .unwrap_or(0);
     for s in &found.segments {
+        if let SegmentRole::Torn { offset, what } = &s.role {
+            println!(
+                "  note: the header of {} does not decode at offset {offset} ({what}): a \
+                 preparation cut short by a crash, which recovery reuses, or damage",
+                s.path.display()
+            );
+        }
         if s.generation > last_chained
             && s.role
                 == (SegmentRole::Unchained {
@@ -350,6 +357,13 @@ fn scan_pages(
         .with_keys(storage, keys)?;
     let bar = progress::bar(what, Unit::Pages, store.page_count().saturating_sub(1));
     let (mut valid, mut unwritten, mut bad) = (0u64, 0u64, Vec::new());
+    if let Some(offset) = page_zero_not_zeros(store.path(), page_bytes)? {
+        bad.push((
+            store.path().to_path_buf(),
+            offset,
+            "page 0 is never used and always zeros, and this byte is not: damage",
+        ));
+    }
     for id in 1..store.page_count() {
         bar.inc(1);
         match store.inspect(PageId(id))? {
@@ -370,4 +384,16 @@ fn scan_pages(
         bad.len()
     );
     Ok(bad)
+}
+
+/// The offset of the first byte of page 0 (never used: a zero page id means "no page") that
+/// is not zero in the data file at `path`, if any.
+fn page_zero_not_zeros(path: &Path, page_bytes: u32) -> CliResult<Option<u64>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| format!("open {}: {e}", path.display()))?;
+    let mut page = Vec::new();
+    file.take(u64::from(page_bytes))
+        .read_to_end(&mut page)
+        .map_err(|e| format!("read {}: {e}", path.display()))?;
+    Ok(page.iter().position(|&b| b != 0).map(|at| at as u64))
 }
