@@ -358,6 +358,7 @@ fn spawn_child(
                 .map(|path| vec!["--key-file".into(), path.into_os_string()])
                 .unwrap_or_default(),
         )
+        .args(crate::key::key_dpapi_args())
         .args(
             args.flush_method
                 .map(|m| vec!["--flush-method".to_owned(), m.name().to_owned()])

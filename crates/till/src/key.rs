@@ -1,9 +1,10 @@
 //! The application's key of an encrypted database, for every command that opens one
-//! (docs/encryption.md, piece 7): `--key-file FILE` (a flag of every command), else the
-//! environment's `TILLDB_KEY_FILE`, else `TILLDB_KEY`. A key file holds the 32 bytes of the
-//! key, or 64 hexadecimal digits (a trailing newline allowed); `TILLDB_KEY` holds the 64
-//! digits. The key is a [`StaticKey`], named `kek:` and 16 hex digits derived from it, which
-//! the database's header records: the wrong key is told apart from a damaged file.
+//! (docs/encryption.md, piece 7): `--key-file FILE` (a flag of every command), else
+//! `--key-dpapi SCOPE` (the key Windows keeps, `OsKeyStore`), else the environment's
+//! `TILLDB_KEY_FILE`, else `TILLDB_KEY`. A key file holds the 32 bytes of the key, or 64
+//! hexadecimal digits (a trailing newline allowed); `TILLDB_KEY` holds the 64 digits. The key
+//! is a [`StaticKey`], named `kek:` and 16 hex digits derived from it, which the database's
+//! header records: the wrong key is told apart from a damaged file.
 //!
 //! No key byte is ever printed: errors name the file and say what its length is wrong by.
 //! The bytes read are zeroed once the key is made.
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use tilldb::internals::crypt::DatabaseKeys;
 use tilldb::internals::header::Header;
-use tilldb::{Cipher, Encryption, Options};
+use tilldb::{Cipher, Encryption, Options, OsKeyScope, OsKeyStore};
 use zeroize::Zeroizing;
 
 /// The environment variable naming a key file.
@@ -23,12 +24,38 @@ pub const KEY_VAR: &str = "TILLDB_KEY";
 
 /// The `--key-file` given on the command line, set once by `main`.
 static KEY_FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
+/// The `--key-dpapi` given on the command line, set once by `main`.
+static KEY_DPAPI: OnceLock<Option<DpapiScope>> = OnceLock::new();
 
-/// Records the command line's `--key-file` (once, before any command runs).
-pub fn set_key_file(path: Option<PathBuf>) {
+/// Whose key DPAPI keeps (`--key-dpapi`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum DpapiScope {
+    /// The Windows user `till` runs as.
+    User,
+    /// Any process on this machine (a till's service).
+    Machine,
+}
+
+impl DpapiScope {
+    /// The application's key DPAPI keeps for this scope.
+    pub fn encryption(self) -> Encryption {
+        let scope = match self {
+            DpapiScope::User => OsKeyScope::User,
+            DpapiScope::Machine => OsKeyScope::Machine,
+        };
+        Encryption::new(Arc::new(OsKeyStore::new(scope)))
+    }
+}
+
+/// Records the command line's `--key-file` and `--key-dpapi` (once, before any command
+/// runs).
+pub fn set_key_source(path: Option<PathBuf>, dpapi: Option<DpapiScope>) {
     KEY_FILE
         .set(path)
         .expect("the key file is set once, by main");
+    KEY_DPAPI
+        .set(dpapi)
+        .expect("the DPAPI scope is set once, by main");
 }
 
 /// The `--key-file` of the command line, if one was given (a child process is passed it on).
@@ -36,14 +63,25 @@ pub fn key_file_flag() -> Option<PathBuf> {
     KEY_FILE.get().cloned().flatten()
 }
 
-/// The application's key this run was given (`--key-file`, `TILLDB_KEY_FILE`,
-/// `TILLDB_KEY`), as `Options::encryption` takes it; `None` when none was.
+/// The `--key-dpapi` of the command line as its arguments, for a child process.
+pub fn key_dpapi_args() -> Vec<std::ffi::OsString> {
+    match KEY_DPAPI.get().copied().flatten() {
+        Some(DpapiScope::User) => vec!["--key-dpapi".into(), "user".into()],
+        Some(DpapiScope::Machine) => vec!["--key-dpapi".into(), "machine".into()],
+        None => Vec::new(),
+    }
+}
+
+/// The application's key this run was given (`--key-file`, `--key-dpapi`,
+/// `TILLDB_KEY_FILE`, `TILLDB_KEY`), as `Options::encryption` takes it; `None` when none was.
 pub fn encryption() -> CliResult<Option<Encryption>> {
-    let file = KEY_FILE
-        .get()
-        .cloned()
-        .flatten()
-        .or_else(|| std::env::var_os(KEY_FILE_VAR).map(PathBuf::from));
+    let flag = KEY_FILE.get().cloned().flatten();
+    if flag.is_none()
+        && let Some(scope) = KEY_DPAPI.get().copied().flatten()
+    {
+        return Ok(Some(scope.encryption()));
+    }
+    let file = flag.or_else(|| std::env::var_os(KEY_FILE_VAR).map(PathBuf::from));
     let key = match file {
         Some(path) => read_key_file(&path)?,
         None => match std::env::var(KEY_VAR) {

@@ -71,6 +71,17 @@ struct Cli {
     /// `TILLDB_KEY_FILE` names, else the digits in `TILLDB_KEY`].
     #[arg(long, global = true, value_name = "FILE")]
     key_file: Option<std::path::PathBuf>,
+    /// The application's key kept by Windows (DPAPI) for this user or for any process on this
+    /// machine, instead of a key file: what `till encrypt`, `till rotate-key --new-key-dpapi`
+    /// or a program with `OsKeyStore` wrapped the database's data key with.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SCOPE",
+        value_enum,
+        conflicts_with = "key_file"
+    )]
+    key_dpapi: Option<key::DpapiScope>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -159,7 +170,7 @@ fn main() -> ExitCode {
     ) {
         platform::default_sigpipe();
     }
-    key::set_key_file(cli.key_file);
+    key::set_key_source(cli.key_file, cli.key_dpapi);
     let result = match cli.command {
         Command::Probe(args) => probe::run(&args),
         Command::Crashtest(args) => crashtest::run(&args),

@@ -16,15 +16,30 @@ pub struct RotateKeyArgs {
     /// The encrypted database.
     dir: PathBuf,
     /// The new key: a file of its 32 bytes, or of 64 hexadecimal digits. The current key is
-    /// given as to every command (--key-file, `TILLDB_KEY_FILE`, `TILLDB_KEY`).
-    #[arg(long, value_name = "FILE")]
-    new_key_file: PathBuf,
+    /// given as to every command (--key-file, --key-dpapi, `TILLDB_KEY_FILE`, `TILLDB_KEY`).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "new_key_dpapi",
+        conflicts_with = "new_key_dpapi"
+    )]
+    new_key_file: Option<PathBuf>,
+    /// The new key is the one Windows keeps (DPAPI) for this user or this machine: the
+    /// database then opens with `--key-dpapi SCOPE` on this machine only.
+    #[arg(long, value_name = "SCOPE", value_enum)]
+    new_key_dpapi: Option<crate::key::DpapiScope>,
 }
 
 pub fn run(args: &RotateKeyArgs) -> CliResult<()> {
     inspect::require_database(&args.dir)?;
-    let key = crate::key::read_key_file(&args.new_key_file)?;
-    let new: Arc<dyn KeyProvider> = Arc::new(StaticKey::new(&key));
+    let new: Arc<dyn KeyProvider> = match (&args.new_key_file, args.new_key_dpapi) {
+        (Some(path), _) => {
+            let key = crate::key::read_key_file(path)?;
+            Arc::new(StaticKey::new(&key))
+        }
+        (None, Some(scope)) => scope.encryption().provider,
+        (None, None) => unreachable!("clap requires one of them"),
+    };
     let db = match Db::open(&args.dir, crate::key::options()?) {
         Ok(db) => db,
         Err(e @ Error::Locked { .. }) => {

@@ -85,8 +85,11 @@ fn database(tmp: &Path) -> PathBuf {
     let db = Db::open(&live, with_key()).expect("create");
     let mut txn = db.begin().expect("begin");
     for i in 0..300u32 {
-        txn.put(format!("receipt-{i:05}").as_bytes(), &[u8::try_from(i % 256).expect("a byte"); 100])
-            .expect("put");
+        txn.put(
+            format!("receipt-{i:05}").as_bytes(),
+            &[u8::try_from(i % 256).expect("a byte"); 100],
+        )
+        .expect("put");
     }
     txn.commit().expect("commit");
     db.checkpoint().expect("checkpoint");

@@ -149,7 +149,9 @@ pub mod internals {
 pub struct ReadmeDoctests;
 
 pub use btree::{Direction, TreeStats};
-pub use crypt::{Cipher, DataKey, Encryption, KeyError, KeyProvider, StaticKey};
+pub use crypt::{
+    Cipher, DataKey, Encryption, KeyError, KeyProvider, OsKeyScope, OsKeyStore, StaticKey,
+};
 pub use db::{
     BackupReport, CompactReport, Db, LEAKED_LISTED_MAX, LOCK_FILE_NAME, Range, ReadTxn,
     RecoveryReport, SpaceCheck, Stats, Txn, TxnRange, is_database_file_name,

@@ -27,6 +27,7 @@ mod cipher;
 mod database;
 mod keys;
 mod log;
+mod os_key;
 mod page;
 #[cfg(not(target_os = "macos"))]
 mod ring_backend;
@@ -40,6 +41,7 @@ pub use cipher::{Cipher, KEY_BYTES, Mismatch, NONCE_BYTES, TAG_BYTES};
 pub use database::{DatabaseKeys, HEADER_MAC_BYTES};
 pub use keys::{DataKey, KeyError, KeyProvider, StaticKey, fill_random};
 pub use log::{RecordOpener, RecordSealer, SEGMENT_SALT_BYTES};
+pub use os_key::{OsKeyScope, OsKeyStore};
 pub use page::{PAGE_SALT_BYTES, PageKeys, PageSeal};
 pub use scratch::{ScratchKey, ScratchSeal};
 

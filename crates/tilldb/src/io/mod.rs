@@ -38,7 +38,7 @@ mod geometry;
 mod hooked;
 mod lock;
 mod measure;
-mod os;
+pub(crate) mod os;
 mod overlay;
 mod probe;
 mod sim;

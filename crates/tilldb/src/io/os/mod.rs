@@ -8,6 +8,8 @@
 //! - `exchange`: two existing names swapped in one step (`Unsupported` where not built yet);
 //! - `lock_file`: the database lock;
 //! - `impl DeviceFacts { for_dir, for_dir_read_only, for_file }` and `atomic_write_supported`;
+//! - `keystore`: the OS's key store (`KEY_STORE`, `protect`, `unprotect`: DPAPI on Windows;
+//!   none elsewhere yet), for `crypt::OsKeyStore`;
 //! - `errno`: the native error codes the simulated disk and the portable code report
 //!   (`EIO`, `ENOSPC`, ... as this platform spells them).
 

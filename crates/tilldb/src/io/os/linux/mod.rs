@@ -2,6 +2,7 @@
 //! sysfs for device facts, `RWF_ATOMIC` for atomic page writes.
 
 pub use super::unix::errno;
+pub use super::unix::keystore;
 mod facts;
 mod file;
 mod flush;

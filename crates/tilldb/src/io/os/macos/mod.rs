@@ -11,6 +11,7 @@
 //! | `nosync` | - | nothing (benchmarks only) |
 
 pub use super::unix::errno;
+pub use super::unix::keystore;
 mod facts;
 mod file;
 

@@ -3,4 +3,5 @@
 
 pub mod errno;
 pub(crate) mod io;
+pub mod keystore;
 pub(crate) mod lock;

@@ -13,6 +13,7 @@
 pub mod errno;
 mod facts;
 mod file;
+pub mod keystore;
 mod lock;
 
 pub use facts::{WINE_NOTE, atomic_write_supported};
