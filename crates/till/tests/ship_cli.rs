@@ -9,6 +9,8 @@
 //! `SHIP_CHAOS_SECONDS` sets the chaos phase (default 8; `scripts/prove` runs a long one).
 
 mod common;
+#[path = "ship_cli/encrypted.rs"]
+mod encrypted;
 #[path = "ship_cli/never_silent.rs"]
 mod never_silent;
 #[path = "common/postgres.rs"]
