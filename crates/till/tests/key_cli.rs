@@ -270,3 +270,57 @@ fn rotate_key_replaces_the_key_that_opens_the_database() {
         "a message holds the key"
     );
 }
+
+/// `till check --without-key`: what can be checked of an encrypted database by someone
+/// without its key (a support desk, a backup's operator): every page's checksum and
+/// framing and the log's chain. A page changed on disk is reported with its file and offset;
+/// a plain database is checked in full, saying no key is needed.
+#[test]
+fn check_without_key_checks_the_framing_of_an_encrypted_database() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    encrypted_database(&dir);
+    let d = arg(&dir);
+    let framing = till(&["check", d, "--without-key"]);
+    assert!(framing.ok, "{}", framing.text());
+    assert!(
+        framing.stdout.contains("check ok (framing only)"),
+        "{}",
+        framing.text()
+    );
+    assert!(
+        framing
+            .stdout
+            .contains("sealed pages whose framing is whole"),
+        "{}",
+        framing.text()
+    );
+    let without = till(&["check", d]);
+    assert!(
+        !without.ok,
+        "the full check needs the key: {}",
+        without.text()
+    );
+
+    let data = dir.join("data.tdb");
+    let mut bytes = std::fs::read(&data).expect("data file");
+    let offset = 2 * 4096 + 1000;
+    bytes[offset] ^= 0x10;
+    std::fs::write(&data, &bytes).expect("change a page");
+    let bad = till(&["check", d, "--without-key"]);
+    assert!(!bad.ok, "{}", bad.text());
+    assert!(
+        bad.stdout
+            .contains(&format!("BAD page in {} at offset 8192", data.display())),
+        "{}",
+        bad.text()
+    );
+
+    let plain = tmp.path().join("plain");
+    let db = Db::open(&plain, options()).expect("create");
+    db.close().expect("close");
+    let full = till(&["check", arg(&plain), "--without-key"]);
+    assert!(full.ok, "{}", full.text());
+    assert!(full.stdout.contains("needs no key"), "{}", full.text());
+    assert!(full.stdout.contains("check ok"), "{}", full.text());
+}
