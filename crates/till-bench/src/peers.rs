@@ -71,6 +71,9 @@ const ENABLE_COMMAND: &str = "cargo run --release -p till --features peers -- be
 pub enum Engine {
     /// tilldb, `Durability::Sync`.
     Tilldb,
+    /// tilldb encrypted at rest (AES-256-GCM under a fixed key, docs/encryption.md), otherwise
+    /// as `tilldb`: what encryption costs a durable commit, beside it (`--encrypt`).
+    TilldbEncrypted,
     /// SQLite (bundled), `journal_mode=WAL`, `synchronous=FULL`.
     SqliteWal,
     /// SQLite (bundled), rollback journal (`journal_mode=DELETE`), `synchronous=FULL`.
@@ -99,6 +102,10 @@ pub struct PeersArgs {
     /// Engines to run [default: tilldb and every peer this build has].
     #[arg(long, value_delimiter = ',')]
     engines: Vec<Engine>,
+    /// Also run tilldb encrypted at rest, right after plain tilldb (the engine
+    /// tilldb-encrypted); its ratio to tilldb is what encryption costs.
+    #[arg(long)]
+    encrypt: bool,
     /// Thread counts to run, one fresh store per engine each.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
     threads: Vec<usize>,

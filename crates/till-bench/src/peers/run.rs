@@ -121,6 +121,13 @@ fn validate(args: &PeersArgs) -> Result<Vec<Engine>, String> {
         assert_eq!(missing, Engine::Rocksdb, "only RocksDB is optional");
         return Err(engines::ROCKSDB_NOT_BUILT.into());
     }
+    if args.encrypt && !engines.contains(&Engine::TilldbEncrypted) {
+        let at = engines
+            .iter()
+            .position(|&e| e == Engine::Tilldb)
+            .map_or(0, |i| i + 1);
+        engines.insert(at, Engine::TilldbEncrypted);
+    }
     let mut seen = Vec::with_capacity(engines.len());
     engines.retain(|e| {
         let first = !seen.contains(e);

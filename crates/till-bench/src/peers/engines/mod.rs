@@ -54,7 +54,8 @@ pub fn open(engine: Engine, dir: &Path, settings: Settings) -> Result<Box<dyn St
         dir.display()
     );
     match engine {
-        Engine::Tilldb => tilldb::open(dir, settings.flush_method),
+        Engine::Tilldb => tilldb::open(dir, settings.flush_method, false),
+        Engine::TilldbEncrypted => tilldb::open(dir, settings.flush_method, true),
         Engine::SqliteWal => sqlite::open(dir, sqlite::Journal::Wal),
         Engine::SqliteRollback => sqlite::open(dir, sqlite::Journal::Rollback),
         Engine::Lmdb => lmdb::open(dir),
@@ -87,6 +88,11 @@ pub fn default_engines() -> Vec<Engine> {
     engines
 }
 
+/// Whether `engine` is tilldb itself, plain or encrypted: not a peer.
+pub fn is_tilldb(engine: Engine) -> bool {
+    matches!(engine, Engine::Tilldb | Engine::TilldbEncrypted)
+}
+
 /// Whether this build can run `engine`.
 pub fn is_built(engine: Engine) -> bool {
     engine != Engine::Rocksdb || cfg!(feature = "peers-rocksdb")
@@ -96,6 +102,7 @@ pub fn is_built(engine: Engine) -> bool {
 pub fn name(engine: Engine) -> &'static str {
     match engine {
         Engine::Tilldb => "tilldb",
+        Engine::TilldbEncrypted => "tilldb-encrypted",
         Engine::SqliteWal => "sqlite-wal",
         Engine::SqliteRollback => "sqlite-rollback",
         Engine::Lmdb => "lmdb",
@@ -109,6 +116,7 @@ pub fn name(engine: Engine) -> &'static str {
 pub fn configuration(engine: Engine) -> &'static str {
     match engine {
         Engine::Tilldb => tilldb::CONFIGURATION,
+        Engine::TilldbEncrypted => tilldb::CONFIGURATION_ENCRYPTED,
         Engine::SqliteWal => sqlite::CONFIGURATION_WAL,
         Engine::SqliteRollback => sqlite::CONFIGURATION_ROLLBACK,
         Engine::Lmdb => lmdb::CONFIGURATION,

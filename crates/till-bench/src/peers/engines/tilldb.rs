@@ -11,6 +11,10 @@ pub const CONFIGURATION: &str = "commit_with(Durability::Sync): acknowledged onc
      concurrent commits share flushes (group commit). Page size 16 KiB, 64 MiB cache, default \
      torn-page guard.";
 
+pub const CONFIGURATION_ENCRYPTED: &str = "As tilldb, encrypted at rest: Options::encryption \
+     with AES-256-GCM under a fixed key (a StaticKey), so every page, log record and scratch \
+     file is sealed (docs/encryption.md).";
+
 /// Page size of the benchmark database (as `till bench commit`).
 const PAGE_BYTES: u32 = 16384;
 /// Buffer pool of the benchmark database (as `till bench commit`).
@@ -24,14 +28,22 @@ struct TilldbWriter<'a> {
     db: &'a Db,
 }
 
-pub fn open(dir: &Path, flush_method: FlushMethod) -> Result<Box<dyn Store>, BoxError> {
-    let options = bench_options(
-        PAGE_BYTES,
-        CACHE_BYTES,
-        Durability::Sync,
-        flush_method,
-        Options::default().torn_page_guard,
-    )?;
+/// tilldb in `dir`, encrypted at rest when `encrypted`.
+pub fn open(
+    dir: &Path,
+    flush_method: FlushMethod,
+    encrypted: bool,
+) -> Result<Box<dyn Store>, BoxError> {
+    let options = Options {
+        encryption: encrypted.then(|| ::tilldb::Encryption::with_key(&[0x5b; 32])),
+        ..bench_options(
+            PAGE_BYTES,
+            CACHE_BYTES,
+            Durability::Sync,
+            flush_method,
+            Options::default().torn_page_guard,
+        )?
+    };
     let db = Db::open(dir, options)?;
     Ok(Box::new(TilldbStore { db }))
 }
