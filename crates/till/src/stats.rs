@@ -36,7 +36,8 @@
 //!                                            null when unknown
 //! log                        object          start_lsn, end_lsn, chain_segments,
 //!                                            commit_records, commits_after_checkpoint,
-//!                                            redo_bytes | null (end_lsn - checkpoint lsn:
+//!                                            sealed_commits (of an encrypted database read
+//!                                            without its key: not decoded), redo_bytes | null (end_lsn - checkpoint lsn:
 //!                                            what recovery replays), checkpoint_age_seconds
 //!                                            | null (since tilldb.meta was written),
 //!                                            page_count_at_end | null, free_head_at_end | null,
@@ -470,6 +471,7 @@ impl Stats {
                 "chain_segments": found.map(|f| f.recovery.segments),
                 "commit_records": log.commits,
                 "commits_after_checkpoint": log.commits_after_checkpoint,
+                "sealed_commits": log.sealed_commits,
                 "redo_bytes": found.map(|f| f.recovery.end_lsn.0.saturating_sub(h.checkpoint_lsn.0)),
                 "checkpoint_age_seconds": self.checkpoint_age_seconds,
                 "page_count_at_end": log.last_alloc.map(|(count, _)| count),

@@ -112,6 +112,10 @@ fn commands_read_an_encrypted_database_with_its_key_and_stop_without_it() {
     assert!(stats.ok, "{}", stats.text());
     let json = stats.json();
     assert_eq!(json["tables"][0]["keys"], 310, "{json}");
+    assert_eq!(
+        json["log"]["sealed_commits"], 0,
+        "decoded with the key: {json}"
+    );
 
     assert_eq!(json["encryption"]["cipher"], "aes-256-gcm", "{json}");
     assert!(
@@ -138,6 +142,13 @@ fn commands_read_an_encrypted_database_with_its_key_and_stop_without_it() {
         bare.text()
     );
     assert!(bare.stdout.contains("give its key"), "{}", bare.text());
+    let bare_json = till(&["stats", d, "--json"]).json();
+    assert!(
+        bare_json["log"]["sealed_commits"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "the commits after the checkpoint stay sealed without the key: {bare_json}"
+    );
     let wrong = tmp.path().join("wrong.key");
     std::fs::write(&wrong, [0x2b; 32]).expect("wrong key file");
     let run = till(&["check", d, "--key-file", arg(&wrong)]);
