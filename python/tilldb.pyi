@@ -78,7 +78,8 @@ def open(
     database open in another process ``LockedError``.
 
     ``key``: the application's key of an encrypted database, 32 bytes; a new database is
-    created encrypted (AES-256-GCM) under it, and read-only opens take it too.
+    created encrypted (AES-256-GCM, or ChaCha20-Poly1305 on a CPU without AES instructions)
+    under it, and read-only opens take it too.
     ``key_file``: a file holding the key, as ``till --key-file`` reads it: the 32 bytes, or
     64 hexadecimal digits (a trailing newline allowed). Both at once, a key of another
     length or a key file in neither format is a ``ValueError`` that names the length, never

@@ -27,9 +27,10 @@ pub struct EncryptArgs {
     /// Print JSON (stable for scripts), as `till compact --json` does.
     #[arg(long)]
     json: bool,
-    /// The cipher of the encrypted database.
-    #[arg(long, value_enum, default_value = "aes-256-gcm")]
-    cipher: crate::key::CipherArg,
+    /// The cipher of the encrypted database [default: aes-256-gcm where the CPU has AES
+    /// instructions, else chacha20-poly1305].
+    #[arg(long, value_enum)]
+    cipher: Option<crate::key::CipherArg>,
 }
 
 pub fn run(args: &EncryptArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -43,7 +44,11 @@ pub fn run(args: &EncryptArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     };
-    let encryption = encryption.with_cipher(args.cipher.cipher());
+    // The key's encryption already carries this CPU's cipher.
+    let encryption = match args.cipher {
+        Some(cipher) => encryption.with_cipher(cipher.cipher()),
+        None => encryption,
+    };
     // Opened without the key: an encrypted database refuses to open, and says so.
     let result = compact::in_place(
         &args.dir,

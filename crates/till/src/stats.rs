@@ -280,6 +280,15 @@ impl Stats {
                 block.key_id(),
                 hex(&block.db_id())
             );
+            if block.cipher() == tilldb::Cipher::Aes256Gcm
+                && !tilldb::Cipher::has_aes_instructions()
+            {
+                println!(
+                    "  note: this CPU has no AES instructions, so AES-256-GCM runs in software, \
+                     several times slower; till compact --rekey --cipher chacha20-poly1305 \
+                     rewrites the database with a cipher fast here"
+                );
+            }
         }
         println!("files");
         println!(

@@ -21,8 +21,9 @@ pub const TILLDB_KEY_BYTES: usize = 32;
 
 /// Opens (creating when missing) the encrypted database in directory `path` under the
 /// application's key, the `key_len` bytes at `key`, with the default options, or the change
-/// feed on when `change_feed` is not 0. A new database is encrypted with AES-256-GCM under a
-/// data key of its own, which `key` wraps. On success `*out` is the handle; close it with
+/// feed on when `change_feed` is not 0. A new database is encrypted (AES-256-GCM where the CPU
+/// has AES instructions, else ChaCha20-Poly1305) under a data key of its own, which `key`
+/// wraps. On success `*out` is the handle; close it with
 /// `tilldb_close`.
 ///
 /// `key_len` must be `TILLDB_KEY_BYTES` (32) and `key` not NULL, else `TILLDB_ERR_INVALID`

@@ -35,6 +35,42 @@ impl Cipher {
         }
     }
 
+    /// The cipher for a database created on this CPU: AES-256-GCM where it has AES and
+    /// carry-less multiply instructions (AES-NI and PCLMULQDQ, or 64-bit ARM's AES and PMULL),
+    /// else ChaCha20-Poly1305, 2-6x faster than AES in software (docs/encryption.md,
+    /// section 5).
+    #[must_use]
+    pub fn for_this_cpu() -> Cipher {
+        Cipher::choose(Cipher::has_aes_instructions())
+    }
+
+    /// Whether this CPU has the instructions AES-256-GCM runs fast with.
+    #[must_use]
+    pub fn has_aes_instructions() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("aes")
+                && std::arch::is_x86_feature_detected!("pclmulqdq")
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            std::arch::is_aarch64_feature_detected!("aes")
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        {
+            false
+        }
+    }
+
+    /// The cipher of a CPU with (`aes`) or without AES instructions.
+    fn choose(aes: bool) -> Cipher {
+        if aes {
+            Cipher::Aes256Gcm
+        } else {
+            Cipher::ChaCha20Poly1305
+        }
+    }
+
     /// Its name, as `till stats` prints it.
     #[must_use]
     pub fn name(self) -> &'static str {
@@ -72,4 +108,19 @@ pub(super) trait Backend: Sized + Send + Sync {
     /// HKDF-SHA256 (RFC 5869) of `secret` with `salt`, `info` the concatenation of its parts,
     /// into `out`.
     fn hkdf(secret: &[u8], salt: &[u8], info: &[&[u8]], out: &mut [u8; KEY_BYTES]);
+}
+
+#[cfg(test)]
+mod choice_tests {
+    use super::Cipher;
+
+    #[test]
+    fn a_cpu_without_aes_instructions_gets_chacha20_poly1305() {
+        assert_eq!(Cipher::choose(true), Cipher::Aes256Gcm);
+        assert_eq!(Cipher::choose(false), Cipher::ChaCha20Poly1305);
+        assert_eq!(
+            Cipher::for_this_cpu(),
+            Cipher::choose(Cipher::has_aes_instructions())
+        );
+    }
 }

@@ -74,18 +74,19 @@ pub struct Encryption {
 }
 
 impl Encryption {
-    /// Encryption under the application's key `provider`, with AES-256-GCM for a new
-    /// database.
+    /// Encryption under the application's key `provider`; a new database seals with
+    /// [`Cipher::for_this_cpu`] (AES-256-GCM where the CPU has AES instructions, else
+    /// ChaCha20-Poly1305).
     #[must_use]
     pub fn new(provider: std::sync::Arc<dyn KeyProvider>) -> Encryption {
         Encryption {
             provider,
-            cipher: Cipher::Aes256Gcm,
+            cipher: Cipher::for_this_cpu(),
         }
     }
 
     /// Encryption under an application key of 32 bytes the application holds itself
-    /// ([`StaticKey::new`]), with AES-256-GCM for a new database. tilldb keeps the key in the
+    /// ([`StaticKey::new`]); a new database seals with [`Cipher::for_this_cpu`]. tilldb keeps the key in the
     /// cipher's expanded form for as long as the handle lives (which `ring`, the backend on
     /// Linux and Windows, does not wipe on drop; docs/encryption.md, section 5): wipe the
     /// caller's copy when it is no longer needed.
