@@ -590,7 +590,7 @@ impl HeaderFile {
     /// the two in force, whole), then into the other, so that no slot keeps the old wrap. A crash between
     /// the two leaves the old wrap in the older slot until the next header write (the next
     /// checkpoint's) replaces it.
-    pub fn rewrap(&mut self, block: crate::crypt::KeyBlock) -> Result<()> {
+    pub fn rewrap(&mut self, block: &crate::crypt::KeyBlock) -> Result<()> {
         let (_, newest) = self.newest;
         let old = newest
             .encryption
@@ -607,7 +607,7 @@ impl HeaderFile {
         };
         for _ in 0..writes {
             let header = Header {
-                encryption: Some(block),
+                encryption: Some(*block),
                 ..self.newest.1
             };
             self.write_slot(&header)?;

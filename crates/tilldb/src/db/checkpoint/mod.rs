@@ -116,7 +116,7 @@ impl Checkpoints {
             .map_err(|what| {
                 crate::Error::InvalidArgument(format!("the new key's id or wrap: {what}"))
             })?;
-        let result = header.rewrap(block);
+        let result = header.rewrap(&block);
         // The key in force is the one the newest slot names, even when the second write
         // failed: a compaction after it must wrap its copy with that one.
         if header.newest().1.encryption == Some(block) {
