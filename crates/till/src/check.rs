@@ -256,7 +256,6 @@ fn run_live(args: &CheckArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// Prints each table's tree as checked.
 /// Notes a header slot that does not validate beside the `chosen` one: what a crash during a
 /// header write leaves (the other slot holds the header before it), or damage. Not a problem:
 /// the chosen slot's checkpoint is whole, which the rest of the check shows.
@@ -273,6 +272,7 @@ fn report_torn_slots(read: &inspect::HeaderRead, chosen: usize) {
     }
 }
 
+/// Prints each table's tree as checked.
 fn print_tables(space: &Space) {
     for (name, stats) in &space.tables {
         let name = if name.is_empty() {

@@ -126,6 +126,25 @@ fn copy_encryption(
     })
 }
 
+/// Removes what an earlier run cut short left beside `dir` (step 2 of the module doc): the
+/// copy, finished or not, or the old database after the swap (for `till encrypt`, the plain
+/// one). `dir` is whole in every case; call it only while no other process has `dir` open.
+pub fn remove_leftovers(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let copy = copy_path(dir);
+    for leftover in [copy.clone(), Db::compact_partial_path(&copy)] {
+        if leftover.exists() {
+            eprintln!(
+                "removing {}, left by a compaction or encryption cut short ({} is whole)",
+                leftover.display(),
+                dir.display()
+            );
+            std::fs::remove_dir_all(&leftover)
+                .map_err(|e| format!("cannot remove {}: {e}", leftover.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The sibling directory the copy is built in: `DIR.tilldb-compacted`.
 fn copy_path(dir: &Path) -> PathBuf {
     let mut name = dir
@@ -172,17 +191,7 @@ pub fn in_place(
     };
     let encryption = copy_encryption(&db, dir, open.encryption.as_ref(), copy)?;
     let copy = copy_path(dir);
-    for leftover in [copy.clone(), Db::compact_partial_path(&copy)] {
-        if leftover.exists() {
-            eprintln!(
-                "removing {}, left by a compaction cut short ({} is whole)",
-                leftover.display(),
-                dir.display()
-            );
-            std::fs::remove_dir_all(&leftover)
-                .map_err(|e| format!("cannot remove {}: {e}", leftover.display()))?;
-        }
-    }
+    remove_leftovers(dir)?;
     let data_file = |d: &Path| {
         std::fs::metadata(d.join(tilldb::internals::page::DATA_FILE_NAME)).map_or(0, |m| m.len())
     };
@@ -191,8 +200,17 @@ pub fn in_place(
     let tables = db.table_entries()?;
     let bar = progress::bar("copying", Unit::Rows, 0);
     let report = match &encryption {
-        None => db.compact_to_with_progress(&copy, &mut progress::follow(&bar))?,
-        Some(e) => db.compact_encrypted_to(&copy, e.clone(), &mut progress::follow(&bar))?,
+        None => db.compact_to_with_progress(&copy, &mut progress::follow(&bar)),
+        Some(e) => db.compact_encrypted_to(&copy, e.clone(), &mut progress::follow(&bar)),
+    };
+    let report = match report {
+        Ok(report) => report,
+        Err(e) => {
+            // The copy cut short is never used: remove it now rather than at the next run.
+            let partial = Db::compact_partial_path(&copy);
+            drop(std::fs::remove_dir_all(&partial));
+            return Err(format!("{e}; {} is unchanged", dir.display()).into());
+        }
     };
     bar.finish_and_clear();
     // The copy opens with its own key when it has one, else with the database's.
@@ -215,8 +233,13 @@ pub fn in_place(
     // module doc), so it is never closed, only its files removed.
     std::mem::forget(db);
     std::fs::remove_dir_all(&copy).map_err(|e| {
+        let old = if done == "encrypted" {
+            "the old database, every row of it in plaintext,"
+        } else {
+            "the old database"
+        };
         format!(
-            "compacted; but cannot remove the old database in {}: {e}",
+            "{done}; but cannot remove {old} in {}: {e}; remove it by hand",
             copy.display()
         )
     })?;

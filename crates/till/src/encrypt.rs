@@ -57,11 +57,17 @@ pub fn run(args: &EncryptArgs) -> Result<(), Box<dyn std::error::Error>> {
         CopyKey::Encrypt(encryption),
     );
     match result {
-        Err(e) if matches!(e.downcast_ref(), Some(Error::KeyRequired { .. })) => Err(format!(
-            "{} is already encrypted; till compact --rekey gives it a new data key",
-            args.dir.display()
-        )
-        .into()),
+        Err(e) if matches!(e.downcast_ref(), Some(Error::KeyRequired { .. })) => {
+            // Encrypted already, perhaps by a run killed after its swap and before it removed
+            // the plain database beside it: no process has the database open (the open just
+            // refused for the key, not the lock), so that leftover goes now.
+            compact::remove_leftovers(&args.dir)?;
+            Err(format!(
+                "{} is already encrypted; till compact --rekey gives it a new data key",
+                args.dir.display()
+            )
+            .into())
+        }
         Err(e) => Err(e),
         Ok(()) => {
             eprintln!(

@@ -3,7 +3,10 @@
 //! cipher (docs/encryption.md, pieces 6 and 7). Each is checked by what is left on disk: no
 //! plaintext, a header whose wrap only the right key opens, every row there; and each
 //! refusal (no key, already encrypted, not encrypted, a key too long for an encrypted page,
-//! the change feed) changes no file.
+//! the change feed) leaves every row as it was: no file changes for the first two, and the
+//! others open and close the database first (its header rewritten, no row changed). A plain
+//! database left beside an encrypted one by a run killed after its swap is removed by the
+//! next run.
 
 mod common;
 
@@ -136,6 +139,20 @@ fn till_encrypt_turns_a_plain_database_into_an_encrypted_one() {
     );
     assert!(again.stderr.contains("--rekey"), "{}", again.text());
     assert_eq!(snapshot(&dir), before, "a refusal changed a file");
+
+    // A run killed after its swap leaves the plain database beside the encrypted one: the
+    // next run removes it, though it refuses the encrypted database.
+    let left = dir.with_file_name("db.tilldb-compacted");
+    let plain = tmp.path().join("plain");
+    let db = Db::open(&plain, options()).expect("create");
+    fill(&db);
+    db.close().expect("close");
+    common::copy_dir(&plain, &left);
+    let again = till(&["encrypt", d, "--key-file", arg(&k)]);
+    assert!(!again.ok, "{}", again.text());
+    assert!(again.stderr.contains("removing"), "{}", again.text());
+    assert!(!left.exists(), "the plain database left beside it");
+    assert_eq!(snapshot(&dir), before, "the encrypted database changed");
 }
 
 #[test]
@@ -250,6 +267,11 @@ fn till_encrypt_refuses_a_key_too_long_for_an_encrypted_page_and_the_change_feed
     assert!(!refused.ok, "{}", refused.text());
     assert!(refused.stderr.contains("\"notes\""), "{}", refused.text());
     assert!(refused.stderr.contains("990 bytes"), "{}", refused.text());
+    assert!(
+        !tmp.path().join("long.tilldb-compacted.tilldb-partial").exists()
+            && !tmp.path().join("long.tilldb-compacted").exists(),
+        "the copy cut short is left"
+    );
     let tables = rows(&long, options()).expect("still plain, every row there");
     assert!(tables.contains(&("notes".to_owned(), 1)), "{tables:?}");
 

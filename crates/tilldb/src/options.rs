@@ -334,8 +334,8 @@ pub struct Options {
     pub write_set_bytes: u64,
     /// Encryption at rest (docs/encryption.md): the application's key, which wraps the
     /// database's data key in its header; pages, log records and scratch files are sealed.
-    /// A database is created encrypted or plain and stays so; `tilldb::encrypt_in_place`
-    /// (`till encrypt`) turns a plain one into an encrypted one. Opening an encrypted
+    /// A database is created encrypted or plain and stays so; `Db::compact_encrypted_to`
+    /// writes an encrypted copy of a plain one (`till encrypt` swaps it in place). Opening an encrypted
     /// database needs the key that wraps its data key (`KeyRequired`, `WrongKey`), and a
     /// plain one refuses a key (`NotEncrypted`). Default: `None`, a plain database.
     pub encryption: Option<crate::crypt::Encryption>,

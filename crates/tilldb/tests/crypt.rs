@@ -3,7 +3,7 @@
 //! (mutant `key-wrap-unchecked`: a database opened with it would be sealed under garbage).
 //! The ciphers' vectors and the backends' agreement are unit tests (`src/crypt/tests.rs`).
 
-use tilldb::internals::crypt::{Cipher, DataKey, KeyError, KeyProvider, StaticKey};
+use tilldb::internals::crypt::{DataKey, KeyError, KeyProvider, StaticKey};
 
 #[test]
 fn a_wrong_application_key_unwraps_a_data_key_of_garbage() {
@@ -31,11 +31,8 @@ fn a_wrong_application_key_unwraps_a_data_key_of_garbage() {
     let unwrapped = right
         .unwrap(&wrapped, b"database 1")
         .expect("the right key");
-    let writer = data_key.derive(Cipher::Aes256Gcm, b"salt", &[b"purpose"]);
-    let reader = unwrapped.derive(Cipher::Aes256Gcm, b"salt", &[b"purpose"]);
-    let mut sale = b"3 coffees, 7.50".to_vec();
-    let tag = writer.seal([1; 12], b"", &mut sale);
-    assert_ne!(sale, b"3 coffees, 7.50");
-    reader.open([1; 12], b"", &mut sale, &tag).expect("opens");
-    assert_eq!(sale, b"3 coffees, 7.50");
+    assert!(
+        unwrapped.bytes() == data_key.bytes(),
+        "the unwrapped data key is another key"
+    );
 }

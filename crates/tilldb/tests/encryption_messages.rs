@@ -5,8 +5,8 @@
 //! commit in parts, checkpoints, a backup, a compaction, a crash and the recovery after it, a
 //! damaged page reported (`Corruption` naming file and offset), and opens refused for a
 //! missing and a wrong key. None of them holds an
-//! 8-byte window of a marker, nor the application's key (its bytes, their hex, their `Debug`
-//! rendering). The capture is checked to work: it holds the checkpoints' events and the
+//! 8-byte window of a marker, nor the application's key or the database's data key (their
+//! bytes, their hex, their `Debug` rendering). The capture is checked to work: it holds the checkpoints' events and the
 //! refusals' key ids.
 
 use std::fmt::Write as _;
@@ -105,8 +105,25 @@ fn value(i: u32) -> Vec<u8> {
     [MARKERS[2], format!("-{i:06}-").as_bytes(), &[b'v'; 60]].concat()
 }
 
-/// Commits, a large transaction, checkpoints, a backup and a compaction on a real directory.
-fn on_a_real_directory(tmp: &Path, errors: &mut Vec<String>) {
+/// The data key of the database in `dir`, unwrapped from its header with `KEY`.
+fn data_key(dir: &Path) -> [u8; 32] {
+    use tilldb::KeyProvider as _;
+    use tilldb::internals::header::{Header, SLOT_BYTES, SlotState, choose_slot};
+    let bytes = std::fs::read(dir.join("tilldb.meta")).expect("header file");
+    let slots: [SlotState; 2] = std::array::from_fn(|slot| {
+        Header::decode(&bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES], slot).expect("slot")
+    });
+    let (_, header) = choose_slot(slots).expect("valid").expect("a header");
+    let block = header.encryption.expect("encrypted");
+    *tilldb::StaticKey::new(&KEY)
+        .unwrap(block.wrapped(), &block.context())
+        .expect("the key opens the wrap")
+        .bytes()
+}
+
+/// Commits, a large transaction, checkpoints, a backup and a compaction on a real directory;
+/// returns the database's data key.
+fn on_a_real_directory(tmp: &Path, errors: &mut Vec<String>) -> [u8; 32] {
     let dir = tmp.join("db");
     let db = Db::open(&dir, options(Some(KEY))).expect("create");
     for i in 0..200 {
@@ -140,6 +157,7 @@ fn on_a_real_directory(tmp: &Path, errors: &mut Vec<String>) {
         Ok(db) => db.close().expect("close"),
         Err(e) => errors.push(e.to_string()),
     }
+    data_key(&dir)
 }
 
 /// `Buffered` commits and an open transaction, then a crash on the simulated disk and the
@@ -180,7 +198,7 @@ fn no_event_span_or_error_text_holds_a_marker_or_the_key() {
     .expect("the only subscriber of this test binary");
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut errors = Vec::new();
-    on_a_real_directory(tmp.path(), &mut errors);
+    let data_key = on_a_real_directory(tmp.path(), &mut errors);
     through_a_crash(&mut errors);
     let mut messages = captured().lock().expect("captured").clone();
     let events = messages.len();
@@ -207,19 +225,21 @@ fn no_event_span_or_error_text_holds_a_marker_or_the_key() {
         .iter()
         .flat_map(|m| m.windows(8).map(<[u8]>::to_vec))
         .collect();
-    let hex = KEY.iter().fold(String::new(), |mut hex, b| {
-        write!(hex, "{b:02x}").expect("a String takes it");
-        hex
-    });
-    secrets.push(hex.as_bytes()[..16].to_vec());
-    secrets.push(hex[..16].to_uppercase().into_bytes());
-    secrets.push(KEY[..8].to_vec());
-    secrets.push(
-        format!("{:?}", &KEY[..4])
-            .trim_end_matches(']')
-            .as_bytes()
-            .to_vec(),
-    );
+    for key in [KEY, data_key] {
+        let hex = key.iter().fold(String::new(), |mut hex, b| {
+            write!(hex, "{b:02x}").expect("a String takes it");
+            hex
+        });
+        secrets.push(hex.as_bytes()[..16].to_vec());
+        secrets.push(hex[..16].to_uppercase().into_bytes());
+        secrets.push(key[..8].to_vec());
+        secrets.push(
+            format!("{:?}", &key[..4])
+                .trim_end_matches(']')
+                .as_bytes()
+                .to_vec(),
+        );
+    }
     for message in &messages {
         for secret in &secrets {
             assert!(

@@ -11,6 +11,7 @@ pub const TAG_BYTES: usize = 16;
 
 /// An authenticated cipher. The numbers are what a header stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Cipher {
     /// AES-256-GCM: the default where the CPU has AES instructions.
     Aes256Gcm = 1,
@@ -21,12 +22,14 @@ pub enum Cipher {
 impl Cipher {
     /// The number a header stores.
     #[must_use]
+    #[doc(hidden)]
     pub fn code(self) -> u8 {
         self as u8
     }
 
     /// The cipher a header's number names; `None` for one this build does not know.
     #[must_use]
+    #[doc(hidden)]
     pub fn from_code(code: u8) -> Option<Cipher> {
         match code {
             1 => Some(Cipher::Aes256Gcm),

@@ -22,6 +22,7 @@ const WRAP_AAD: &[u8] = b"tilldb dek 1";
 
 /// Why a key could not be had.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The wrap was not made by this key for this database: the application gave another key.
     #[error("the key does not open this database's data key (another key, or another database)")]
@@ -73,10 +74,10 @@ impl DataKey {
     }
 
     /// The key of one instance (a writer's epoch, a log segment): [`SealKey::derive`] of this
-    /// key with the instance's random `salt` and `info`. The engine's, not the API's.
+    /// key with the instance's random `salt` and `info`. The engine's, not the API's: a
+    /// caller with a `SealKey` could seal under nonces of its own choosing.
     #[must_use]
-    #[doc(hidden)]
-    pub fn derive(&self, cipher: Cipher, salt: &[u8], info: &[&[u8]]) -> SealKey {
+    pub(crate) fn derive(&self, cipher: Cipher, salt: &[u8], info: &[&[u8]]) -> SealKey {
         SealKey::derive(cipher, &self.0, salt, info)
     }
 }

@@ -22,8 +22,9 @@ pub const CONFIGURATION: &str = "Options::default() (16 KiB pages, log segments 
      acknowledged once the log is flushed up to the commit. Length: Db::len, a count kept with \
      the table. Compaction: Db::compact_to into a new directory.";
 pub const CONFIGURATION_ENCRYPTED: &str = "As tilldb, encrypted at rest: \
-     Options::encryption with AES-256-GCM under a fixed key (a StaticKey), so every page, log \
-     record and scratch file is sealed (docs/encryption.md).";
+     Options::encryption under a fixed key (a StaticKey), with the cipher for this CPU \
+     (AES-256-GCM where it has AES instructions), so every page, log record and scratch file \
+     is sealed (docs/encryption.md).";
 pub const NO_FLUSH: &str = "commit_with(Durability::Buffered): acknowledged once the commit \
      record is written to the OS; a background flush follows within the flush interval.";
 

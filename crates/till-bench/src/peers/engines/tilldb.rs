@@ -12,8 +12,9 @@ pub const CONFIGURATION: &str = "commit_with(Durability::Sync): acknowledged onc
      torn-page guard.";
 
 pub const CONFIGURATION_ENCRYPTED: &str = "As tilldb, encrypted at rest: Options::encryption \
-     with AES-256-GCM under a fixed key (a StaticKey), so every page, log record and scratch \
-     file is sealed (docs/encryption.md).";
+     under a fixed key (a StaticKey), with the cipher for this CPU (AES-256-GCM where it has \
+     AES instructions), so every page, log record and scratch file is sealed \
+     (docs/encryption.md).";
 
 /// Page size of the benchmark database (as `till bench commit`).
 const PAGE_BYTES: u32 = 16384;

@@ -11,9 +11,7 @@
 //!
 //! The log (piece 3), the data file's pages and the doublewrite file (piece 4, sealed by
 //! `PageStore` under an epoch key drawn at each open) and the scratch files (piece 5) are
-//! sealed: [`scratch_key`] draws the scratch files' key of each open. `Options::encryption`
-//! stays reachable only with the `internals` feature until the tools and bindings take a key
-//! (pieces 6-8).
+//! sealed: [`scratch_key`] draws the scratch files' key of each open.
 
 use crate::Options;
 use crate::crypt::{

@@ -11,6 +11,9 @@ use windows_sys::Win32::Security::Cryptography::{
 };
 use zeroize::Zeroizing;
 
+/// `NTE_BAD_DATA` as `GetLastError` reports it (an HRESULT, 0x80090005).
+const NTE_BAD_DATA: i32 = 0x8009_0005_u32.cast_signed();
+
 /// Whether this platform has an OS key store (`protect` and `unprotect` work).
 pub const KEY_STORE: Option<&str> = Some("DPAPI");
 
@@ -104,7 +107,14 @@ pub fn unprotect(
         )
     };
     if ok == 0 {
-        return Err(KeyError::WrongKey);
+        let error = std::io::Error::last_os_error();
+        // ERROR_INVALID_DATA and NTE_BAD_DATA: not sealed by this user or machine with this
+        // entropy, or changed. Anything else (a profile not loaded, a master key unavailable)
+        // is the key store's failure, not another key.
+        return Err(match error.raw_os_error() {
+            Some(13 | NTE_BAD_DATA) => KeyError::WrongKey,
+            _ => KeyError::Provider(format!("DPAPI could not unprotect the key: {error}")),
+        });
     }
     // SAFETY: a blob CryptUnprotectData returned.
     Ok(unsafe { take(out) })
