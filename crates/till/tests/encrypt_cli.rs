@@ -268,7 +268,9 @@ fn till_encrypt_refuses_a_key_too_long_for_an_encrypted_page_and_the_change_feed
     assert!(refused.stderr.contains("\"notes\""), "{}", refused.text());
     assert!(refused.stderr.contains("990 bytes"), "{}", refused.text());
     assert!(
-        !tmp.path().join("long.tilldb-compacted.tilldb-partial").exists()
+        !tmp.path()
+            .join("long.tilldb-compacted.tilldb-partial")
+            .exists()
             && !tmp.path().join("long.tilldb-compacted").exists(),
         "the copy cut short is left"
     );
