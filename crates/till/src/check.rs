@@ -74,6 +74,7 @@ pub fn run(args: &CheckArgs) -> CliResult<()> {
         .clone()
         .map_err(|why| format!("no usable header: {why}"))?;
     report_torn_slots(&read, chosen);
+    report_ledger_slots(&args.dir, header.page_bytes)?;
     if args.without_key {
         return run_without_key(&args.dir, &header);
     }
@@ -270,6 +271,23 @@ fn report_torn_slots(read: &inspect::HeaderRead, chosen: usize) {
             );
         }
     }
+}
+
+/// Notes the page ledger's slots that do not validate beside a usable one: what a crash
+/// during a save leaves (the other slot holds the save before), or damage. Not a problem: the
+/// older save only weakens the lost-write check of its pages until the next save.
+fn report_ledger_slots(dir: &Path, page_bytes: u32) -> CliResult<()> {
+    let storage = FileStorage::read_only();
+    let store = PageStore::open(&storage, dir, tilldb::FlushMethod::Fdatasync, page_bytes)?;
+    for offset in store.ledger_damaged_slots() {
+        println!(
+            "  note: a page ledger slot in {} (offset {offset}) does not validate: torn by a \
+             crash during a save, or damaged; the other slot's older save is read",
+            dir.join(tilldb::internals::page::LEDGER_FILE_NAME)
+                .display()
+        );
+    }
+    Ok(())
 }
 
 /// Prints each table's tree as checked.

@@ -134,7 +134,7 @@ pub fn remove_leftovers(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     for leftover in [copy.clone(), Db::compact_partial_path(&copy)] {
         if leftover.exists() {
             eprintln!(
-                "removing {}, left by a compaction or encryption cut short ({} is whole)",
+                "removing {}, left by a compaction cut short (or a till encrypt; {} is whole)",
                 leftover.display(),
                 dir.display()
             );

@@ -106,6 +106,9 @@ pub struct Ledger {
     dirty: BTreeSet<u64>,
     /// The largest save number found or written.
     save: u64,
+    /// File offsets of the slots found neither zeros nor valid beside a usable one at load: a
+    /// save torn by a crash, or damage (for `till check` to note).
+    damaged: Vec<u64>,
     buf: AlignedBuf,
 }
 
@@ -122,6 +125,7 @@ impl Ledger {
             newest: Vec::new(),
             dirty: BTreeSet::new(),
             save: 0,
+            damaged: Vec::new(),
             buf: AlignedBuf::zeroed(block_bytes),
         }
     }
@@ -146,6 +150,11 @@ impl Ledger {
                 let n = ledger.file.read_at(buf, offset)?;
                 assert!(n <= buf.len(), "read_at returned more than asked");
                 found[s] = decode_slot(block, buf);
+            }
+            for (s, slot) in found.iter().enumerate() {
+                if *slot == Slot::Invalid {
+                    ledger.damaged.push((2 * block + s as u64) * slot_bytes);
+                }
             }
             let pick = match found {
                 [Slot::Valid(a), Slot::Valid(b)] => Some(usize::from(b > a)),
@@ -181,6 +190,13 @@ impl Ledger {
         }
         ledger.check_invariants();
         Ok(ledger)
+    }
+
+    /// File offsets of the slots that did not validate at load beside a usable one (a save
+    /// torn by a crash, or damage): the other slot's older save, or nothing, was read.
+    #[must_use]
+    pub fn damaged_slots(&self) -> &[u64] {
+        &self.damaged
     }
 
     /// The lsn of the newest version of `id` known durable; 0 when none is.

@@ -290,6 +290,14 @@ impl PageStore {
         }
     }
 
+    /// File offsets in `ledger.tdb` of the page ledger's slots that did not validate when it
+    /// was read beside a usable one: a save torn by a crash, or damage (`till check` notes
+    /// them).
+    #[must_use]
+    pub fn ledger_damaged_slots(&self) -> &[u64] {
+        self.ledger.damaged_slots()
+    }
+
     /// Reads the place of page `id` and says what it holds, invalid pages included (for torn
     /// page repair and checks).
     pub fn inspect(&self, id: PageId) -> Result<PageSlot> {
