@@ -103,12 +103,7 @@ fn copy_encryption(
         CopyKey::AsDatabase => None,
         CopyKey::Rekey { provider, cipher } => {
             let (Some(current), Some(opened)) = (db.cipher(), opened) else {
-                return Err(format!(
-                    "{} is not encrypted, so it has no data key to replace; till encrypt \
-                     makes an encrypted copy of it",
-                    dir.display()
-                )
-                .into());
+                return Err(not_encrypted(dir));
             };
             let provider = provider.unwrap_or_else(|| opened.provider.clone());
             Some(Encryption::new(provider).with_cipher(cipher.unwrap_or(current)))
@@ -145,6 +140,40 @@ pub fn remove_leftovers(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The refusals the files tell without opening the database, so that they change nothing (an
+/// open and close would write the header): a change feed that is or was on (the copy's log
+/// starts again at lsn 0), and a new data key asked of a plain database. The rest (a key too
+/// long for an encrypted page, an encrypted database to encrypt) need the database open.
+fn refuse_before_opening(dir: &Path, copy: &CopyKey) -> Result<(), Box<dyn std::error::Error>> {
+    if dir.join(tilldb::internals::files::FEED_DIR_NAME).exists() {
+        return Err(format!(
+            "{} has (or had) the change feed on; a compacted or encrypted copy starts its log \
+             again at lsn 0, which feed consumers and till ship would take for commits already \
+             shipped: drain till ship, then register the consumer again with --resync after",
+            dir.display()
+        )
+        .into());
+    }
+    let plain = crate::inspect::read_header(dir)
+        .ok()
+        .and_then(|read| read.chosen.ok())
+        .is_some_and(|(_, header)| header.encryption.is_none());
+    if plain && matches!(copy, CopyKey::Rekey { .. }) {
+        return Err(not_encrypted(dir));
+    }
+    Ok(())
+}
+
+/// Why a plain database has no data key to replace.
+fn not_encrypted(dir: &Path) -> Box<dyn std::error::Error> {
+    format!(
+        "{} is not encrypted, so it has no data key to replace; till encrypt makes an \
+         encrypted copy of it",
+        dir.display()
+    )
+    .into()
+}
+
 /// The sibling directory the copy is built in: `DIR.tilldb-compacted`.
 fn copy_path(dir: &Path) -> PathBuf {
     let mut name = dir
@@ -170,6 +199,7 @@ pub fn in_place(
     {
         return Err(format!("{} holds no tilldb database", dir.display()).into());
     }
+    refuse_before_opening(dir, &copy)?;
     let options = Options {
         background_threads: false,
         ..open.clone()

@@ -190,7 +190,8 @@ tilldb_status tilldb_rollback(tilldb_txn *txn);
 //
 // `key_len` must be `TILLDB_KEY_BYTES` (32) and `key` not NULL, else `TILLDB_ERR_INVALID`
 // and nothing is opened. The call copies the key into memory it zeroes before it returns,
-// and the handle keeps it in the cipher's form until it is closed: once this returns, wipe
+// and the handle keeps it in the cipher's form (which the cipher library does not wipe when
+// the handle closes): once this returns, wipe
 // your own copy (`explicit_bzero`, `memset_s`, `SecureZeroMemory`; a plain `memset` before
 // `free` may be optimized away). A key that does not open the database is
 // `TILLDB_ERR_WRONG_KEY`; a database that is not encrypted, `TILLDB_ERR_NOT_ENCRYPTED`;
