@@ -37,6 +37,14 @@ pub fn run(args: &RotateKeyArgs) -> CliResult<()> {
             let key = crate::key::read_key_file(path)?;
             Arc::new(StaticKey::new(&key))
         }
+        // Refused before the database is opened, so the refusal changes no file.
+        (None, Some(_)) if tilldb::OsKeyStore::available().is_none() => {
+            return Err(
+                "--new-key-dpapi: this platform has no OS key store tilldb uses (DPAPI \
+                        is Windows'); give --new-key-file"
+                    .into(),
+            );
+        }
         (None, Some(scope)) => scope.encryption().provider,
         (None, None) => unreachable!("clap requires one of them"),
     };

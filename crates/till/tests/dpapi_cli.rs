@@ -82,6 +82,7 @@ fn key_dpapi_is_refused_where_there_is_no_key_store() {
         (block.key_id().to_owned(), block.wrapped().to_vec())
     };
     let before = wrap(&dir);
+    let files = common::snapshot(&dir);
     let rotated = till(&[
         "rotate-key",
         arg(&dir),
@@ -96,11 +97,15 @@ fn key_dpapi_is_refused_where_there_is_no_key_store() {
         "{}",
         rotated.text()
     );
+    // Refused before the database is opened: no file changed.
+    assert!(
+        common::snapshot(&dir) == files,
+        "the refused rotation changed a file"
+    );
     let get = till(&["get", arg(&dir), "receipt-1", "--key-dpapi", "user"]);
     // The header names the key file's key: another key, before any key store is asked.
     assert!(!get.ok, "{}", get.text());
     assert!(get.stderr.contains("kek:"), "{}", get.text());
-    // The open and close of the refused rotation wrote a header, with the same wrap.
     assert!(wrap(&dir) == before, "a refusal changed the wrap");
     // Still the key file's database.
     let get = till(&["get", arg(&dir), "receipt-1", "--key-file", arg(&key_file)]);
