@@ -21,12 +21,12 @@ use std::path::Path;
 /// Locks `path` in `mode` (`os/unix/lock.rs`), naming a holder from `/proc/locks`.
 pub(crate) fn lock_file(path: &Path, mode: LockMode) -> Result<Box<dyn HeldLock>> {
     use super::super::unix::lock;
-    lock::lock_file(path, mode, holder_pid, lock::LOCK_ATTEMPTS)
+    lock::lock_file(path, mode, Some(holder_pid), lock::LOCK_ATTEMPTS)
 }
 
 /// One attempt at `path`'s lock: `None` when it is held elsewhere (`Storage::try_lock`).
 pub(crate) fn try_lock_file(path: &Path, mode: LockMode) -> Result<Option<Box<dyn HeldLock>>> {
-    match super::super::unix::lock::lock_file(path, mode, |_| None, 1) {
+    match super::super::unix::lock::lock_file(path, mode, None, 1) {
         Ok(held) => Ok(Some(held)),
         Err(crate::Error::Locked { .. }) => Ok(None),
         Err(e) => Err(e),
@@ -88,6 +88,35 @@ mod tests {
         assert_eq!(holder_in_proc_locks(SAMPLE, 0xfe, 0, 777), None);
         assert_eq!(holder_in_proc_locks(SAMPLE, 0xfe, 1, 5_308_717), None);
         assert_eq!(holder_in_proc_locks("garbage\n\n1:\n", 0xfe, 0, 1), None);
+    }
+
+    /// The holder of `a_holder_that_lets_go_before_it_is_named_...`'s lock, until the lookup.
+    static LETTING_GO: std::sync::Mutex<Option<Box<dyn HeldLock>>> = std::sync::Mutex::new(None);
+
+    /// A lookup that finds the holder gone: it drops the held lock, as an opening writer
+    /// drops its shared lock before it takes the exclusive one, and so names nobody.
+    fn holder_lets_go(_: &OwnedFd) -> Option<u32> {
+        drop(LETTING_GO.lock().expect("letting-go lock").take());
+        None
+    }
+
+    #[test]
+    fn a_holder_that_lets_go_before_it_is_named_is_not_reported_as_an_unknown_holder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tilldb.lock");
+        let held = lock_file(&path, LockMode::Shared).expect("the holder's lock");
+        *LETTING_GO.lock().expect("letting-go lock") = Some(held);
+        // Refused while held, then the lookup finds nobody: the lock is free, so it is taken.
+        let unix = super::super::super::unix::lock::lock_file;
+        let taken = unix(&path, LockMode::Exclusive, Some(holder_lets_go), 1)
+            .expect("the lock its holder let go of is taken, not refused naming nobody");
+        assert_eq!(taken.mode(), Some(LockMode::Exclusive));
+        // A holder that stays and a platform that cannot name one: refused, naming nobody.
+        let refused = unix(&path, LockMode::Shared, None, 3).map(|_| ());
+        assert!(
+            matches!(refused, Err(Error::Locked { pid: None, .. })),
+            "{refused:?}"
+        );
     }
 
     #[test]

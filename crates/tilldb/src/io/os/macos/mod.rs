@@ -24,7 +24,7 @@ pub(crate) fn lock_file(
     mode: crate::io::LockMode,
 ) -> crate::Result<Box<dyn crate::io::HeldLock>> {
     use super::unix::lock;
-    lock::lock_file(path, mode, |_| None, lock::LOCK_ATTEMPTS)
+    lock::lock_file(path, mode, None, lock::LOCK_ATTEMPTS)
 }
 
 /// One attempt at `path`'s lock: `None` when it is held elsewhere (`Storage::try_lock`).
@@ -32,7 +32,7 @@ pub(crate) fn try_lock_file(
     path: &std::path::Path,
     mode: crate::io::LockMode,
 ) -> crate::Result<Option<Box<dyn crate::io::HeldLock>>> {
-    match super::unix::lock::lock_file(path, mode, |_| None, 1) {
+    match super::unix::lock::lock_file(path, mode, None, 1) {
         Ok(held) => Ok(Some(held)),
         Err(crate::Error::Locked { .. }) => Ok(None),
         Err(e) => Err(e),
