@@ -9,6 +9,11 @@
 //! # defaults: pops, 10000 pops, 1000000 rows, ./tilldb-pop-profile
 //! ```
 //!
+//! `TILLDB_REMOVE_HALF=1` first removes half the rows in one transaction and checkpoints, as
+//! `till bench kv` leaves its table before these rows.
+//!
+//! `TILLDB_PAUSE_MS=N` waits N ms before the rows, to attach `perf record -p` to them alone.
+//!
 //! `till bench kv` is the benchmark of record (its pops and retain rows, every engine).
 
 use std::path::PathBuf;
@@ -53,6 +58,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     txn.commit()?;
     println!("load: {rows} rows in {:.0} ms", ms(started));
+    if std::env::var_os("TILLDB_REMOVE_HALF").is_some() {
+        // As `till bench kv` leaves the table before its pops: half the rows removed in one
+        // transaction, then a checkpoint.
+        let started = Instant::now();
+        let mut txn = db.begin()?;
+        txn.retain(|key, _| key[1] & 1 == 0)?;
+        txn.commit()?;
+        db.checkpoint()?;
+        println!("half removed and a checkpoint: {:.0} ms", ms(started));
+    }
+    if let Some(pause) = std::env::var_os("TILLDB_PAUSE_MS") {
+        // Time to attach a profiler to the rows alone (`perf record -p`).
+        let pause: u64 = pause.to_str().and_then(|s| s.parse().ok()).unwrap_or(0);
+        println!("pausing {pause} ms (pid {})", std::process::id());
+        std::thread::sleep(std::time::Duration::from_millis(pause));
+    }
     let started = Instant::now();
     let mut txn = db.begin()?;
     let done = if mode == "pops" {

@@ -201,6 +201,108 @@ proptest! {
     }
 }
 
+/// An operation at a table's ends, for the read-ahead test.
+#[derive(Debug, Clone)]
+enum EndOp {
+    PopFirst,
+    PopLast,
+    First,
+    Last,
+    /// A put of the key this many steps above (below, if negative) the first key the model
+    /// holds: among or just past the entries a pop read ahead.
+    PutNearHead(i32, bool),
+    /// A put near the last key, as above.
+    PutNearTail(i32, bool),
+    /// A delete of the model's n-th key from the head (or from the tail).
+    DeleteNth(usize, bool),
+    /// A value of 40 KB: a read ahead stops at its byte limit.
+    PutLarge(u32),
+    /// The table "q" dropped.
+    DropQ,
+}
+
+fn end_op() -> impl Strategy<Value = EndOp> {
+    prop_oneof![
+        8 => Just(EndOp::PopFirst),
+        6 => Just(EndOp::PopLast),
+        2 => Just(EndOp::First),
+        2 => Just(EndOp::Last),
+        2 => (-3..70i32, any::<bool>()).prop_map(|(d, b)| EndOp::PutNearHead(d, b)),
+        2 => (-3..70i32, any::<bool>()).prop_map(|(d, b)| EndOp::PutNearTail(d, b)),
+        2 => (0..70usize, any::<bool>()).prop_map(|(n, b)| EndOp::DeleteNth(n, b)),
+        1 => (0..320u32).prop_map(EndOp::PutLarge),
+        1 => Just(EndOp::DropQ),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Pops read entries ahead of an end (`txn/edges.rs`); whatever the transaction writes
+    /// among them, before them or just past them, and a drop of another table, every pop,
+    /// first and last still equals the map's, and the commit leaves the map.
+    #[test]
+    fn pops_that_read_ahead_see_every_write_made_among_the_entries_read(
+        ops in prop::collection::vec(end_op(), 1..300),
+    ) {
+        let (_tmp, db, mut model) = committed(Options::for_tests(), 200);
+        let mut txn = db.begin().expect("begin");
+        txn.put_in("q", b"q", b"q").expect("put");
+        let near = |model: &Model, from_head: bool, steps: i32| -> u32 {
+            let edge = if from_head { model.keys().next() } else { model.keys().next_back() };
+            let at = edge.map_or(300, |k| number(k));
+            u32::try_from((i64::from(at) + i64::from(steps)).clamp(0, 999)).expect("in range")
+        };
+        for (n, op) in ops.into_iter().enumerate() {
+            match op {
+                EndOp::PopFirst => prop_assert_eq!(txn.pop_first().expect("pop"), model.pop_first()),
+                EndOp::PopLast => prop_assert_eq!(txn.pop_last().expect("pop"), model.pop_last()),
+                EndOp::First => {
+                    let want = model.first_key_value().map(|(k, v)| (k.clone(), v.clone()));
+                    prop_assert_eq!(txn.first().expect("first"), want);
+                }
+                EndOp::Last => {
+                    let want = model.last_key_value().map(|(k, v)| (k.clone(), v.clone()));
+                    prop_assert_eq!(txn.last().expect("last"), want);
+                }
+                EndOp::PutNearHead(steps, delete) | EndOp::PutNearTail(steps, delete) => {
+                    let head = matches!(op, EndOp::PutNearHead(..));
+                    let i = near(&model, head, if head { steps } else { -steps });
+                    if delete {
+                        txn.delete(&key(i)).expect("delete");
+                        model.remove(&key(i));
+                    } else {
+                        let value = format!("n{n}").into_bytes();
+                        txn.put(&key(i), &value).expect("put");
+                        model.insert(key(i), value);
+                    }
+                }
+                EndOp::DeleteNth(nth, from_head) => {
+                    let found = if from_head { model.keys().nth(nth) } else { model.keys().nth_back(nth) };
+                    if let Some(k) = found.cloned() {
+                        txn.delete(&k).expect("delete");
+                        model.remove(&k);
+                    }
+                }
+                EndOp::PutLarge(i) => {
+                    let value = vec![b'L'; 40_000];
+                    txn.put(&key(i), &value).expect("put");
+                    model.insert(key(i), value);
+                }
+                EndOp::DropQ => {
+                    txn.drop_table("q").expect("drop");
+                }
+            }
+        }
+        txn.commit().expect("commit");
+        let after: Model = db.scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+            .expect("scan")
+            .into_iter()
+            .collect();
+        prop_assert_eq!(after, model);
+    }
+}
+
 /// A queue of 20,000 entries, its head taken 4,000 times in one transaction and then 200
 /// times in transactions of their own: each pop pins as many pages as the first did (a
 /// descent), not more with each key popped before it. Were a pop to read from the table's

@@ -7,6 +7,7 @@
 //! Every call has a form for the default table (`put`, `get`, ...) and one naming a table
 //! (`put_in("orders", ...)`); `""` names the default table.
 
+mod edges;
 mod range;
 
 pub use range::TxnRange;
@@ -36,7 +37,7 @@ pub struct Txn<'db> {
     /// Tables dropped (`Changes::dropped`).
     dropped: BTreeSet<String>,
     /// Where each table's first and last keys are known to lie (`range.rs`).
-    edges: range::Edges,
+    edges: edges::Edges,
 }
 
 impl fmt::Debug for Txn<'_> {
@@ -57,7 +58,7 @@ impl<'db> Txn<'db> {
             alloc: None,
             writes: WriteSet::spilling(Arc::clone(&db.inner.spill_to)),
             dropped: BTreeSet::new(),
-            edges: range::Edges::default(),
+            edges: edges::Edges::default(),
         }
     }
 
@@ -94,7 +95,9 @@ impl<'db> Txn<'db> {
     /// Removes `key` from `table`.
     pub fn delete_in(&mut self, table: &str, key: &[u8]) -> Result<()> {
         self.check_sizes(table, key, None)?;
-        self.writes.put(table, key, None)
+        self.writes.put(table, key, None)?;
+        self.edges.delete(table, key);
+        Ok(())
     }
 
     /// Removes every key of the default table between the bounds, as this transaction sees

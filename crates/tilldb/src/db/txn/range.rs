@@ -11,19 +11,15 @@
 //! then twice as many each time up to 256, as a snapshot's range reads) by a cursor; each read starts past
 //! the last key read.
 //!
-//! A queue taken from its head inside one transaction leaves a deleted key per pop at the
-//! front of its write set; were each pop to read from the table's start it would pass over
-//! every key popped before (a quadratic loop). [`Edges`] remembers, per table, a bound below
-//! which the transaction sees no key (and one above which): set by a read of the first
-//! (last) entry and by a pop, moved by nothing but those, and forgotten when the
-//! transaction puts a key beyond it. Every range of the transaction starts there.
+//! Every range starts at the table's edges the transaction knows, and a read of an end reads
+//! ahead for the next pops (`edges.rs`).
 
 use super::Txn;
+use super::edges::READ_AHEAD_BYTES;
 use crate::btree::{Direction, LeafRun, Tree};
 use crate::db::Db;
 use crate::db::reads::{ScanWindow, as_ref};
 use crate::db::write_set::Cursor;
-use crate::db::write_set::same_name;
 use crate::error::Result;
 use crate::page::PageId;
 use std::cmp::Ordering;
@@ -33,134 +29,6 @@ use std::ops::Bound;
 
 /// Entries [`Txn::retain_in`] finds to remove before it removes them and reads on.
 const DOOMED_BATCH: usize = 1024;
-
-/// Per table, how far from each end the transaction knows it sees no key (module doc).
-#[derive(Debug, Default)]
-pub(super) struct Edges {
-    /// By table, looked through in order: a transaction pops from a table or two.
-    tables: Vec<(String, Edge)>,
-}
-
-/// Keys at or below `head` (`Included`: below) and at or above `tail` (`Included`: above)
-/// are none the transaction sees.
-#[derive(Debug, Default)]
-struct Edge {
-    head: Option<Bound<Vec<u8>>>,
-    tail: Option<Bound<Vec<u8>>>,
-}
-
-impl Edges {
-    /// A put of `key` to `table`: an edge it lies beyond is forgotten.
-    pub(super) fn put(&mut self, table: &str, key: &[u8]) {
-        if self.tables.is_empty() {
-            return;
-        }
-        if let Some(edge) = self.get_mut(table) {
-            let below = |bound: &Bound<Vec<u8>>| match bound {
-                Bound::Included(h) => key < h.as_slice(),
-                Bound::Excluded(h) => key <= h.as_slice(),
-                Bound::Unbounded => false,
-            };
-            let above = |bound: &Bound<Vec<u8>>| match bound {
-                Bound::Included(t) => key > t.as_slice(),
-                Bound::Excluded(t) => key >= t.as_slice(),
-                Bound::Unbounded => false,
-            };
-            if edge.head.as_ref().is_some_and(below) {
-                edge.head = None;
-            }
-            if edge.tail.as_ref().is_some_and(above) {
-                edge.tail = None;
-            }
-        }
-    }
-
-    /// `table` dropped: nothing is known of it.
-    pub(super) fn forget(&mut self, table: &str) {
-        self.tables.retain(|(name, _)| !same_name(name, table));
-    }
-
-    fn get(&self, table: &str) -> Option<&Edge> {
-        self.tables
-            .iter()
-            .find(|(name, _)| same_name(name, table))
-            .map(|(_, edge)| edge)
-    }
-
-    fn get_mut(&mut self, table: &str) -> Option<&mut Edge> {
-        self.tables
-            .iter_mut()
-            .find(|(name, _)| same_name(name, table))
-            .map(|(_, edge)| edge)
-    }
-
-    /// The bounds a range of `table` reads: the caller's, narrowed to the edges.
-    fn narrow(
-        &self,
-        table: &str,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-    ) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-        let lower = lower.map(<[u8]>::to_vec);
-        let upper = upper.map(<[u8]>::to_vec);
-        let Some(edge) = self.get(table) else {
-            return (lower, upper);
-        };
-        let lower = match &edge.head {
-            Some(head) => tighter(lower, head, Ordering::Greater),
-            None => lower,
-        };
-        let upper = match &edge.tail {
-            Some(tail) => tighter(upper, tail, Ordering::Less),
-            None => upper,
-        };
-        (lower, upper)
-    }
-
-    /// The transaction sees no key of `table` before `bound` at the start (`Forward`) or
-    /// past it at the end (`Backward`).
-    fn learn(&mut self, table: &str, direction: Direction, bound: Bound<&[u8]>) {
-        if self.get(table).is_none() {
-            self.tables.push((table.to_owned(), Edge::default()));
-        }
-        let edge = self.get_mut(table).expect("added above");
-        let side = match direction {
-            Direction::Forward => &mut edge.head,
-            Direction::Backward => &mut edge.tail,
-        };
-        // The key copied into the bound's own buffer, kept from pop to pop.
-        let buffer = match side.take() {
-            Some(Bound::Included(mut k) | Bound::Excluded(mut k)) => {
-                k.clear();
-                k
-            }
-            Some(Bound::Unbounded) | None => Vec::new(),
-        };
-        *side = Some(bound.map(|key| {
-            let mut buffer = buffer;
-            buffer.extend_from_slice(key);
-            buffer
-        }));
-    }
-}
-
-/// Of a bound and an edge, the one that lets fewer keys through: `inward` is the way keys
-/// grow past a lower bound (`Greater`) or an upper one (`Less`).
-fn tighter(bound: Bound<Vec<u8>>, edge: &Bound<Vec<u8>>, inward: Ordering) -> Bound<Vec<u8>> {
-    let edge_key = match edge {
-        Bound::Included(k) | Bound::Excluded(k) => k,
-        Bound::Unbounded => return bound,
-    };
-    let bound_key = match &bound {
-        Bound::Included(k) | Bound::Excluded(k) => k,
-        Bound::Unbounded => return edge.clone(),
-    };
-    match edge_key.cmp(bound_key) {
-        order if order == inward => edge.clone(),
-        Ordering::Equal if matches!(edge, Bound::Excluded(_)) => edge.clone(),
-        _ => bound,
-    }
-}
 
 /// A write transaction's entries of a key range, in order: the tree merged with the
 /// transaction's own writes, read lazily (module doc). Made by [`Txn::range`] and its
@@ -492,20 +360,55 @@ impl Txn<'_> {
         direction: Direction,
         take: bool,
     ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let entry = self
-            .range_in(table, Bound::Unbounded, Bound::Unbounded, direction)?
-            .next()
-            .transpose()?;
-        let Some((key, value)) = entry else {
-            return Ok(None);
+        let (entry, ahead) = if let Some(entry) = self.edges.ahead(table, direction, take) {
+            (entry, None)
+        } else {
+            let Some((entry, ahead)) = self.read_end(table, direction)? else {
+                return Ok(None);
+            };
+            (entry, Some(ahead))
         };
+        let (key, value) = entry;
         if take {
             self.delete_in(table, &key)?;
             self.edges.learn(table, direction, Bound::Excluded(&key));
         } else {
             self.edges.learn(table, direction, Bound::Included(&key));
         }
+        if let Some(mut ahead) = ahead {
+            // Only now: `learn` made the table's edge, and the delete above is of the entry
+            // itself, which is not among these.
+            if !take {
+                ahead.insert(0, (key.clone(), value.clone()));
+            }
+            self.edges.keep_ahead(table, direction, ahead);
+        }
         Ok(Some((key, value)))
+    }
+
+    /// The first entry of `table` in `direction` and the ones after it to read ahead
+    /// (`Edges::read_ahead` of them, `READ_AHEAD_BYTES` at most), by a range.
+    #[expect(clippy::type_complexity, reason = "an entry and the entries after it")]
+    fn read_end(
+        &mut self,
+        table: &str,
+        direction: Direction,
+    ) -> Result<Option<((Vec<u8>, Vec<u8>), Vec<(Vec<u8>, Vec<u8>)>)>> {
+        let batch = self.edges.read_ahead(table, direction);
+        let mut range = self.range_in(table, Bound::Unbounded, Bound::Unbounded, direction)?;
+        let Some(entry) = range.next().transpose()? else {
+            return Ok(None);
+        };
+        let mut ahead = Vec::new();
+        let mut bytes = 0;
+        while ahead.len() + 1 < batch && bytes < READ_AHEAD_BYTES {
+            let Some((key, value)) = range.next().transpose()? else {
+                break;
+            };
+            bytes += key.len() + value.len();
+            ahead.push((key, value));
+        }
+        Ok(Some((entry, ahead)))
     }
 
     /// Removes every entry of `table` between the bounds that `keep` rejects, as this
