@@ -60,6 +60,7 @@ pub use cursor::{Cursor, Direction};
 pub use entries::Entries;
 pub use mem::MemPages;
 pub use node::LeafValue;
+pub use node_mut::compact_for_image;
 pub use redo::PageOp;
 pub use run::LeafRun;
 pub use tree::{Finger, Tree};

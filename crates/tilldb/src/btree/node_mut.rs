@@ -184,6 +184,23 @@ impl<'a> NodeMut<'a> {
     }
 }
 
+/// Compacts the node on `page` if it holds dead bytes (a page that is not a node is left as
+/// it is), before a full-page image is taken of it: the image then leaves out the node's
+/// free space and its dead bytes together, found from the header, where it scanned the page
+/// for its longest run of zeros and logged the rest (a leaf that lost half its cells in
+/// place logged some 14 KB of its 16 KiB, and the scan was a third of a pop commit's encoding:
+/// docs/benchmarks-journal.md). Redo rebuilds the page from the image, so the compacted page
+/// is the page from here on, for the writer and for redo alike; the ops that follow name
+/// keys and slots, which a compaction keeps, never offsets.
+pub fn compact_for_image(page: &mut crate::page::PageBuf) {
+    let Some(kind) = NodeKind::of(page.kind()) else {
+        return;
+    };
+    if NodeRef::parse_body(kind, page.body()).is_ok_and(|node| node.dead_bytes() > 0) {
+        NodeMut::trusted(kind, page.body_mut()).compact();
+    }
+}
+
 /// The body of a fresh node holding `cells` (encoded, in key order), compacted.
 #[must_use]
 pub(super) fn build<C: AsRef<[u8]>>(

@@ -140,7 +140,9 @@ impl Pages for TxnPages<'_> {
                 && !self.whole.borrow().contains(&id);
             op.apply_to(&mut page);
             if image {
-                // The page after the op, whole: redo rebuilds it from this alone, torn or not.
+                // The page after the op, whole: redo rebuilds it from this alone, torn or not;
+                // a node's dead bytes compacted first, so the image leaves them out.
+                crate::btree::compact_for_image(&mut page);
                 PageOp::Image {
                     page: id,
                     kind: page.kind(),
