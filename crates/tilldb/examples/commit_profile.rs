@@ -9,7 +9,9 @@
 //! `TILLDB_CHECKPOINT_FIRST=1` checkpoints after the load; `TILLDB_BATCHES_FIRST=1` runs, after
 //! the load, `till bench kv`'s rows before its no-flush row (1,000 durable one-row commits,
 //! 100 durable transactions of 1,000 rows); `TILLDB_NO_BACKGROUND=1` turns the background
-//! threads off; `TILLDB_ENCRYPT=1` encrypts the database (docs/encryption.md: so far its log).
+//! threads off; `TILLDB_ROWS_PER_COMMIT=N` puts N rows a commit (`till bench kv`'s durable
+//! transactions of 1,000 rows: `sync 100` with N = 1000); `TILLDB_PAUSE_MS=N` waits N ms
+//! before the measured commits, to attach `perf record -p` to them; `TILLDB_ENCRYPT=1` encrypts the database (docs/encryption.md: so far its log).
 //!
 //! ```sh
 //! cargo run --release -p tilldb --example commit_profile -- [LEVEL] [COMMITS] [ROWS] [DIR]
@@ -77,19 +79,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         println!("  batches first: {:.2} s", started.elapsed().as_secs_f64());
     }
+    if let Some(pause) = std::env::var_os("TILLDB_PAUSE_MS") {
+        // Time to attach a profiler to the measured commits alone (`perf record -p`).
+        let pause: u64 = pause.to_str().and_then(|s| s.parse().ok()).unwrap_or(0);
+        println!("pausing {pause} ms (pid {})", std::process::id());
+        std::thread::sleep(std::time::Duration::from_millis(pause));
+    }
     let stats_before = db.stats();
     let log_before = db.stats().log;
     let pool_before = db.stats().pool;
+    let per_commit: u64 = std::env::var("TILLDB_ROWS_PER_COMMIT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let started = Instant::now();
     for _ in 0..commits {
         let mut txn = db.begin()?;
-        txn.put(&key(), &value)?;
+        for _ in 0..per_commit {
+            txn.put(&key(), &value)?;
+        }
         txn.commit_with(level)?;
     }
     let elapsed = started.elapsed();
     let each = elapsed / u32::try_from(commits)?;
     println!(
-        "{commits} one-row {level:?} commits over {rows} rows: {:.2} s, {:.0} commits/s, {:.2} us each",
+        "{commits} {per_commit}-row {level:?} commits over {rows} rows: {:.2} s, {:.0} commits/s, {:.2} us each",
         elapsed.as_secs_f64(),
         1.0 / each.as_secs_f64(),
         each.as_secs_f64() * 1e6

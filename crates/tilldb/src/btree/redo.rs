@@ -461,8 +461,17 @@ fn longest_zero_run(body: &[u8]) -> (usize, usize) {
             .get(index..index + 8)
             .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
         match word {
-            // Zeros: the whole word extends the run.
-            Some(0) => index += 8,
+            // Zeros: the whole word extends the run, and so does every all-zero line of 64
+            // bytes after it (a freed page's body, a node's free space: one vector OR a
+            // line, not eight words).
+            Some(0) => {
+                index += 8;
+                while let Some(line) = body.get(index..index + 64)
+                    && all_zero(line)
+                {
+                    index += 64;
+                }
+            }
             // Once the best run is 8 bytes or more, the runs inside a word (6 bytes at most)
             // cannot beat it: only the zeros that end the current run (the word's first
             // bytes, its low ones) and those that start the next (its last) matter.
