@@ -22,31 +22,12 @@ use super::{PageOp, Pages, corrupt, node_mut};
 use crate::Result;
 use crate::page::PageId;
 
-/// A copy of what a merge needs of one node.
-struct Copied {
-    kind: NodeKind,
-    cells: Vec<Vec<u8>>,
-    /// Leaf: previous leaf · branch: leftmost child.
-    link_low: PageId,
-    /// Leaf: next leaf · branch: 0.
-    link_high: PageId,
-    live_bytes: usize,
-}
-
-fn copy_node<P: Pages>(pages: &P, id: PageId) -> Result<Copied> {
-    with_node(pages, id, |node| Copied {
-        kind: node.kind(),
-        cells: node.cells(),
-        link_low: match node.kind() {
-            NodeKind::Leaf => node.prev(),
-            NodeKind::Branch => node.leftmost(),
-        },
-        link_high: match node.kind() {
-            NodeKind::Leaf => node.next(),
-            NodeKind::Branch => PageId(0),
-        },
-        live_bytes: node.live_bytes(),
-    })
+/// A node's links: (previous leaf, next leaf) for a leaf, (leftmost child, 0) for a branch.
+fn links(node: &node::NodeRef<'_>) -> (PageId, PageId) {
+    match node.kind() {
+        NodeKind::Leaf => (node.prev(), node.next()),
+        NodeKind::Branch => (node.leftmost(), PageId(0)),
+    }
 }
 
 /// Restores balance after a delete from `node`, reached through `path` from `root`.
@@ -116,58 +97,61 @@ fn merge_children<P: Pages>(pages: &P, parent: PageId, index: usize) -> Result<b
     if left_live + right_live + separator_bytes > limits.usable_bytes {
         return Ok(false);
     }
-    let left_node = copy_node(pages, left)?;
-    let right_node = copy_node(pages, right)?;
-    if left_node.kind != right_node.kind {
-        return Err(corrupt(
-            pages,
-            right,
-            "sibling nodes are of different kinds",
-        ));
+    // The merged node is the left node's body (compacted) with the parent's separator (for
+    // branches) and the right node's cells appended, each cell copied once from its page:
+    // copying every cell of both into a vector of its own, then into a fresh body, was most
+    // of a merge (a third of a retain's deletes: docs/benchmarks-journal.md).
+    let (kind, mut body, left_links, left_last) = with_node(pages, left, |view| {
+        let last = view.count().checked_sub(1).map(|i| view.key(i).to_vec());
+        (view.kind(), view.body().to_vec(), links(view), last)
+    })?;
+    let mut merged = node_mut::NodeMut::trusted(kind, &mut body);
+    if merged.view_dead_bytes() > 0 {
+        merged.compact();
     }
-    let kind = left_node.kind;
-    let mut cells = left_node.cells;
-    let mut needed_bytes = left_node.live_bytes + right_node.live_bytes;
-    if kind == NodeKind::Branch {
-        // The parent's separator comes down, with the right node's leftmost child.
-        let cell = node::encode_branch_cell(&separator, right_node.link_low);
-        needed_bytes += cell.len() + node::SLOT_BYTES;
-        cells.push(cell);
-    } else if left_node.link_high != right || right_node.link_low != left {
-        return Err(corrupt(
-            pages,
-            right,
-            "leaf chain disagrees with the parent's order",
-        ));
+    let right_links = with_node(pages, right, |view| -> Result<(PageId, PageId)> {
+        let right_links = links(view);
+        let mut last = left_last.as_deref();
+        if kind == NodeKind::Branch {
+            // The parent's separator comes down, with the right node's leftmost child.
+            if last.is_some_and(|l| l >= separator.as_slice()) {
+                return Err(corrupt(pages, right, "sibling keys overlap"));
+            }
+            merged.insert_cell(
+                merged.count(),
+                &node::encode_branch_cell(&separator, right_links.0),
+            );
+            last = Some(&separator);
+        } else if left_links.1 != right || right_links.0 != left {
+            return Err(corrupt(
+                pages,
+                right,
+                "leaf chain disagrees with the parent's order",
+            ));
+        }
+        if view.count() > 0 && last.is_some_and(|l| l >= view.key(0)) {
+            return Err(corrupt(pages, right, "sibling keys overlap"));
+        }
+        for index in 0..view.count() {
+            merged.insert_cell(merged.count(), view.cell(index));
+        }
+        Ok(right_links)
+    })??;
+    if kind == NodeKind::Leaf {
+        merged.set_link_high(right_links.1);
+        if right_links.1.0 != 0 {
+            check_links_back(pages, right_links.1, right)?;
+        }
     }
-    if needed_bytes > limits.usable_bytes {
-        return Ok(false);
-    }
-    cells.extend(right_node.cells);
-    let ascending = cells
-        .windows(2)
-        .all(|pair| node::cell_key(kind, &pair[0]) < node::cell_key(kind, &pair[1]));
-    if !ascending {
-        return Err(corrupt(pages, right, "sibling keys overlap"));
-    }
-    if kind == NodeKind::Leaf && right_node.link_high.0 != 0 {
-        check_links_back(pages, right_node.link_high, right)?;
-    }
-    assert!(node::cells_bytes(&cells) <= limits.usable_bytes);
     pages.apply(PageOp::Image {
         page: left,
         kind: kind.page_kind(),
-        body: node_mut::build(
-            kind,
-            &limits,
-            left_node.link_low,
-            right_node.link_high,
-            &cells,
-        ),
+        body,
     })?;
-    if kind == NodeKind::Leaf && right_node.link_high.0 != 0 {
+    let right_node_link_high = right_links.1;
+    if kind == NodeKind::Leaf && right_node_link_high.0 != 0 {
         pages.apply(PageOp::SetPrev {
-            page: right_node.link_high,
+            page: right_node_link_high,
             prev: left,
         })?;
     }
