@@ -10,6 +10,8 @@
 //!  R is free                                      Format R Free      (logged by Pages::free)
 //! ```
 //!
+//! An empty leaf is not merged but unlinked (`unlink_empty_leaf`): no cell moves.
+//!
 //! The parent lost a key, so it is considered in turn, up to the root. A node with no sibling
 //! (its parent has a single child) is left as it is; its parent is then considered. A node
 //! whose merge does not fit stays under-full: merging never moves cells between pages except
@@ -51,6 +53,10 @@ pub(super) fn rebalance<P: Pages>(
         }
         #[expect(clippy::redundant_closure_for_method_calls, reason = "see above")]
         let count = with_node(pages, parent, |view| view.count())?;
+        if count > 0 && unlink_empty_leaf(pages, parent, index, node)? {
+            node = parent;
+            continue;
+        }
         if count > 0 {
             let left_index = if index < count { index } else { index - 1 };
             if !merge_children(pages, parent, left_index)? {
@@ -60,6 +66,84 @@ pub(super) fn rebalance<P: Pages>(
         node = parent;
     }
     unreachable!("paths are at most DEPTH_MAX long")
+}
+
+/// Takes `node`, child `index` of `parent` (which has a sibling for it), out of the tree if it
+/// is an empty leaf: its parent forgets it and a separator, its neighbours link past it, and
+/// it is freed; no cell moves. Returns whether it did. A merge would copy the sibling whole
+/// into it (a queue taken from its head empties its first leaf again and again).
+///
+/// ```text
+///  node is child j of P     ops, in order
+///  -----------------------  ------------------------------------------------------------
+///  j > 0                    BranchRemove P (j - 1)   (key j-1 and child j: key j, kept,
+///                                                     separates child j-1 from child j+1)
+///  j = 0                    SetLeftmost P (child 1), BranchRemove P 0 (key 0, child 1)
+///  leaf chain               SetNext (prev) -> next, SetPrev (next) -> prev
+///  node is free             Format node Free         (logged by Pages::free)
+/// ```
+fn unlink_empty_leaf<P: Pages>(
+    pages: &P,
+    parent: PageId,
+    index: usize,
+    node: PageId,
+) -> Result<bool> {
+    let links = with_node(pages, node, |view| {
+        (view.kind() == NodeKind::Leaf && view.count() == 0).then(|| (view.prev(), view.next()))
+    })?;
+    let Some((prev, next)) = links else {
+        return Ok(false);
+    };
+    let (child, sibling) = with_node(pages, parent, |view| {
+        (
+            view.child(index),
+            view.child(if index == 0 { 1 } else { index - 1 }),
+        )
+    })?;
+    if child != node {
+        return Err(corrupt(
+            pages,
+            parent,
+            "a branch's child is not on the path to it",
+        ));
+    }
+    if next.0 != 0 {
+        check_links_back(pages, next, node)?;
+    }
+    if prev.0 != 0
+        && with_node(pages, prev, |view| {
+            view.kind() != NodeKind::Leaf || view.next() != node
+        })?
+    {
+        return Err(corrupt(
+            pages,
+            prev,
+            "leaf chain: a previous leaf does not link on",
+        ));
+    }
+    if index == 0 {
+        pages.apply(PageOp::SetLeftmost {
+            page: parent,
+            child: sibling,
+        })?;
+        pages.apply(PageOp::BranchRemove {
+            page: parent,
+            index: 0,
+        })?;
+    } else {
+        pages.apply(PageOp::BranchRemove {
+            page: parent,
+            index: u16::try_from(index - 1).expect("a node holds fewer than 65536 cells"),
+        })?;
+    }
+    if prev.0 != 0 {
+        pages.apply(PageOp::SetNext { page: prev, next })?;
+    }
+    if next.0 != 0 {
+        pages.apply(PageOp::SetPrev { page: next, prev })?;
+    }
+    pages.free(node)?;
+    Ok(true)
 }
 
 /// Merges children `index` and `index + 1` of `parent` into the first if they fit in one

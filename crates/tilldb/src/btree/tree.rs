@@ -132,10 +132,7 @@ impl Tree {
         let limits = pages.limits();
         limits.check_key(key)?;
         limits.check_value(value)?;
-        let at = match finger.at.take() {
-            Some(at) if at.root == self.root && at.covers(key) => at,
-            _ => FingerAt::descend(pages, self.root, key, finger.tracked)?,
-        };
+        let mut at = self.finger_at(pages, key, finger)?;
         let leaf = at.leaf;
         let inline = limits.is_inline(key.len(), value.len());
         let cell_bytes = if inline {
@@ -181,6 +178,10 @@ impl Tree {
                 finger.at = Some(at);
             }
         } else {
+            // An under-full leaf has room for any cell, so it never splits; were one to, the
+            // rebalance it owed would be dropped, which leaves a node under-full (allowed: a
+            // merge that does not fit leaves one so) and the tree valid.
+            at.pending = false;
             split::split_leaf(pages, self.root, at.path, leaf, key, new_value)?;
         }
         if let Some(Some((first, len))) = old {
@@ -215,10 +216,7 @@ impl Tree {
         finger: &mut Finger,
         keep: bool,
     ) -> Result<(bool, Option<Vec<u8>>)> {
-        let at = match finger.at.take() {
-            Some(at) if at.root == self.root && at.covers(key) => at,
-            _ => FingerAt::descend(pages, self.root, key, finger.tracked)?,
-        };
+        let mut at = self.finger_at(pages, key, finger)?;
         let leaf = at.leaf;
         let old = with_node(pages, leaf, |node| {
             node.search(key).ok().map(|index| {
@@ -242,17 +240,54 @@ impl Tree {
         if let Some((first, len)) = old_overflow {
             overflow::free(pages, first, len)?;
         }
-        // A leaf still at least a quarter full is not merged: the finger stays on it.
+        // A leaf still at least a quarter full is not merged: the finger stays on it. One
+        // left under-full is rebalanced once the writes leave it (a tracked finger): a run of
+        // deletes that empties a leaf (a queue taken from its head, a retain) merged it
+        // again at each delete after the first under-full one, copying its sibling each time;
+        // now an emptied leaf is unlinked, and one left under-full merged once.
         #[expect(clippy::redundant_closure_for_method_calls, reason = "as in merge.rs")]
         let underfull = with_node(pages, leaf, |view| view.is_underfull())?;
         if leaf != self.root && !underfull {
             if finger.tracked {
                 finger.at = Some(at);
             }
+        } else if leaf != self.root && finger.tracked {
+            at.pending = true;
+            finger.at = Some(at);
         } else {
             merge::rebalance(pages, self.root, at.path, leaf)?;
         }
         Ok((true, kept))
+    }
+
+    /// The leaf `finger` holds when its range covers `key`, else (after the rebalance the
+    /// finger's leaf owes) a descent to `key`'s leaf.
+    fn finger_at<P: Pages>(self, pages: &P, key: &[u8], finger: &mut Finger) -> Result<FingerAt> {
+        match finger.at.take() {
+            Some(at) if at.root == self.root && at.covers(key) => Ok(at),
+            held => {
+                if let Some(at) = held {
+                    self.settle_at(pages, at)?;
+                }
+                FingerAt::descend(pages, self.root, key, finger.tracked)
+            }
+        }
+    }
+
+    /// Makes the rebalance `finger`'s leaf owes, if it owes one, and clears the finger: after
+    /// the last write through it (a commit does so at the end of each table's writes).
+    pub fn settle<P: Pages>(self, pages: &P, finger: &mut Finger) -> Result<()> {
+        match finger.at.take() {
+            Some(at) => self.settle_at(pages, at),
+            None => Ok(()),
+        }
+    }
+
+    fn settle_at<P: Pages>(self, pages: &P, at: FingerAt) -> Result<()> {
+        if at.pending && at.root == self.root {
+            merge::rebalance(pages, self.root, at.path, at.leaf)?;
+        }
+        Ok(())
     }
 
     /// The entries with keys between `lower` and `upper`, in `direction`.
@@ -374,6 +409,9 @@ struct FingerAt {
     leaf: PageId,
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
+    /// A delete left the leaf under-full and its rebalance is owed: made when the finger
+    /// leaves the leaf, or by [`Tree::settle`] (see [`Tree::delete_keeping`]).
+    pending: bool,
 }
 
 impl FingerAt {
@@ -401,6 +439,7 @@ impl FingerAt {
             leaf,
             low,
             high,
+            pending: false,
         })
     }
 
@@ -529,5 +568,49 @@ mod tests {
         assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(prefix_end(b"\xff\xff"), None);
         assert_eq!(prefix_end(b""), None);
+    }
+
+    /// Deletes through one finger in key order (as a commit applies its writes) that empty
+    /// leaves at the head, in the middle and at the tail: each emptied leaf is unlinked
+    /// (`merge::unlink_empty_leaf`), the last leaf left under-full is rebalanced by `settle`,
+    /// and the tree is valid, holding exactly the keys left, in as many leaves as a tree
+    /// built by puts of them alone would need at a quarter full.
+    #[test]
+    fn deletes_through_a_finger_unlink_emptied_leaves_and_settle_the_last() {
+        let pages = MemPages::new(4096);
+        let tree = Tree::create(&pages).expect("create");
+        let n = 3000;
+        for i in 0..n {
+            tree.put(&pages, &key(i), &[7; 40]).expect("put");
+        }
+        let before = tree.check(&pages).expect("valid");
+        let doomed =
+            |i: u32| i < 1000 || (1400..1700).contains(&i) || i >= 2000 || i.is_multiple_of(3);
+        let mut finger = Finger::default();
+        for i in (0..n).filter(|&i| doomed(i)) {
+            let old = tree
+                .delete_keeping(&pages, &key(i), &mut finger)
+                .expect("delete");
+            assert_eq!(old, Some(vec![7; 40]), "key {i}");
+        }
+        tree.settle(&pages, &mut finger).expect("settle");
+        assert!(finger.at.is_none(), "settle clears the finger");
+        let after = tree.check(&pages).expect("a valid tree after the deletes");
+        let left: Vec<u32> = (0..n).filter(|&i| !doomed(i)).collect();
+        assert_eq!(after.keys, left.len() as u64);
+        for i in 0..n {
+            let got = tree.get(&pages, &key(i)).expect("get");
+            assert_eq!(got.is_some(), !doomed(i), "key {i}");
+        }
+        // Every leaf left but one holds at least a quarter of a page (an under-full leaf
+        // beside a full sibling may stay so; none is empty).
+        let quarter = after.usable_bytes / after.pages().max(1) / 4;
+        assert!(
+            after.leaf_pages <= after.live_bytes / quarter + 2,
+            "{} leaves for {} live bytes (before: {} leaves)",
+            after.leaf_pages,
+            after.live_bytes,
+            before.leaf_pages
+        );
     }
 }

@@ -185,6 +185,8 @@ pub(super) fn write_in_parts<'c>(
                 part_changes_bytes += record::changes_len([write]) - 4;
             }
         }
+        // The last leaf the writes left under-full is rebalanced now.
+        tree.settle(pages, &mut finger)?;
         if delta != 0 {
             written.deltas.insert(table.to_owned(), delta);
         }

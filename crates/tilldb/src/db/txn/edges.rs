@@ -103,11 +103,23 @@ impl Edges {
             return;
         }
         if let Some(edge) = self.get_mut(table) {
+            // Searched only when the key lies within a side's entries: a pop deletes the key
+            // it took, which is past the other side's (one comparison, not a search).
             let [forward, backward] = &mut edge.ahead;
-            if let Ok(at) = forward.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
+            let within = |side: &VecDeque<(Vec<u8>, Vec<u8>)>, low: usize, high: usize| {
+                side.get(low)
+                    .zip(side.get(high))
+                    .is_some_and(|((l, _), (h, _))| l.as_slice() <= key && key <= h.as_slice())
+            };
+            let last = |side: &VecDeque<_>| side.len().saturating_sub(1);
+            if within(forward, 0, last(forward))
+                && let Ok(at) = forward.binary_search_by(|(k, _)| k.as_slice().cmp(key))
+            {
                 forward.remove(at);
             }
-            if let Ok(at) = backward.binary_search_by(|(k, _)| key.cmp(k.as_slice())) {
+            if within(backward, last(backward), 0)
+                && let Ok(at) = backward.binary_search_by(|(k, _)| key.cmp(k.as_slice()))
+            {
                 backward.remove(at);
             }
         }
