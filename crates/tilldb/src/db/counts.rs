@@ -302,7 +302,7 @@ impl Db {
         before: u64,
     ) -> Result<Lsn> {
         let inner = &self.inner;
-        let (ops, next, touched) = pages.finish();
+        let (ops, next, touched) = pages.finish()?;
         let changes = inner.options.change_feed.then(Vec::<Write<'_>>::new);
         let lsn = inner
             .wal

@@ -30,6 +30,11 @@ pub struct TxnPages<'a> {
     image_below: Option<u64>,
     /// Pages this commit has logged whole (an image or a format) already.
     whole: RefCell<BTreeSet<PageId>>,
+    /// Pages due a full-page image in this part, in the order first changed: the image is
+    /// taken when the part is cut, of the page as the part leaves it, and none of the part's
+    /// ops of the page is logged (see `Pages::apply` below).
+    imaged: RefCell<Vec<PageId>>,
+    imaged_set: RefCell<HashSet<PageId>>,
 }
 
 impl<'a> TxnPages<'a> {
@@ -48,17 +53,20 @@ impl<'a> TxnPages<'a> {
             ops_bytes: std::cell::Cell::new(0),
             image_below,
             whole: RefCell::default(),
+            imaged: RefCell::default(),
+            imaged_set: RefCell::default(),
         }
     }
 
     /// The ops, the allocator state after them, and the pages they changed (in page order,
     /// each once).
-    pub fn finish(self) -> (Vec<PageOp>, Alloc, Vec<PageId>) {
-        (self.ops.into_inner(), self.alloc.into_inner(), {
+    pub fn finish(self) -> Result<(Vec<PageOp>, Alloc, Vec<PageId>)> {
+        self.take_images()?;
+        Ok((self.ops.into_inner(), self.alloc.into_inner(), {
             let mut touched: Vec<PageId> = self.touched.into_inner().into_iter().collect();
             touched.sort_unstable();
             touched
-        })
+        }))
     }
 
     /// Bytes the ops so far take encoded, at most (an image counts whole).
@@ -74,14 +82,33 @@ impl<'a> TxnPages<'a> {
     /// One part of a commit logged in parts: the ops so far, the allocator state now, and the
     /// pages they changed; the next part starts empty. Pages logged whole stay so for the whole
     /// commit (replay applies all of it or none).
-    pub fn take_part(&self) -> (Vec<PageOp>, Alloc, Vec<PageId>) {
+    pub fn take_part(&self) -> Result<(Vec<PageOp>, Alloc, Vec<PageId>)> {
+        self.take_images()?;
         self.ops_bytes.set(0);
         let ops = std::mem::take(&mut *self.ops.borrow_mut());
         let mut touched: Vec<PageId> = std::mem::take(&mut *self.touched.borrow_mut())
             .into_iter()
             .collect();
         touched.sort_unstable();
-        (ops, *self.alloc.borrow(), touched)
+        Ok((ops, *self.alloc.borrow(), touched))
+    }
+
+    /// Appends the part's full-page images to its ops: each page due one, whole, as the part
+    /// leaves it (a node compacted first, so the image leaves out its dead bytes).
+    fn take_images(&self) -> Result<()> {
+        let imaged = std::mem::take(&mut *self.imaged.borrow_mut());
+        self.imaged_set.borrow_mut().clear();
+        let mut ops = self.ops.borrow_mut();
+        for id in imaged {
+            let mut page = self.pool.write(id)?;
+            crate::btree::compact_for_image(&mut page);
+            ops.push(PageOp::Image {
+                page: id,
+                kind: page.kind(),
+                body: page.body().to_vec(),
+            });
+        }
+        Ok(())
     }
 
     fn never_allocated(&self, id: PageId) -> Error {
@@ -124,6 +151,11 @@ impl Pages for TxnPages<'_> {
 
     fn apply(&self, op: PageOp) -> Result<()> {
         let id = op.page();
+        if self.imaged_set.borrow().contains(&id) {
+            // The page's image, taken when the part is cut, holds this change.
+            op.apply_to(&mut *self.pool.write(id)?);
+            return Ok(());
+        }
         let logged = {
             let mut page = self.pool.write(id)?;
             // The page's lsn is the end of the record of its last logged change (this
@@ -140,17 +172,26 @@ impl Pages for TxnPages<'_> {
                 && !self.whole.borrow().contains(&id);
             op.apply_to(&mut page);
             if image {
-                // The page after the op, whole: redo rebuilds it from this alone, torn or not;
-                // a node's dead bytes compacted first, so the image leaves them out.
-                crate::btree::compact_for_image(&mut page);
-                PageOp::Image {
+                // The page whole, as this part leaves it (`take_images`): redo rebuilds it
+                // from that alone, torn or not, and none of the part's later changes of it is
+                // logged on its own. Taken at the first change instead, the image was logged
+                // with every later op of the page, and again by a merge's image of it (a
+                // retain's leaves: an image, twenty deletes, then the merged image).
+                let full = PageOp::Image {
                     page: id,
                     kind: page.kind(),
-                    body: page.body().to_vec(),
-                }
-            } else {
-                op
+                    body: Vec::new(),
+                };
+                drop(page);
+                self.imaged.borrow_mut().push(id);
+                self.imaged_set.borrow_mut().insert(id);
+                self.whole.borrow_mut().insert(id);
+                self.touched.borrow_mut().insert(id);
+                let bound = full.encoded_len_at_most() + self.pool.format().body_bytes();
+                self.ops_bytes.set(self.ops_bytes.get() + bound);
+                return Ok(());
             }
+            op
         };
         if self.image_below.is_some() && logged.rewrites_whole_page() {
             self.whole.borrow_mut().insert(id);

@@ -206,7 +206,7 @@ pub(super) fn apply(
     } else {
         Some(exclusive)
     };
-    let (ops, new_alloc, touched) = pages.finish();
+    let (ops, new_alloc, touched) = pages.finish()?;
     let held = parts > 0;
     let mut records = parts;
     // With the feed, the last part's writes (all of them when there is one part).

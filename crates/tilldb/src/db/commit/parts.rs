@@ -197,7 +197,7 @@ pub(super) fn write_in_parts<'c>(
 /// Appends the ops applied since the last part as a part of the commit (with the feed, the
 /// changes section of the writes they apply), and has the pool hold the pages they changed.
 fn cut_part(db: &Db, pages: &TxnPages<'_>, written: &mut Written<'_>, feed: bool) -> Result<()> {
-    let (ops, now, touched) = pages.take_part();
+    let (ops, now, touched) = pages.take_part()?;
     let writes = feed.then(|| written.part_writes.iter());
     append_parts(db, &ops, now, writes.as_ref(), &mut written.parts, false)?;
     drop((ops, writes));

@@ -143,7 +143,7 @@ fn first_commit(pool: &BufferPool, wal: &Wal, data_path: &Path) -> Result<Alloc>
     };
     let pages = TxnPages::new(pool, data_path, first, None);
     crate::db::counts::create_first_trees(&pages)?;
-    let (ops, alloc, touched) = pages.finish();
+    let (ops, alloc, touched) = pages.finish()?;
     let before = wal.end_lsn();
     let lsn = wal.commit(&record::encode_plain(alloc, &ops), Durability::Sync)?;
     pool.stamp(&touched, lsn.0, before.0);
