@@ -21,12 +21,14 @@
 //! # Full-page images
 //!
 //! With [`TornPageGuard::FullPageImages`](crate::page::TornPageGuard) a commit logs a page
-//! whole (its image after the change) instead of the change, when the page's lsn is at or
-//! below the *image horizon* `h`: the log end when the latest checkpoint began (or the
-//! checkpoint recovery started from, at open). A page's lsn is the *end* of the record that
-//! last changed it, so a record that began before `h` leaves an lsn of at most `h` (exactly
-//! `h` when no padding followed it), and one that began at or after `h` leaves more. Later
-//! changes in the same commit are logged as ops.
+//! whole instead of its changes, when the page's lsn is at or below the *image horizon* `h`:
+//! the log end when the latest checkpoint began (or the checkpoint recovery started from, at
+//! open). A page's lsn is the *end* of the record that last changed it, so a record that
+//! began before `h` leaves an lsn of at most `h` (exactly `h` when no padding followed it),
+//! and one that began at or after `h` leaves more. The image is of the page as the record
+//! (the commit, or its part) leaves it, taken when the record is cut (`pages.rs`), so it
+//! holds every change the record makes to the page; changes in the commit's later parts are
+//! logged as ops.
 //!
 //! Why recovery can then rebuild every torn page: a checkpoint of this guard writes the header
 //! only when it made every page changed before its start durable, so its redo point is
