@@ -285,6 +285,13 @@ pub fn free_space(kind: PageKind, body: &[u8]) -> Option<(usize, usize, usize)> 
     (start <= end).then_some((start, end, u16_at(body, DEAD_BYTES_OFFSET)))
 }
 
+/// Whether a node of `live` bytes of slots and cells out of `usable` is under a quarter full
+/// (a merge is then considered, `merge.rs`).
+#[must_use]
+pub fn is_underfull_at(live: usize, usable: usize) -> bool {
+    live * 4 < usable
+}
+
 /// A validated read-only view of a node on a page body.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeRef<'a> {
@@ -580,7 +587,7 @@ impl<'a> NodeRef<'a> {
     /// Whether a node below a quarter full should merge with a sibling.
     #[must_use]
     pub fn is_underfull(&self) -> bool {
-        self.live_bytes() * 4 < self.usable_bytes()
+        is_underfull_at(self.live_bytes(), self.usable_bytes())
     }
 
     /// Copies of every cell, in key order.

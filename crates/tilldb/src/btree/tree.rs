@@ -120,6 +120,17 @@ impl Tree {
         Ok(self.put_inner(pages, key, value, finger, true)?.1)
     }
 
+    /// [`Tree::put_keeping`] without the old value: whether `key` was present.
+    pub fn put_through<P: Pages>(
+        self,
+        pages: &P,
+        key: &[u8],
+        value: &[u8],
+        finger: &mut Finger,
+    ) -> Result<bool> {
+        Ok(self.put_inner(pages, key, value, finger, false)?.0)
+    }
+
     /// A put; with `keep`, the old value too (else `None`).
     fn put_inner<P: Pages>(
         self,
@@ -208,6 +219,16 @@ impl Tree {
         Ok(self.delete_inner(pages, key, finger, true)?.1)
     }
 
+    /// [`Tree::delete_keeping`] without the old value: whether `key` was present.
+    pub fn delete_through<P: Pages>(
+        self,
+        pages: &P,
+        key: &[u8],
+        finger: &mut Finger,
+    ) -> Result<bool> {
+        Ok(self.delete_inner(pages, key, finger, false)?.0)
+    }
+
     /// A delete; with `keep`, the old value too (else `None`).
     fn delete_inner<P: Pages>(
         self,
@@ -218,15 +239,19 @@ impl Tree {
     ) -> Result<(bool, Option<Vec<u8>>)> {
         let mut at = self.finger_at(pages, key, finger)?;
         let leaf = at.leaf;
+        // The leaf's fill after the delete, from its header and the cell's size: one read of
+        // the leaf a delete, not a second after the change.
         let old = with_node(pages, leaf, |node| {
             node.search(key).ok().map(|index| {
+                let live_after = node.live_bytes() - node.cell(index).len() - node::SLOT_BYTES;
                 (
                     overflow_of(node.value(index)),
                     keep.then(|| node.value(index).to_owned()),
+                    node::is_underfull_at(live_after, node.usable_bytes()),
                 )
             })
         })?;
-        let Some((old_overflow, kept)) = old else {
+        let Some((old_overflow, kept, underfull)) = old else {
             if finger.tracked {
                 finger.at = Some(at);
             }
@@ -245,8 +270,6 @@ impl Tree {
         // deletes that empties a leaf (a queue taken from its head, a retain) merged it
         // again at each delete after the first under-full one, copying its sibling each time;
         // now an emptied leaf is unlinked, and one left under-full merged once.
-        #[expect(clippy::redundant_closure_for_method_calls, reason = "as in merge.rs")]
-        let underfull = with_node(pages, leaf, |view| view.is_underfull())?;
         if leaf != self.root && !underfull {
             if finger.tracked {
                 finger.at = Some(at);

@@ -11,7 +11,7 @@ use crate::db::pages::TxnPages;
 use crate::db::{CATALOG_ROOT, CATALOG_TABLE, Db};
 use crate::error::Result;
 use crate::page::PageId;
-use crate::record::{self, Alloc};
+use crate::record::{self, Alloc, Write};
 use crate::wal::Lsn;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -161,23 +161,10 @@ pub(super) fn write_in_parts<'c>(
                 cut_part(db, pages, &mut written, feed)?;
                 part_changes_bytes = 0;
             }
-            let before = match (write.value, fresh) {
-                (Some(v), true) => {
-                    tree.put_at(pages, write.key, v, &mut finger)?;
-                    None
-                }
-                (None, true) => {
-                    tree.delete_keeping(pages, write.key, &mut finger)?;
-                    None
-                }
-                (Some(v), false) => Some(tree.put_keeping(pages, write.key, v, &mut finger)?),
-                (None, false) => Some(tree.delete_keeping(pages, write.key, &mut finger)?),
-            };
-            delta += i64::from(write.value.is_some())
-                - i64::from(before.as_ref().is_some_and(Option::is_some));
-            if let Some(before) = before
-                && keep_befores
-            {
+            let (before, existed) =
+                apply_write(tree, pages, &write, fresh, keep_befores, &mut finger)?;
+            delta += i64::from(write.value.is_some()) - i64::from(existed);
+            if keep_befores && !fresh {
                 written.befores.push(tree.root().0, write.key, before);
             }
             if feed {
@@ -192,6 +179,43 @@ pub(super) fn write_in_parts<'c>(
         }
     }
     Ok(written)
+}
+
+/// Applies one write to `tree` through `finger`; returns the value its key held (`None`:
+/// none, or not asked for: a table in `fresh`, or no `keep_befores`) and whether it held one.
+fn apply_write(
+    tree: Tree,
+    pages: &TxnPages<'_>,
+    write: &Write<'_>,
+    fresh: bool,
+    keep_befores: bool,
+    finger: &mut Finger,
+) -> Result<(Option<Vec<u8>>, bool)> {
+    // The value the key held, kept only for readers that need it (`keep_befores`);
+    // otherwise only whether it held one, for the counts: a copy of every old value
+    // was a tenth of a retain's deletes.
+    Ok(match (write.value, fresh, keep_befores) {
+        (Some(v), true, _) => {
+            tree.put_at(pages, write.key, v, finger)?;
+            (None, false)
+        }
+        (None, true, _) => {
+            tree.delete_through(pages, write.key, finger)?;
+            (None, false)
+        }
+        (Some(v), false, true) => {
+            let old = tree.put_keeping(pages, write.key, v, finger)?;
+            let existed = old.is_some();
+            (old, existed)
+        }
+        (None, false, true) => {
+            let old = tree.delete_keeping(pages, write.key, finger)?;
+            let existed = old.is_some();
+            (old, existed)
+        }
+        (Some(v), false, false) => (None, tree.put_through(pages, write.key, v, finger)?),
+        (None, false, false) => (None, tree.delete_through(pages, write.key, finger)?),
+    })
 }
 
 /// Appends the ops applied since the last part as a part of the commit (with the feed, the
