@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 74] = [
+pub const ALL: [(&str, &str); 75] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -72,6 +72,10 @@ pub const ALL: [(&str, &str); 74] = [
     (
         "skip-doublewrite-flush",
         "pages are written in place before their doublewrite batch is durable",
+    ),
+    (
+        "part-images-dropped",
+        "a commit's part leaves out the full-page images it owes: the pages' changes in that part are in no record",
     ),
     (
         "no-full-page-images",

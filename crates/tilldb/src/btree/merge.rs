@@ -185,12 +185,13 @@ fn merge_children<P: Pages>(pages: &P, parent: PageId, index: usize) -> Result<b
     // branches) and the right node's cells appended, each cell copied once from its page:
     // copying every cell of both into a vector of its own, then into a fresh body, was most
     // of a merge (a third of a retain's deletes: docs/benchmarks-journal.md).
-    let (kind, mut body, left_links, left_last) = with_node(pages, left, |view| {
+    let (kind, mut body, left_links, left_last, left_dead) = with_node(pages, left, |view| {
         let last = view.count().checked_sub(1).map(|i| view.key(i).to_vec());
-        (view.kind(), view.body().to_vec(), links(view), last)
+        let dead = view.dead_bytes() > 0;
+        (view.kind(), view.body().to_vec(), links(view), last, dead)
     })?;
     let mut merged = node_mut::NodeMut::trusted(kind, &mut body);
-    if merged.view_dead_bytes() > 0 {
+    if left_dead {
         merged.compact();
     }
     let right_links = with_node(pages, right, |view| -> Result<(PageId, PageId)> {
@@ -232,10 +233,9 @@ fn merge_children<P: Pages>(pages: &P, parent: PageId, index: usize) -> Result<b
         kind: kind.page_kind(),
         body,
     })?;
-    let right_node_link_high = right_links.1;
-    if kind == NodeKind::Leaf && right_node_link_high.0 != 0 {
+    if kind == NodeKind::Leaf && right_links.1.0 != 0 {
         pages.apply(PageOp::SetPrev {
-            page: right_node_link_high,
+            page: right_links.1,
             prev: left,
         })?;
     }

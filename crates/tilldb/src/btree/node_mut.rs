@@ -75,10 +75,6 @@ impl<'a> NodeMut<'a> {
         self.view().count()
     }
 
-    pub(super) fn view_dead_bytes(&self) -> usize {
-        self.view().dead_bytes()
-    }
-
     /// Inserts the encoded `cell` at slot `index`, compacting first if the gap is too small.
     /// The caller keeps key order (asserted in debug builds).
     pub(super) fn insert_cell(&mut self, index: usize, cell: &[u8]) {

@@ -382,11 +382,15 @@ impl PageOp {
     #[must_use]
     pub fn encoded_len_at_most(&self) -> usize {
         match self {
-            PageOp::Image { body, .. } => {
-                1 + size_of::<u64>() + 1 + 3 * size_of::<u32>() + body.len()
-            }
+            PageOp::Image { body, .. } => Self::image_len_at_most(body.len()),
             _ => self.encoded_len(),
         }
+    }
+
+    /// At least the encoded length of an image of a body of `body_bytes`.
+    #[must_use]
+    pub fn image_len_at_most(body_bytes: usize) -> usize {
+        1 + size_of::<u64>() + 1 + 3 * size_of::<u32>() + body_bytes
     }
 
     /// Bytes of the encoded op, counted without encoding it (a commit asks for it once per

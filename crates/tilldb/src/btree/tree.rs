@@ -120,17 +120,6 @@ impl Tree {
         Ok(self.put_inner(pages, key, value, finger, true)?.1)
     }
 
-    /// [`Tree::put_keeping`] without the old value: whether `key` was present.
-    pub fn put_through<P: Pages>(
-        self,
-        pages: &P,
-        key: &[u8],
-        value: &[u8],
-        finger: &mut Finger,
-    ) -> Result<bool> {
-        Ok(self.put_inner(pages, key, value, finger, false)?.0)
-    }
-
     /// A put; with `keep`, the old value too (else `None`).
     fn put_inner<P: Pages>(
         self,
@@ -219,13 +208,8 @@ impl Tree {
         Ok(self.delete_inner(pages, key, finger, true)?.1)
     }
 
-    /// [`Tree::delete_keeping`] without the old value: whether `key` was present.
-    pub fn delete_through<P: Pages>(
-        self,
-        pages: &P,
-        key: &[u8],
-        finger: &mut Finger,
-    ) -> Result<bool> {
+    /// [`Tree::delete`] through `finger` (as [`Tree::put_at`]): whether `key` was present.
+    pub fn delete_at<P: Pages>(self, pages: &P, key: &[u8], finger: &mut Finger) -> Result<bool> {
         Ok(self.delete_inner(pages, key, finger, false)?.0)
     }
 

@@ -30,11 +30,10 @@ pub struct TxnPages<'a> {
     image_below: Option<u64>,
     /// Pages this commit has logged whole (an image or a format) already.
     whole: RefCell<BTreeSet<PageId>>,
-    /// Pages due a full-page image in this part, in the order first changed: the image is
-    /// taken when the part is cut, of the page as the part leaves it, and none of the part's
-    /// ops of the page is logged (see `Pages::apply` below).
-    imaged: RefCell<Vec<PageId>>,
-    imaged_set: RefCell<HashSet<PageId>>,
+    /// Pages due a full-page image in this part: the image is taken when the part is cut, of
+    /// the page as the part leaves it, and none of the part's ops of the page is logged (see
+    /// `Pages::apply` below). In page order, so a commit's record is the same every run.
+    imaged: RefCell<BTreeSet<PageId>>,
 }
 
 impl<'a> TxnPages<'a> {
@@ -54,7 +53,6 @@ impl<'a> TxnPages<'a> {
             image_below,
             whole: RefCell::default(),
             imaged: RefCell::default(),
-            imaged_set: RefCell::default(),
         }
     }
 
@@ -97,7 +95,9 @@ impl<'a> TxnPages<'a> {
     /// leaves it (a node compacted first, so the image leaves out its dead bytes).
     fn take_images(&self) -> Result<()> {
         let imaged = std::mem::take(&mut *self.imaged.borrow_mut());
-        self.imaged_set.borrow_mut().clear();
+        if crate::mutants::active("part-images-dropped") {
+            return Ok(());
+        }
         let mut ops = self.ops.borrow_mut();
         for id in imaged {
             let mut page = self.pool.write(id)?;
@@ -151,7 +151,7 @@ impl Pages for TxnPages<'_> {
 
     fn apply(&self, op: PageOp) -> Result<()> {
         let id = op.page();
-        if self.imaged_set.borrow().contains(&id) {
+        if self.imaged.borrow().contains(&id) {
             // The page's image, taken when the part is cut, holds this change.
             op.apply_to(&mut *self.pool.write(id)?);
             return Ok(());
@@ -177,17 +177,11 @@ impl Pages for TxnPages<'_> {
                 // logged on its own. Taken at the first change instead, the image was logged
                 // with every later op of the page, and again by a merge's image of it (a
                 // retain's leaves: an image, twenty deletes, then the merged image).
-                let full = PageOp::Image {
-                    page: id,
-                    kind: page.kind(),
-                    body: Vec::new(),
-                };
                 drop(page);
-                self.imaged.borrow_mut().push(id);
-                self.imaged_set.borrow_mut().insert(id);
+                self.imaged.borrow_mut().insert(id);
                 self.whole.borrow_mut().insert(id);
                 self.touched.borrow_mut().insert(id);
-                let bound = full.encoded_len_at_most() + self.pool.format().body_bytes();
+                let bound = PageOp::image_len_at_most(self.pool.format().body_bytes());
                 self.ops_bytes.set(self.ops_bytes.get() + bound);
                 return Ok(());
             }

@@ -161,10 +161,11 @@ pub(super) fn write_in_parts<'c>(
                 cut_part(db, pages, &mut written, feed)?;
                 part_changes_bytes = 0;
             }
-            let (before, existed) =
-                apply_write(tree, pages, &write, fresh, keep_befores, &mut finger)?;
+            // A table in `fresh` held no key before: nothing of it to keep, and no key found.
+            let keep = keep_befores && !fresh;
+            let (existed, before) = apply_write(tree, pages, &write, keep, &mut finger)?;
             delta += i64::from(write.value.is_some()) - i64::from(existed);
-            if keep_befores && !fresh {
+            if keep {
                 written.befores.push(tree.root().0, write.key, before);
             }
             if feed {
@@ -181,40 +182,28 @@ pub(super) fn write_in_parts<'c>(
     Ok(written)
 }
 
-/// Applies one write to `tree` through `finger`; returns the value its key held (`None`:
-/// none, or not asked for: a table in `fresh`, or no `keep_befores`) and whether it held one.
+/// Applies one write to `tree` through `finger`; returns whether its key held a value, and
+/// with `keep` that value. Without `keep` (a table in `fresh`, or no reader needs older
+/// values) the tree is asked only whether there was one: a copy of every old value was a
+/// tenth of a retain's deletes.
 fn apply_write(
     tree: Tree,
     pages: &TxnPages<'_>,
     write: &Write<'_>,
-    fresh: bool,
-    keep_befores: bool,
+    keep: bool,
     finger: &mut Finger,
-) -> Result<(Option<Vec<u8>>, bool)> {
-    // The value the key held, kept only for readers that need it (`keep_befores`);
-    // otherwise only whether it held one, for the counts: a copy of every old value
-    // was a tenth of a retain's deletes.
-    Ok(match (write.value, fresh, keep_befores) {
-        (Some(v), true, _) => {
-            tree.put_at(pages, write.key, v, finger)?;
-            (None, false)
-        }
-        (None, true, _) => {
-            tree.delete_through(pages, write.key, finger)?;
-            (None, false)
-        }
-        (Some(v), false, true) => {
+) -> Result<(bool, Option<Vec<u8>>)> {
+    Ok(match (write.value, keep) {
+        (Some(v), false) => (tree.put_at(pages, write.key, v, finger)?, None),
+        (None, false) => (tree.delete_at(pages, write.key, finger)?, None),
+        (Some(v), true) => {
             let old = tree.put_keeping(pages, write.key, v, finger)?;
-            let existed = old.is_some();
-            (old, existed)
+            (old.is_some(), old)
         }
-        (None, false, true) => {
+        (None, true) => {
             let old = tree.delete_keeping(pages, write.key, finger)?;
-            let existed = old.is_some();
-            (old, existed)
+            (old.is_some(), old)
         }
-        (Some(v), false, false) => (None, tree.put_through(pages, write.key, v, finger)?),
-        (None, false, false) => (None, tree.delete_through(pages, write.key, finger)?),
     })
 }
 
