@@ -42,6 +42,7 @@
 mod build;
 mod check;
 mod cursor;
+mod delete_run;
 mod entries;
 mod mem;
 mod merge;
@@ -128,6 +129,18 @@ pub trait Pages {
     ///
     /// Requires: no guard from [`Pages::read`] is alive in this thread.
     fn apply(&self, op: PageOp) -> Result<()>;
+
+    /// Applies `ops`, every one of the same page, in order, as [`Pages::apply`] applies each:
+    /// an implementation may take the page once for all of them (a run of deletes from one
+    /// leaf). The default applies them one by one.
+    ///
+    /// Requires: as [`Pages::apply`].
+    fn apply_run(&self, ops: Vec<PageOp>) -> Result<()> {
+        for op in ops {
+            self.apply(op)?;
+        }
+        Ok(())
+    }
 
     /// A new empty page of `kind` (a zero body: an empty node or overflow page). The
     /// implementation logs the allocation.

@@ -269,7 +269,12 @@ impl Tree {
 
     /// The leaf `finger` holds when its range covers `key`, else (after the rebalance the
     /// finger's leaf owes) a descent to `key`'s leaf.
-    fn finger_at<P: Pages>(self, pages: &P, key: &[u8], finger: &mut Finger) -> Result<FingerAt> {
+    pub(super) fn finger_at<P: Pages>(
+        self,
+        pages: &P,
+        key: &[u8],
+        finger: &mut Finger,
+    ) -> Result<FingerAt> {
         match finger.at.take() {
             Some(at) if at.root == self.root && at.covers(key) => Ok(at),
             held => {
@@ -369,7 +374,7 @@ impl Tree {
 }
 
 /// The overflow chain of a value, if it has one.
-fn overflow_of(value: ValueRef<'_>) -> Option<(PageId, u32)> {
+pub(super) fn overflow_of(value: ValueRef<'_>) -> Option<(PageId, u32)> {
     match value {
         ValueRef::Inline(_) => None,
         ValueRef::Overflow { len, first } => Some((first, len)),
@@ -379,9 +384,9 @@ fn overflow_of(value: ValueRef<'_>) -> Option<(PageId, u32)> {
 /// Where a run of puts last landed (see [`Tree::put_at`]).
 #[derive(Debug)]
 pub struct Finger {
-    at: Option<FingerAt>,
+    pub(super) at: Option<FingerAt>,
     /// Whether it keeps the leaf (a lone put's does not: no separators copied).
-    tracked: bool,
+    pub(super) tracked: bool,
 }
 
 impl Default for Finger {
@@ -394,6 +399,15 @@ impl Default for Finger {
 }
 
 impl Finger {
+    /// Whether the leaf the finger holds (if any, of the tree rooted at `root`) is where `key`
+    /// belongs: a run of deletes gathers the keys it covers for one [`Tree::delete_run_at`].
+    #[must_use]
+    pub fn covers(&self, root: PageId, key: &[u8]) -> bool {
+        self.at
+            .as_ref()
+            .is_some_and(|at| at.root == root && at.covers(key))
+    }
+
     fn untracked() -> Self {
         Finger {
             at: None,
@@ -410,15 +424,15 @@ impl Finger {
 /// A leaf, the path to it, and the key range it holds: `low <= key < high` (a missing
 /// bound: open on that side), the separators beside the path's innermost branches.
 #[derive(Debug)]
-struct FingerAt {
-    root: PageId,
-    path: walk::Path,
-    leaf: PageId,
+pub(super) struct FingerAt {
+    pub(super) root: PageId,
+    pub(super) path: walk::Path,
+    pub(super) leaf: PageId,
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
     /// A delete left the leaf under-full and its rebalance is owed: made when the finger
     /// leaves the leaf, or by [`Tree::settle`] (see [`Tree::delete_keeping`]).
-    pending: bool,
+    pub(super) pending: bool,
 }
 
 impl FingerAt {
@@ -450,7 +464,7 @@ impl FingerAt {
         })
     }
 
-    fn covers(&self, key: &[u8]) -> bool {
+    pub(super) fn covers(&self, key: &[u8]) -> bool {
         self.low.as_deref().is_none_or(|low| low <= key)
             && self.high.as_deref().is_none_or(|high| key < high)
     }

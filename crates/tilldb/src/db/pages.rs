@@ -111,6 +111,68 @@ impl<'a> TxnPages<'a> {
         Ok(())
     }
 
+    /// Applies `ops`, every one of page `id`, under one write guard of the page, and records
+    /// them for redo (see [`Pages::apply`]).
+    fn apply_ops(&self, id: PageId, mut ops: impl Iterator<Item = PageOp>) -> Result<()> {
+        let mut page = self.pool.write(id)?;
+        let Some(first) = ops.next() else {
+            return Ok(());
+        };
+        let apply = |page: &mut crate::page::PageWrite<'_>, op: &PageOp| {
+            assert_eq!(
+                op.page(),
+                id,
+                "a run of ops of page {id} holds one of another"
+            );
+            op.apply_to(page);
+        };
+        if self.imaged.borrow().contains(&id) {
+            // The page's image, taken when the part is cut, holds these changes.
+            apply(&mut page, &first);
+            ops.for_each(|op| apply(&mut page, &op));
+            return Ok(());
+        }
+        // The page's lsn is the end of the record of its last logged change (this commit's
+        // changes are stamped after the append), so it says whether the log holds the page
+        // whole since the horizon: a record that began at or after the horizon ends past it.
+        // A page whose last record ends exactly at the horizon was changed before the
+        // checkpoint began, and needs its image (`<=`, not `<`).
+        let strict = crate::mutants::active("image-horizon-strict");
+        let image = !first.rewrites_whole_page()
+            && !crate::mutants::active("no-full-page-images")
+            && self
+                .image_below
+                .is_some_and(|below| page.lsn() < below || (page.lsn() == below && !strict))
+            && !self.whole.borrow().contains(&id);
+        self.touched.borrow_mut().insert(id);
+        if image {
+            // The page whole, as this part leaves it (`take_images`): redo rebuilds it from
+            // that alone, torn or not, and none of the part's later changes of it is logged on
+            // its own. Taken at the first change instead, the image was logged with every
+            // later op of the page, and again by a merge's image of it (a retain's leaves: an
+            // image, twenty deletes, then the merged image).
+            apply(&mut page, &first);
+            ops.for_each(|op| apply(&mut page, &op));
+            drop(page);
+            self.imaged.borrow_mut().insert(id);
+            self.whole.borrow_mut().insert(id);
+            let bound = PageOp::image_len_at_most(self.pool.format().body_bytes());
+            self.ops_bytes.set(self.ops_bytes.get() + bound);
+            return Ok(());
+        }
+        let mut logged = self.ops.borrow_mut();
+        for op in std::iter::once(first).chain(ops) {
+            apply(&mut page, &op);
+            if self.image_below.is_some() && op.rewrites_whole_page() {
+                self.whole.borrow_mut().insert(id);
+            }
+            self.ops_bytes
+                .set(self.ops_bytes.get() + op.encoded_len_at_most());
+            logged.push(op);
+        }
+        Ok(())
+    }
+
     fn never_allocated(&self, id: PageId) -> Error {
         Error::Corruption {
             file: self.path.to_path_buf(),
@@ -150,51 +212,14 @@ impl Pages for TxnPages<'_> {
     }
 
     fn apply(&self, op: PageOp) -> Result<()> {
-        let id = op.page();
-        if self.imaged.borrow().contains(&id) {
-            // The page's image, taken when the part is cut, holds this change.
-            op.apply_to(&mut *self.pool.write(id)?);
-            return Ok(());
+        self.apply_ops(op.page(), std::iter::once(op))
+    }
+
+    fn apply_run(&self, ops: Vec<PageOp>) -> Result<()> {
+        match ops.first() {
+            Some(first) => self.apply_ops(first.page(), ops.into_iter()),
+            None => Ok(()),
         }
-        let logged = {
-            let mut page = self.pool.write(id)?;
-            // The page's lsn is the end of the record of its last logged change (this
-            // commit's changes are stamped after the append), so it says whether the log
-            // holds the page whole since the horizon: a record that began at or after the
-            // horizon ends past it. A page whose last record ends exactly at the horizon was
-            // changed before the checkpoint began, and needs its image (`<=`, not `<`).
-            let strict = crate::mutants::active("image-horizon-strict");
-            let image = !op.rewrites_whole_page()
-                && !crate::mutants::active("no-full-page-images")
-                && self
-                    .image_below
-                    .is_some_and(|below| page.lsn() < below || (page.lsn() == below && !strict))
-                && !self.whole.borrow().contains(&id);
-            op.apply_to(&mut page);
-            if image {
-                // The page whole, as this part leaves it (`take_images`): redo rebuilds it
-                // from that alone, torn or not, and none of the part's later changes of it is
-                // logged on its own. Taken at the first change instead, the image was logged
-                // with every later op of the page, and again by a merge's image of it (a
-                // retain's leaves: an image, twenty deletes, then the merged image).
-                drop(page);
-                self.imaged.borrow_mut().insert(id);
-                self.whole.borrow_mut().insert(id);
-                self.touched.borrow_mut().insert(id);
-                let bound = PageOp::image_len_at_most(self.pool.format().body_bytes());
-                self.ops_bytes.set(self.ops_bytes.get() + bound);
-                return Ok(());
-            }
-            op
-        };
-        if self.image_below.is_some() && logged.rewrites_whole_page() {
-            self.whole.borrow_mut().insert(id);
-        }
-        self.touched.borrow_mut().insert(id);
-        self.ops_bytes
-            .set(self.ops_bytes.get() + logged.encoded_len_at_most());
-        self.ops.borrow_mut().push(logged);
-        Ok(())
     }
 
     fn allocate(&self, kind: PageKind) -> Result<PageId> {

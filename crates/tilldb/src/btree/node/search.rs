@@ -19,6 +19,27 @@ impl NodeRef<'_> {
         self.search_between(key, low, high)
     }
 
+    /// [`NodeRef::search`] among the keys from `from` on: every key below `from` is less
+    /// than `key` (a run of ascending keys searched one after another). Gallops from `from`
+    /// (1, 2, 4, ... keys on) to a key not below `key`, then searches between: a key near the
+    /// last one found costs a few compares, not a search of the rest of the node.
+    pub fn search_from(&self, key: &[u8], from: usize) -> Result<usize, usize> {
+        let mut low = from.min(self.count);
+        let mut step = 1;
+        while low < self.count {
+            let probe = (low + step - 1).min(self.count - 1);
+            match compare_keys(self.key(probe), key) {
+                Ordering::Less => {
+                    low = probe + 1;
+                    step *= 2;
+                }
+                Ordering::Equal => return Ok(probe),
+                Ordering::Greater => return self.search_between(key, low, probe),
+            }
+        }
+        Err(self.count)
+    }
+
     /// With the page's `hints` (see [`search_hints`]): the keys `low..high` whose hint equals
     /// `key`'s, or `Err` with the insertion index when `key` lies outside the prefix every key
     /// shares; `None` when the hints are not this node's.
@@ -220,6 +241,40 @@ mod tests {
                     keys.binary_search(probe),
                     "round {round}: {probe:?} in {keys:?}, against the keys' own search"
                 );
+            }
+        }
+    }
+
+    /// A galloping search from any index at or below where a key belongs finds what a
+    /// binary search of the whole node finds: present keys, keys between, before the first
+    /// and after the last.
+    #[test]
+    fn a_search_from_an_index_below_a_key_finds_what_a_whole_search_finds() {
+        for count in [0u8, 1, 2, 3, 7, 8, 9, 40] {
+            let keys: Vec<Vec<u8>> = (0..count).map(|i| vec![b'k', 2 * i + 1]).collect();
+            let cells: Vec<Vec<u8>> = keys
+                .iter()
+                .map(|k| encode_leaf_cell(k, &LeafValue::Inline(b"v".to_vec())))
+                .collect();
+            let body = build(
+                NodeKind::Leaf,
+                &Limits::new(4096),
+                PageId(0),
+                PageId(0),
+                &cells,
+            );
+            let node = NodeRef::parse_body(NodeKind::Leaf, &body).expect("valid");
+            for probe in 0..=(2 * count + 1) {
+                let key = vec![b'k', probe];
+                let whole = node.search(&key);
+                let place = whole.unwrap_or_else(|insert| insert);
+                for from in 0..=place {
+                    assert_eq!(
+                        node.search_from(&key, from),
+                        whole,
+                        "{count} keys, probe {probe} from {from}"
+                    );
+                }
             }
         }
     }
