@@ -1,11 +1,13 @@
 //! A write transaction's pops and retain alone, for profiling (`perf record`) and for comparing
 //! two builds run by turns: loads ROWS rows (24-byte random keys, 150-byte values, one
 //! transaction, a 4 GiB cache as `till bench kv` gives every engine), then in one durable
-//! transaction either POPS pops, first and last by turns (`pops`), or a retain of half the
-//! table (`retain`), and prints the time of the reads and of the commit apart.
+//! transaction either POPS pops, first and last by turns (`pops`), a retain of half the
+//! table (`retain`), or POPS puts of increasing keys above every key (`sorted`, `till bench
+//! kv`'s sorted load), and prints the time of the reads (for `sorted`: the puts) and of the
+//! commit apart.
 //!
 //! ```sh
-//! cargo run --release -p tilldb --example pop_profile -- [pops|retain] [POPS] [ROWS] [DIR]
+//! cargo run --release -p tilldb --example pop_profile -- [pops|retain|sorted] [POPS] [ROWS] [DIR]
 //! # defaults: pops, 10000 pops, 1000000 rows, ./tilldb-pop-profile
 //! ```
 //!
@@ -23,8 +25,8 @@ use tilldb::{Db, Options};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "pops".to_owned());
-    if mode != "pops" && mode != "retain" {
-        return Err(format!("mode {mode:?}: pops or retain").into());
+    if !["pops", "retain", "sorted"].contains(&mode.as_str()) {
+        return Err(format!("mode {mode:?}: pops, retain or sorted").into());
     }
     let pops: u64 = args.next().map_or(Ok(10_000), |s| s.parse())?;
     let rows: u64 = args.next().map_or(Ok(1_000_000), |s| s.parse())?;
@@ -87,6 +89,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             taken += u64::from(popped.is_some());
         }
         taken
+    } else if mode == "sorted" {
+        // Keys from 0xFF on, above every loaded key but one in 2^64 (as `till bench kv`'s),
+        // in increasing order; values of bytes that differ key to key.
+        for i in 0..pops {
+            let mut key = [0xFFu8; 24];
+            for (b, byte) in key[8..16].iter_mut().enumerate() {
+                // Most significant byte first: increasing numbers, increasing keys.
+                *byte = u8::try_from((i >> (56 - 8 * b)) & 0xFF).expect("a byte");
+            }
+            let value: Vec<u8> = (0..150u64)
+                .map(|j| {
+                    u8::try_from(i.wrapping_mul(31).wrapping_add(j * 7) % 251).expect("a byte")
+                })
+                .collect();
+            txn.put(&key, &value)?;
+        }
+        pops
     } else {
         txn.retain(|key, _| key[0] & 1 == 0)?;
         rows
