@@ -42,8 +42,8 @@
 mod build;
 mod check;
 mod cursor;
-mod delete_run;
 mod entries;
+mod leaf_runs;
 mod mem;
 mod merge;
 pub mod node;

@@ -400,7 +400,8 @@ impl Default for Finger {
 
 impl Finger {
     /// Whether the leaf the finger holds (if any, of the tree rooted at `root`) is where `key`
-    /// belongs: a run of deletes gathers the keys it covers for one [`Tree::delete_run_at`].
+    /// belongs: a run of writes gathers the keys it covers for one [`Tree::delete_run_at`] or
+    /// [`Tree::put_run_at`].
     #[must_use]
     pub fn covers(&self, root: PageId, key: &[u8]) -> bool {
         self.at

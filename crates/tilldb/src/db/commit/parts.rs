@@ -4,7 +4,8 @@
 
 use super::Changes;
 use crate::btree::PageOp;
-use crate::btree::{Filler, Finger, Tree};
+use crate::btree::node::SLOT_BYTES;
+use crate::btree::{Filler, Finger, Pages, Tree};
 use crate::db::counts;
 use crate::db::locks::{TreeExclusive, Writer};
 use crate::db::pages::TxnPages;
@@ -152,17 +153,18 @@ pub(super) fn write_in_parts<'c>(
             continue;
         }
         // The writes come in key order: a put usually lands in the leaf the last one did,
-        // and deletes that land in one leaf are applied together (`DeleteRun`).
+        // and writes that land in one leaf are applied together (`WriteRun`).
         let mut finger = Finger::default();
-        let mut run = DeleteRun::default();
+        let mut run = WriteRun::default();
         let mut delta = 0i64;
         // A table in `fresh` held no key before: nothing of it to keep, and no key found.
         let keep = keep_befores && !fresh;
+        let limits = pages.limits();
         while let Some(write) = writes.next()? {
             let cut = pages.ops_bytes() + part_changes_bytes >= limit
                 || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
             if cut {
-                delta -= run.apply(tree, pages, &mut finger)?;
+                delta += run.apply(tree, pages, &mut finger)?;
                 cut_part(db, pages, &mut written, feed)?;
                 part_changes_bytes = 0;
             }
@@ -170,25 +172,22 @@ pub(super) fn write_in_parts<'c>(
                 written.part_writes.push(table, write.key, write.value);
                 part_changes_bytes += record::changes_len([write]) - 4;
             }
-            if write.value.is_none() && !keep {
-                if finger.covers(tree.root(), write.key) {
-                    run.push(write.key);
-                } else {
-                    // Another leaf: the run so far goes, and this delete finds its leaf.
-                    delta -= run.apply(tree, pages, &mut finger)?;
-                    run.push(write.key);
-                    delta -= run.apply(tree, pages, &mut finger)?;
-                }
+            let runs = !keep
+                && write
+                    .value
+                    .is_none_or(|value| limits.is_inline(write.key.len(), value.len()));
+            if runs {
+                delta += run.add(&write, tree, pages, &mut finger)?;
                 continue;
             }
-            delta -= run.apply(tree, pages, &mut finger)?;
+            delta += run.apply(tree, pages, &mut finger)?;
             let (existed, before) = apply_write(tree, pages, &write, keep, &mut finger)?;
             delta += i64::from(write.value.is_some()) - i64::from(existed);
             if keep {
                 written.befores.push(tree.root().0, write.key, before);
             }
         }
-        delta -= run.apply(tree, pages, &mut finger)?;
+        delta += run.apply(tree, pages, &mut finger)?;
         // The last leaf the writes left under-full is rebalanced now.
         tree.settle(pages, &mut finger)?;
         if delta != 0 {
@@ -198,42 +197,91 @@ pub(super) fn write_in_parts<'c>(
     Ok(written)
 }
 
-/// Deletes gathered while they land in the leaf a finger holds, applied together
-/// ([`Tree::delete_run_at`]: one read and one write guard of the leaf for all of them, where
-/// a delete each took both; a retain's commit spent a quarter of its time there).
+/// Writes of one kind (puts or deletes) gathered while they land in the leaf a finger holds,
+/// applied together ([`Tree::delete_run_at`], [`Tree::put_run_at`]: one read and one write
+/// guard of the leaf for all of them, where a write each took both; a retain's commit spent
+/// a quarter of its time there).
 #[derive(Debug, Default)]
-struct DeleteRun {
-    /// The keys back to back, and where each ends.
+struct WriteRun {
+    /// The keys and values back to back, and where each key and value ends.
     bytes: Vec<u8>,
-    ends: Vec<usize>,
+    ends: Vec<(usize, usize)>,
+    /// Whether the run holds puts (else deletes).
+    puts: bool,
 }
 
-impl DeleteRun {
-    fn push(&mut self, key: &[u8]) {
-        self.bytes.extend_from_slice(key);
-        self.ends.push(self.bytes.len());
+impl WriteRun {
+    /// Whether `write` is of the run's kind (any write, when the run is empty).
+    fn takes(&self, write: &Write<'_>) -> bool {
+        self.ends.is_empty() || self.puts == write.value.is_some()
     }
 
-    /// Deletes the keys gathered and empties the run; returns how many were present.
+    fn push(&mut self, write: &Write<'_>) {
+        assert!(self.takes(write), "a put and a delete in one run");
+        self.puts = write.value.is_some();
+        self.bytes.extend_from_slice(write.key);
+        let key_end = self.bytes.len();
+        if let Some(value) = write.value {
+            self.bytes.extend_from_slice(value);
+        }
+        self.ends.push((key_end, self.bytes.len()));
+    }
+
+    /// Gathers `write` (a put of an inline value, or a delete) into the run; applies the run
+    /// first when `write` is of another kind or outside the finger's leaf (that one then goes
+    /// alone, and moves the finger), and after it once it holds as much as a leaf does (else
+    /// a run of appends, every one in the last leaf's range, would gather the table's writes
+    /// whole, their ops cut into no part). Returns the rows the table gained (or lost).
+    fn add(
+        &mut self,
+        write: &Write<'_>,
+        tree: Tree,
+        pages: &TxnPages<'_>,
+        finger: &mut Finger,
+    ) -> Result<i64> {
+        let mut delta = 0;
+        if !self.takes(write) || !finger.covers(tree.root(), write.key) {
+            delta += self.apply(tree, pages, finger)?;
+            if !finger.covers(tree.root(), write.key) {
+                self.push(write);
+                return Ok(delta + self.apply(tree, pages, finger)?);
+            }
+        }
+        self.push(write);
+        if self.bytes.len() + self.ends.len() * SLOT_BYTES >= pages.limits().usable_bytes {
+            delta += self.apply(tree, pages, finger)?;
+        }
+        Ok(delta)
+    }
+
+    /// Applies the writes gathered and empties the run; returns the rows the table gained
+    /// (lost, if negative). Puts that do not fit the leaf go on after a split
+    /// ([`Tree::put_all_at`]).
     fn apply(&mut self, tree: Tree, pages: &TxnPages<'_>, finger: &mut Finger) -> Result<i64> {
         if self.ends.is_empty() {
             return Ok(0);
         }
         let mut start = 0;
-        let keys: Vec<&[u8]> = self
+        let entries: Vec<(&[u8], &[u8])> = self
             .ends
             .iter()
-            .map(|&end| {
-                let key = &self.bytes[start..end];
-                start = end;
-                key
+            .map(|&(key_end, value_end)| {
+                let entry = (&self.bytes[start..key_end], &self.bytes[key_end..value_end]);
+                start = value_end;
+                entry
             })
             .collect();
-        let present = tree.delete_run_at(pages, &keys, finger)?;
-        drop(keys);
+        let count = |n: usize| i64::try_from(n).expect("a leaf's keys fit i64");
+        let delta = if self.puts {
+            count(entries.len()) - count(tree.put_all_at(pages, &entries, finger)?)
+        } else {
+            let keys: Vec<&[u8]> = entries.iter().map(|&(key, _)| key).collect();
+            -count(tree.delete_run_at(pages, &keys, finger)?)
+        };
+        drop(entries);
         self.bytes.clear();
         self.ends.clear();
-        Ok(i64::try_from(present).expect("a leaf's keys fit i64"))
+        Ok(delta)
     }
 }
 
