@@ -153,6 +153,21 @@ mod tests {
     use crate::btree::node_mut::build;
     use crate::page::PageId;
 
+    /// The body of a 4 KiB leaf holding `keys` (sorted), each with the value `v`.
+    fn leaf_body(keys: &[Vec<u8>]) -> Vec<u8> {
+        let cells: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| encode_leaf_cell(k, &LeafValue::Inline(b"v".to_vec())))
+            .collect();
+        build(
+            NodeKind::Leaf,
+            &Limits::new(4096),
+            PageId(0),
+            PageId(0),
+            &cells,
+        )
+    }
+
     /// The fast comparison orders keys as slices do: shorter and longer than 8 bytes, equal
     /// in their first 8 bytes or not, one a prefix of the other.
     #[test]
@@ -204,17 +219,7 @@ mod tests {
                 .collect();
             keys.sort();
             keys.dedup();
-            let cells: Vec<Vec<u8>> = keys
-                .iter()
-                .map(|k| encode_leaf_cell(k, &LeafValue::Inline(b"v".to_vec())))
-                .collect();
-            let body = build(
-                NodeKind::Leaf,
-                &Limits::new(4096),
-                PageId(0),
-                PageId(0),
-                &cells,
-            );
+            let body = leaf_body(&keys);
             let plain = NodeRef::parse_body(NodeKind::Leaf, &body).expect("valid");
             let hints = search_hints(&plain);
             let hinted = NodeRef {
@@ -252,17 +257,7 @@ mod tests {
     fn a_search_from_an_index_below_a_key_finds_what_a_whole_search_finds() {
         for count in [0u8, 1, 2, 3, 7, 8, 9, 40] {
             let keys: Vec<Vec<u8>> = (0..count).map(|i| vec![b'k', 2 * i + 1]).collect();
-            let cells: Vec<Vec<u8>> = keys
-                .iter()
-                .map(|k| encode_leaf_cell(k, &LeafValue::Inline(b"v".to_vec())))
-                .collect();
-            let body = build(
-                NodeKind::Leaf,
-                &Limits::new(4096),
-                PageId(0),
-                PageId(0),
-                &cells,
-            );
+            let body = leaf_body(&keys);
             let node = NodeRef::parse_body(NodeKind::Leaf, &body).expect("valid");
             for probe in 0..=(2 * count + 1) {
                 let key = vec![b'k', probe];
