@@ -2,6 +2,7 @@
 //! order in which commits become visible (`visibility.rs`). Write sets and a commit's redo
 //! record live with the database (`db/txn/`, `record.rs`).
 
+pub mod buffer;
 pub mod overlay;
 pub mod visibility;
 

@@ -63,14 +63,14 @@ impl Versions {
     clippy::big_endian_bytes,
     reason = "big-endian so that byte order is table order"
 )]
-fn entry_key(table: TableId, key: &[u8]) -> Arc<[u8]> {
+pub(super) fn entry_key(table: TableId, key: &[u8]) -> Arc<[u8]> {
     // Collected from an iterator of known length: written straight into the `Arc`'s one
     // allocation (a `Vec` converted would be a second).
     table.to_be_bytes().iter().chain(key).copied().collect()
 }
 
 /// Bytes of the table id at the start of an entry key.
-const TABLE_BYTES: usize = 8;
+pub(super) const TABLE_BYTES: usize = 8;
 
 /// Calls `f` with the entry key of `key` in `table`, built on the stack when it is short (the
 /// reads that consult the overlay allocate nothing for it).
@@ -78,7 +78,7 @@ const TABLE_BYTES: usize = 8;
     clippy::big_endian_bytes,
     reason = "big-endian so that byte order is table order"
 )]
-fn with_entry_key<R>(table: TableId, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+pub(super) fn with_entry_key<R>(table: TableId, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
     const STACK: usize = 256;
     if TABLE_BYTES + key.len() <= STACK {
         let mut buf = [0u8; STACK];
@@ -364,7 +364,7 @@ impl Overlay {
 }
 
 /// A bound over an entry key, borrowed as bytes.
-fn as_slice(bound: &Bound<Arc<[u8]>>) -> Bound<&[u8]> {
+pub(super) fn as_slice(bound: &Bound<Arc<[u8]>>) -> Bound<&[u8]> {
     match bound {
         Bound::Included(k) => Bound::Included(k),
         Bound::Excluded(k) => Bound::Excluded(k),

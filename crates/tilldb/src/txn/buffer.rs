@@ -1,0 +1,436 @@
+//! The write buffer: commits applied to memory and the log, not yet to the tree
+//! (docs/write-buffer.md). The overlay keeps the values a commit *replaced* for older
+//! snapshots; the buffer keeps the values a buffered commit *wrote*, ahead of the tree:
+//!
+//! ```text
+//!   tree:           k = v0
+//!   buffer (live):  k: [(lsn 40, v1), (lsn 55, deleted)]
+//!   reader at 39 -> the tree (v0)     40..54 -> v1     >= 55 -> absent
+//! ```
+//!
+//! A reader at snapshot `r` takes, of a key's buffered versions, the newest at or before `r`
+//! ([`WriteBuffer::seen`]); with none it reads the tree as it reads it today (the overlay,
+//! then the tree).
+//!
+//! # Generations and the drain
+//!
+//! Buffered commits go into the *live* generation. The drain applies the newest version of
+//! each of its keys to the tree as one ordinary commit ending at lsn `D`
+//! ([`WriteBuffer::drain_writes`], then [`WriteBuffer::drained`]); that commit records in the
+//! overlay, at `D`, the tree's values it replaced, as every commit does. The generation stays,
+//! marked drained at `D`, for the readers below `D`, and a new live one starts:
+//!
+//! ```text
+//!   reader at r < D:   the drained generation's version at or before r, else the tree as
+//!                      the overlay shows it before D (the values from before the buffer)
+//!   reader at r >= D:  skips the drained generation: the tree holds its values
+//! ```
+//!
+//! A reader skips every generation drained at or before its snapshot. A commit that is not
+//! buffered drains first, so every tree change after a buffered version's lsn `b` (other than
+//! its own drain) comes after that drain's `D`: a reader that takes a drained generation's
+//! version (`b <= r < D`) has no newer tree change to miss. A drained generation is dropped
+//! once the horizon (the oldest snapshot any reader has or will get) reaches its `D`; a
+//! key's versions older than the newest at or before the horizon are dropped as it passes.
+//!
+//! # Counts
+//!
+//! A buffered commit knows, per table, how many keys it added less how many it removed (it
+//! looked its keys up before it appended): each generation keeps, per table, the running sum
+//! after each commit. A table's length at `r` is the tree's at `r` plus
+//! [`WriteBuffer::count_delta`] at `r`, summed over the generations `r` does not skip.
+//!
+//! # The redo point
+//!
+//! A buffered record is the only copy of its writes until its generation's drain is durable
+//! in the tree: a checkpoint's redo point never passes the start of the live generation's
+//! first record ([`WriteBuffer::redo_floor`]).
+
+use super::overlay::{TABLE_BYTES, as_slice, entry_key, with_entry_key};
+use super::{Seen, TableId};
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Bytes a version costs beyond its key and value: the map node's share, the version, the
+/// pruning index's entry (an estimate, so that the drain threshold tracks memory).
+const VERSION_OVERHEAD_BYTES: usize = 64;
+
+/// A buffered commit's place in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitAt {
+    /// Where its record begins.
+    pub start: u64,
+    /// Where its record ends: its lsn for readers (a reader at `end` or later sees it).
+    pub end: u64,
+}
+
+/// One write of a buffered commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferedWrite<'a> {
+    /// The table, by its root page.
+    pub table: TableId,
+    /// The key written.
+    pub key: &'a [u8],
+    /// `None`: the key was deleted.
+    pub value: Option<&'a [u8]>,
+}
+
+/// The value a buffered commit wrote, and that commit's lsn.
+#[derive(Debug)]
+struct After {
+    lsn: u64,
+    value: Option<Box<[u8]>>,
+}
+
+/// The commits buffered between two drains.
+#[derive(Debug, Default)]
+struct Generation {
+    /// The lsn of the drain that applied it to the tree; `None` for the live generation.
+    drained_at: Option<u64>,
+    /// Per (table, key) as an entry key (`overlay.rs`), its versions, lsns increasing.
+    entries: BTreeMap<Arc<[u8]>, VecDeque<After>>,
+    /// Every version's (lsn, entry key) in lsn order, for pruning; a version that stays the
+    /// key's newest at the horizon leaves it but stays in `entries`.
+    by_lsn: VecDeque<(u64, Arc<[u8]>)>,
+    /// Per table, (lsn, the sum of the row deltas of the commits up to it), lsns increasing.
+    counts: BTreeMap<TableId, VecDeque<(u64, i64)>>,
+    /// Estimated memory of `entries` (see `VERSION_OVERHEAD_BYTES`).
+    bytes: usize,
+    /// Where the first buffered record of this generation begins.
+    first_start: Option<u64>,
+    /// The end of its last commit.
+    last_end: Option<u64>,
+}
+
+impl Generation {
+    /// Whether a reader at `snapshot` reads this generation (it skips a drained one at or
+    /// before its snapshot: the tree holds its values).
+    fn read_by(&self, snapshot: u64) -> bool {
+        self.drained_at.is_none_or(|drained| snapshot < drained)
+    }
+
+    /// The newest version of `entry` at or before `snapshot`.
+    fn version_at(&self, entry: &[u8], snapshot: u64) -> Option<&After> {
+        self.entries
+            .get(entry)?
+            .iter()
+            .rev()
+            .find(|after| after.lsn <= snapshot)
+    }
+
+    fn count_delta(&self, table: TableId, snapshot: u64) -> i64 {
+        self.counts.get(&table).map_or(0, |sums| {
+            sums.iter()
+                .rev()
+                .find(|(lsn, _)| *lsn <= snapshot)
+                .map_or(0, |(_, sum)| *sum)
+        })
+    }
+
+    /// Forgets the versions and sums no reader at or past `horizon` needs: those older than
+    /// the newest at or before it.
+    fn prune(&mut self, horizon: u64) {
+        while let Some((lsn, _)) = self.by_lsn.front() {
+            if *lsn > horizon {
+                break;
+            }
+            let (lsn, entry) = self.by_lsn.pop_front().expect("looked at above");
+            let versions = self
+                .entries
+                .get_mut(&*entry)
+                .expect("by_lsn and entries agree");
+            while versions.front().is_some_and(|after| after.lsn < lsn) {
+                let old = versions.pop_front().expect("looked at above");
+                self.bytes -= version_bytes(&entry, old.value.as_deref());
+            }
+            assert_eq!(
+                versions.front().map(|after| after.lsn),
+                Some(lsn),
+                "write buffer: pruned past the version the index names"
+            );
+        }
+        for sums in self.counts.values_mut() {
+            while sums.len() > 1 && sums[1].0 <= horizon {
+                sums.pop_front();
+            }
+        }
+    }
+}
+
+fn version_bytes(entry: &[u8], value: Option<&[u8]>) -> usize {
+    entry.len() + value.map_or(0, <[u8]>::len) + VERSION_OVERHEAD_BYTES
+}
+
+/// Buffered commits (see the module doc).
+#[derive(Debug, Default)]
+pub struct WriteBuffer {
+    live: Generation,
+    /// Drained generations still read by older snapshots, oldest first.
+    drained: VecDeque<Generation>,
+}
+
+impl WriteBuffer {
+    /// Adds a buffered commit: its writes (at most one per key) and, per table, the keys it
+    /// added less the keys it removed. Commits are added in log order.
+    pub fn commit<'a>(
+        &mut self,
+        at: CommitAt,
+        writes: impl IntoIterator<Item = BufferedWrite<'a>>,
+        deltas: &[(TableId, i64)],
+    ) {
+        assert!(
+            at.start < at.end,
+            "write buffer: a record ends after it begins"
+        );
+        if let Some(last) = self.last_end() {
+            assert!(
+                last <= at.start,
+                "write buffer: commits out of log order: one ended at {last}, the next began at {}",
+                at.start
+            );
+        }
+        let live = &mut self.live;
+        live.first_start.get_or_insert(at.start);
+        live.last_end = Some(at.end);
+        for write in writes {
+            let found = with_entry_key(write.table, write.key, |probe| {
+                live.entries
+                    .get_key_value(probe)
+                    .map(|(k, _)| Arc::clone(k))
+            });
+            let entry = found.unwrap_or_else(|| {
+                let entry = entry_key(write.table, write.key);
+                live.entries.insert(Arc::clone(&entry), VecDeque::new());
+                entry
+            });
+            let versions = live
+                .entries
+                .get_mut(&entry)
+                .expect("found or inserted above");
+            if let Some(last) = versions.back() {
+                assert!(
+                    last.lsn < at.end,
+                    "write buffer: two writes of one key in one commit, or out of order"
+                );
+            }
+            live.bytes += version_bytes(&entry, write.value);
+            versions.push_back(After {
+                lsn: at.end,
+                value: write.value.map(Box::from),
+            });
+            live.by_lsn.push_back((at.end, entry));
+        }
+        for &(table, delta) in deltas {
+            let sums = live.counts.entry(table).or_default();
+            let sum = sums.back().map_or(0, |(_, sum)| *sum) + delta;
+            sums.push_back((at.end, sum));
+        }
+    }
+
+    fn last_end(&self) -> Option<u64> {
+        self.live
+            .last_end
+            .or_else(|| self.drained.back().and_then(|g| g.drained_at))
+    }
+
+    /// What a reader at `snapshot` sees of `key`: the newest buffered version at or before
+    /// its snapshot, or [`Seen::Tree`] (read the overlay and the tree) when there is none.
+    #[must_use]
+    pub fn seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
+        with_entry_key(table, key, |entry| {
+            self.newest_first()
+                .filter(|g| g.read_by(snapshot))
+                .find_map(|g| g.version_at(entry, snapshot))
+                .map_or(Seen::Tree, |after| {
+                    Seen::Value(after.value.as_deref().map(<[u8]>::to_vec))
+                })
+        })
+    }
+
+    /// The keys of `table` within the bounds that a reader at `snapshot` sees a buffered
+    /// version of, in key order, each with that version (`None`: deleted): a scan applies
+    /// them over what it reads of the tree (and the overlay).
+    #[must_use]
+    pub fn changed_in(
+        &self,
+        table: TableId,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        snapshot: u64,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let lo = entry_bound(table, lower, false);
+        let hi = entry_bound(table, upper, true);
+        let mut seen: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+        // Oldest generation first: a newer one's version replaces an older one's.
+        for g in self.drained.iter().chain([&self.live]) {
+            if !g.read_by(snapshot) {
+                continue;
+            }
+            for (entry, versions) in g.entries.range::<[u8], _>((as_slice(&lo), as_slice(&hi))) {
+                if let Some(after) = versions.iter().rev().find(|a| a.lsn <= snapshot) {
+                    seen.insert(&entry[TABLE_BYTES..], after.value.as_deref());
+                }
+            }
+        }
+        seen.into_iter()
+            .map(|(key, value)| (key.to_vec(), value.map(<[u8]>::to_vec)))
+            .collect()
+    }
+
+    /// The rows `table` gained (less those it lost) in the buffered commits a reader at
+    /// `snapshot` sees: its length there is the tree's plus this.
+    #[must_use]
+    pub fn count_delta(&self, table: TableId, snapshot: u64) -> i64 {
+        self.newest_first()
+            .filter(|g| g.read_by(snapshot))
+            .map(|g| g.count_delta(table, snapshot))
+            .sum()
+    }
+
+    fn newest_first(&self) -> impl Iterator<Item = &Generation> {
+        std::iter::once(&self.live).chain(self.drained.iter().rev())
+    }
+
+    /// What the drain applies to the tree: the newest version of each key of the live
+    /// generation, in (table, key) order.
+    #[expect(
+        clippy::big_endian_bytes,
+        reason = "entry keys hold the table big-endian, so that byte order is table order"
+    )]
+    pub fn drain_writes(&self) -> impl Iterator<Item = BufferedWrite<'_>> {
+        self.live.entries.iter().map(|(entry, versions)| {
+            let (table, key) = entry.split_at(TABLE_BYTES);
+            let newest = versions.back().expect("a kept entry has a version");
+            BufferedWrite {
+                table: TableId::from_be_bytes(table.try_into().expect("TABLE_BYTES bytes")),
+                key,
+                value: newest.value.as_deref(),
+            }
+        })
+    }
+
+    /// Records that the drain whose commit ends at `at` applied [`WriteBuffer::drain_writes`]
+    /// to the tree: the live generation is kept for readers below `at`, and a new one starts.
+    pub fn drained(&mut self, at: u64) {
+        if let Some(last) = self.last_end() {
+            assert!(
+                last < at,
+                "write buffer: a drain at {at} before the commit it drains, ending at {last}"
+            );
+        }
+        let mut generation = std::mem::take(&mut self.live);
+        generation.drained_at = Some(at);
+        generation.by_lsn.clear();
+        if !generation.entries.is_empty() {
+            self.drained.push_back(generation);
+        }
+    }
+
+    /// Forgets what no reader at or past `horizon` (the oldest snapshot any reader has or
+    /// will get) can need.
+    pub fn prune(&mut self, horizon: u64) {
+        while self
+            .drained
+            .front()
+            .is_some_and(|g| g.drained_at.is_some_and(|at| at <= horizon))
+        {
+            self.drained.pop_front();
+        }
+        for g in self.drained.iter_mut().chain([&mut self.live]) {
+            g.prune(horizon);
+        }
+    }
+
+    /// Estimated bytes of the live generation: the drain's threshold.
+    #[must_use]
+    pub fn live_bytes(&self) -> usize {
+        self.live.bytes
+    }
+
+    /// Estimated bytes of every generation.
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        self.live.bytes + self.drained.iter().map(|g| g.bytes).sum::<usize>()
+    }
+
+    /// Whether no generation holds a version: every reader reads the tree.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.live.entries.is_empty() && self.drained.is_empty()
+    }
+
+    /// Where the first record not yet drained begins: a checkpoint's redo point stays at or
+    /// before it (see the module doc).
+    #[must_use]
+    pub fn redo_floor(&self) -> Option<u64> {
+        self.live.first_start
+    }
+
+    /// Panics unless each generation's versions increase per key and its index lists, in lsn
+    /// order, versions it holds; the byte counts add up; drained generations are in drain
+    /// order, each after its own versions and before the live ones. O(versions).
+    pub fn check_invariants(&self) {
+        let mut previous_drain = 0;
+        for g in &self.drained {
+            let at = g
+                .drained_at
+                .expect("a drained generation has its drain's lsn");
+            assert!(previous_drain < at, "write buffer: drains out of order");
+            previous_drain = at;
+        }
+        for g in self.drained.iter().chain([&self.live]) {
+            let mut bytes = 0;
+            for (entry, versions) in &g.entries {
+                assert!(
+                    !versions.is_empty(),
+                    "write buffer: an entry with no version"
+                );
+                let mut last = None;
+                for after in versions {
+                    assert!(
+                        last.is_none_or(|l| l < after.lsn),
+                        "write buffer: versions out of lsn order"
+                    );
+                    last = Some(after.lsn);
+                    if let Some(at) = g.drained_at {
+                        assert!(after.lsn < at, "write buffer: a version after its drain");
+                    } else {
+                        assert!(
+                            previous_drain < after.lsn,
+                            "write buffer: a live version before the last drain"
+                        );
+                    }
+                    bytes += version_bytes(entry, after.value.as_deref());
+                }
+            }
+            assert_eq!(g.bytes, bytes, "write buffer: byte count");
+            let mut previous = 0;
+            for (lsn, entry) in &g.by_lsn {
+                assert!(previous <= *lsn, "write buffer: index out of lsn order");
+                previous = *lsn;
+                assert!(
+                    g.entries
+                        .get(&**entry)
+                        .is_some_and(|v| v.iter().any(|a| a.lsn == *lsn)),
+                    "write buffer: the index names a version not kept"
+                );
+            }
+        }
+    }
+}
+
+/// The entry-key bound of a key bound of `table`; an unbounded end stops at the table's end.
+fn entry_bound(table: TableId, bound: Bound<&[u8]>, upper: bool) -> Bound<Arc<[u8]>> {
+    match bound {
+        Bound::Included(k) => Bound::Included(entry_key(table, k)),
+        Bound::Excluded(k) => Bound::Excluded(entry_key(table, k)),
+        Bound::Unbounded if !upper => Bound::Included(entry_key(table, &[])),
+        Bound::Unbounded => match table.checked_add(1) {
+            Some(next) => Bound::Excluded(entry_key(next, &[])),
+            None => Bound::Unbounded,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;
