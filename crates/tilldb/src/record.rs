@@ -8,8 +8,17 @@
 //! offset size field
 //!      0    1 kind         1 Commit (a whole commit, or the last part of one) · 2 Part (not
 //!                          the last)
-//!      1    1 flags        bit 0: the changes section follows the ops (`Options::change_feed`);
-//!                          the other bits must be zero
+//!      1    1 flags        bit 0: the changes section follows the ops (`Options::change_feed`)
+//!                          bit 1: a *buffered* commit: its writes go to the write buffer, not
+//!                          the tree (`txn/buffer.rs`); kind Commit, part 0, no ops, bit 0 set
+//!                          (the changes section is the commit), bit 2 clear
+//!                          bit 2: a *drain*: the last part of the commit that applied the
+//!                          write buffer to the tree; every buffered commit before it is in
+//!                          its ops; kind Commit, bit 0 clear (the feed delivered the writes
+//!                          from the buffered records)
+//!                          the other bits must be zero; bits 1 and 2 only in a store whose
+//!                          header allows them: none yet (docs/write-buffer.md), so replay
+//!                          refuses such a record by name (`db/open/replay.rs`)
 //!      2    2 zero         must be zero
 //!      4    4 part         this record's place in its commit, from 0 (0 and kind Commit: a
 //!                          whole commit; version 1 wrote zero here)
@@ -62,6 +71,8 @@ use crate::page::PageId;
 const KIND_COMMIT: u8 = 1;
 const KIND_PART: u8 = 2;
 const FLAG_CHANGES: u8 = 1;
+const FLAG_BUFFERED: u8 = 2;
+const FLAG_DRAIN: u8 = 4;
 const CHANGE_PUT: u8 = 1;
 const CHANGE_DELETE: u8 = 2;
 /// Bytes before the ops.
@@ -104,6 +115,28 @@ impl Part {
     };
 }
 
+/// What a commit record does besides its ops (flag bits 1 and 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// Its ops change the tree; nothing else (every record before store version 3).
+    #[default]
+    Tree,
+    /// A buffered commit: its changes section goes to the write buffer; it has no ops.
+    Buffered,
+    /// The last part of a drain: the buffered commits before it are applied by its ops.
+    Drain,
+}
+
+impl Role {
+    fn flag(self) -> u8 {
+        match self {
+            Role::Tree => 0,
+            Role::Buffered => FLAG_BUFFERED,
+            Role::Drain => FLAG_DRAIN,
+        }
+    }
+}
+
 /// A decoded commit record: a whole commit, or one part of one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Commit {
@@ -113,8 +146,11 @@ pub struct Commit {
     pub alloc: Alloc,
     /// The page operations, in the order replay applies them.
     pub ops: Vec<PageOp>,
-    /// The writes, when the record carries them (`Options::change_feed`).
+    /// The writes, when the record carries them (`Options::change_feed`, or a buffered
+    /// commit).
     pub changes: Option<Vec<Change>>,
+    /// Whether it is a buffered commit or a drain.
+    pub role: Role,
 }
 
 /// How a record stands to the records before it, as [`Runs::step`] finds it.
@@ -226,12 +262,48 @@ pub fn encode<'a, I>(part: Part, alloc: Alloc, ops: &[PageOp], changes: Option<I
 where
     I: IntoIterator<Item = Write<'a>> + Clone,
 {
+    encode_as(Role::Tree, part, alloc, ops, changes)
+}
+
+/// Encodes a buffered commit: `writes` (at most one per key), no ops, the allocator state
+/// unchanged (`alloc`, as the last record left it).
+#[must_use]
+pub fn encode_buffered<'a, I>(alloc: Alloc, writes: I) -> Vec<u8>
+where
+    I: IntoIterator<Item = Write<'a>> + Clone,
+{
+    encode_as(Role::Buffered, Part::WHOLE, alloc, &[], Some(writes))
+}
+
+/// Encodes a commit record of `role` (see the flags at the top of the file).
+///
+/// # Panics
+///
+/// When the record breaks its role's rules: a buffered commit with ops, in parts or without
+/// its writes; a drain that is not a commit's last part, or that carries changes.
+#[must_use]
+pub fn encode_as<'a, I>(
+    role: Role,
+    part: Part,
+    alloc: Alloc,
+    ops: &[PageOp],
+    changes: Option<I>,
+) -> Vec<u8>
+where
+    I: IntoIterator<Item = Write<'a>> + Clone,
+{
+    let flags = role.flag() | if changes.is_some() { FLAG_CHANGES } else { 0 };
+    assert_eq!(
+        check_role(flags, part, ops.len()),
+        Ok(role),
+        "a {role:?} record that breaks its rules"
+    );
     // Sized for the changes and a small op or two; a larger record grows the vector (sizing
     // it exactly meant encoding every op twice).
     let changes_bytes = changes.clone().map_or(0, changes_len);
     let mut out = Vec::with_capacity(HEADER_BYTES + OPS_BYTES_GUESS + changes_bytes);
     out.push(if part.last { KIND_COMMIT } else { KIND_PART });
-    out.push(if changes.is_some() { FLAG_CHANGES } else { 0 });
+    out.push(flags);
     out.extend_from_slice(&[0; 2]);
     out.extend_from_slice(&part.index.to_le_bytes());
     out.extend_from_slice(&alloc.page_count.to_le_bytes());
@@ -310,12 +382,30 @@ pub fn decode(bytes: &[u8]) -> Result<Commit, &'static str> {
     if at != bytes.len() {
         return Err("commit record has bytes after its last op or change");
     }
+    let role = check_role(bytes[1], part, ops.len())?;
     Ok(Commit {
         part,
         alloc,
         ops,
         changes,
+        role,
     })
+}
+
+/// The role `flags` give a record of `part` with `op_count` ops, or what breaks its rules.
+fn check_role(flags: u8, part: Part, op_count: usize) -> Result<Role, &'static str> {
+    let changes = flags & FLAG_CHANGES != 0;
+    match (flags & FLAG_BUFFERED != 0, flags & FLAG_DRAIN != 0) {
+        (false, false) => Ok(Role::Tree),
+        (true, true) => Err("commit record flagged both buffered and a drain"),
+        (true, false) if part != Part::WHOLE => Err("a buffered commit record in parts"),
+        (true, false) if op_count != 0 => Err("a buffered commit record with page operations"),
+        (true, false) if !changes => Err("a buffered commit record without its writes"),
+        (true, false) => Ok(Role::Buffered),
+        (false, true) if !part.last => Err("a drain flag on a part that is not the last"),
+        (false, true) if changes => Err("a drain record with a changes section"),
+        (false, true) => Ok(Role::Drain),
+    }
 }
 
 /// Checks a commit record's header; returns its part.
@@ -324,7 +414,7 @@ fn header_part(bytes: &[u8]) -> Result<Part, &'static str> {
         return Err("commit record shorter than its header");
     }
     if !matches!(bytes[0], KIND_COMMIT | KIND_PART)
-        || bytes[1] & !FLAG_CHANGES != 0
+        || bytes[1] & !(FLAG_CHANGES | FLAG_BUFFERED | FLAG_DRAIN) != 0
         || bytes[2..4] != [0; 2]
         || bytes[28..32] != [0; 4]
     {
@@ -397,7 +487,8 @@ mod tests {
                 part: Part::WHOLE,
                 alloc,
                 ops: ops.clone(),
-                changes: None
+                changes: None,
+                role: Role::Tree,
             })
         );
         for cut in 0..bytes.len() {
@@ -506,7 +597,72 @@ mod tests {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
         let mut bad = bytes.clone();
-        bad[1] = 2;
+        bad[1] = 8;
         assert!(decode(&bad).is_err(), "an unknown flag");
+    }
+
+    #[test]
+    fn buffered_and_drain_records_round_trip() {
+        let alloc = Alloc {
+            page_count: 5,
+            free_head: PageId(3),
+        };
+        let writes = [Write {
+            table: "t",
+            key: b"k",
+            value: Some(b"v"),
+        }];
+        let bytes = encode_buffered(alloc, writes.iter().copied());
+        let commit = decode(&bytes).expect("decodes");
+        assert_eq!(commit.role, Role::Buffered);
+        assert_eq!(commit.alloc, alloc);
+        assert!(commit.ops.is_empty());
+        assert_eq!(commit.changes.expect("its writes").len(), 1);
+
+        let op = PageOp::LeafDelete {
+            page: PageId(4),
+            key: b"k".to_vec(),
+        };
+        let none = None::<[Write<'_>; 0]>;
+        let drain = encode_as(
+            Role::Drain,
+            part(2, true),
+            alloc,
+            std::slice::from_ref(&op),
+            none,
+        );
+        let commit = decode(&drain).expect("decodes");
+        assert_eq!(commit.role, Role::Drain);
+        assert_eq!(commit.ops, vec![op]);
+        assert_eq!(commit.part, part(2, true));
+    }
+
+    /// Every combination of the role flags, the changes flag, a part and ops: decode accepts
+    /// exactly the ones the format's rules allow, and reads them as the role they say.
+    #[test]
+    fn role_rules_table() {
+        let parts = [Part::WHOLE, part(0, false), part(1, true)];
+        for flags in 0..8u8 {
+            for p in parts {
+                for op_count in [0, 1] {
+                    let buffered = flags & FLAG_BUFFERED != 0;
+                    let drain = flags & FLAG_DRAIN != 0;
+                    let changes = flags & FLAG_CHANGES != 0;
+                    let want = match (buffered, drain) {
+                        (false, false) => Some(Role::Tree),
+                        (true, false) if p == Part::WHOLE && op_count == 0 && changes => {
+                            Some(Role::Buffered)
+                        }
+                        (false, true) if p.last && !changes => Some(Role::Drain),
+                        _ => None,
+                    };
+                    assert_eq!(
+                        check_role(flags, p, op_count).ok(),
+                        want,
+                        "flags {flags:#b}, {p:?}, {op_count} ops"
+                    );
+                }
+            }
+        }
     }
 }

@@ -473,4 +473,40 @@ mod tests {
             PageId(7)
         );
     }
+
+    /// No store version this build writes allows a write-buffer record (docs/write-buffer.md):
+    /// one found in the log is refused at open, naming the log and the record's lsn. Replayed
+    /// as a commit (it has no page operations), its writes would be lost without a word.
+    #[test]
+    fn a_buffered_record_in_the_log_is_refused_not_replayed_as_a_commit_of_nothing() {
+        use crate::io::{CrashMode, SimConfig, SimDisk};
+        let disk = Arc::new(SimDisk::new(SimConfig::default()));
+        let dir = Path::new("/db");
+        let db = Db::open_with_storage(disk.clone(), dir, Options::for_tests()).expect("create");
+        let alloc = *db.inner.writer.lock();
+        let write = record::Write {
+            table: "",
+            key: b"k",
+            value: Some(b"v"),
+        };
+        let start = db.inner.wal.end_lsn();
+        let end = db
+            .inner
+            .wal
+            .commit(
+                &record::encode_buffered(alloc, [write]),
+                crate::Durability::Sync,
+            )
+            .expect("appended");
+        std::mem::forget(db);
+        disk.crash(CrashMode::ProcessKill);
+        match Db::open_with_storage(disk, dir, Options::for_tests()) {
+            Err(Error::Corruption { file, offset, what }) => {
+                assert_eq!(file, dir.join("wal"));
+                assert_eq!(offset, start.0, "the record's own lsn, not its end {end:?}");
+                assert!(what.contains("write-buffer record"), "{what}");
+            }
+            other => panic!("opened: {other:?}"),
+        }
+    }
 }

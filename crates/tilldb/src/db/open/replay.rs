@@ -179,6 +179,15 @@ pub(in crate::db) fn replay(
             return Ok(());
         }
         let commit = record::decode(rec.payload).map_err(|what| corrupt(rec.lsn, what))?;
+        // No store version this build writes allows them (docs/write-buffer.md): replaying
+        // a buffered commit's empty ops would drop its writes without a word.
+        if commit.role != record::Role::Tree {
+            return Err(corrupt(
+                rec.lsn,
+                "a write-buffer record (buffered commit or drain) in a store whose version does \
+                 not allow them",
+            ));
+        }
         assert_eq!(
             commit.part,
             parts[index - 1],
