@@ -178,10 +178,22 @@ impl Db {
         rows_in_entry(self, &value)
     }
 
-    /// The count of `table` at `snapshot`.
+    /// The count of `table` at `snapshot`: its catalog entry's, and the rows buffered
+    /// commits the reader sees added or removed (`txn/buffer.rs`).
     pub(super) fn len_at(&self, table: &str, snapshot: u64) -> Result<u64> {
         match self.read_at(CATALOG_ROOT, key_of(table), snapshot)? {
-            Some(value) => rows_in_entry(self, &value),
+            Some(value) => {
+                let rows = rows_in_entry(self, &value)?;
+                let root = super::catalog_root_of(
+                    &value,
+                    &self.inner.data_path,
+                    self.inner.pool.page_bytes(),
+                )?;
+                let buffered = self.inner.visible.buffered_rows(root.0, snapshot);
+                Ok(rows
+                    .checked_add_signed(buffered)
+                    .expect("a table's buffered rows take away at most the rows its tree holds"))
+            }
             None if table.is_empty() => Err(Error::Corruption {
                 file: self.inner.data_path.clone(),
                 offset: CATALOG_ROOT.offset(self.inner.pool.page_bytes()),

@@ -211,8 +211,12 @@ struct Inner {
     /// What [`Stats`] reports beside the log's and the pool's counters.
     counters: Counters,
     // What readers see.
-    /// The visible lsn, snapshots, the overlay (`visible.rs`).
+    /// The visible lsn, snapshots, the overlay, the write buffer (`visible.rs`).
     visible: visible::Visible,
+    /// Bytes of buffered versions at which the write buffer drains; 0: no buffer, every
+    /// commit applies to the tree (`commit/buffer.rs`). Set only by the crate's tests until
+    /// replay rebuilds the buffer (docs/write-buffer.md).
+    write_buffer_bytes: AtomicU64,
     /// The change feed's writing side, when the feed is (or was ever) on.
     feed: Option<Arc<crate::feed::writer::FeedWriter>>,
     /// The writer's side of the readers' lock and the published durable lsn

@@ -1,6 +1,7 @@
 //! Reads: what a snapshot sees. The visible lsn moves over acknowledged commits; a reader
-//! registers its snapshot; a point read or a scan reads the tree and then the overlay of
-//! values that commits not yet visible to it replaced (`txn/overlay.rs`).
+//! registers its snapshot; a point read or a scan reads the tree and then the write buffer's
+//! versions it sees (`txn/buffer.rs`) and the overlay of values that commits not yet visible
+//! to it replaced (`txn/overlay.rs`), through `Visible` (`visible.rs`).
 
 use super::{BTreeMap, Bound, Db, Direction, PageId, Result, SCAN_BATCH, Seen, Tree};
 use crate::btree::{Entries, LeafRun};
@@ -29,9 +30,10 @@ impl Db {
         self.inner.visible.horizon(visible)
     }
 
-    /// Whether the overlay holds nothing (read after the tree: see `visible.rs`).
-    fn overlay_is_empty(&self) -> bool {
-        self.inner.visible.overlay_is_empty()
+    /// Whether the overlay and the write buffer hold nothing: every snapshot reads the tree
+    /// alone (read after the tree: see `visible.rs`).
+    fn tree_alone(&self) -> bool {
+        self.inner.visible.tree_alone()
     }
 
     /// Registers a snapshot of what is visible now. Under the tree lock, shared: a large
@@ -67,7 +69,7 @@ impl Db {
             self.check_poison()?;
             Tree::open(root).get(&self.read_pages(), key)?
         };
-        if self.overlay_is_empty() {
+        if self.tree_alone() {
             return Ok(tree_value);
         }
         Ok(match self.inner.visible.seen(root.0, key, snapshot) {
@@ -77,7 +79,7 @@ impl Db {
     }
 
     /// [`Db::read_at`], calling `f` with the value where it lies instead of copying it out.
-    /// While the overlay is empty (checked under the tree lock, which every commit holds
+    /// While the overlay and the buffer are empty (checked under the tree lock, which every commit holds
     /// exclusively while it records what older snapshots need), the tree holds what every
     /// snapshot sees, and `f` reads the value in its page; otherwise through [`Db::read_at`].
     pub(super) fn read_at_with<R>(
@@ -90,7 +92,7 @@ impl Db {
         {
             let _shared = self.inner.tree_lock.read();
             self.check_poison()?;
-            if self.overlay_is_empty() {
+            if self.tree_alone() {
                 return Tree::open(root).get_with(&self.read_pages(), key, f);
             }
         }
@@ -119,7 +121,7 @@ impl Db {
     }
 
     /// The next entries of a scan as a run read in place (`btree/run.rs`): the rest of the
-    /// window in the leaf it starts in. Only while the overlay is empty (checked under the
+    /// window in the leaf it starts in. Only while the overlay and the buffer are empty (checked under the
     /// tree lock, as [`Db::read_at_with`] does): the tree then holds what every snapshot sees,
     /// and the run keeps the leaf as it is now whatever commits after. `None` when the overlay
     /// holds entries, when that leaf holds none of the window, or right after a run stopped at
@@ -130,7 +132,7 @@ impl Db {
         }
         let _shared = self.inner.tree_lock.read();
         self.check_poison()?;
-        if !self.overlay_is_empty() {
+        if !self.tree_alone() {
             return Ok(None);
         }
         Tree::open(root).leaf_run(
@@ -170,8 +172,7 @@ impl Db {
         {
             let _shared = self.inner.tree_lock.read();
             self.check_poison()?;
-            let hidden =
-                !self.overlay_is_empty() && self.inner.visible.hides_table(root.0, snapshot);
+            let hidden = !self.tree_alone() && self.inner.visible.hides_table(root.0, snapshot);
             if !hidden {
                 let pages = self.read_pages();
                 Tree::open(root)
@@ -200,9 +201,9 @@ impl Db {
             (Direction::Forward, Some(key)) => (as_ref(&window.lower), Bound::Included(key)),
             (Direction::Backward, Some(key)) => (Bound::Included(key), as_ref(&window.upper)),
         };
-        // The overlay's changes in the window (under its lock: few, and usually none, so the
+        // The buffer's and the overlay's changes in the window (under their lock: usually none, so the
         // batch stays as the tree gave it).
-        let changed: Vec<(Vec<u8>, Option<Vec<u8>>)> = if self.overlay_is_empty() {
+        let changed: Vec<(Vec<u8>, Option<Vec<u8>>)> = if self.tree_alone() {
             Vec::new()
         } else {
             self.inner

@@ -1,21 +1,26 @@
 //! What readers see, one room: the visible lsn (which acknowledged commits readers see), the
-//! snapshots open read transactions registered, and the overlay of the values commits replaced
-//! that older snapshots still need (`txn/overlay.rs`). Its state is private here; the commit
+//! snapshots open read transactions registered, the overlay of the values commits replaced
+//! that older snapshots still need (`txn/overlay.rs`), and the write buffer of commits not yet
+//! applied to the tree (`txn/buffer.rs`). A reader at a snapshot takes a key's buffered
+//! version if it sees one, else the overlay's, else the tree's. Its state is private here; the commit
 //! path, the reads and the invariants use it through the methods below, each named after what
 //! it promises.
 //!
 //! ```text
 //!   commit: record (overlay entries, under the tree lock) ──> committed (visibility tracker)
 //!   read:   advance (visible lsn moves, overlay pruned to the horizon) ──> register ... release
-//!           seen / hides_table / changed_in (the overlay's view at a snapshot)
+//!           seen / hides_table / changed_in (the buffer's and the overlay's view at a snapshot)
+//! buffered commit: buffer_commit ──> committed;  drain: drain_writes ... drained
 //! ```
 //!
-//! Lock: one mutex, [`Visible::reads`], guards the tracker, the overlay and the snapshots. Two
-//! atomics publish what reads check without it: the visible lsn (`hint`, never ahead of the
-//! tracker) and whether the overlay is empty (`overlay_empty`).
+//! Lock: one mutex, [`Visible::reads`], guards the tracker, the overlay, the buffer and the
+//! snapshots. Two atomics publish what reads check without it: the visible lsn (`hint`, never
+//! ahead of the tracker) and whether the overlay and the buffer are both empty
+//! (`tree_alone`).
 
 use crate::Durability;
 use crate::page::PageId;
+use crate::txn::buffer::{BufferedWrite, CommitAt, WriteBuffer};
 use crate::txn::{Overlay, Seen, TableId, Visibility};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -32,13 +37,15 @@ pub(super) struct Visible {
     /// committers it released all return at once). Written under `reads`; never ahead of
     /// `reads.visibility`.
     hint: AtomicU64,
-    /// Whether `reads.overlay` is empty, published for reads: a point read or a scan batch
-    /// with nothing to merge skips the `reads` lock (every read took it). Set false as a
-    /// commit records its entries, before it changes a page, and true by a prune that empties
-    /// the overlay; written under `reads`. A read that found a commit's change in the tree
-    /// reads it after that commit set it false (the tree lock orders them), and a prune
-    /// empties the overlay only of entries no registered snapshot needs.
-    overlay_empty: AtomicBool,
+    /// Whether `reads.overlay` and `reads.buffer` are both empty, published for reads: a point
+    /// read or a scan batch with nothing to merge skips the `reads` lock (every read took it).
+    /// Set false as a commit records its entries, before it changes a page, and as a buffered
+    /// commit enters the buffer, before it is visible; true by a prune that empties both;
+    /// written under `reads`. A read that found a commit's change in the tree reads it after
+    /// that commit set it false (the tree lock orders them), a reader whose snapshot includes
+    /// a buffered commit took it after the commit set it false (the `reads` lock orders
+    /// them), and a prune empties them only of what no registered snapshot needs.
+    tree_alone: AtomicBool,
 }
 
 /// Guarded by `Visible::reads`.
@@ -46,6 +53,7 @@ pub(super) struct Visible {
 struct Reads {
     visibility: Visibility,
     overlay: Overlay,
+    buffer: WriteBuffer,
     /// Snapshots of open read transactions, with counts.
     snapshots: BTreeMap<u64, usize>,
 }
@@ -68,10 +76,11 @@ impl Visible {
             reads: Mutex::new(Reads {
                 visibility: Visibility::new(visible),
                 overlay: Overlay::default(),
+                buffer: WriteBuffer::default(),
                 snapshots: BTreeMap::new(),
             }),
             hint: AtomicU64::new(visible),
-            overlay_empty: AtomicBool::new(true),
+            tree_alone: AtomicBool::new(true),
         }
     }
 
@@ -84,8 +93,10 @@ impl Visible {
         super::advance_mark(&self.hint, visible, "the visible lsn");
         let horizon = reads.horizon(visible);
         reads.overlay.prune(horizon);
-        self.overlay_empty.store(
-            reads.overlay.is_empty() || crate::mutants::active("reads-skip-overlay"),
+        reads.buffer.prune(horizon);
+        self.tree_alone.store(
+            (reads.overlay.is_empty() && reads.buffer.is_empty())
+                || crate::mutants::active("reads-skip-overlay"),
             Ordering::Release,
         );
         visible
@@ -101,9 +112,10 @@ impl Visible {
         self.reads.lock().horizon(visible)
     }
 
-    /// Whether the overlay holds nothing (read after the tree: see `overlay_empty`).
-    pub(super) fn overlay_is_empty(&self) -> bool {
-        self.overlay_empty.load(Ordering::Acquire)
+    /// Whether the overlay and the buffer hold nothing: every snapshot reads the tree alone
+    /// (read after the tree: see `tree_alone`).
+    pub(super) fn tree_alone(&self) -> bool {
+        self.tree_alone.load(Ordering::Acquire)
     }
 
     /// Registers one more reader at `snapshot`.
@@ -163,14 +175,81 @@ impl Visible {
             && !crate::mutants::active("reads-skip-overlay")
             && !crate::mutants::active("commit-leaves-overlay-hint")
         {
-            self.overlay_empty.store(false, Ordering::Release);
+            self.tree_alone.store(false, Ordering::Release);
         }
+    }
+
+    /// Adds a buffered commit's writes and row deltas to the write buffer. Requires: the
+    /// writer lock held, and the commit not yet [`Visible::committed`] (no reader may see it
+    /// before its versions are here).
+    pub(super) fn buffer_commit<'a>(
+        &self,
+        at: CommitAt,
+        writes: impl IntoIterator<Item = BufferedWrite<'a>>,
+        deltas: &[(TableId, i64)],
+    ) {
+        let mut reads = self.reads.lock();
+        assert!(
+            reads.visibility.visible_lsn() < at.end,
+            "a buffered commit visible before its versions are buffered"
+        );
+        reads.buffer.commit(at, writes, deltas);
+        if !reads.buffer.is_empty() && !crate::mutants::active("reads-skip-overlay") {
+            self.tree_alone.store(false, Ordering::Release);
+        }
+    }
+
+    /// The drain's writes: the newest buffered version of each key not drained, in (table,
+    /// key) order, copied out. Requires: the writer lock held until [`Visible::drained`].
+    pub(super) fn drain_writes(&self) -> Vec<(TableId, Vec<u8>, Option<Vec<u8>>)> {
+        self.reads
+            .lock()
+            .buffer
+            .drain_writes()
+            .map(|w| (w.table, w.key.to_vec(), w.value.map(<[u8]>::to_vec)))
+            .collect()
+    }
+
+    /// The drain whose commit ends at `lsn` applied [`Visible::drain_writes`] to the tree.
+    /// Requires: the writer lock held since `drain_writes` (no commit buffered between), and
+    /// the drain not yet [`Visible::committed`]: no reader is at or past `lsn` yet, and one
+    /// below it goes on reading the drained versions, which the tree's values from before
+    /// the drain (the overlay's) would hide otherwise.
+    pub(super) fn drained(&self, lsn: u64) {
+        self.reads.lock().buffer.drained(lsn);
+    }
+
+    /// Estimated bytes of the buffered versions not drained: the drain's threshold.
+    pub(super) fn buffer_live_bytes(&self) -> usize {
+        self.reads.lock().buffer.live_bytes()
+    }
+
+    /// Where the first buffered record not drained begins: a checkpoint's redo point may not
+    /// pass it.
+    pub(super) fn buffer_redo_floor(&self) -> Option<u64> {
+        self.reads.lock().buffer.redo_floor()
+    }
+
+    /// What the writer sees of `key` in the buffer: the newest version not drained, or
+    /// [`Seen::Tree`].
+    pub(super) fn buffered_newest(&self, table: TableId, key: &[u8]) -> Seen {
+        self.reads.lock().buffer.seen(table, key, u64::MAX)
+    }
+
+    /// The rows buffered commits added to `table` (less those they removed) that a reader at
+    /// `snapshot` sees and the tree does not hold for it.
+    pub(super) fn buffered_rows(&self, table: TableId, snapshot: u64) -> i64 {
+        self.reads.lock().buffer.count_delta(table, snapshot)
     }
 
     /// What a reader at `snapshot` sees of `key` in `table`: the tree's value, or the one the
     /// overlay keeps.
     pub(super) fn seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
-        self.reads.lock().overlay.seen(table, key, snapshot)
+        let reads = self.reads.lock();
+        match reads.buffer.seen(table, key, snapshot) {
+            Seen::Tree => reads.overlay.seen(table, key, snapshot),
+            buffered @ Seen::Value(_) => buffered,
+        }
     }
 
     /// Whether a commit after `snapshot` found `table` empty: the reader's view of it is the
@@ -188,14 +267,22 @@ impl Visible {
         snapshot: u64,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         let reads = self.reads.lock();
-        reads
+        let overlay: Vec<(Vec<u8>, Option<Vec<u8>>)> = reads
             .overlay
             .keys_in(table, lower, upper)
             .filter_map(|key| match reads.overlay.seen(table, key, snapshot) {
                 Seen::Tree => None,
                 Seen::Value(value) => Some((key.to_vec(), value)),
             })
-            .collect()
+            .collect();
+        let buffered = reads.buffer.changed_in(table, (lower, upper), snapshot);
+        if buffered.is_empty() {
+            return overlay;
+        }
+        // A key's buffered version is newer than what the overlay keeps of the tree.
+        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = overlay.into_iter().collect();
+        merged.extend(buffered);
+        merged.into_iter().collect()
     }
 
     /// Keys the overlay keeps older values of now.
@@ -224,6 +311,7 @@ impl Visible {
             assert!(count > 0, "snapshot {snapshot} registered with no reader");
         }
         reads.overlay.check_invariants(end());
+        reads.buffer.check_invariants();
         assert_eq!(
             self.hint(),
             reads.visibility.visible_lsn(),

@@ -246,8 +246,15 @@ impl Db {
         // rest (`page/buffer_pool/held.rs`).
         inner.pool.unpark()?;
         let (end, alloc) = {
-            let alloc = inner.writer.lock();
+            let mut alloc = inner.writer.lock();
+            // The buffered records before `end` into the tree first: the log before the redo
+            // point this checkpoint writes may be recycled (`commit/buffer.rs`).
+            crate::db::commit::drain(self, &mut alloc)?;
             let end = inner.wal.end_lsn();
+            assert!(
+                inner.visible.buffer_redo_floor().is_none(),
+                "a checkpoint's redo point past a buffered record not drained"
+            );
             // Every commit from here on images the pages older than this checkpoint.
             crate::db::advance_mark(&inner.checkpoints.image_horizon, end.0, "the image horizon");
             (end, *alloc)

@@ -18,12 +18,15 @@
 //! than it and read its pages.
 //!
 //! Rooms: [`queue`] (commits of transactions that only wrote, applied by one leader per
-//! batch), [`parts`] (a commit's writes cut into log records, and the values readers still
-//! need), and here [`apply`], which runs both under the writer lock and the tree lock.
+//! batch), [`buffer`] (commits the write buffer takes, and its drain), [`parts`] (a commit's
+//! writes cut into log records, and the values readers still need), and here [`apply`],
+//! which runs them under the writer lock and the tree lock.
 
+mod buffer;
 mod parts;
 mod queue;
 
+pub(super) use buffer::drain;
 pub(super) use queue::{CommitQueue, commit_queued};
 
 use super::counts;
@@ -35,6 +38,7 @@ use crate::Durability;
 use crate::btree::Tree;
 use crate::error::{Error, Result};
 use crate::page::PageId;
+use crate::record::Role;
 use crate::wal::Lsn;
 use parts::{append_parts, catalog_befores, part_limit, record_befores, write_in_parts};
 use std::collections::{BTreeMap, BTreeSet};
@@ -110,34 +114,41 @@ impl Drop for PoisonOnUnwind<'_> {
     }
 }
 
-/// Applies `changes` to the tree and appends their record to the log; returns its lsn. A
-/// commit whose page operations outgrow one part ([`part_limit`]) is logged in several
-/// records (`record.rs`, "parts"): the pages the earlier parts changed are held by the
-/// pool (never written to the data file) until the last part is appended.
+/// Commits `changes`: into the write buffer if it takes them (`buffer.rs`), else, after
+/// draining the buffer, into the tree ([`apply_to_tree`]). Returns the commit's lsn.
 pub(super) fn apply(
     db: &Db,
     alloc: &mut Writer<'_>,
     changes: &Changes,
     durability: Durability,
 ) -> Result<Lsn> {
+    if let Some(lsn) = buffer::try_buffered(db, alloc, changes, durability)? {
+        return Ok(lsn);
+    }
+    drain(db, alloc)?;
+    apply_to_tree(db, alloc, changes, durability, Role::Tree)
+}
+
+/// Applies `changes` to the tree and appends their record to the log; returns its lsn. A
+/// commit whose page operations outgrow one part ([`part_limit`]) is logged in several
+/// records (`record.rs`, "parts"): the pages the earlier parts changed are held by the
+/// pool (never written to the data file) until the last part is appended. A drain
+/// (`role`) marks its last part and carries no changes for the feed (the buffered records
+/// did), and is the moment the buffer's versions are in the tree.
+fn apply_to_tree(
+    db: &Db,
+    alloc: &mut Writer<'_>,
+    changes: &Changes,
+    durability: Durability,
+    role: Role,
+) -> Result<Lsn> {
+    assert!(
+        role != Role::Buffered,
+        "a buffered commit applied to the tree"
+    );
     let inner = &db.inner;
     let exclusive = inner.tree_lock.write();
-    // Tables this commit drops that exist, with their roots.
-    let mut drops: Vec<(String, PageId)> = Vec::new();
-    for table in &changes.dropped {
-        if let Some(root) = root_of(db, table, exclusive.held())? {
-            drops.push((table.clone(), root));
-        }
-    }
-    // Roots of the tables written to; `None` for tables this commit creates (a dropped
-    // table written to is created anew).
-    let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
-    for table in changes.writes.tables() {
-        roots.insert(
-            table.to_owned(),
-            changes.visible_root_of(db, table, exclusive.held())?,
-        );
-    }
+    let (drops, roots) = tables_of(db, changes, exclusive.held())?;
     // Readers may not see this commit until it is acknowledged: the overlay keeps the
     // values they still need, under a provisional lsn above every current snapshot and at
     // most this commit's lsn. The log end now, under the writer lock: this commit's record
@@ -167,7 +178,7 @@ pub(super) fn apply(
     let poisoned = |e| db.poison(e);
     super::drop::apply_drops(&pages, &drops, &exclusive).map_err(poisoned)?;
     let created = create_tables(&pages, &roots).map_err(poisoned)?;
-    let feed = inner.options.change_feed;
+    let feed = inner.options.change_feed && role != Role::Drain;
     let mut written = write_in_parts(
         db,
         &pages,
@@ -211,7 +222,7 @@ pub(super) fn apply(
     let mut records = parts;
     // With the feed, the last part's writes (all of them when there is one part).
     let feed = feed.then(|| part_writes.iter());
-    let lsn = append_parts(db, &ops, new_alloc, feed.as_ref(), &mut records, true)?;
+    let lsn = append_parts(db, &ops, new_alloc, feed.as_ref(), &mut records, Some(role))?;
     drop(ops);
     assert!(
         lsn.0 >= provisional,
@@ -235,6 +246,10 @@ pub(super) fn apply(
     if records > 1 {
         inner.counters.parts_logged(records);
     }
+    if role == Role::Drain {
+        // Before the drain is visible: a reader at or past it skips the drained versions.
+        inner.visible.drained(lsn.0);
+    }
     if unseen && !crate::mutants::active("unseen-commit-unlocks-early") {
         // Visible before the tree lock goes: a snapshot registered after it sees all of
         // this commit, which kept no values for older ones.
@@ -249,6 +264,30 @@ pub(super) fn apply(
     **alloc = new_alloc;
     bury(db, drops, lsn);
     Ok(lsn)
+}
+
+/// The tables `changes` drop that exist, with their roots; and the roots of the tables they
+/// write to, `None` for a table they create (a dropped table written to is created anew).
+#[expect(
+    clippy::type_complexity,
+    reason = "two lists read together at the start of a commit"
+)]
+fn tables_of(
+    db: &Db,
+    changes: &Changes,
+    tree: TreeHeld<'_>,
+) -> Result<(Vec<(String, PageId)>, BTreeMap<String, Option<PageId>>)> {
+    let mut drops: Vec<(String, PageId)> = Vec::new();
+    for table in &changes.dropped {
+        if let Some(root) = root_of(db, table, tree)? {
+            drops.push((table.clone(), root));
+        }
+    }
+    let mut roots: BTreeMap<String, Option<PageId>> = BTreeMap::new();
+    for table in changes.writes.tables() {
+        roots.insert(table.to_owned(), changes.visible_root_of(db, table, tree)?);
+    }
+    Ok((drops, roots))
 }
 
 /// Hands the trees of the tables a commit at `lsn` dropped to the graveyard, until no

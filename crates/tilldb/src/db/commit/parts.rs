@@ -315,7 +315,7 @@ fn apply_write(
 fn cut_part(db: &Db, pages: &TxnPages<'_>, written: &mut Written<'_>, feed: bool) -> Result<()> {
     let (ops, now, touched) = pages.take_part()?;
     let writes = feed.then(|| written.part_writes.iter());
-    append_parts(db, &ops, now, writes.as_ref(), &mut written.parts, false)?;
+    append_parts(db, &ops, now, writes.as_ref(), &mut written.parts, None)?;
     drop((ops, writes));
     db.inner.pool.hold(&touched);
     written.part_writes.clear();
@@ -392,7 +392,7 @@ pub(super) fn part_limit(db: &Db) -> usize {
 /// little more than [`part_limit`] bytes of ops (the write that passed it), which one record
 /// carries: split at the limit, every part was a full record and a second of one op, whose
 /// append waited for a segment of its own (docs/benchmarks-journal.md, "The write set as an arena").
-/// With `last`, the last record ends the commit. The parts of one commit may
+/// With `last` (`Some`, the commit's role), the last record ends the commit. The parts of one commit may
 /// divide its ops anywhere, even inside one write's split: replay applies all of them or
 /// none. Returns the last record's end.
 pub(super) fn append_parts<'a, I>(
@@ -401,11 +401,13 @@ pub(super) fn append_parts<'a, I>(
     alloc: Alloc,
     writes: Option<&I>,
     records: &mut u32,
-    last: bool,
+    last: Option<record::Role>,
 ) -> Result<Lsn>
 where
     I: IntoIterator<Item = record::Write<'a>> + Clone,
 {
+    let role = last.unwrap_or_default();
+    let last = last.is_some();
     let max = db.inner.wal.max_payload_bytes();
     let chunk_max = max - record::HEADER_BYTES;
     let changes_bytes = writes.map_or(0, |w| record::changes_len(w.clone()));
@@ -444,7 +446,8 @@ where
         } else {
             None
         };
-        let payload = record::encode(part, alloc, chunk, feed);
+        let part_role = if part.last { role } else { record::Role::Tree };
+        let payload = record::encode_as(part_role, part, alloc, chunk, feed);
         assert!(
             payload.len() <= max,
             "a commit part of {} bytes",
@@ -508,18 +511,34 @@ mod tests {
         let none: Option<&Vec<record::Write<'_>>> = None;
         // One record, the whole commit: the boundary is the log's end.
         let mut records = 0;
-        append_parts(&db, &[image(50)], alloc, none, &mut records, true).expect("append");
+        append_parts(
+            &db,
+            &[image(50)],
+            alloc,
+            none,
+            &mut records,
+            Some(record::Role::Tree),
+        )
+        .expect("append");
         assert_eq!(records, 1);
         assert_eq!(wal.boundary_end(), wal.end_lsn());
         // A first part of one record that is not the commit's last: the boundary stays at its
         // start.
         let start = wal.end_lsn();
         let mut records = 0;
-        append_parts(&db, &[image(50)], alloc, none, &mut records, false).expect("append");
+        append_parts(&db, &[image(50)], alloc, none, &mut records, None).expect("append");
         assert_eq!(records, 1);
         assert!(wal.end_lsn() > start);
         assert_eq!(wal.boundary_end(), start, "a first part of one record");
-        append_parts(&db, &[image(50)], alloc, none, &mut records, true).expect("append");
+        append_parts(
+            &db,
+            &[image(50)],
+            alloc,
+            none,
+            &mut records,
+            Some(record::Role::Tree),
+        )
+        .expect("append");
         assert_eq!(wal.boundary_end(), wal.end_lsn());
         // A part of a commit in more records than one (more images than a record holds),
         // not its last: the boundary stays where the commit began.
@@ -529,7 +548,7 @@ mod tests {
             .map(|i| image(51 + i))
             .collect();
         let mut records = 0;
-        append_parts(&db, &ops, alloc, none, &mut records, false).expect("append");
+        append_parts(&db, &ops, alloc, none, &mut records, None).expect("append");
         assert!(records >= 2, "{records} records");
         assert!(wal.end_lsn() > start);
         assert_eq!(
@@ -538,12 +557,28 @@ mod tests {
             "the boundary moved inside a commit logged in several records"
         );
         // Its last part, in one record: the commit ends, and the boundary is the end again.
-        append_parts(&db, &ops[..1], alloc, none, &mut records, true).expect("append");
+        append_parts(
+            &db,
+            &ops[..1],
+            alloc,
+            none,
+            &mut records,
+            Some(record::Role::Tree),
+        )
+        .expect("append");
         assert_eq!(wal.boundary_end(), wal.end_lsn());
         // A commit whose first part is its last but takes two records.
         let start = wal.end_lsn();
         let mut records = 0;
-        append_parts(&db, &ops, alloc, none, &mut records, true).expect("append");
+        append_parts(
+            &db,
+            &ops,
+            alloc,
+            none,
+            &mut records,
+            Some(record::Role::Tree),
+        )
+        .expect("append");
         assert!(records >= 2);
         assert!(wal.end_lsn() > start);
         assert_eq!(wal.boundary_end(), wal.end_lsn());

@@ -142,6 +142,7 @@ pub(super) fn assemble(
             commits: Mutex::default(),
             tree_lock: crate::db::locks::TreeLock::default(),
             visible: Visible::new(visible),
+            write_buffer_bytes: std::sync::atomic::AtomicU64::new(0),
             checkpoints: Checkpoints::new((header, encryption), writeback, checkpoint),
             handles: std::sync::atomic::AtomicUsize::new(1),
             poisoned,

@@ -179,15 +179,7 @@ pub(in crate::db) fn replay(
             return Ok(());
         }
         let commit = record::decode(rec.payload).map_err(|what| corrupt(rec.lsn, what))?;
-        // No store version this build writes allows them (docs/write-buffer.md): replaying
-        // a buffered commit's empty ops would drop its writes without a word.
-        if commit.role != record::Role::Tree {
-            return Err(corrupt(
-                rec.lsn,
-                "a write-buffer record (buffered commit or drain) in a store whose version does \
-                 not allow them",
-            ));
-        }
+        only_tree_commits(&commit).map_err(|what| corrupt(rec.lsn, what))?;
         assert_eq!(
             commit.part,
             parts[index - 1],
@@ -236,6 +228,19 @@ pub(in crate::db) fn replay(
         check_last_count(count, start_count).map_err(|what| corrupt(lsn, what))?;
     }
     Ok((alloc, pending_from))
+}
+
+/// No store version this build writes allows a write-buffer record (docs/write-buffer.md):
+/// replaying a buffered commit's empty ops would drop its writes without a word.
+fn only_tree_commits(commit: &record::Commit) -> std::result::Result<(), &'static str> {
+    if commit.role == record::Role::Tree {
+        Ok(())
+    } else {
+        Err(
+            "a write-buffer record (buffered commit or drain) in a store whose version does \
+             not allow them",
+        )
+    }
 }
 
 /// The header took its page count from the commit at its checkpoint's end, and redo may start

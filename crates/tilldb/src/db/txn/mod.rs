@@ -62,13 +62,19 @@ impl<'db> Txn<'db> {
         }
     }
 
-    /// Takes the writer lock unless this transaction holds it: before its first read.
+    /// Takes the writer lock unless this transaction holds it: before its first read. Drains
+    /// the write buffer then (`commit/buffer.rs`): while this transaction holds the lock no
+    /// commit is buffered, so its reads find the tree current.
     fn latch(&mut self) -> Result<()> {
         if self.alloc.is_none() {
-            let alloc = self.db.inner.writer.lock();
+            let mut alloc = self.db.inner.writer.lock();
             // Under the lock: a commit that failed while this one waited poisoned the
             // database, and may have left its pages and overlay half changed.
             self.db.check_poison()?;
+            let unwinding = commit::PoisonOnUnwind::new(self.db);
+            let drained = commit::drain(self.db, &mut alloc).map_err(|e| self.db.poison(e));
+            unwinding.disarm();
+            drained?;
             self.alloc = Some(alloc);
         }
         Ok(())

@@ -1,0 +1,173 @@
+//! Buffered commits and the drain (docs/write-buffer.md; the buffer itself is
+//! `txn/buffer.rs`, read through `visible.rs`).
+//!
+//! A commit the write buffer takes is appended as one record holding its writes
+//! (`record::encode_buffered`) and added to the buffer; the tree is not touched. The *drain*
+//! applies the buffer's newest versions to the tree as one ordinary commit, whose last part
+//! carries the drain flag (`record::Role::Drain`).
+//!
+//! Which commits are buffered ([`try_buffered`]): with a buffer (`Inner::write_buffer_bytes`
+//! above 0), a commit at `Buffered` or `Lazy` that drops no table, writes only to tables
+//! that exist, and whose writes fit one log record. Every other commit drains the buffer
+//! first ([`drain`], from `apply`), and so does a transaction's first read (`Txn::latch`)
+//! and a checkpoint before it reads its redo point: a writer that reads, or commits through
+//! the tree, finds the tree current and needs no view of the buffer, and the log a
+//! checkpoint lets go of holds no buffered record the tree does not.
+//!
+//! Not yet (docs/write-buffer.md, "Built so far"): replay and read-only handles refuse
+//! buffered records, so the buffer is set only by the crate's own tests.
+
+use super::{Changes, apply_to_tree, root_of};
+use crate::Durability;
+use crate::btree::{Direction, Tree};
+use crate::db::locks::Writer;
+use crate::db::write_set::WriteSet;
+use crate::db::{CATALOG_ROOT, DEFAULT_ROOT, Db, catalog_root_of, counts, drop};
+use crate::error::Result;
+use crate::page::PageId;
+use crate::record::{self, Role};
+use crate::txn::Seen;
+use crate::txn::buffer::{BufferedWrite, CommitAt};
+use crate::wal::Lsn;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+
+/// One write of a buffered commit, copied out of the write set.
+struct Owned {
+    table: usize,
+    key: Vec<u8>,
+    value: Option<Vec<u8>>,
+}
+
+/// Buffers `changes` if the buffer takes them (see the module doc): appends their record,
+/// adds them to the buffer, and drains it once it holds `write_buffer_bytes`. `None`: not
+/// buffered, nothing done. Requires: the writer lock (`alloc`).
+pub(super) fn try_buffered(
+    db: &Db,
+    alloc: &mut Writer<'_>,
+    changes: &Changes,
+    durability: Durability,
+) -> Result<Option<Lsn>> {
+    let inner = &db.inner;
+    let limit = inner.write_buffer_bytes.load(Ordering::Relaxed);
+    let max = inner.wal.max_payload_bytes();
+    if limit == 0
+        || durability == Durability::Sync
+        || !changes.dropped.is_empty()
+        || changes.writes.bytes() > max as u64
+    {
+        return Ok(None);
+    }
+    let tables: Vec<String> = changes
+        .writes
+        .tables()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let mut roots = Vec::with_capacity(tables.len());
+    let mut writes = Vec::new();
+    // Each write's row change: whether its key held a value before (in the buffer's newest
+    // version, else in the tree) and does after.
+    let mut deltas: BTreeMap<u64, i64> = BTreeMap::new();
+    {
+        let shared = inner.tree_lock.read();
+        db.check_poison()?;
+        let pages = db.read_pages();
+        for (index, table) in tables.iter().enumerate() {
+            let Some(root) = root_of(db, table, shared.held())? else {
+                // A table this commit would create: through the tree.
+                return Ok(None);
+            };
+            roots.push(root);
+            let mut cursor = changes.writes.table(table)?;
+            while let Some(write) = cursor.next()? {
+                let before = match inner.visible.buffered_newest(root.0, write.key) {
+                    Seen::Value(value) => value.is_some(),
+                    Seen::Tree => counts::holds(&pages, root, write.key)?,
+                };
+                let delta = i64::from(write.value.is_some()) - i64::from(before);
+                *deltas.entry(root.0).or_default() += delta;
+                writes.push(Owned {
+                    table: index,
+                    key: write.key.to_vec(),
+                    value: write.value.map(<[u8]>::to_vec),
+                });
+            }
+        }
+    }
+    let as_record = writes.iter().map(|w| record::Write {
+        table: &tables[w.table],
+        key: &w.key,
+        value: w.value.as_deref(),
+    });
+    if record::HEADER_BYTES + record::changes_len(as_record.clone()) > max {
+        return Ok(None);
+    }
+    // Under the writer lock: the record starts at or after the log's end now.
+    let start = inner.wal.end_lsn_checked()?.0;
+    let lsn = inner
+        .wal
+        .append(&record::encode_buffered(**alloc, as_record))?;
+    assert!(start < lsn.0, "a buffered record ends after it begins");
+    let deltas: Vec<(u64, i64)> = deltas.into_iter().filter(|(_, d)| *d != 0).collect();
+    inner.visible.buffer_commit(
+        CommitAt { start, end: lsn.0 },
+        writes.iter().map(|w| BufferedWrite {
+            table: roots[w.table].0,
+            key: &w.key,
+            value: w.value.as_deref(),
+        }),
+        &deltas,
+    );
+    inner.visible.committed(lsn.0, durability);
+    if inner.visible.buffer_live_bytes() as u64 >= limit {
+        drain(db, alloc)?;
+    }
+    Ok(Some(lsn))
+}
+
+/// Applies the buffer's versions not drained to the tree, as one commit of many parts (at
+/// `Lazy`: its writes are acknowledged already, by their buffered records) whose last part
+/// carries the drain flag. Nothing when the buffer holds none. Requires: the writer lock.
+pub(in crate::db) fn drain(db: &Db, alloc: &mut Writer<'_>) -> Result<()> {
+    let writes = db.inner.visible.drain_writes();
+    if writes.is_empty() {
+        return Ok(());
+    }
+    let names = table_names(db)?;
+    let mut set = WriteSet::default();
+    for (table, key, value) in &writes {
+        let name = names
+            .get(&PageId(*table))
+            .expect("a buffered table exists until a drain: a drop drains first");
+        set.put(name, key, value.as_deref())?;
+    }
+    let changes = Changes {
+        writes: set.seal(),
+        dropped: BTreeSet::new(),
+    };
+    apply_to_tree(db, alloc, &changes, Durability::Lazy, Role::Drain)?;
+    Ok(())
+}
+
+/// The name of each table by its root, from the catalog (the writer's view).
+fn table_names(db: &Db) -> Result<BTreeMap<PageId, String>> {
+    let _shared = db.inner.tree_lock.read();
+    let mut names = BTreeMap::from([(DEFAULT_ROOT, String::new())]);
+    let entries = Tree::open(CATALOG_ROOT)
+        .scan(
+            &db.read_pages(),
+            counts::names_lower(),
+            drop::names_upper(),
+            Direction::Forward,
+        )
+        .collect::<Result<Vec<_>>>()?;
+    for (name, entry) in entries {
+        let root = catalog_root_of(&entry, &db.inner.data_path, db.inner.pool.page_bytes())?;
+        names.insert(root, String::from_utf8_lossy(&name).into_owned());
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests;
