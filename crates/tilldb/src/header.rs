@@ -1,4 +1,4 @@
-//! # Database header format (header version 2, and 3 for an encrypted database; 1 is read)
+//! # Database header format (header version 2, 3 for an encrypted database, 4 with features; 1 is read)
 //!
 //! `tilldb.meta` in the database directory holds two *slots*, each one 4 KiB unit: slot 0 at
 //! offset 0, slot 1 at offset 4096. Each slot is a complete header; the valid slot with the
@@ -10,7 +10,9 @@
 //!      8    4 version          2 (1: written by builds whose log held no commit in parts and
 //!                              whose catalog kept no row counts; read, its tables counted
 //!                              at open (db/counts.rs), written as 2 at the next header write);
-//!                              3: an encrypted database, with the key block at 128
+//!                              3: an encrypted database, with the key block at 128;
+//!                              4: version 2's fields and a features word at 64 (written
+//!                              only for a database that uses a feature 2 and 3 lack)
 //!     12    4 page_bytes       4096..=65536, a power of two
 //!     16    1 flush_method     1 Fsync · 2 Fdatasync · 3 Dsync · 4 Direct · 5 DirectDsync
 //!                              · 6 NoSync · 7 BarrierFsync (macOS)
@@ -21,8 +23,12 @@
 //!     40    8 catalog_root     page id of the table catalog B-tree root; 0 = none yet
 //!     48    8 free_head        first page of the free list; 0 = empty
 //!     56    8 page_count       pages the allocator has handed out, page 0 included
-//!     64   64 reserved         eight u64 fields for later versions; must be zero
-//!    128 3964 zero             must be zero; version 3 has instead:
+//!     64    8 features         version 4 only (zero before): bit 0 encrypted (the key
+//!                              block and MAC as version 3's) · bit 1 the log may hold
+//!                              write-buffer records (`record.rs`, `txn/buffer.rs`); other
+//!                              bits unknown to this build: refused
+//!     72   56 reserved         seven u64 fields for later versions; must be zero
+//!    128 3964 zero             must be zero; version 3 (and 4 with bit 0) has instead:
 //!    128  600 key block        the data key's wrap and what names it (crypt/block.rs)
 //!    728   16 mac              version 3: HMAC-SHA256 of bytes 0..728 under a key from the
 //!                              data key (crypt/database.rs); then zeros to the crc
@@ -65,13 +71,10 @@
 use crate::FlushMethod;
 use crate::checksum::crc32c_seeded;
 use crate::crypt::{DatabaseKeys, HEADER_MAC_BYTES};
-use crate::error::{Error, IoOp, Result};
-use crate::io::{AlignedBuf, Storage, StorageFile};
+use crate::io::AlignedBuf;
 use crate::page::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PageId, TornPageGuard};
 use crate::wal::Lsn;
 use std::cmp::Ordering;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 pub use crate::files::{HEADER_FILE_NAME, HEADER_TEMP_FILE_NAME};
 
@@ -87,6 +90,14 @@ const MAGIC: [u8; 8] = *b"TILLDB01";
 pub const VERSION: u32 = 2;
 /// The version of an encrypted database's header: version 2's fields and the key block.
 pub const VERSION_ENCRYPTED: u32 = 3;
+/// The version with a features word (`features` at offset 64): written only when a feature
+/// versions 2 and 3 lack is on (the write buffer), so a database without it stays readable
+/// by builds that know only those.
+pub const VERSION_FEATURES: u32 = 4;
+/// Feature bit: encrypted (the key block and MAC as version 3).
+const FEATURE_ENCRYPTED: u64 = 1;
+/// Feature bit: the log may hold write-buffer records.
+const FEATURE_WRITE_BUFFER: u64 = 2;
 /// The oldest version this build reads (its fields are version 2's).
 const VERSION_OLDEST_READ: u32 = 1;
 const MAGIC_OFFSET: usize = 0;
@@ -101,9 +112,10 @@ const CHECKPOINT_LSN_OFFSET: usize = GENERATION_OFFSET + size_of::<u64>();
 const CATALOG_ROOT_OFFSET: usize = CHECKPOINT_LSN_OFFSET + size_of::<u64>();
 const FREE_HEAD_OFFSET: usize = CATALOG_ROOT_OFFSET + size_of::<u64>();
 const PAGE_COUNT_OFFSET: usize = FREE_HEAD_OFFSET + size_of::<u64>();
-const RESERVED_OFFSET: usize = PAGE_COUNT_OFFSET + size_of::<u64>();
+const FEATURES_OFFSET: usize = PAGE_COUNT_OFFSET + size_of::<u64>();
+const RESERVED_OFFSET: usize = FEATURES_OFFSET + size_of::<u64>();
 /// Reserved u64 fields, zero in version 1.
-pub const RESERVED_FIELDS: usize = 8;
+pub const RESERVED_FIELDS: usize = 7;
 const TAIL_OFFSET: usize = RESERVED_OFFSET + RESERVED_FIELDS * size_of::<u64>();
 const CRC_OFFSET: usize = SLOT_BYTES - size_of::<u32>();
 /// Where a version 3 slot's MAC sits: after the key block.
@@ -111,7 +123,7 @@ pub const MAC_OFFSET: usize = TAIL_OFFSET + crate::crypt::BLOCK_BYTES;
 const MAC_END: usize = MAC_OFFSET + HEADER_MAC_BYTES;
 const _: () = assert!(MAC_OFFSET == 728);
 const _: () = assert!(GENERATION_OFFSET == 24);
-const _: () = assert!(RESERVED_OFFSET == 64);
+const _: () = assert!(FEATURES_OFFSET == 64);
 const _: () = assert!(TAIL_OFFSET == 128);
 const _: () = assert!(
     SLOT_BYTES.is_multiple_of(AlignedBuf::ALIGN),
@@ -140,6 +152,9 @@ pub struct Header {
     /// An encrypted database's key block (version 3); `None` for a plain one. Made at create;
     /// only a rotation (`HeaderFile::rewrap`) changes its wrap and key id.
     pub encryption: Option<crate::crypt::KeyBlock>,
+    /// The log may hold write-buffer records (version 4, feature bit 1): set before the first
+    /// one is written, never cleared.
+    pub write_buffer: bool,
 }
 
 /// What one slot holds.
@@ -234,10 +249,14 @@ impl Header {
         );
         let mut b = AlignedBuf::zeroed(SLOT_BYTES);
         b[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&MAGIC);
-        let version = if self.encryption.is_some() {
-            VERSION_ENCRYPTED
-        } else {
-            VERSION
+        let version = match (self.write_buffer, self.encryption.is_some()) {
+            (true, encrypted) => {
+                let features = FEATURE_WRITE_BUFFER | if encrypted { FEATURE_ENCRYPTED } else { 0 };
+                b[FEATURES_OFFSET..RESERVED_OFFSET].copy_from_slice(&features.to_le_bytes());
+                VERSION_FEATURES
+            }
+            (false, true) => VERSION_ENCRYPTED,
+            (false, false) => VERSION,
         };
         b[VERSION_OFFSET..PAGE_BYTES_OFFSET].copy_from_slice(&version.to_le_bytes());
         b[PAGE_BYTES_OFFSET..FLUSH_METHOD_OFFSET].copy_from_slice(&self.page_bytes.to_le_bytes());
@@ -286,10 +305,10 @@ impl Header {
             return Err((MAGIC_OFFSET, "not a tilldb database header (bad magic)"));
         }
         let version = u32_at(VERSION_OFFSET);
-        if !(VERSION_OLDEST_READ..=VERSION_ENCRYPTED).contains(&version) {
+        if !(VERSION_OLDEST_READ..=VERSION_FEATURES).contains(&version) {
             return Err((
                 VERSION_OFFSET,
-                "header version not supported by this build (it reads versions 1 to 3): a \
+                "header version not supported by this build (it reads versions 1 to 4): a \
                  newer tilldb wrote it; open the database with that version or a later one",
             ));
         }
@@ -308,10 +327,13 @@ impl Header {
         {
             return Err((ZERO_OFFSET, "header zero bytes not zero"));
         }
+        let features = features_of(version, u64_at(FEATURES_OFFSET))?;
         if bytes[RESERVED_OFFSET..TAIL_OFFSET].iter().any(|&b| b != 0) {
             return Err((RESERVED_OFFSET, "header reserved bytes not zero"));
         }
-        let (encryption, zeros_from) = if version == VERSION_ENCRYPTED {
+        let encrypted =
+            version == VERSION_ENCRYPTED || features & FEATURE_ENCRYPTED == FEATURE_ENCRYPTED;
+        let (encryption, zeros_from) = if encrypted {
             let block = crate::crypt::KeyBlock::decode(&bytes[TAIL_OFFSET..MAC_OFFSET])
                 .map_err(|(offset, what)| (TAIL_OFFSET + offset, what))?;
             // The MAC, any 16 bytes here, is checked once the key is known.
@@ -332,6 +354,7 @@ impl Header {
             free_head: PageId(u64_at(FREE_HEAD_OFFSET)),
             page_count: u64_at(PAGE_COUNT_OFFSET),
             encryption,
+            write_buffer: features & FEATURE_WRITE_BUFFER != 0,
         };
         if header.generation == 0 {
             return Err((GENERATION_OFFSET, "header generation zero"));
@@ -356,6 +379,29 @@ impl Header {
         }
         Ok(SlotState::Valid(header))
     }
+}
+
+/// The features word of a slot of `version`, checked: zero before version 4, no bit this build
+/// does not know, and the write buffer's bit in version 4 (written only for a feature 2 and 3
+/// lack). `Err((offset in the slot, what))`.
+fn features_of(version: u32, features: u64) -> Result<u64, (usize, &'static str)> {
+    if version < VERSION_FEATURES && features != 0 {
+        return Err((FEATURES_OFFSET, "header reserved bytes not zero"));
+    }
+    if features & !(FEATURE_ENCRYPTED | FEATURE_WRITE_BUFFER) != 0 {
+        return Err((
+            FEATURES_OFFSET,
+            "header features unknown to this build: a newer tilldb wrote it; open the \
+             database with that version or a later one",
+        ));
+    }
+    if version == VERSION_FEATURES && features & FEATURE_WRITE_BUFFER == 0 {
+        return Err((
+            FEATURES_OFFSET,
+            "header version 4 with no feature of its own",
+        ));
+    }
+    Ok(features)
 }
 
 /// The table at the top of the file: which slot holds the header. `Ok(None)`: no database.
@@ -396,299 +442,8 @@ pub fn choose_slot(
     }
 }
 
-/// `tilldb.meta`, open, with the slot holding the newest valid header.
-#[derive(Debug)]
-pub struct HeaderFile {
-    path: PathBuf,
-    file: Box<dyn StorageFile>,
-    /// The slot holding the newest valid header, and that header.
-    newest: (usize, Header),
-    /// A write or flush failed. The newest valid header is still intact, but what the other
-    /// slot holds is unknown until reopen.
-    poisoned: bool,
-    /// An encrypted database's keys, once its header is authenticated (or created): every
-    /// write computes the MAC with them. `None` for a plain database.
-    keys: Option<Arc<DatabaseKeys>>,
-    /// An encrypted header's newest slot up to the end of its MAC, as read at open: what
-    /// [`HeaderFile::authenticate`] checks is what was decoded, never a second read.
-    read_mac_bytes: Option<Vec<u8>>,
-}
-
-impl HeaderFile {
-    /// Creates `tilldb.meta` in `dir` holding `header` as generation 1 in slot 0, by way of a
-    /// temporary file renamed into place, and makes it and its name durable. Fails if
-    /// `tilldb.meta` exists. Returns the header as written.
-    /// An encrypted header takes the database's `keys` (for its MAC); a plain one `None`.
-    pub fn create(
-        storage: &dyn Storage,
-        dir: &Path,
-        method: FlushMethod,
-        header: &Header,
-        keys: Option<Arc<DatabaseKeys>>,
-    ) -> Result<(HeaderFile, Header)> {
-        assert_eq!(
-            header.encryption.is_some(),
-            keys.is_some(),
-            "an encrypted header is created with its keys, a plain one without"
-        );
-        let path = dir.join(HEADER_FILE_NAME);
-        let temp = dir.join(HEADER_TEMP_FILE_NAME);
-        if storage.exists(&path)? {
-            return Err(Error::os(IoOp::Create, path, crate::io::errno::EEXIST));
-        }
-        if storage.exists(&temp)? {
-            // Left by a create that crashed before its rename: never a database.
-            storage.remove(&temp)?;
-        }
-        let first = Header {
-            generation: 1,
-            ..*header
-        };
-        let file = storage.create(&temp, method)?;
-        file.allocate_zeroed(0, (SLOT_COUNT * SLOT_BYTES) as u64)?;
-        file.write_at(&first.encode_with(0, keys.as_deref()), 0)?;
-        file.flush()?;
-        drop(file);
-        storage.rename(&temp, &path)?;
-        storage.flush_dir(dir)?;
-        let file = storage.open(&path, method)?;
-        let header_file = HeaderFile {
-            path,
-            file,
-            newest: (0, first),
-            poisoned: false,
-            keys,
-            read_mac_bytes: None,
-        };
-        header_file.check_invariants();
-        Ok((header_file, first))
-    }
-
-    /// Opens `tilldb.meta` in `dir` and reads the header. `Ok(None)` when both slots are all
-    /// zeros: no database (never the result of [`HeaderFile::create`]).
-    pub fn open(
-        storage: &dyn Storage,
-        dir: &Path,
-        method: FlushMethod,
-    ) -> Result<Option<(HeaderFile, Header)>> {
-        let path = dir.join(HEADER_FILE_NAME);
-        let file = storage.open(&path, method)?;
-        let Some(((slot, header), bytes)) = read_slots(&*file, &path)? else {
-            return Ok(None);
-        };
-        let header_file = HeaderFile {
-            path,
-            file,
-            newest: (slot, header),
-            poisoned: false,
-            keys: None,
-            read_mac_bytes: header
-                .encryption
-                .is_some()
-                .then(|| bytes[slot * SLOT_BYTES..slot * SLOT_BYTES + MAC_END].to_vec()),
-        };
-        header_file.check_invariants();
-        Ok(Some((header_file, header)))
-    }
-
-    /// Checks the newest slot's MAC with the database's `keys` (the key already checked
-    /// against the key block) and keeps them for the writes to come. A MAC that does not
-    /// match is [`Error::Corruption`] at the MAC's offset: the key opened the data key, so
-    /// the slot was changed after it was written.
-    pub fn authenticate(&mut self, keys: Arc<DatabaseKeys>) -> Result<()> {
-        let (slot, header) = self.newest;
-        let offset = (slot * SLOT_BYTES) as u64;
-        let corrupt = |at: usize, what| Error::Corruption {
-            file: self.path.clone(),
-            offset: offset + at as u64,
-            what,
-        };
-        // A header read again (a read-only handle's refresh) that is no longer the
-        // database's: plain, or another database's key block.
-        let same = header
-            .encryption
-            .is_some_and(|block| block.db_id() == keys.db_id());
-        let bytes = self
-            .read_mac_bytes
-            .as_deref()
-            .filter(|_| same)
-            .ok_or_else(|| {
-                corrupt(
-                    VERSION_OFFSET,
-                    "the header is no longer the encrypted database's it was (plain, or \
-                     another database's key block)",
-                )
-            })?;
-        let unchecked = crate::mutants::active("header-mac-unchecked");
-        if !(unchecked || keys.header_mac_matches(&bytes[..MAC_OFFSET], &bytes[MAC_OFFSET..])) {
-            return Err(corrupt(
-                MAC_OFFSET,
-                "header MAC does not match (the key is right: the slot was changed after it \
-                 was written)",
-            ));
-        }
-        self.keys = Some(keys);
-        Ok(())
-    }
-
-    /// The database's keys, once authenticated or created: `None` for a plain database.
-    #[must_use]
-    pub fn keys(&self) -> Option<&Arc<DatabaseKeys>> {
-        self.keys.as_ref()
-    }
-
-    /// Reads both slots again and returns the header with the slot it came from.
-    pub fn read(&self) -> Result<Option<(usize, Header)>> {
-        Ok(read_slots(&*self.file, &self.path)?.map(|(newest, _)| newest))
-    }
-
-    /// The newest valid header and its slot, as last read or written.
-    #[must_use]
-    pub fn newest(&self) -> (usize, Header) {
-        self.newest
-    }
-
-    /// The header file's path.
-    #[must_use]
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Writes `header` with the next generation into the slot not holding the newest valid
-    /// header, then flushes. Returns the header as written. Page size and guard never change;
-    /// the checkpoint lsn and page count never go backwards.
-    pub fn write(&mut self, header: &Header) -> Result<Header> {
-        let (_, newest) = self.newest;
-        assert_eq!(
-            header.page_bytes, newest.page_bytes,
-            "page size never changes"
-        );
-        assert_eq!(
-            header.torn_page_guard, newest.torn_page_guard,
-            "guard never changes"
-        );
-        assert_eq!(
-            header.encryption, newest.encryption,
-            "the key block changes only through a rewrap"
-        );
-        assert!(
-            header.checkpoint_lsn >= newest.checkpoint_lsn,
-            "checkpoint lsn going backwards: {} -> {}",
-            newest.checkpoint_lsn,
-            header.checkpoint_lsn
-        );
-        assert!(
-            header.page_count >= newest.page_count,
-            "page count going backwards"
-        );
-        self.write_slot(header)
-    }
-
-    /// Replaces the key block (`Db::rotate_key`): the same data key, wrapped by another
-    /// application key. Written twice: first into the slot not holding the newest header and
-    /// flushed (from there the new wrap is in force; a crash during that write leaves one of
-    /// the two in force, whole), then into the other, so that no slot keeps the old wrap. A crash between
-    /// the two leaves the old wrap in the older slot until the next header write (the next
-    /// checkpoint's) replaces it.
-    pub fn rewrap(&mut self, block: &crate::crypt::KeyBlock) -> Result<()> {
-        let (_, newest) = self.newest;
-        let old = newest
-            .encryption
-            .expect("only an encrypted database's key is rotated");
-        assert_eq!(
-            (block.cipher(), block.db_id()),
-            (old.cipher(), old.db_id()),
-            "a rotation keeps the data key: its cipher and database"
-        );
-        let writes = if crate::mutants::active("old-wrap-kept") {
-            1
-        } else {
-            2
-        };
-        for _ in 0..writes {
-            let header = Header {
-                encryption: Some(*block),
-                ..self.newest.1
-            };
-            self.write_slot(&header)?;
-        }
-        Ok(())
-    }
-
-    /// Writes `header` into the slot not holding the newest header, one generation on, and
-    /// flushes it.
-    fn write_slot(&mut self, header: &Header) -> Result<Header> {
-        if self.poisoned {
-            return Err(Error::Poisoned);
-        }
-        let (slot, newest) = self.newest;
-        let target = 1 - slot;
-        assert_ne!(target, slot, "never overwrite the newest valid header");
-        let written = Header {
-            generation: newest.generation + 1,
-            ..*header
-        };
-        assert_eq!(slot_of_generation(written.generation), target);
-        assert_eq!(
-            written.encryption.is_some(),
-            self.keys.is_some(),
-            "an encrypted header is written only once authenticated"
-        );
-        let result = self
-            .file
-            .write_at(
-                &written.encode_with(target, self.keys.as_deref()),
-                (target * SLOT_BYTES) as u64,
-            )
-            .and_then(|()| self.file.flush());
-        if let Err(err) = result {
-            self.poisoned = true;
-            return Err(err);
-        }
-        self.newest = (target, written);
-        self.check_invariants();
-        Ok(written)
-    }
-
-    /// Panics if the state is inconsistent.
-    pub fn check_invariants(&self) {
-        let (slot, header) = self.newest;
-        assert!(slot < SLOT_COUNT);
-        header.check();
-        // Checked by `Header::decode` for headers read, by `write` for headers written.
-        assert_eq!(
-            slot,
-            slot_of_generation(header.generation),
-            "generation {} in slot {slot}",
-            header.generation
-        );
-    }
-}
-
-/// Reads both slots of `file` and chooses one ([`choose_slot`]); with the bytes read (both
-/// slots).
-fn read_slots(
-    file: &dyn StorageFile,
-    path: &Path,
-) -> Result<Option<((usize, Header), AlignedBuf)>> {
-    let mut buf = AlignedBuf::zeroed(SLOT_COUNT * SLOT_BYTES);
-    let n = file.read_at(&mut buf, 0)?;
-    assert!(n <= buf.len());
-    // A short file reads as zero-padded: a slot never written is zeros either way.
-    let corrupt = |offset: u64, what| Error::Corruption {
-        file: path.to_path_buf(),
-        offset,
-        what,
-    };
-    let mut slots = [SlotState::Zero; SLOT_COUNT];
-    for (slot, state) in slots.iter_mut().enumerate() {
-        let bytes = &buf[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES];
-        *state = Header::decode(bytes, slot)
-            .map_err(|(offset, what)| corrupt((slot * SLOT_BYTES + offset) as u64, what))?;
-    }
-    let chosen = choose_slot(slots).map_err(|(offset, what)| corrupt(offset, what))?;
-    Ok(chosen.map(|newest| (newest, buf)))
-}
+mod file;
+pub use file::HeaderFile;
 
 #[cfg(test)]
 mod tests;

@@ -12,10 +12,11 @@
 //!                          bit 1: a *buffered* commit: its writes go to the write buffer, not
 //!                          the tree (`txn/buffer.rs`); kind Commit, part 0, no ops, bit 0 set
 //!                          (the changes section is the commit), bit 2 clear
-//!                          bit 2: a *drain*: the last part of the commit that applied the
-//!                          write buffer to the tree; every buffered commit before it is in
-//!                          its ops; kind Commit, bit 0 clear (the feed delivered the writes
-//!                          from the buffered records)
+//!                          bit 2: a *drain*: a part of the commit that applied the write
+//!                          buffer to the tree (every part of it has the bit); once its last
+//!                          part is in the log, every buffered commit before its first part
+//!                          is in its ops; bit 0 clear (the feed delivered the writes from
+//!                          the buffered records, and skips a drain)
 //!                          the other bits must be zero; bits 1 and 2 only in a store whose
 //!                          header allows them: none yet (docs/write-buffer.md), so replay
 //!                          refuses such a record by name (`db/open/replay.rs`)
@@ -123,7 +124,7 @@ pub enum Role {
     Tree,
     /// A buffered commit: its changes section goes to the write buffer; it has no ops.
     Buffered,
-    /// The last part of a drain: the buffered commits before it are applied by its ops.
+    /// A part of a drain: with its last part, the buffered commits before it are applied.
     Drain,
 }
 
@@ -280,7 +281,7 @@ where
 /// # Panics
 ///
 /// When the record breaks its role's rules: a buffered commit with ops, in parts or without
-/// its writes; a drain that is not a commit's last part, or that carries changes.
+/// its writes; a drain that carries changes.
 #[must_use]
 pub fn encode_as<'a, I>(
     role: Role,
@@ -402,7 +403,6 @@ fn check_role(flags: u8, part: Part, op_count: usize) -> Result<Role, &'static s
         (true, false) if op_count != 0 => Err("a buffered commit record with page operations"),
         (true, false) if !changes => Err("a buffered commit record without its writes"),
         (true, false) => Ok(Role::Buffered),
-        (false, true) if !part.last => Err("a drain flag on a part that is not the last"),
         (false, true) if changes => Err("a drain record with a changes section"),
         (false, true) => Ok(Role::Drain),
     }
@@ -653,7 +653,7 @@ mod tests {
                         (true, false) if p == Part::WHOLE && op_count == 0 && changes => {
                             Some(Role::Buffered)
                         }
-                        (false, true) if p.last && !changes => Some(Role::Drain),
+                        (false, true) if !changes => Some(Role::Drain),
                         _ => None,
                     };
                     assert_eq!(

@@ -41,6 +41,7 @@ fn checkpoint(n: u64) -> Header {
         free_head: PageId(n % 2),
         page_count: 10 + n,
         encryption: None,
+        write_buffer: false,
     }
 }
 

@@ -478,9 +478,10 @@ mod tests {
         );
     }
 
-    /// No store version this build writes allows a write-buffer record (docs/write-buffer.md):
-    /// one found in the log is refused at open, naming the log and the record's lsn. Replayed
-    /// as a commit (it has no page operations), its writes would be lost without a word.
+    /// A database whose header lacks the write-buffer feature (version 4, `header.rs`) refuses
+    /// a write-buffer record found in its log at open, naming the log and the record's lsn.
+    /// Replayed as a commit (it has no page operations), its writes would be lost without a
+    /// word.
     #[test]
     fn a_buffered_record_in_the_log_is_refused_not_replayed_as_a_commit_of_nothing() {
         use crate::io::{CrashMode, SimConfig, SimDisk};
@@ -508,7 +509,7 @@ mod tests {
             Err(Error::Corruption { file, offset, what }) => {
                 assert_eq!(file, dir.join("wal"));
                 assert_eq!(offset, start.0, "the record's own lsn, not its end {end:?}");
-                assert!(what.contains("write-buffer record"), "{what}");
+                assert!(what.contains("header does not allow them"), "{what}");
             }
             other => panic!("opened: {other:?}"),
         }

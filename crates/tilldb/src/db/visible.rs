@@ -199,6 +199,41 @@ impl Visible {
         }
     }
 
+    /// Adds a buffered commit replay read, as [`Visible::buffer_commit`] does, visible
+    /// already (its lsn is at or below the log's end the database opened at). Requires: no
+    /// reader holds a snapshot.
+    pub(super) fn buffer_replayed<'a>(
+        &self,
+        at: CommitAt,
+        writes: impl IntoIterator<Item = BufferedWrite<'a>>,
+        deltas: &[(TableId, i64)],
+    ) {
+        let mut reads = self.reads.lock();
+        assert!(
+            reads.snapshots.is_empty(),
+            "a buffer rebuilt under a reader"
+        );
+        assert!(
+            at.end <= reads.visibility.visible_lsn(),
+            "a replayed buffered commit past the end the log was read to"
+        );
+        reads.buffer.commit(at, writes, deltas);
+        if !reads.buffer.is_empty() && !crate::mutants::active("reads-skip-overlay") {
+            self.tree_alone.store(false, Ordering::Release);
+        }
+    }
+
+    /// Forgets every buffered version: a drain replayed put them in the tree. Requires: no
+    /// reader holds a snapshot.
+    pub(super) fn buffer_forget_all(&self) {
+        let mut reads = self.reads.lock();
+        assert!(
+            reads.snapshots.is_empty(),
+            "a buffer forgotten under a reader"
+        );
+        reads.buffer = WriteBuffer::default();
+    }
+
     /// The drain's writes: the newest buffered version of each key not drained, in (table,
     /// key) order, copied out. Requires: the writer lock held until [`Visible::drained`].
     pub(super) fn drain_writes(&self) -> Vec<(TableId, Vec<u8>, Option<Vec<u8>>)> {

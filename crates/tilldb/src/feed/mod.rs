@@ -313,13 +313,22 @@ impl Feed {
                     lsn: rec.lsn.0,
                     reason: format!("the commit record does not decode: {what}"),
                 })?;
-            let changes = commit.changes.ok_or_else(|| Error::FeedUnavailable {
-                dir: self.dir.clone(),
-                lsn: rec.lsn.0,
-                reason: "this commit was made with Options::change_feed off, so the log does \
-                         not hold its writes"
-                    .to_owned(),
-            })?;
+            // A drain of the write buffer: its writes were delivered from their buffered
+            // records (`record.rs`); its parts follow the runs, and it delivers nothing.
+            let drain = commit.role == crate::record::Role::Drain;
+            let changes = match commit.changes {
+                Some(changes) => changes,
+                None if drain => Vec::new(),
+                None => {
+                    return Err(Error::FeedUnavailable {
+                        dir: self.dir.clone(),
+                        lsn: rec.lsn.0,
+                        reason: "this commit was made with Options::change_feed off, so the log \
+                                 does not hold its writes"
+                            .to_owned(),
+                    });
+                }
+            };
             // A commit logged in parts is returned whole, at its last part; one whose last
             // part never came (a crash) is never returned.
             let step = match self.runs.step(commit.part) {
@@ -351,6 +360,9 @@ impl Feed {
                     whole
                 }
             };
+            if drain {
+                continue;
+            }
             self.pending.push_back(FeedTxn {
                 lsn: rec.end_lsn,
                 changes,

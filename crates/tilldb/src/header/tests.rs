@@ -13,6 +13,7 @@ fn header(generation: u64) -> Header {
         free_head: PageId(0),
         page_count: 9,
         encryption: None,
+        write_buffer: false,
     }
 }
 
@@ -98,22 +99,30 @@ fn a_version_1_header_reads_and_is_written_as_version_2() {
 
 #[test]
 fn bad_fields_under_a_good_crc_are_corruption_not_a_fallback() {
-    let cases: [(usize, u8, usize); 10] = [
+    let cases: [(usize, u8, usize); 13] = [
         (MAGIC_OFFSET, b'X', MAGIC_OFFSET),
-        (VERSION_OFFSET, 4, VERSION_OFFSET),
+        (VERSION_OFFSET, 5, VERSION_OFFSET),
+        // Version 4 with no feature of its own, and version 2 with a features word.
+        (VERSION_OFFSET, 4, FEATURES_OFFSET),
+        (FEATURES_OFFSET, 2, FEATURES_OFFSET),
+        // A feature bit this build does not know, under version 4.
+        (FEATURES_OFFSET, 2 | 4, FEATURES_OFFSET),
         // Version 3 says encrypted: its key block (at 128) is all zeros here.
         (VERSION_OFFSET, 3, TAIL_OFFSET),
         (PAGE_BYTES_OFFSET + 1, 0x41, PAGE_BYTES_OFFSET),
         (FLUSH_METHOD_OFFSET, 9, FLUSH_METHOD_OFFSET),
         (GUARD_OFFSET, 0, GUARD_OFFSET),
         (ZERO_OFFSET + 3, 1, ZERO_OFFSET),
-        (RESERVED_OFFSET + 60, 1, RESERVED_OFFSET),
+        (RESERVED_OFFSET + 52, 1, RESERVED_OFFSET),
         (CATALOG_ROOT_OFFSET, 200, CATALOG_ROOT_OFFSET),
         (GENERATION_OFFSET, 2, GENERATION_OFFSET),
     ];
     for (at, value, want) in cases {
         let mut bytes = header(3).encode(0);
         bytes[at] = value;
+        if value == 2 | 4 {
+            bytes[VERSION_OFFSET] = 4;
+        }
         let bytes = with_crc(bytes, 0);
         match Header::decode(&bytes, 0) {
             Err((offset, _)) => assert_eq!(offset, want, "byte {at}"),
@@ -161,4 +170,22 @@ fn flush_method_codes_round_trip() {
     }
     assert_eq!(flush_method_from_code(0), None);
     assert_eq!(flush_method_from_code(8), None);
+}
+
+/// A database with the write buffer on has header version 4 and feature bit 1; one without
+/// keeps version 2, readable by builds that know only 2 and 3.
+#[test]
+fn the_write_buffer_feature_is_version_4_and_round_trips() {
+    let plain = header(3);
+    let bytes = plain.encode(0);
+    assert_eq!(bytes[VERSION_OFFSET], 2);
+    assert_eq!(bytes[FEATURES_OFFSET..RESERVED_OFFSET], [0; 8]);
+    let buffered = Header {
+        write_buffer: true,
+        ..plain
+    };
+    let bytes = buffered.encode(0);
+    assert_eq!(bytes[VERSION_OFFSET], 4);
+    assert_eq!(bytes[FEATURES_OFFSET], 2, "feature bit 1, not encrypted");
+    assert_eq!(Header::decode(&bytes, 0), Ok(SlotState::Valid(buffered)));
 }

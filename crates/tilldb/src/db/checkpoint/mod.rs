@@ -79,6 +79,22 @@ impl Checkpoints {
         self.header.lock().newest().1
     }
 
+    /// Sets the header's write-buffer feature (version 4, `header.rs`) unless it is set: a
+    /// header write and its flush, before the first write-buffer record may be appended.
+    /// (Only the crate's tests turn the buffer on yet: `Db::set_write_buffer_bytes`.)
+    #[cfg(test)]
+    pub(super) fn allow_write_buffer(&self) -> crate::error::Result<()> {
+        let mut header_file = self.header.lock();
+        let (_, newest) = header_file.newest();
+        if !newest.write_buffer {
+            header_file.write(&Header {
+                write_buffer: true,
+                ..newest
+            })?;
+        }
+        Ok(())
+    }
+
     /// An encrypted database's keys (`None` for a plain one), as its header file holds them.
     pub(super) fn keys(&self) -> Option<std::sync::Arc<crate::crypt::DatabaseKeys>> {
         self.header.lock().keys().cloned()

@@ -14,18 +14,23 @@
 //! the tree, finds the tree current and needs no view of the buffer, and the log a
 //! checkpoint lets go of holds no buffered record the tree does not.
 //!
-//! Not yet (docs/write-buffer.md, "Built so far"): replay and read-only handles refuse
-//! buffered records, so the buffer is set only by the crate's own tests.
+//! Recovery and a read-only handle's refresh rebuild the buffer from the buffered records
+//! after the last drain in the log ([`rebuild`]); the writer's open then drains it with its
+//! checkpoint. A database whose header lacks the write-buffer feature (version 4) refuses
+//! them. Not yet (docs/write-buffer.md, "Built so far"): the option, so the buffer is set only
+//! by the crate's own tests ([`Db::set_write_buffer_bytes`]).
 
 use super::{Changes, apply_to_tree, root_of};
 use crate::Durability;
 use crate::btree::{Direction, Tree};
 use crate::db::locks::Writer;
+use crate::db::open::BufferedLog;
+use crate::db::pages::ReadPages;
 use crate::db::write_set::WriteSet;
 use crate::db::{CATALOG_ROOT, DEFAULT_ROOT, Db, catalog_root_of, counts, drop};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::page::PageId;
-use crate::record::{self, Role};
+use crate::record;
 use crate::txn::Seen;
 use crate::txn::buffer::{BufferedWrite, CommitAt};
 use crate::wal::Lsn;
@@ -81,11 +86,7 @@ pub(super) fn try_buffered(
             roots.push(root);
             let mut cursor = changes.writes.table(table)?;
             while let Some(write) = cursor.next()? {
-                let before = match inner.visible.buffered_newest(root.0, write.key) {
-                    Seen::Value(value) => value.is_some(),
-                    Seen::Tree => counts::holds(&pages, root, write.key)?,
-                };
-                let delta = i64::from(write.value.is_some()) - i64::from(before);
+                let delta = row_delta(db, &pages, root, write.key, write.value.is_some())?;
                 *deltas.entry(root.0).or_default() += delta;
                 writes.push(Owned {
                     table: index,
@@ -126,6 +127,80 @@ pub(super) fn try_buffered(
     Ok(Some(lsn))
 }
 
+impl Db {
+    /// Turns the write buffer on, draining at `bytes` of buffered versions (0: off; what is
+    /// buffered drains at the next commit through the tree, read or checkpoint). The header
+    /// gets the write-buffer feature first (`header.rs`, version 4), durable before the first
+    /// buffered record. Requires: no other handle commits meanwhile (the crate's tests, until
+    /// `Options` carries it: docs/write-buffer.md).
+    #[cfg(test)]
+    pub(crate) fn set_write_buffer_bytes(&self, bytes: u64) -> Result<()> {
+        if bytes > 0 {
+            self.inner.checkpoints.allow_write_buffer()?;
+        }
+        self.inner
+            .write_buffer_bytes
+            .store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The rows a write of `key` to the table at `root` adds (1), removes (-1) or leaves (0):
+/// whether the key held a value before, in the buffer's newest version, else in the tree
+/// (a read-only descent; the caller holds the tree lock shared), and whether it does after.
+fn row_delta(db: &Db, pages: &ReadPages<'_>, root: PageId, key: &[u8], put: bool) -> Result<i64> {
+    let before = match db.inner.visible.buffered_newest(root.0, key) {
+        Seen::Value(value) => value.is_some(),
+        Seen::Tree => counts::holds(pages, root, key)?,
+    };
+    Ok(i64::from(put) - i64::from(before))
+}
+
+/// Rebuilds the write buffer from the buffered commits replay read (`open/replay.rs`), each
+/// at its own lsns, with the row deltas its commit found (the tree as redo left it, then the
+/// buffered versions before it); a drain read forgets what the buffer held first. Requires:
+/// no reader yet (an open, or a read-only handle's refresh, which holds the handle mutably),
+/// and every table named still existing (a drop drains first).
+pub(in crate::db) fn rebuild(db: &Db, log: BufferedLog) -> Result<()> {
+    if log.drained {
+        db.inner.visible.buffer_forget_all();
+    }
+    let shared = db.inner.tree_lock.read();
+    let pages = db.read_pages();
+    let mut roots: BTreeMap<String, PageId> = BTreeMap::new();
+    for ((start, end), changes) in log.commits {
+        let mut deltas: BTreeMap<u64, i64> = BTreeMap::new();
+        let mut writes = Vec::with_capacity(changes.len());
+        for change in &changes {
+            let root = if let Some(root) = roots.get(&change.table) {
+                *root
+            } else {
+                let root = root_of(db, &change.table, shared.held())?.ok_or_else(|| {
+                    Error::Corruption {
+                        file: db.inner.dir.join(crate::db::claim::WAL_DIR_NAME),
+                        offset: start,
+                        what: "a buffered commit writes to a table that does not exist",
+                    }
+                })?;
+                roots.insert(change.table.clone(), root);
+                root
+            };
+            let delta = row_delta(db, &pages, root, &change.key, change.value.is_some())?;
+            *deltas.entry(root.0).or_default() += delta;
+            writes.push(BufferedWrite {
+                table: root.0,
+                key: &change.key,
+                value: change.value.as_deref(),
+            });
+        }
+        let deltas: Vec<(u64, i64)> = deltas.into_iter().filter(|(_, d)| *d != 0).collect();
+        db.inner
+            .visible
+            .buffer_replayed(CommitAt { start, end }, writes, &deltas);
+    }
+    Ok(())
+}
+
 /// Applies the buffer's versions not drained to the tree, as one commit of many parts (at
 /// `Lazy`: its writes are acknowledged already, by their buffered records) whose last part
 /// carries the drain flag. Nothing when the buffer holds none. Requires: the writer lock.
@@ -145,8 +220,9 @@ pub(in crate::db) fn drain(db: &Db, alloc: &mut Writer<'_>) -> Result<()> {
     let changes = Changes {
         writes: set.seal(),
         dropped: BTreeSet::new(),
+        drain: true,
     };
-    apply_to_tree(db, alloc, &changes, Durability::Lazy, Role::Drain)?;
+    apply_to_tree(db, alloc, &changes, Durability::Lazy)?;
     Ok(())
 }
 

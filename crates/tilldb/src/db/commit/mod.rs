@@ -26,7 +26,7 @@ mod buffer;
 mod parts;
 mod queue;
 
-pub(super) use buffer::drain;
+pub(super) use buffer::{drain, rebuild as rebuild_buffer};
 pub(super) use queue::{CommitQueue, commit_queued};
 
 use super::counts;
@@ -57,9 +57,17 @@ pub(super) struct Changes {
     /// Tables dropped. Drops apply before the writes, so a table dropped and then written to
     /// is a new table holding only those writes.
     pub dropped: BTreeSet<String>,
+    /// The write buffer's drain (`buffer.rs`): the writes are the buffer's, every record of
+    /// the commit carries the drain flag and none the feed's changes.
+    pub drain: bool,
 }
 
 impl Changes {
+    /// The role of the commit's records.
+    pub fn role(&self) -> Role {
+        if self.drain { Role::Drain } else { Role::Tree }
+    }
+
     /// The root of `table` as these changes see it: `None` once they drop it.
     pub fn visible_root_of(
         &self,
@@ -126,26 +134,22 @@ pub(super) fn apply(
         return Ok(lsn);
     }
     drain(db, alloc)?;
-    apply_to_tree(db, alloc, changes, durability, Role::Tree)
+    apply_to_tree(db, alloc, changes, durability)
 }
 
 /// Applies `changes` to the tree and appends their record to the log; returns its lsn. A
 /// commit whose page operations outgrow one part ([`part_limit`]) is logged in several
 /// records (`record.rs`, "parts"): the pages the earlier parts changed are held by the
 /// pool (never written to the data file) until the last part is appended. A drain
-/// (`role`) marks its last part and carries no changes for the feed (the buffered records
-/// did), and is the moment the buffer's versions are in the tree.
+/// (`Changes::drain`) flags its records and carries no changes for the feed (the buffered
+/// records did), and is the moment the buffer's versions are in the tree.
 fn apply_to_tree(
     db: &Db,
     alloc: &mut Writer<'_>,
     changes: &Changes,
     durability: Durability,
-    role: Role,
 ) -> Result<Lsn> {
-    assert!(
-        role != Role::Buffered,
-        "a buffered commit applied to the tree"
-    );
+    let role = changes.role();
     let inner = &db.inner;
     let exclusive = inner.tree_lock.write();
     let (drops, roots) = tables_of(db, changes, exclusive.held())?;
@@ -222,7 +226,14 @@ fn apply_to_tree(
     let mut records = parts;
     // With the feed, the last part's writes (all of them when there is one part).
     let feed = feed.then(|| part_writes.iter());
-    let lsn = append_parts(db, &ops, new_alloc, feed.as_ref(), &mut records, Some(role))?;
+    let lsn = append_parts(
+        db,
+        &ops,
+        new_alloc,
+        feed.as_ref(),
+        &mut records,
+        (role, true),
+    )?;
     drop(ops);
     assert!(
         lsn.0 >= provisional,

@@ -115,7 +115,9 @@ pub(super) fn write_in_parts<'c>(
     _tree: &TreeExclusive<'_>,
 ) -> Result<Written<'c>> {
     let inner = &db.inner;
-    let feed = inner.options.change_feed;
+    // A drain's writes reach the feed from their buffered records, not from its parts.
+    let feed = inner.options.change_feed && !changes.drain;
+    let role = changes.role();
     let limit = part_limit(db);
     // Unlogged frames the pool cannot evict: a part is cut before they crowd it.
     let unlogged_max = (inner.pool.capacity() / 4).max(4);
@@ -139,7 +141,7 @@ pub(super) fn write_in_parts<'c>(
                 if let Some(value) = write.value {
                     filler.push(write.key, value, || {
                         if pages.ops_bytes() >= limit || pages.touched_len() >= unlogged_max {
-                            cut_part(db, pages, &mut written, false)?;
+                            cut_part(db, pages, &mut written, (false, role))?;
                         }
                         Ok(())
                     })?;
@@ -165,7 +167,7 @@ pub(super) fn write_in_parts<'c>(
                 || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
             if cut {
                 delta += run.apply(tree, pages, &mut finger)?;
-                cut_part(db, pages, &mut written, feed)?;
+                cut_part(db, pages, &mut written, (feed, role))?;
                 part_changes_bytes = 0;
             }
             if feed {
@@ -312,10 +314,22 @@ fn apply_write(
 
 /// Appends the ops applied since the last part as a part of the commit (with the feed, the
 /// changes section of the writes they apply), and has the pool hold the pages they changed.
-fn cut_part(db: &Db, pages: &TxnPages<'_>, written: &mut Written<'_>, feed: bool) -> Result<()> {
+fn cut_part(
+    db: &Db,
+    pages: &TxnPages<'_>,
+    written: &mut Written<'_>,
+    (feed, role): (bool, record::Role),
+) -> Result<()> {
     let (ops, now, touched) = pages.take_part()?;
     let writes = feed.then(|| written.part_writes.iter());
-    append_parts(db, &ops, now, writes.as_ref(), &mut written.parts, None)?;
+    append_parts(
+        db,
+        &ops,
+        now,
+        writes.as_ref(),
+        &mut written.parts,
+        (role, false),
+    )?;
     drop((ops, writes));
     db.inner.pool.hold(&touched);
     written.part_writes.clear();
@@ -392,7 +406,7 @@ pub(super) fn part_limit(db: &Db) -> usize {
 /// little more than [`part_limit`] bytes of ops (the write that passed it), which one record
 /// carries: split at the limit, every part was a full record and a second of one op, whose
 /// append waited for a segment of its own (docs/benchmarks-journal.md, "The write set as an arena").
-/// With `last` (`Some`, the commit's role), the last record ends the commit. The parts of one commit may
+/// Each record has the commit's `role`; with `last`, the last record ends the commit. The parts of one commit may
 /// divide its ops anywhere, even inside one write's split: replay applies all of them or
 /// none. Returns the last record's end.
 pub(super) fn append_parts<'a, I>(
@@ -401,13 +415,11 @@ pub(super) fn append_parts<'a, I>(
     alloc: Alloc,
     writes: Option<&I>,
     records: &mut u32,
-    last: Option<record::Role>,
+    (role, last): (record::Role, bool),
 ) -> Result<Lsn>
 where
     I: IntoIterator<Item = record::Write<'a>> + Clone,
 {
-    let role = last.unwrap_or_default();
-    let last = last.is_some();
     let max = db.inner.wal.max_payload_bytes();
     let chunk_max = max - record::HEADER_BYTES;
     let changes_bytes = writes.map_or(0, |w| record::changes_len(w.clone()));
@@ -487,6 +499,8 @@ mod tests {
     /// redo-point tests (`tests/redo_points.rs`) take the boundary from here.
     #[test]
     fn a_commit_between_its_records_keeps_the_log_boundary_at_its_start() {
+        const LAST: (record::Role, bool) = (record::Role::Tree, true);
+        const NOT_LAST: (record::Role, bool) = (record::Role::Tree, false);
         let disk = SimDisk::new(SimConfig::default());
         let db = Db::open_with_storage(
             Arc::new(disk),
@@ -511,34 +525,18 @@ mod tests {
         let none: Option<&Vec<record::Write<'_>>> = None;
         // One record, the whole commit: the boundary is the log's end.
         let mut records = 0;
-        append_parts(
-            &db,
-            &[image(50)],
-            alloc,
-            none,
-            &mut records,
-            Some(record::Role::Tree),
-        )
-        .expect("append");
+        append_parts(&db, &[image(50)], alloc, none, &mut records, LAST).expect("append");
         assert_eq!(records, 1);
         assert_eq!(wal.boundary_end(), wal.end_lsn());
         // A first part of one record that is not the commit's last: the boundary stays at its
         // start.
         let start = wal.end_lsn();
         let mut records = 0;
-        append_parts(&db, &[image(50)], alloc, none, &mut records, None).expect("append");
+        append_parts(&db, &[image(50)], alloc, none, &mut records, NOT_LAST).expect("append");
         assert_eq!(records, 1);
         assert!(wal.end_lsn() > start);
         assert_eq!(wal.boundary_end(), start, "a first part of one record");
-        append_parts(
-            &db,
-            &[image(50)],
-            alloc,
-            none,
-            &mut records,
-            Some(record::Role::Tree),
-        )
-        .expect("append");
+        append_parts(&db, &[image(50)], alloc, none, &mut records, LAST).expect("append");
         assert_eq!(wal.boundary_end(), wal.end_lsn());
         // A part of a commit in more records than one (more images than a record holds),
         // not its last: the boundary stays where the commit began.
@@ -548,7 +546,7 @@ mod tests {
             .map(|i| image(51 + i))
             .collect();
         let mut records = 0;
-        append_parts(&db, &ops, alloc, none, &mut records, None).expect("append");
+        append_parts(&db, &ops, alloc, none, &mut records, NOT_LAST).expect("append");
         assert!(records >= 2, "{records} records");
         assert!(wal.end_lsn() > start);
         assert_eq!(
@@ -557,28 +555,12 @@ mod tests {
             "the boundary moved inside a commit logged in several records"
         );
         // Its last part, in one record: the commit ends, and the boundary is the end again.
-        append_parts(
-            &db,
-            &ops[..1],
-            alloc,
-            none,
-            &mut records,
-            Some(record::Role::Tree),
-        )
-        .expect("append");
+        append_parts(&db, &ops[..1], alloc, none, &mut records, LAST).expect("append");
         assert_eq!(wal.boundary_end(), wal.end_lsn());
         // A commit whose first part is its last but takes two records.
         let start = wal.end_lsn();
         let mut records = 0;
-        append_parts(
-            &db,
-            &ops,
-            alloc,
-            none,
-            &mut records,
-            Some(record::Role::Tree),
-        )
-        .expect("append");
+        append_parts(&db, &ops, alloc, none, &mut records, LAST).expect("append");
         assert!(records >= 2);
         assert!(wal.end_lsn() > start);
         assert_eq!(wal.boundary_end(), wal.end_lsn());

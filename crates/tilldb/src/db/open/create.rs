@@ -111,6 +111,7 @@ pub(super) fn create(
         free_head: alloc.free_head,
         page_count: alloc.page_count,
         encryption,
+        write_buffer: false,
     };
     let (header_file, _) = HeaderFile::create(&**storage, dir, method, &header, keys)?;
     remove_creating_marker(&**storage, dir)?;

@@ -29,7 +29,7 @@ mod read_only;
 mod replay;
 
 pub(in crate::db) use read_only::ReadOnly;
-pub(in crate::db) use replay::{Records, replay};
+pub(in crate::db) use replay::{BufferedLog, Records, replay};
 
 use crate::db::Db;
 use crate::db::claim;
@@ -152,7 +152,8 @@ pub(super) fn open_existing(
         page_count: header.page_count,
         free_head: header.free_head,
     };
-    let (alloc, pending_from) = replay(records, &pool, dir, first, &mut report)?;
+    let mut buffered = replay::BufferedLog::allowing(header.write_buffer);
+    let (alloc, pending_from) = replay(records, &pool, dir, first, (&mut report, &mut buffered))?;
     report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
     report.elapsed = started.elapsed();
     let options = Options {
@@ -181,6 +182,9 @@ pub(super) fn open_existing(
             (resume, header.checkpoint_lsn),
         ));
     }
+    // What the write buffer held when the log ended (the writer's open drains it with the
+    // checkpoint after recovery).
+    crate::db::commit::rebuild_buffer(&db, buffered)?;
     // After the read-only state went in (`get_mut` needs no weak reference either).
     crate::db::checkpoint::start_for(&db)?;
     Ok(db)

@@ -314,6 +314,7 @@ impl Db {
             ),
         };
         let records = open::replay::follow_log(&mut follower, durable.max(read_only.resume))?;
+        let mut buffered = open::BufferedLog::allowing(header.write_buffer);
         if let Some(last) = records.last() {
             let end = last.end_lsn;
             // Pages the writer wrote since are at most this new: read, they are no error.
@@ -325,7 +326,7 @@ impl Db {
                 &inner.pool,
                 &inner.dir,
                 before,
-                &mut report,
+                (&mut report, &mut buffered),
             )?;
             *inner.writer.get_mut() = alloc;
             read_only.resume = pending.unwrap_or(end);
@@ -338,6 +339,8 @@ impl Db {
         )]
         let held = &mut inner._lock;
         *held = lock;
+        // The buffered commits read, over the handle's own buffer (`commit/buffer.rs`).
+        crate::db::commit::rebuild_buffer(self, buffered)?;
         Ok(true)
     }
 

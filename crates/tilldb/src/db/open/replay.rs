@@ -138,7 +138,7 @@ pub(in crate::db) fn replay(
     pool: &BufferPool,
     dir: &Path,
     mut alloc: Alloc,
-    report: &mut RecoveryReport,
+    (report, buffered): (&mut RecoveryReport, &mut BufferedLog),
 ) -> Result<(Alloc, Option<crate::wal::Lsn>)> {
     // Where the records after the last applied one begin: parts of a commit whose last part
     // the records do not reach (a read-only handle's next refresh reads again from there).
@@ -179,7 +179,6 @@ pub(in crate::db) fn replay(
             return Ok(());
         }
         let commit = record::decode(rec.payload).map_err(|what| corrupt(rec.lsn, what))?;
-        only_tree_commits(&commit).map_err(|what| corrupt(rec.lsn, what))?;
         assert_eq!(
             commit.part,
             parts[index - 1],
@@ -217,6 +216,9 @@ pub(in crate::db) fn replay(
             pending_from = None;
             commit_from = None;
         }
+        buffered
+            .read((rec.lsn.0, rec.end_lsn.0), commit)
+            .map_err(|what| corrupt(rec.lsn, what))?;
         Ok(())
     })?;
     assert_eq!(
@@ -230,16 +232,57 @@ pub(in crate::db) fn replay(
     Ok((alloc, pending_from))
 }
 
-/// No store version this build writes allows a write-buffer record (docs/write-buffer.md):
-/// replaying a buffered commit's empty ops would drop its writes without a word.
-fn only_tree_commits(commit: &record::Commit) -> std::result::Result<(), &'static str> {
-    if commit.role == record::Role::Tree {
+/// The buffered commits redo read after the last drain it read (`record::Role`): what the
+/// write buffer held where the records end (`commit/buffer.rs` rebuilds it).
+#[derive(Debug, Default)]
+pub(in crate::db) struct BufferedLog {
+    /// The header allows write-buffer records (`Header::write_buffer`).
+    allowed: bool,
+    /// A drain was read: every buffered commit before it, in these records or before them,
+    /// is in the tree.
+    pub drained: bool,
+    /// The buffered commits after the last drain read, in log order: each record's (start,
+    /// end) lsns and its writes.
+    pub commits: Vec<((u64, u64), Vec<record::Change>)>,
+}
+
+impl BufferedLog {
+    /// Buffered commits to come, from a log whose header says (`allowed`) whether it may hold
+    /// write-buffer records.
+    pub(in crate::db) fn allowing(allowed: bool) -> Self {
+        BufferedLog {
+            allowed,
+            ..BufferedLog::default()
+        }
+    }
+
+    /// Takes in one applied record, spanning `lsns`: a buffered commit is kept, a drain's
+    /// last part forgets every one before it (the drain took the whole buffer under the writer
+    /// lock, so none was buffered between its parts). `Err`: a write-buffer record in a log
+    /// whose header does not allow them (replayed as a commit of no ops, its writes would be
+    /// lost without a word).
+    fn read(&mut self, lsns: (u64, u64), commit: record::Commit) -> Result<(), &'static str> {
+        if commit.role != record::Role::Tree && !self.allowed {
+            return Err(
+                "a write-buffer record (buffered commit or drain) in a database whose \
+                        header does not allow them (version 4, feature bit 1)",
+            );
+        }
+        match commit.role {
+            record::Role::Buffered => {
+                let changes = commit
+                    .changes
+                    .expect("a buffered record decodes with its writes");
+                self.commits.push((lsns, changes));
+            }
+            record::Role::Drain if commit.part.last => {
+                self.drained = true;
+                self.commits.clear();
+            }
+            // A tree commit, or a drain's part before its last.
+            record::Role::Tree | record::Role::Drain => {}
+        }
         Ok(())
-    } else {
-        Err(
-            "a write-buffer record (buffered commit or drain) in a store whose version does \
-             not allow them",
-        )
     }
 }
 

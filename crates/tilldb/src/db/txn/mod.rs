@@ -227,6 +227,7 @@ impl<'db> Txn<'db> {
         let changes = Changes {
             writes: std::mem::take(&mut self.writes).seal(),
             dropped: std::mem::take(&mut self.dropped),
+            drain: false,
         };
         let lsn = match self.alloc.take() {
             // It read: it holds the writer lock, and applies its own commit under it.
