@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 75] = [
+pub const ALL: [(&str, &str); 78] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -24,6 +24,18 @@ pub const ALL: [(&str, &str); 75] = [
     (
         "commit-leaves-overlay-hint",
         "a commit records older values in the overlay without clearing its empty hint",
+    ),
+    (
+        "reads-skip-buffer",
+        "reads skip the write buffer: a buffered commit is invisible until its drain",
+    ),
+    (
+        "replay-forgets-the-buffer",
+        "replay drops the buffered commits after the last drain: the open loses them",
+    ),
+    (
+        "close-passes-the-buffer",
+        "a handle's close writes a header whose redo point passes buffered records the tree lacks",
     ),
     (
         "reads-skip-overlay",

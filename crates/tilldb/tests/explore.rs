@@ -29,6 +29,7 @@ fn scenarios(guard: TornPageGuard) -> Vec<Scenario> {
             flush_method,
             four_k: false,
             encrypted: false,
+            write_buffer: false,
         };
         out.push(scenario(
             Durability::Sync,
@@ -49,6 +50,14 @@ fn scenarios(guard: TornPageGuard) -> Vec<Scenario> {
                 FlushMethod::Fdatasync,
                 &workload,
             ));
+            // The write buffer (docs/write-buffer.md): the commits these levels buffer, and
+            // the drains among them, crashed at every point.
+            for durability in [Durability::Buffered, Durability::Lazy] {
+                out.push(Scenario {
+                    write_buffer: true,
+                    ..scenario(durability, FlushMethod::Fdatasync, &workload)
+                });
+            }
         }
         if matches!(
             workload.name,
@@ -216,6 +225,7 @@ fn recordings_are_deterministic_and_cover_every_kind_of_call() {
         flush_method: FlushMethod::Fdatasync,
         four_k: false,
         encrypted: false,
+        write_buffer: false,
     };
     let a = record(&scenario);
     let b = record(&scenario);

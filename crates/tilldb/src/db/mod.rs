@@ -53,7 +53,8 @@
 //! | `tree_lock` | `locks.rs` | itself (shared: readers; exclusive: a commit changing pages) | `TreeHeld` / `TreeExclusive` guards |
 //! | `commits` (the commit queue) | `commit/queue.rs` | its mutex | `commit::commit_queued` |
 //! | `spill_to` | `write_set/spill.rs` | its atomics | `WriteSet::spilling` (`txn/mod.rs`) |
-//! | `visible` (visible lsn, snapshots, overlay) | `visible.rs` | its `reads` mutex; two published atomics | `Visible`'s methods |
+//! | `visible` (visible lsn, snapshots, overlay, write buffer) | `visible.rs` | its `reads` mutex; two published atomics | `Visible`'s methods |
+//! | `write_buffer_bytes` (where the write buffer drains; 0: off) | `commit/buffer.rs` | an atomic, set before commits use it | `Db::set_write_buffer_bytes` (tests) |
 //! | `checkpoints` (header file and the key that wraps its data key, running checkpoint, its thread, background writer, marks) | `checkpoint/` | its mutexes; marks only move forward | `Checkpoints`' methods (`rotate.rs` rotates the key) |
 //! | `graveyard` (dropped tables not reclaimed) | `drop.rs` | its mutex, changed under the writer lock | `Db::reclaim_dropped`, `commit::bury` |
 //! | `counters` | `stats.rs` | atomics | `Counters`' methods |

@@ -45,18 +45,26 @@ pub struct Scenario {
     pub four_k: bool,
     /// An encrypted database (docs/encryption.md): sealed pages, log records and scratch.
     pub encrypted: bool,
+    /// The write buffer on (docs/write-buffer.md), draining at `WRITE_BUFFER_BYTES`: the
+    /// `Buffered` and `Lazy` commits are buffered, and drains run inside the workload.
+    pub write_buffer: bool,
 }
+
+/// Where a scenario's write buffer drains: a few commits' worth, so that drains (and crashes
+/// inside them) come often.
+const WRITE_BUFFER_BYTES: u64 = 2048;
 
 impl Scenario {
     pub fn name(&self) -> String {
         format!(
-            "{}/{}/{:?}/{}{}{}",
+            "{}/{}/{:?}/{}{}{}{}",
             self.workload.name,
             self.guard,
             self.durability,
             self.flush_method,
             if self.four_k { "/4k" } else { "" },
-            if self.encrypted { "/encrypted" } else { "" }
+            if self.encrypted { "/encrypted" } else { "" },
+            if self.write_buffer { "/buffer" } else { "" }
         )
     }
 
@@ -112,7 +120,11 @@ impl Scenario {
     }
 
     fn open(&self, disk: &SimDisk) -> tilldb::Result<Db> {
-        Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), self.options())
+        let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), self.options())?;
+        if self.write_buffer {
+            db.set_write_buffer_bytes(WRITE_BUFFER_BYTES)?;
+        }
+        Ok(db)
     }
 }
 

@@ -131,10 +131,11 @@ impl Db {
     /// Turns the write buffer on, draining at `bytes` of buffered versions (0: off; what is
     /// buffered drains at the next commit through the tree, read or checkpoint). The header
     /// gets the write-buffer feature first (`header.rs`, version 4), durable before the first
-    /// buffered record. Requires: no other handle commits meanwhile (the crate's tests, until
-    /// `Options` carries it: docs/write-buffer.md).
-    #[cfg(test)]
-    pub(crate) fn set_write_buffer_bytes(&self, bytes: u64) -> Result<()> {
+    /// buffered record. Requires: no other handle commits meanwhile. For the crate's tests
+    /// and the crash explorers, until `Options` carries it (docs/write-buffer.md).
+    #[doc(hidden)]
+    #[cfg(any(test, feature = "internals"))]
+    pub fn set_write_buffer_bytes(&self, bytes: u64) -> Result<()> {
         if bytes > 0 {
             self.inner.checkpoints.allow_write_buffer()?;
         }
