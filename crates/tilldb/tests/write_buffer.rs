@@ -115,3 +115,44 @@ fn a_killed_process_reopens_with_every_buffered_commit() {
     assert_eq!(read_all(&db.begin_read().expect("read")), state);
     db.check().expect("the tree checks out");
 }
+
+/// A read-only handle (`Db::open_read_only`) beside a writer that buffers: it rebuilds the
+/// buffer from the log at open and at each refresh, across a drain the writer makes between
+/// two refreshes, and reads what the writer's readers read.
+#[test]
+fn a_read_only_handle_reads_the_buffered_commits_across_refreshes_and_drains() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = Db::open(dir.path(), Options::for_tests()).expect("open");
+    writer.set_write_buffer_bytes(1 << 30).expect("buffer on");
+    let mut state = BTreeMap::new();
+    for round in 0..20 {
+        commit(&writer, &mut state, round);
+    }
+    let mut reader = Db::open_read_only(dir.path(), Options::for_tests()).expect("read-only");
+    // Buffered commits are durable within the flush interval, published every few ms.
+    let wait_for = |reader: &mut Db, state: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str| {
+        let started = std::time::Instant::now();
+        loop {
+            reader.refresh().expect("refresh");
+            if read_all(&reader.begin_read().expect("read")) == *state {
+                return;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "the reader never saw {what}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    wait_for(&mut reader, &state, "the first buffered commits");
+    // A drain (the writer's transaction reads first), then more buffered commits.
+    let mut txn = writer.begin().expect("begin");
+    txn.get(&key(3)).expect("get");
+    txn.rollback();
+    for round in 20..40 {
+        commit(&writer, &mut state, round);
+    }
+    wait_for(&mut reader, &state, "the commits after the drain");
+    drop(reader);
+    writer.close().expect("close");
+}
