@@ -332,6 +332,18 @@ pub struct Options {
     /// (docs/durability.md, "Large transactions"). Its reads of its own writes then read the
     /// runs back. Default: 64 MiB.
     pub write_set_bytes: u64,
+    /// Bytes of buffered writes at which the write buffer drains into the tree; 0: no
+    /// buffer, every commit changes the tree before it returns. With a buffer, a commit at
+    /// `Buffered` or `Lazy` that drops no table, writes only to tables that exist and fits
+    /// one log record is appended to the log and kept in memory, and the tree takes many
+    /// such commits at once later (docs/write-buffer.md): a no-flush commit costs a log
+    /// append, a lookup of each key (for the table's length) and a map insert. A `Sync`
+    /// commit, any other commit, a write transaction's first read and a checkpoint drain it
+    /// first; reads see it at every snapshot; recovery rebuilds it from the log. Memory:
+    /// about this much, and up to as much again while older snapshots need a drained
+    /// buffer. Turning it on once makes the database's header version 4 (this build and
+    /// later read it; earlier builds refuse it, naming the version). Default: 0.
+    pub write_buffer_bytes: u64,
     /// Encryption at rest (docs/encryption.md): the application's key, which wraps the
     /// database's data key in its header; pages, log records and scratch files are sealed.
     /// A database is created encrypted or plain and stays so; `Db::compact_encrypted_to`
@@ -363,6 +375,7 @@ impl Default for Options {
             feed_retention_bytes: 4 << 30,
             commit_part_bytes: 8 << 20,
             write_set_bytes: 64 << 20,
+            write_buffer_bytes: 0,
             encryption: None,
         }
     }
@@ -391,6 +404,7 @@ impl Options {
             feed_retention_bytes: 64 << 20,
             commit_part_bytes: 64 << 10,
             write_set_bytes: 512 << 10,
+            write_buffer_bytes: 0,
             encryption: None,
         }
     }

@@ -1,5 +1,5 @@
-//! The write buffer through the public API (docs/write-buffer.md; on through the test hook
-//! `Db::set_write_buffer_bytes` until `Options` carries it): buffered commits read back by
+//! The write buffer through the public API (docs/write-buffer.md, `Options::write_buffer_bytes`;
+//! the hidden `Db::set_write_buffer_bytes` moves its threshold mid-test): buffered commits read back by
 //! every read, an older snapshot kept through a drain, and a killed process that reopens with
 //! every acknowledged commit. The crate's own tests (`db/commit/buffer/tests.rs`) run the
 //! same against a model of every state; the crash explorer's `/buffer` scenarios crash it at
@@ -64,8 +64,15 @@ fn commit(db: &Db, state: &mut BTreeMap<Vec<u8>, Vec<u8>>, round: u32) {
 #[test]
 fn buffered_commits_read_back_and_an_old_snapshot_keeps_its_view_through_a_drain() {
     let disk = Arc::new(SimDisk::new(SimConfig::default()));
-    let db = Db::open_with_storage(disk, Path::new("/db"), options()).expect("create");
-    db.set_write_buffer_bytes(1 << 30).expect("buffer on");
+    let db = Db::open_with_storage(
+        disk,
+        Path::new("/db"),
+        Options {
+            write_buffer_bytes: 1 << 30,
+            ..options()
+        },
+    )
+    .expect("create");
     let mut state = BTreeMap::new();
     for round in 0..40 {
         commit(&db, &mut state, round);

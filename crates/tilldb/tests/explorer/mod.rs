@@ -95,6 +95,11 @@ impl Scenario {
                 ..defaults.wal.clone()
             },
             background_threads: false,
+            write_buffer_bytes: if self.write_buffer {
+                WRITE_BUFFER_BYTES
+            } else {
+                0
+            },
             encryption: self
                 .encrypted
                 .then(|| tilldb::internals::crypt::Encryption {
@@ -120,11 +125,7 @@ impl Scenario {
     }
 
     fn open(&self, disk: &SimDisk) -> tilldb::Result<Db> {
-        let db = Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), self.options())?;
-        if self.write_buffer {
-            db.set_write_buffer_bytes(WRITE_BUFFER_BYTES)?;
-        }
-        Ok(db)
+        Db::open_with_storage(Arc::new(disk.clone()), Path::new("/db"), self.options())
     }
 }
 

@@ -81,8 +81,6 @@ impl Checkpoints {
 
     /// Sets the header's write-buffer feature (version 4, `header.rs`) unless it is set: a
     /// header write and its flush, before the first write-buffer record may be appended.
-    /// (Only tests turn the buffer on yet: `Db::set_write_buffer_bytes`.)
-    #[cfg(any(test, feature = "internals"))]
     pub(super) fn allow_write_buffer(&self) -> crate::error::Result<()> {
         let mut header_file = self.header.lock();
         let (_, newest) = header_file.newest();

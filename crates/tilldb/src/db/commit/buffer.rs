@@ -6,7 +6,7 @@
 //! applies the buffer's newest versions to the tree as one ordinary commit, whose last part
 //! carries the drain flag (`record::Role::Drain`).
 //!
-//! Which commits are buffered ([`try_buffered`]): with a buffer (`Inner::write_buffer_bytes`
+//! Which commits are buffered ([`try_buffered`]): with a buffer (`Options::write_buffer_bytes`
 //! above 0), a commit at `Buffered` or `Lazy` that drops no table, writes only to tables
 //! that exist, and whose writes fit one log record. Every other commit drains the buffer
 //! first ([`drain`], from `apply`), and so does a transaction's first read (`Txn::latch`)
@@ -17,8 +17,7 @@
 //! Recovery and a read-only handle's refresh rebuild the buffer from the buffered records
 //! after the last drain in the log ([`rebuild`]); the writer's open then drains it with its
 //! checkpoint. A database whose header lacks the write-buffer feature (version 4) refuses
-//! them. Not yet (docs/write-buffer.md, "Built so far"): the option, so the buffer is set only
-//! by the crate's own tests ([`Db::set_write_buffer_bytes`]).
+//! them. On with `Options::write_buffer_bytes` (default 0: off).
 
 use super::{Changes, apply_to_tree, root_of};
 use crate::Durability;
@@ -131,11 +130,8 @@ impl Db {
     /// Turns the write buffer on, draining at `bytes` of buffered versions (0: off; what is
     /// buffered drains at the next commit through the tree, read or checkpoint). The header
     /// gets the write-buffer feature first (`header.rs`, version 4), durable before the first
-    /// buffered record. Requires: no other handle commits meanwhile. For the crate's tests
-    /// and the crash explorers, until `Options` carries it (docs/write-buffer.md).
-    #[doc(hidden)]
-    #[cfg(any(test, feature = "internals"))]
-    pub fn set_write_buffer_bytes(&self, bytes: u64) -> Result<()> {
+    /// buffered record. At open (`Options::write_buffer_bytes`), before any commit.
+    pub(in crate::db) fn turn_write_buffer_on(&self, bytes: u64) -> Result<()> {
         if bytes > 0 {
             self.inner.checkpoints.allow_write_buffer()?;
         }
@@ -143,6 +139,15 @@ impl Db {
             .write_buffer_bytes
             .store(bytes, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Changes where the write buffer drains, as [`Db::turn_write_buffer_on`] does, while the
+    /// database is open: for tests that want drains at a moment of their own. Requires: no
+    /// other handle commits meanwhile.
+    #[doc(hidden)]
+    #[cfg(any(test, feature = "internals"))]
+    pub fn set_write_buffer_bytes(&self, bytes: u64) -> Result<()> {
+        self.turn_write_buffer_on(bytes)
     }
 }
 

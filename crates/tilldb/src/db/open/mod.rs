@@ -279,15 +279,24 @@ impl Db {
     }
 
     /// Opens the database in `dir` on any storage (the simulated disk in tests).
-    #[expect(
-        clippy::needless_pass_by_value,
-        reason = "callers hand the storage over; the log keeps its own clone"
-    )]
     pub fn open_with_storage(
         storage: Arc<dyn Storage>,
         dir: &Path,
         options: Options,
     ) -> Result<Db> {
+        let write_buffer_bytes = options.write_buffer_bytes;
+        let db = Db::open_unbuffered(storage, dir, options)?;
+        // The header allows buffered records before the first one (`commit/buffer.rs`).
+        db.turn_write_buffer_on(write_buffer_bytes)?;
+        Ok(db)
+    }
+
+    /// [`Db::open_with_storage`] but for the write buffer, which it turns on after.
+    #[expect(
+        clippy::needless_pass_by_value,
+        reason = "callers hand the storage over; the log keeps its own clone"
+    )]
+    fn open_unbuffered(storage: Arc<dyn Storage>, dir: &Path, options: Options) -> Result<Db> {
         let started = std::time::Instant::now();
         let _span = tracing::info_span!("tilldb.open", dir = %dir.display()).entered();
         options.validate()?;
