@@ -11,7 +11,8 @@
 //! 100 durable transactions of 1,000 rows); `TILLDB_NO_BACKGROUND=1` turns the background
 //! threads off; `TILLDB_ROWS_PER_COMMIT=N` puts N rows a commit (`till bench kv`'s durable
 //! transactions of 1,000 rows: `sync 100` with N = 1000); `TILLDB_PAUSE_MS=N` waits N ms
-//! before the measured commits, to attach `perf record -p` to them; `TILLDB_ENCRYPT=1` encrypts the database (docs/encryption.md: so far its log).
+//! before the measured commits, to attach `perf record -p` to them; `TILLDB_ENCRYPT=1` encrypts the database (docs/encryption.md: so far its log);
+//! `TILLDB_WRITE_BUFFER_BYTES=N` turns the write buffer on (docs/write-buffer.md).
 //!
 //! ```sh
 //! cargo run --release -p tilldb --example commit_profile -- [LEVEL] [COMMITS] [ROWS] [DIR]
@@ -141,6 +142,11 @@ fn options() -> Options {
             Ok("full-page-images") => tilldb::TornPageGuard::FullPageImages,
             _ => tilldb::TornPageGuard::Auto,
         },
+        // `TILLDB_WRITE_BUFFER_BYTES=N`: the write buffer on (docs/write-buffer.md).
+        write_buffer_bytes: std::env::var("TILLDB_WRITE_BUFFER_BYTES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
         // `TILLDB_ENCRYPT=1`: an encrypted database (its log sealed; docs/encryption.md).
         encryption: (std::env::var("TILLDB_ENCRYPT").as_deref() == Ok("1")).then(|| {
             tilldb::internals::crypt::Encryption {

@@ -333,13 +333,12 @@ pub struct Options {
     /// runs back. Default: 64 MiB.
     pub write_set_bytes: u64,
     /// Bytes of buffered writes at which the write buffer drains into the tree; 0: no
-    /// buffer, every commit changes the tree before it returns. With a buffer, a commit at
-    /// `Buffered` or `Lazy` that drops no table, writes only to tables that exist and fits
-    /// one log record is appended to the log and kept in memory, and the tree takes many
-    /// such commits at once later (docs/write-buffer.md): a no-flush commit costs a log
-    /// append, a lookup of each key (for the table's length) and a map insert. A `Sync`
-    /// commit, any other commit, a write transaction's first read and a checkpoint drain it
-    /// first; reads see it at every snapshot; recovery rebuilds it from the log. Memory:
+    /// buffer, every commit changes the tree before it returns. With a buffer, a commit (at
+    /// any level) that drops no table, writes only to tables that exist and fits one log
+    /// record is appended to the log and kept in memory, and the tree takes many such
+    /// commits at once later (docs/write-buffer.md): a commit costs a log append, a lookup
+    /// of each key (for the table's length) and a map insert. Any other commit, a write
+    /// transaction's first read and a checkpoint drain it first; reads see it at every snapshot; recovery rebuilds it from the log. Memory:
     /// about this much, and up to as much again while older snapshots need a drained
     /// buffer. Turning it on once makes the database's header version 4 (this build and
     /// later read it; earlier builds refuse it, naming the version). Default: 0.

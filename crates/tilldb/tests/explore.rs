@@ -38,6 +38,16 @@ fn scenarios(guard: TornPageGuard) -> Vec<Scenario> {
         ));
         if matches!(
             workload.name,
+            "small-txns" | "checkpoints" | "segment-switch" | "multi-part-commit"
+        ) {
+            // The write buffer takes `Sync` commits too (docs/write-buffer.md, step 2).
+            out.push(Scenario {
+                write_buffer: true,
+                ..scenario(Durability::Sync, FlushMethod::Fdatasync, &workload)
+            });
+        }
+        if matches!(
+            workload.name,
             "small-txns" | "checkpoints" | "segment-switch"
         ) {
             out.push(scenario(

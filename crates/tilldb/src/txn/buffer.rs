@@ -48,6 +48,7 @@
 
 use super::overlay::{TABLE_BYTES, as_slice, entry_key, with_entry_key};
 use super::{Seen, TableId};
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -90,8 +91,9 @@ struct Generation {
     drained_at: Option<u64>,
     /// Per (table, key) as an entry key (`overlay.rs`), its versions, lsns increasing.
     entries: BTreeMap<Arc<[u8]>, VecDeque<After>>,
-    /// Every version's (lsn, entry key) in lsn order, for pruning; a version that stays the
-    /// key's newest at the horizon leaves it but stays in `entries`.
+    /// (lsn, entry key) of every version that replaced an older one of its key, in lsn
+    /// order: once the horizon reaches it, the versions before it go. A key's first version
+    /// is not listed (nothing before it to prune: most keys have one).
     by_lsn: VecDeque<(u64, Arc<[u8]>)>,
     /// Per table, (lsn, the sum of the row deltas of the commits up to it), lsns increasing.
     counts: BTreeMap<TableId, VecDeque<(u64, i64)>>,
@@ -194,32 +196,31 @@ impl WriteBuffer {
         live.first_start.get_or_insert(at.start);
         live.last_end = Some(at.end);
         for write in writes {
-            let found = with_entry_key(write.table, write.key, |probe| {
-                live.entries
-                    .get_key_value(probe)
-                    .map(|(k, _)| Arc::clone(k))
-            });
-            let entry = found.unwrap_or_else(|| {
-                let entry = entry_key(write.table, write.key);
-                live.entries.insert(Arc::clone(&entry), VecDeque::new());
-                entry
-            });
-            let versions = live
-                .entries
-                .get_mut(&entry)
-                .expect("found or inserted above");
-            if let Some(last) = versions.back() {
-                assert!(
-                    last.lsn < at.end,
-                    "write buffer: two writes of one key in one commit, or out of order"
-                );
-            }
+            // One search: most buffered keys are new (a fresh entry key either way).
+            let (entry, versions) = match live.entries.entry(entry_key(write.table, write.key)) {
+                Entry::Vacant(vacant) => {
+                    let entry = Arc::clone(vacant.key());
+                    (entry, vacant.insert(VecDeque::new()))
+                }
+                Entry::Occupied(occupied) => {
+                    let entry = Arc::clone(occupied.key());
+                    let versions = occupied.into_mut();
+                    let last = versions.back().expect("a kept entry has a version");
+                    assert!(
+                        last.lsn < at.end,
+                        "write buffer: two writes of one key in one commit, or out of order"
+                    );
+                    // The older version becomes prunable once this one is at the horizon;
+                    // a key with one version never needs the index.
+                    live.by_lsn.push_back((at.end, Arc::clone(&entry)));
+                    (entry, versions)
+                }
+            };
             live.bytes += version_bytes(&entry, write.value);
             versions.push_back(After {
                 lsn: at.end,
                 value: write.value.map(Box::from),
             });
-            live.by_lsn.push_back((at.end, entry));
         }
         for &(table, delta) in deltas {
             let sums = live.counts.entry(table).or_default();

@@ -55,11 +55,7 @@ pub(super) fn try_buffered(
     let inner = &db.inner;
     let limit = inner.write_buffer_bytes.load(Ordering::Relaxed);
     let max = inner.wal.max_payload_bytes();
-    if limit == 0
-        || durability == Durability::Sync
-        || !changes.dropped.is_empty()
-        || changes.writes.bytes() > max as u64
-    {
+    if limit == 0 || !changes.dropped.is_empty() || changes.writes.bytes() > max as u64 {
         return Ok(None);
     }
     let tables: Vec<String> = changes

@@ -211,9 +211,9 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
-    /// A process killed after buffered commits (acknowledged at `Buffered`: written to the
-    /// OS) and `Sync` ones through the tree, some drained at a small threshold, before a
-    /// tree commit or by a checkpoint, some not: the reopen
+    /// A process killed after buffered commits (acknowledged at `Buffered`, written to the
+    /// OS, or `Sync`) and read-modify-write ones through the tree, some drained at a small
+    /// threshold, before a tree commit or by a checkpoint, some not: the reopen
     /// rebuilds the buffer from the log after the last drain and holds every acknowledged
     /// commit, read every way; the writer's open drains it into the tree, which checks out;
     /// a second crash and reopen finds the same.
@@ -227,8 +227,12 @@ proptest! {
         let options = Options { background_threads: false, ..Options::for_tests() };
         let db = open_on(&disk, options.clone(), if small { 2_000 } else { 1 << 30 });
         let mut state = State::new();
-        for (round, (writes, sync)) in commits.iter().enumerate() {
+        for (round, (writes, through_tree)) in commits.iter().enumerate() {
             let mut txn = db.begin().expect("begin");
+            if *through_tree {
+                // A transaction that reads first drains, and commits through the tree.
+                txn.get(b"\x00").expect("get");
+            }
             for &(t, k, put) in writes {
                 if put {
                     let v = value(k, round);
@@ -239,8 +243,8 @@ proptest! {
                     state.remove(&(t, k));
                 }
             }
-            // A `Sync` commit goes through the tree, after a drain.
-            txn.commit_with(if *sync { Durability::Sync } else { Durability::Buffered }).expect("commit");
+            let durability = if round % 3 == 0 { Durability::Sync } else { Durability::Buffered };
+            txn.commit_with(durability).expect("commit");
             if checkpoint_at == Some(round) {
                 db.checkpoint().expect("checkpoint");
             }
