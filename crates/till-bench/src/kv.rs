@@ -149,6 +149,10 @@ pub struct KvArgs {
     /// auto, chosen when the database is created, as `Options::default()` does].
     #[arg(long)]
     torn_page_guard: Option<tilldb::TornPageGuard>,
+    /// tilldb's write buffer, in bytes (docs/write-buffer.md): commits kept in memory and
+    /// applied to the tree many at a time [default: 0, off, as `Options::default()`].
+    #[arg(long, default_value_t = 0)]
+    write_buffer_bytes: u64,
     /// Directory for the scratch stores; each run uses and then removes a fresh
     /// subdirectory, one subdirectory per engine in it.
     #[arg(long, default_value = "tilldb-bench")]

@@ -108,6 +108,8 @@ pub struct KvRun {
     /// N.
     pub rows: u64,
     pub cache_bytes: u64,
+    /// tilldb's write buffer (0: off).
+    pub write_buffer_bytes: u64,
     pub threads: Vec<usize>,
     pub workloads: Vec<Workload>,
     pub engines: Vec<EngineRun>,
@@ -175,6 +177,8 @@ pub struct KvJson {
     key_bytes: usize,
     value_bytes: usize,
     cache_bytes: u64,
+    /// tilldb's write buffer (0: off).
+    write_buffer_bytes: u64,
     threads: Vec<usize>,
     machine: MachineJson,
     disk: DiskJson,
@@ -257,6 +261,7 @@ pub fn json(run: &KvRun) -> KvJson {
         key_bytes: KEY_BYTES,
         value_bytes: VALUE_BYTES,
         cache_bytes: run.cache_bytes,
+        write_buffer_bytes: run.write_buffer_bytes,
         threads: run.threads.clone(),
         machine: run.setting.machine_json(),
         disk: run.setting.disk_json(),
@@ -280,9 +285,17 @@ pub fn print_text(run: &KvRun) {
             "load",
             format!(
                 "N = {} rows; cache {} MiB per engine; one fresh store per engine, engines \
-                 in turn",
+                 in turn{}",
                 run.rows,
-                run.cache_bytes >> 20
+                run.cache_bytes >> 20,
+                if run.write_buffer_bytes > 0 {
+                    format!(
+                        "; tilldb's write buffer {} MiB",
+                        run.write_buffer_bytes >> 20
+                    )
+                } else {
+                    String::new()
+                }
             ),
         ),
     ];

@@ -44,6 +44,7 @@ pub fn run(args: &KvArgs) -> Result<(), Box<dyn std::error::Error>> {
         cache_bytes,
         flush_method: args.flush_method,
         torn_page_guard: args.torn_page_guard,
+        write_buffer_bytes: args.write_buffer_bytes,
     };
     let workloads = Workload::all(&args.threads);
     let bar = crate::progress_bar((engines.len() * workloads.len()) as u64);
@@ -87,6 +88,7 @@ pub fn run(args: &KvArgs) -> Result<(), Box<dyn std::error::Error>> {
         setting,
         rows: args.rows,
         cache_bytes,
+        write_buffer_bytes: args.write_buffer_bytes,
         threads: args.threads.clone(),
         workloads,
         engines: runs,
@@ -621,6 +623,7 @@ mod tests {
                 cache_bytes: CACHE_BYTES_MIN,
                 flush_method: None,
                 torn_page_guard: None,
+                write_buffer_bytes: 0,
             },
             keys: &keys,
             bar: &bar,

@@ -134,6 +134,8 @@ pub struct Settings {
     pub flush_method: Option<FlushMethod>,
     /// tilldb's torn-page guard; `None` is `Options::default()`'s (auto).
     pub torn_page_guard: Option<::tilldb::TornPageGuard>,
+    /// tilldb's `Options::write_buffer_bytes` (0: off, the default).
+    pub write_buffer_bytes: u64,
 }
 
 /// Opens the `engine` store in `dir`, creating it if the directory is empty.
@@ -232,13 +234,23 @@ mod tests {
     fn every_built_engine_runs_each_operation() {
         let base = tempfile::tempdir().expect("tempdir");
         let keys = Keys::generate(100);
-        let settings = Settings {
+        let plain = Settings {
             cache_bytes: 16 << 20,
             flush_method: Some(FlushMethod::Fdatasync),
             torn_page_guard: None,
+            write_buffer_bytes: 0,
         };
-        for engine in default_engines() {
-            let dir = base.path().join(name(engine));
+        // Each engine as it is, then tilldb with its write buffer on (`--write-buffer-bytes`).
+        let buffered = Settings {
+            write_buffer_bytes: 1 << 20,
+            ..plain
+        };
+        let runs = default_engines()
+            .into_iter()
+            .map(|engine| (engine, plain))
+            .chain([(Engine::Tilldb, buffered)]);
+        for (i, (engine, settings)) in runs.enumerate() {
+            let dir = base.path().join(format!("{}-{i}", name(engine)));
             std::fs::create_dir(&dir).expect("mkdir");
             let mut store = open(engine, &dir, settings).expect("open");
             store.put_txn(&keys.loaded, Commit::Sync).expect("put");
@@ -309,7 +321,7 @@ mod tests {
                 "{}",
                 name(engine)
             );
-            let copy = base.path().join(format!("{}-compacted", name(engine)));
+            let copy = base.path().join(format!("{}-{i}-compacted", name(engine)));
             store.compact(&copy).expect("compact");
             store.close().expect("close");
         }

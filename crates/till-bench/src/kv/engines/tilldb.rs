@@ -51,6 +51,7 @@ pub fn open(dir: &Path, settings: Settings, encrypted: bool) -> Result<Box<dyn K
         torn_page_guard: settings
             .torn_page_guard
             .unwrap_or(Options::default().torn_page_guard),
+        write_buffer_bytes: settings.write_buffer_bytes,
         ..Options::default()
     };
     options.validate()?;
