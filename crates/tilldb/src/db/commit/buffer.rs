@@ -3,12 +3,14 @@
 //!
 //! A commit the write buffer takes is appended as one record holding its writes
 //! (`record::encode_buffered`) and added to the buffer; the tree is not touched. The *drain*
-//! applies the buffer's newest versions to the tree as one ordinary commit, whose last part
-//! carries the drain flag (`record::Role::Drain`).
+//! applies the buffer's newest versions to the tree as one ordinary commit, every part of
+//! which carries the drain flag (`record::Role::Drain`).
 //!
 //! Which commits are buffered ([`try_buffered`]): with a buffer (`Options::write_buffer_bytes`
-//! above 0), a commit at `Buffered` or `Lazy` that drops no table, writes only to tables
-//! that exist, and whose writes fit one log record. Every other commit drains the buffer
+//! above 0), a commit at any level (a `Sync` one is acknowledged once its record is durable,
+//! as any) that drops no table, writes only to tables that exist, and whose writes are at
+//! most a part (`Options::commit_part_bytes`) and fit one log record. Every other commit
+//! drains the buffer
 //! first ([`drain`], from `apply`), and so does a transaction's first read (`Txn::latch`)
 //! and a checkpoint before it reads its redo point: a writer that reads, or commits through
 //! the tree, finds the tree current and needs no view of the buffer, and the log a
@@ -55,7 +57,11 @@ pub(super) fn try_buffered(
     let inner = &db.inner;
     let limit = inner.write_buffer_bytes.load(Ordering::Relaxed);
     let max = inner.wal.max_payload_bytes();
-    if limit == 0 || !changes.dropped.is_empty() || changes.writes.bytes() > max as u64 {
+    // At most a part of writes (`Options::commit_part_bytes`): a larger commit gains nothing
+    // from the buffer (its drain is its own tree work, one commit later), and one of 500,000
+    // deletes buffered moved its whole cost into the next transaction's first read.
+    let largest = super::part_limit(db).min(max) as u64;
+    if limit == 0 || !changes.dropped.is_empty() || changes.writes.bytes() > largest {
         return Ok(None);
     }
     let tables: Vec<String> = changes
