@@ -62,6 +62,7 @@ def open(
     read_only: bool = False,
     key: Optional[Union[bytes, bytearray]] = None,
     key_file: Optional[Union[str, "os.PathLike[str]"]] = None,
+    write_buffer_bytes: int = 0,
 ) -> Db:
     """Opens (creating when missing) the database in directory ``path``.
 
@@ -73,7 +74,9 @@ def open(
     ``cache_bytes``: the buffer pool (default 64 MiB, at least 8 pages). ``page_bytes``: a
     power of two from 4096 to 65536, fixed at create (default 16384). ``flush_method``: fixed
     at create; None probes the device and stores the fastest durable one. ``change_feed``: log
-    each commit's writes for ``till ship``. An unknown option is a ``TypeError``; a bad flush
+    each commit's writes for ``till ship``. ``write_buffer_bytes``: the write buffer (0, the
+    default: off), where small commits are logged and kept in memory and reach the tree many
+    at a time (docs/write-buffer.md); it makes the database's header version 4. An unknown option is a ``TypeError``; a bad flush
     method name a ``ValueError``; options the engine refuses ``InvalidOptionsError``; a
     database open in another process ``LockedError``.
 
