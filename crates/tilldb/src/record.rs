@@ -17,9 +17,9 @@
 //!                          part is in the log, every buffered commit before its first part
 //!                          is in its ops; bit 0 clear (the feed delivered the writes from
 //!                          the buffered records, and skips a drain)
-//!                          the other bits must be zero; bits 1 and 2 only in a store whose
-//!                          header allows them: none yet (docs/write-buffer.md), so replay
-//!                          refuses such a record by name (`db/open/replay.rs`)
+//!                          the other bits must be zero; bits 1 and 2 only under a header
+//!                          with the write-buffer feature (version 4, `header.rs`): replay
+//!                          refuses them by name under any other (`db/open/replay.rs`)
 //!      2    2 zero         must be zero
 //!      4    4 part         this record's place in its commit, from 0 (0 and kind Commit: a
 //!                          whole commit; version 1 wrote zero here)
@@ -119,7 +119,7 @@ impl Part {
 /// What a commit record does besides its ops (flag bits 1 and 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Role {
-    /// Its ops change the tree; nothing else (every record before store version 3).
+    /// Its ops change the tree; nothing else (every record before header version 4).
     #[default]
     Tree,
     /// A buffered commit: its changes section goes to the write buffer; it has no ops.

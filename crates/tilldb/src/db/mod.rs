@@ -16,7 +16,9 @@
 //! under one hold of the lock); a commit records the values readers must still see in the
 //! overlay, applies the write set to the tree (pages become unlogged), appends one commit
 //! record, stamps the pages with its lsn, releases the lock, then waits for the durability
-//! level. Readers read at the visible lsn (see `txn::visibility`).
+//! level. With the write buffer on (`Options::write_buffer_bytes`), a small commit instead
+//! appends one record of its writes and adds them to the buffer, which a later drain applies
+//! to the tree (`commit/buffer.rs`). Readers read at the visible lsn (see `txn::visibility`).
 //!
 //! # Full-page images
 //!

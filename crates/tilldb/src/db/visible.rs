@@ -193,10 +193,7 @@ impl Visible {
             reads.visibility.visible_lsn() < at.end,
             "a buffered commit visible before its versions are buffered"
         );
-        reads.buffer.commit(at, writes, deltas);
-        if !reads.buffer.is_empty() && !crate::mutants::active("reads-skip-overlay") {
-            self.tree_alone.store(false, Ordering::Release);
-        }
+        self.add_to_buffer(&mut reads, at, writes, deltas);
     }
 
     /// Adds a buffered commit replay read, as [`Visible::buffer_commit`] does, visible
@@ -217,10 +214,7 @@ impl Visible {
             at.end <= reads.visibility.visible_lsn(),
             "a replayed buffered commit past the end the log was read to"
         );
-        reads.buffer.commit(at, writes, deltas);
-        if !reads.buffer.is_empty() && !crate::mutants::active("reads-skip-overlay") {
-            self.tree_alone.store(false, Ordering::Release);
-        }
+        self.add_to_buffer(&mut reads, at, writes, deltas);
     }
 
     /// Forgets every buffered version: a drain replayed put them in the tree. Requires: no
@@ -232,6 +226,21 @@ impl Visible {
             "a buffer forgotten under a reader"
         );
         reads.buffer = WriteBuffer::default();
+    }
+
+    /// Adds a buffered commit to the buffer and clears the tree-alone hint (under `reads`,
+    /// before any reader can see the commit).
+    fn add_to_buffer<'a>(
+        &self,
+        reads: &mut Reads,
+        at: CommitAt,
+        writes: impl IntoIterator<Item = BufferedWrite<'a>>,
+        deltas: &[(TableId, i64)],
+    ) {
+        reads.buffer.commit(at, writes, deltas);
+        if !reads.buffer.is_empty() && !crate::mutants::active("reads-skip-overlay") {
+            self.tree_alone.store(false, Ordering::Release);
+        }
     }
 
     /// The drain's writes: the newest buffered version of each key not drained, in (table,

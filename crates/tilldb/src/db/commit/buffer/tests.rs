@@ -111,6 +111,25 @@ fn read_all(read: &crate::ReadTxn<'_>) -> State {
     state
 }
 
+/// Makes `writes` (table index, key, put or delete) in `txn`, and in the model `state`.
+fn write_all(
+    txn: &mut crate::Txn<'_>,
+    state: &mut State,
+    writes: &[(usize, u8, bool)],
+    round: usize,
+) {
+    for &(t, k, put) in writes {
+        if put {
+            let v = value(k, round);
+            txn.put_in(TABLES[t], &[k], &v).expect("put");
+            state.insert((t, k), v);
+        } else {
+            txn.delete_in(TABLES[t], &[k]).expect("delete");
+            state.remove(&(t, k));
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     /// A commit of these writes at this durability, through the queue (it only wrote).
@@ -159,16 +178,7 @@ proptest! {
             match op {
                 Op::Commit(writes, durability) => {
                     let mut txn = db.begin().expect("begin");
-                    for &(t, k, put) in writes {
-                        if put {
-                            let v = value(k, round);
-                            txn.put_in(TABLES[t], &[k], &v).expect("put");
-                            state.insert((t, k), v);
-                        } else {
-                            txn.delete_in(TABLES[t], &[k]).expect("delete");
-                            state.remove(&(t, k));
-                        }
-                    }
+                    write_all(&mut txn, &mut state, writes, round);
                     txn.commit_with(*durability).expect("commit");
                     buffered_any |= db.inner.visible.buffer_live_bytes() > 0;
                 }
@@ -233,16 +243,7 @@ proptest! {
                 // A transaction that reads first drains, and commits through the tree.
                 txn.get(b"\x00").expect("get");
             }
-            for &(t, k, put) in writes {
-                if put {
-                    let v = value(k, round);
-                    txn.put_in(TABLES[t], &[k], &v).expect("put");
-                    state.insert((t, k), v);
-                } else {
-                    txn.delete_in(TABLES[t], &[k]).expect("delete");
-                    state.remove(&(t, k));
-                }
-            }
+            write_all(&mut txn, &mut state, writes, round);
             let durability = if round % 3 == 0 { Durability::Sync } else { Durability::Buffered };
             txn.commit_with(durability).expect("commit");
             if checkpoint_at == Some(round) {
