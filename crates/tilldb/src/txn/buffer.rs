@@ -46,12 +46,12 @@
 //! in the tree: a checkpoint's redo point never passes the start of the live generation's
 //! first record ([`WriteBuffer::redo_floor`]).
 
-use super::overlay::{TABLE_BYTES, as_slice, entry_key, with_entry_key};
 use super::{Seen, TableId};
-use std::collections::btree_map::Entry;
+use keys::{After, BufKey, KeyView, Probe, Versions};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::Arc;
+
+mod keys;
 
 /// Bytes a version costs beyond its key and value: the map node's share, the version, the
 /// pruning index's entry (an estimate, so that the drain threshold tracks memory).
@@ -77,24 +77,17 @@ pub struct BufferedWrite<'a> {
     pub value: Option<&'a [u8]>,
 }
 
-/// The value a buffered commit wrote, and that commit's lsn.
-#[derive(Debug)]
-struct After {
-    lsn: u64,
-    value: Option<Box<[u8]>>,
-}
-
 /// The commits buffered between two drains.
 #[derive(Debug, Default)]
 struct Generation {
     /// The lsn of the drain that applied it to the tree; `None` for the live generation.
     drained_at: Option<u64>,
-    /// Per (table, key) as an entry key (`overlay.rs`), its versions, lsns increasing.
-    entries: BTreeMap<Arc<[u8]>, VecDeque<After>>,
-    /// (lsn, entry key) of every version that replaced an older one of its key, in lsn
+    /// Per table, per key, its versions, lsns increasing (`buffer/keys.rs`).
+    entries: BTreeMap<TableId, BTreeMap<BufKey, Versions>>,
+    /// (lsn, table, key) of every version that replaced an older one of its key, in lsn
     /// order: once the horizon reaches it, the versions before it go. A key's first version
     /// is not listed (nothing before it to prune: most keys have one).
-    by_lsn: VecDeque<(u64, Arc<[u8]>)>,
+    by_lsn: VecDeque<(u64, TableId, BufKey)>,
     /// Per table, (lsn, the sum of the row deltas of the commits up to it), lsns increasing.
     counts: BTreeMap<TableId, VecDeque<(u64, i64)>>,
     /// Estimated memory of `entries` (see `VERSION_OVERHEAD_BYTES`).
@@ -112,13 +105,9 @@ impl Generation {
         self.drained_at.is_none_or(|drained| snapshot < drained)
     }
 
-    /// The newest version of `entry` at or before `snapshot`.
-    fn version_at(&self, entry: &[u8], snapshot: u64) -> Option<&After> {
-        self.entries
-            .get(entry)?
-            .iter()
-            .rev()
-            .find(|after| after.lsn <= snapshot)
+    /// The newest version of `key` in `table` at or before `snapshot`.
+    fn version_at(&self, table: TableId, key: &dyn KeyView, snapshot: u64) -> Option<&After> {
+        self.entries.get(&table)?.get(key)?.at(snapshot)
     }
 
     fn count_delta(&self, table: TableId, snapshot: u64) -> i64 {
@@ -133,22 +122,23 @@ impl Generation {
     /// Forgets the versions and sums no reader at or past `horizon` needs: those older than
     /// the newest at or before it.
     fn prune(&mut self, horizon: u64) {
-        while let Some((lsn, _)) = self.by_lsn.front() {
+        while let Some((lsn, _, _)) = self.by_lsn.front() {
             if *lsn > horizon {
                 break;
             }
-            let (lsn, entry) = self.by_lsn.pop_front().expect("looked at above");
+            let (lsn, table, key) = self.by_lsn.pop_front().expect("looked at above");
             let versions = self
                 .entries
-                .get_mut(&*entry)
+                .get_mut(&table)
+                .and_then(|keys| keys.get_mut(&key))
                 .expect("by_lsn and entries agree");
-            while versions.front().is_some_and(|after| after.lsn < lsn) {
-                let old = versions.pop_front().expect("looked at above");
-                self.bytes -= version_bytes(&entry, old.value.as_deref());
-            }
+            let bytes = &mut self.bytes;
+            versions.drop_before(lsn, |old| {
+                *bytes -= version_bytes(key.bytes(), old.value.as_deref());
+            });
             assert_eq!(
-                versions.front().map(|after| after.lsn),
-                Some(lsn),
+                versions.oldest().lsn,
+                lsn,
                 "write buffer: pruned past the version the index names"
             );
         }
@@ -160,9 +150,12 @@ impl Generation {
     }
 }
 
-fn version_bytes(entry: &[u8], value: Option<&[u8]>) -> usize {
-    entry.len() + value.map_or(0, <[u8]>::len) + VERSION_OVERHEAD_BYTES
+fn version_bytes(key: &[u8], value: Option<&[u8]>) -> usize {
+    TABLE_BYTES + key.len() + value.map_or(0, <[u8]>::len) + VERSION_OVERHEAD_BYTES
 }
+
+/// Bytes a version's table costs in the estimate (as when keys carried their table).
+const TABLE_BYTES: usize = 8;
 
 /// Buffered commits (see the module doc).
 #[derive(Debug, Default)]
@@ -196,31 +189,22 @@ impl WriteBuffer {
         live.first_start.get_or_insert(at.start);
         live.last_end = Some(at.end);
         for write in writes {
-            // One search: most buffered keys are new (a fresh entry key either way).
-            let (entry, versions) = match live.entries.entry(entry_key(write.table, write.key)) {
-                Entry::Vacant(vacant) => {
-                    let entry = Arc::clone(vacant.key());
-                    (entry, vacant.insert(VecDeque::new()))
-                }
-                Entry::Occupied(occupied) => {
-                    let entry = Arc::clone(occupied.key());
-                    let versions = occupied.into_mut();
-                    let last = versions.back().expect("a kept entry has a version");
-                    assert!(
-                        last.lsn < at.end,
-                        "write buffer: two writes of one key in one commit, or out of order"
-                    );
-                    // The older version becomes prunable once this one is at the horizon;
-                    // a key with one version never needs the index.
-                    live.by_lsn.push_back((at.end, Arc::clone(&entry)));
-                    (entry, versions)
-                }
-            };
-            live.bytes += version_bytes(&entry, write.value);
-            versions.push_back(After {
+            let keys = live.entries.entry(write.table).or_default();
+            let after = After {
                 lsn: at.end,
                 value: write.value.map(Box::from),
-            });
+            };
+            live.bytes += version_bytes(write.key, write.value);
+            // One search when the key is new (most buffered keys are).
+            if let Some(versions) = keys.get_mut(&Probe::new(write.key) as &dyn KeyView) {
+                versions.push(after);
+                // The older version becomes prunable once this one is at the horizon; a
+                // key with one version never needs the index.
+                live.by_lsn
+                    .push_back((at.end, write.table, BufKey::new(write.key)));
+            } else {
+                keys.insert(BufKey::new(write.key), Versions::One(after));
+            }
         }
         for &(table, delta) in deltas {
             let sums = live.counts.entry(table).or_default();
@@ -239,14 +223,13 @@ impl WriteBuffer {
     /// its snapshot, or [`Seen::Tree`] (read the overlay and the tree) when there is none.
     #[must_use]
     pub fn seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
-        with_entry_key(table, key, |entry| {
-            self.newest_first()
-                .filter(|g| g.read_by(snapshot))
-                .find_map(|g| g.version_at(entry, snapshot))
-                .map_or(Seen::Tree, |after| {
-                    Seen::Value(after.value.as_deref().map(<[u8]>::to_vec))
-                })
-        })
+        let probe = Probe::new(key);
+        self.newest_first()
+            .filter(|g| g.read_by(snapshot))
+            .find_map(|g| g.version_at(table, &probe, snapshot))
+            .map_or(Seen::Tree, |after| {
+                Seen::Value(after.value.as_deref().map(<[u8]>::to_vec))
+            })
     }
 
     /// The keys of `table` within the bounds that a reader at `snapshot` sees a buffered
@@ -259,17 +242,17 @@ impl WriteBuffer {
         (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
         snapshot: u64,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let lo = entry_bound(table, lower, false);
-        let hi = entry_bound(table, upper, true);
+        let (lo, hi) = (probe_bound(lower), probe_bound(upper));
+        let bounds = (as_view(&lo), as_view(&hi));
         let mut seen: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
         // Oldest generation first: a newer one's version replaces an older one's.
         for g in self.drained.iter().chain([&self.live]) {
-            if !g.read_by(snapshot) {
+            let Some(keys) = g.entries.get(&table).filter(|_| g.read_by(snapshot)) else {
                 continue;
-            }
-            for (entry, versions) in g.entries.range::<[u8], _>((as_slice(&lo), as_slice(&hi))) {
-                if let Some(after) = versions.iter().rev().find(|a| a.lsn <= snapshot) {
-                    seen.insert(&entry[TABLE_BYTES..], after.value.as_deref());
+            };
+            for (key, versions) in keys.range::<dyn KeyView, _>(bounds) {
+                if let Some(after) = versions.at(snapshot) {
+                    seen.insert(key.bytes(), after.value.as_deref());
                 }
             }
         }
@@ -294,19 +277,13 @@ impl WriteBuffer {
 
     /// What the drain applies to the tree: the newest version of each key of the live
     /// generation, in (table, key) order.
-    #[expect(
-        clippy::big_endian_bytes,
-        reason = "entry keys hold the table big-endian, so that byte order is table order"
-    )]
     pub fn drain_writes(&self) -> impl Iterator<Item = BufferedWrite<'_>> {
-        self.live.entries.iter().map(|(entry, versions)| {
-            let (table, key) = entry.split_at(TABLE_BYTES);
-            let newest = versions.back().expect("a kept entry has a version");
-            BufferedWrite {
-                table: TableId::from_be_bytes(table.try_into().expect("TABLE_BYTES bytes")),
-                key,
-                value: newest.value.as_deref(),
-            }
+        self.live.entries.iter().flat_map(|(&table, keys)| {
+            keys.iter().map(move |(key, versions)| BufferedWrite {
+                table,
+                key: key.bytes(),
+                value: versions.newest().value.as_deref(),
+            })
         })
     }
 
@@ -322,7 +299,7 @@ impl WriteBuffer {
         let mut generation = std::mem::take(&mut self.live);
         generation.drained_at = Some(at);
         generation.by_lsn.clear();
-        if !generation.entries.is_empty() {
+        if generation.entries.values().any(|keys| !keys.is_empty()) {
             self.drained.push_back(generation);
         }
     }
@@ -357,7 +334,7 @@ impl WriteBuffer {
     /// Whether no generation holds a version: every reader reads the tree.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.live.entries.is_empty() && self.drained.is_empty()
+        self.live.entries.values().all(BTreeMap::is_empty) && self.drained.is_empty()
     }
 
     /// Where the first record not yet drained begins: a checkpoint's redo point stays at or
@@ -381,13 +358,9 @@ impl WriteBuffer {
         }
         for g in self.drained.iter().chain([&self.live]) {
             let mut bytes = 0;
-            for (entry, versions) in &g.entries {
-                assert!(
-                    !versions.is_empty(),
-                    "write buffer: an entry with no version"
-                );
+            for (key, versions) in g.entries.values().flatten() {
                 let mut last = None;
-                for after in versions {
+                for after in versions.iter() {
                     assert!(
                         last.is_none_or(|l| l < after.lsn),
                         "write buffer: versions out of lsn order"
@@ -401,17 +374,18 @@ impl WriteBuffer {
                             "write buffer: a live version before the last drain"
                         );
                     }
-                    bytes += version_bytes(entry, after.value.as_deref());
+                    bytes += version_bytes(key.bytes(), after.value.as_deref());
                 }
             }
             assert_eq!(g.bytes, bytes, "write buffer: byte count");
             let mut previous = 0;
-            for (lsn, entry) in &g.by_lsn {
+            for (lsn, table, key) in &g.by_lsn {
                 assert!(previous <= *lsn, "write buffer: index out of lsn order");
                 previous = *lsn;
                 assert!(
                     g.entries
-                        .get(&**entry)
+                        .get(table)
+                        .and_then(|keys| keys.get(key))
                         .is_some_and(|v| v.iter().any(|a| a.lsn == *lsn)),
                     "write buffer: the index names a version not kept"
                 );
@@ -420,16 +394,16 @@ impl WriteBuffer {
     }
 }
 
-/// The entry-key bound of a key bound of `table`; an unbounded end stops at the table's end.
-fn entry_bound(table: TableId, bound: Bound<&[u8]>, upper: bool) -> Bound<Arc<[u8]>> {
+/// A key bound as the map searches it.
+fn probe_bound(bound: Bound<&[u8]>) -> Bound<Probe<'_>> {
+    bound.map(Probe::new)
+}
+
+fn as_view<'p>(bound: &'p Bound<Probe<'_>>) -> Bound<&'p dyn KeyView> {
     match bound {
-        Bound::Included(k) => Bound::Included(entry_key(table, k)),
-        Bound::Excluded(k) => Bound::Excluded(entry_key(table, k)),
-        Bound::Unbounded if !upper => Bound::Included(entry_key(table, &[])),
-        Bound::Unbounded => match table.checked_add(1) {
-            Some(next) => Bound::Excluded(entry_key(next, &[])),
-            None => Bound::Unbounded,
-        },
+        Bound::Included(p) => Bound::Included(p),
+        Bound::Excluded(p) => Bound::Excluded(p),
+        Bound::Unbounded => Bound::Unbounded,
     }
 }
 

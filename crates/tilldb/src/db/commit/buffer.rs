@@ -36,13 +36,40 @@ use crate::txn::Seen;
 use crate::txn::buffer::{BufferedWrite, CommitAt};
 use crate::wal::Lsn;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 
-/// One write of a buffered commit, copied out of the write set.
-struct Owned {
-    table: usize,
-    key: Vec<u8>,
-    value: Option<Vec<u8>>,
+/// A buffered commit's writes, copied out of the write set into one buffer: (table index,
+/// key's range, value's range or `None` for a delete).
+#[derive(Default)]
+struct Copied {
+    bytes: Vec<u8>,
+    writes: Vec<(usize, Range<usize>, Option<Range<usize>>)>,
+}
+
+impl Copied {
+    fn push(&mut self, table: usize, key: &[u8], value: Option<&[u8]>) {
+        let key = self.copy(key);
+        let value = value.map(|value| self.copy(value));
+        self.writes.push((table, key, value));
+    }
+
+    fn copy(&mut self, bytes: &[u8]) -> Range<usize> {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(bytes);
+        start..self.bytes.len()
+    }
+
+    /// Each write: (table index, key, value).
+    fn iter(&self) -> impl Iterator<Item = (usize, &[u8], Option<&[u8]>)> + Clone {
+        self.writes.iter().map(|(table, key, value)| {
+            (
+                *table,
+                &self.bytes[key.clone()],
+                value.clone().map(|value| &self.bytes[value]),
+            )
+        })
+    }
 }
 
 /// Buffers `changes` if the buffer takes them (see the module doc): appends their record,
@@ -71,7 +98,7 @@ pub(super) fn try_buffered(
         .map(str::to_owned)
         .collect();
     let mut roots = Vec::with_capacity(tables.len());
-    let mut writes = Vec::new();
+    let mut writes = Copied::default();
     // Each write's row change: whether its key held a value before (in the buffer's newest
     // version, else in the tree) and does after.
     let mut deltas: BTreeMap<u64, i64> = BTreeMap::new();
@@ -89,18 +116,14 @@ pub(super) fn try_buffered(
             while let Some(write) = cursor.next()? {
                 let delta = row_delta(db, &pages, root, write.key, write.value.is_some())?;
                 *deltas.entry(root.0).or_default() += delta;
-                writes.push(Owned {
-                    table: index,
-                    key: write.key.to_vec(),
-                    value: write.value.map(<[u8]>::to_vec),
-                });
+                writes.push(index, write.key, write.value);
             }
         }
     }
-    let as_record = writes.iter().map(|w| record::Write {
-        table: &tables[w.table],
-        key: &w.key,
-        value: w.value.as_deref(),
+    let as_record = writes.iter().map(|(table, key, value)| record::Write {
+        table: &tables[table],
+        key,
+        value,
     });
     if record::HEADER_BYTES + record::changes_len(as_record.clone()) > max {
         return Ok(None);
@@ -114,10 +137,10 @@ pub(super) fn try_buffered(
     let deltas: Vec<(u64, i64)> = deltas.into_iter().filter(|(_, d)| *d != 0).collect();
     inner.visible.buffer_commit(
         CommitAt { start, end: lsn.0 },
-        writes.iter().map(|w| BufferedWrite {
-            table: roots[w.table].0,
-            key: &w.key,
-            value: w.value.as_deref(),
+        writes.iter().map(|(table, key, value)| BufferedWrite {
+            table: roots[table].0,
+            key,
+            value,
         }),
         &deltas,
     );
