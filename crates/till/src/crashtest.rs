@@ -29,8 +29,12 @@
 //! `--encrypt` encrypts the database (docs/encryption.md): the same oracle, over sealed pages
 //! and log records.
 //!
+//! `--write-buffer-bytes N` turns the write buffer on in the child (docs/write-buffer.md):
+//! commits are buffered and drained into the tree every N bytes, so kills land in drains
+//! and in the recovery that rebuilds the buffer.
+//!
 //! `--json` prints `{ kills, commits_verified, lost, corrupt, threads, guard, durability,
-//! racers, encrypted, opens_refused, seconds, seed, dir, error (null unless the oracle
+//! racers, encrypted, write_buffer_bytes, opens_refused, seconds, seed, dir, error (null unless the oracle
 //! failed) }`;
 //! `commits_verified` is the acknowledged commits found present after the last kill, over all
 //! threads; `opens_refused` counts the refused opens of all rounds.
@@ -91,6 +95,11 @@ pub struct CrashtestArgs {
     /// one may hold it and commit, the others are refused and retry.
     #[arg(long, default_value_t = 0)]
     racers: usize,
+    /// Turn the write buffer on in the child (`Options::write_buffer_bytes`,
+    /// docs/write-buffer.md): its commits are buffered, and drained into the tree each time
+    /// the buffer holds this many bytes, so kills land inside drains too. 0: off.
+    #[arg(long, default_value_t = 0)]
+    write_buffer_bytes: u64,
     /// Print JSON (stable for scripts) instead of a line per kill.
     #[arg(long)]
     json: bool,
@@ -149,6 +158,7 @@ fn options(
             ..tilldb::WalOptions::default()
         },
         encryption,
+        write_buffer_bytes: args.write_buffer_bytes,
         ..Options::default()
     }
 }
@@ -213,12 +223,17 @@ pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     if !args.json {
         println!(
-            "crashtest: {} kills in {} (seed {seed}, guard {guard}, {} threads, {}{})",
+            "crashtest: {} kills in {} (seed {seed}, guard {guard}, {} threads, {}{}{})",
             args.kills,
             args.dir.display(),
             args.threads,
             args.durability,
-            if args.encrypt { ", encrypted" } else { "" }
+            if args.encrypt { ", encrypted" } else { "" },
+            if args.write_buffer_bytes > 0 {
+                format!(", write buffer {} bytes", args.write_buffer_bytes)
+            } else {
+                String::new()
+            }
         );
     }
     // The key, made now if it is to be made: before any child could race to make it.
@@ -237,6 +252,7 @@ pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
             "durability": args.durability.name(),
             "racers": args.racers,
             "encrypted": args.encrypt,
+            "write_buffer_bytes": args.write_buffer_bytes,
             "opens_refused": summary.opens_refused,
             "seconds": seconds,
             "seed": seed,
@@ -346,6 +362,7 @@ fn spawn_child(
     Command::new(exe)
         .args(["crashtest", "--child", "--guard", guard.name()])
         .args(["--durability", args.durability.name()])
+        .args(["--write-buffer-bytes", &args.write_buffer_bytes.to_string()])
         .args(["--threads", &args.threads.to_string(), "--dir"])
         .arg(&args.dir)
         .args(if args.encrypt {

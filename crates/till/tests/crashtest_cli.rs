@@ -31,6 +31,48 @@ fn real_kills_lose_nothing_acknowledged() {
     assert!(stdout.contains("lost = 0, corrupt = 0"), "{stdout}");
 }
 
+/// With the write buffer on and drains every 64 KiB, kills land in buffered commits, in
+/// drains and in the recovery that rebuilds the buffer (docs/write-buffer.md).
+#[test]
+fn real_kills_with_the_write_buffer_lose_nothing_acknowledged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_till"))
+        .args([
+            "crashtest",
+            "--kills",
+            "10",
+            "--max-run-ms",
+            "250",
+            "--seed",
+            "7",
+            "--durability",
+            "buffered",
+            "--write-buffer-bytes",
+            "65536",
+            "--json",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("run till");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(doc["kills"], 10, "{stdout}");
+    assert_eq!(doc["lost"], 0, "{stdout}");
+    assert_eq!(doc["corrupt"], 0, "{stdout}");
+    assert_eq!(doc["write_buffer_bytes"], 65536, "{stdout}");
+    assert!(
+        doc["commits_verified"].as_u64().is_some_and(|n| n > 0),
+        "{stdout}"
+    );
+    assert!(doc["error"].is_null(), "{stdout}");
+}
+
 #[test]
 fn crashtest_refuses_nonsense() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -163,3 +163,87 @@ fn a_read_only_handle_reads_the_buffered_commits_across_refreshes_and_drains() {
     drop(reader);
     writer.close().expect("close");
 }
+
+/// A database on disk with buffered commits in two tables, some drained and some not:
+/// returns it and what each table holds.
+fn buffered_on_disk(dir: &Path) -> (Db, BTreeMap<Vec<u8>, Vec<u8>>, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let db = Db::open(dir, Options::for_tests()).expect("open");
+    let mut txn = db.begin().expect("begin");
+    txn.put_in("queue", b"head", b"0").expect("put");
+    txn.commit().expect("the table made through the tree");
+    let mut queue = BTreeMap::from([(b"head".to_vec(), b"0".to_vec())]);
+    db.set_write_buffer_bytes(4096).expect("buffer on");
+    let mut state = BTreeMap::new();
+    for round in 0..40 {
+        if round == 30 {
+            // The last commits stay in the buffer.
+            db.set_write_buffer_bytes(1 << 30).expect("a larger buffer");
+        }
+        commit(&db, &mut state, round);
+        let mut txn = db.begin().expect("begin");
+        let k = format!("item-{round:03}").into_bytes();
+        txn.put_in("queue", &k, b"x").expect("put");
+        txn.commit().expect("commit");
+        queue.insert(k, b"x".to_vec());
+    }
+    (db, state, queue)
+}
+
+fn queue_of(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let read = db.begin_read().expect("read");
+    let entries: BTreeMap<Vec<u8>, Vec<u8>> = read
+        .range_in(
+            "queue",
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )
+        .expect("range")
+        .collect::<tilldb::Result<_>>()
+        .expect("entries");
+    assert_eq!(
+        read.len_in("queue").expect("len"),
+        entries.len() as u64,
+        "length of the queue"
+    );
+    entries
+}
+
+/// `Db::backup_to` while commits sit in the buffer: the copy's log holds their records from
+/// its redo point, and opening the copy (with the buffer off) rebuilds and drains them.
+#[test]
+fn a_backup_taken_with_buffered_commits_opens_with_all_of_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, state, queue) = buffered_on_disk(&dir.path().join("db"));
+    let target = dir.path().join("copy");
+    db.backup_to(&target).expect("backup");
+    db.close().expect("close");
+    let copy = Db::open(&target, Options::for_tests()).expect("open the copy");
+    assert_eq!(
+        read_all(&copy.begin_read().expect("read")),
+        state,
+        "default table"
+    );
+    assert_eq!(queue_of(&copy), queue, "the queue table");
+    copy.check().expect("the copy checks out");
+}
+
+/// `Db::compact_to` while commits sit in the buffer: the copy holds what a snapshot sees,
+/// buffered commits included.
+#[test]
+fn a_compacted_copy_holds_the_buffered_commits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, state, queue) = buffered_on_disk(&dir.path().join("db"));
+    let target = dir.path().join("compacted");
+    db.compact_to(&target).expect("compact");
+    assert_eq!(queue_of(&db), queue, "the source still holds the queue");
+    db.close().expect("close");
+    let copy = Db::open(&target, Options::for_tests()).expect("open the copy");
+    assert_eq!(
+        read_all(&copy.begin_read().expect("read")),
+        state,
+        "default table"
+    );
+    assert_eq!(queue_of(&copy), queue, "the queue table");
+    copy.check().expect("the copy checks out");
+}
