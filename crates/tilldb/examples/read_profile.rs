@@ -12,6 +12,9 @@
 //! ```
 //!
 //! `TILLDB_ENCRYPT=1` encrypts the database; with a small `CACHE_MIB` most reads open a page.
+//! `TILLDB_WRITE_BUFFER_BYTES=N` turns the write buffer on (docs/write-buffer.md) and
+//! `READ_PROFILE_BUFFERED=K` makes K one-row `Buffered` commits of new keys after the load, so
+//! that the reads merge a buffer of K keys.
 //!
 //! `till bench kv` is the benchmark of record (every engine side by side); this is its read
 //! rows without the rest, long enough for a profile (docs/benchmarks-journal.md, "Range reads copy
@@ -34,6 +37,33 @@ fn options() -> Options {
         }),
         ..Options::default()
     }
+}
+
+/// With `TILLDB_WRITE_BUFFER_BYTES` set, turns the write buffer on; then makes
+/// `READ_PROFILE_BUFFERED` one-row `Buffered` commits of new random keys.
+fn buffer_commits(
+    db: &Db,
+    next: &mut impl FnMut() -> u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let env_number = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|s| s.parse::<u64>())
+            .transpose()
+    };
+    if let Some(bytes) = env_number("TILLDB_WRITE_BUFFER_BYTES")? {
+        db.set_write_buffer_bytes(bytes)?;
+    }
+    for _ in 0..env_number("READ_PROFILE_BUFFERED")?.unwrap_or(0) {
+        let mut txn = db.begin()?;
+        let mut key = [0u8; 24];
+        for part in key.chunks_mut(8) {
+            part.copy_from_slice(&next().to_le_bytes());
+        }
+        txn.put(&key, &[9u8; 150])?;
+        txn.commit_with(tilldb::Durability::Buffered)?;
+    }
+    Ok(())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -83,6 +113,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     txn.commit()?;
     println!("load: {:.0} rows/s", per_second(rows, started));
+    buffer_commits(&db, &mut next)?;
     let read = db.begin_read()?;
     if phase("ranges") {
         let (ranges, started) = (rows * 5, Instant::now());

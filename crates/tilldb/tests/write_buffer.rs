@@ -164,9 +164,12 @@ fn a_read_only_handle_reads_the_buffered_commits_across_refreshes_and_drains() {
     writer.close().expect("close");
 }
 
+/// A table's entries.
+type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
+
 /// A database on disk with buffered commits in two tables, some drained and some not:
 /// returns it and what each table holds.
-fn buffered_on_disk(dir: &Path) -> (Db, BTreeMap<Vec<u8>, Vec<u8>>, BTreeMap<Vec<u8>, Vec<u8>>) {
+fn buffered_on_disk(dir: &Path) -> (Db, Rows, Rows) {
     let db = Db::open(dir, Options::for_tests()).expect("open");
     let mut txn = db.begin().expect("begin");
     txn.put_in("queue", b"head", b"0").expect("put");

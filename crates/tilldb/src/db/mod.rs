@@ -122,7 +122,6 @@ use crate::txn::{Seen, TableId};
 use crate::wal::{Lsn, Wal};
 use pages::ReadPages;
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

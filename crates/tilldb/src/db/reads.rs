@@ -3,7 +3,7 @@
 //! versions it sees (`txn/buffer.rs`) and the overlay of values that commits not yet visible
 //! to it replaced (`txn/overlay.rs`), through `Visible` (`visible.rs`).
 
-use super::{BTreeMap, Bound, Db, Direction, PageId, Result, SCAN_BATCH, Seen, Tree};
+use super::{Bound, Db, Direction, PageId, Result, SCAN_BATCH, Seen, Tree};
 use crate::btree::{Entries, LeafRun};
 
 impl Db {
@@ -211,22 +211,8 @@ impl Db {
                 .changed_in(root.0, (lower, upper), snapshot)
         };
         if !changed.is_empty() {
-            let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = out
-                .iter()
-                .map(|(key, value)| (key.to_vec(), value.to_vec()))
-                .collect();
-            for (key, value) in changed {
-                match value {
-                    None => merged.remove(&key),
-                    Some(value) => merged.insert(key, value),
-                };
-            }
-            out.clear();
-            let mut push = |(key, value): (&Vec<u8>, &Vec<u8>)| out.push(key, value);
-            match direction {
-                Direction::Forward => merged.iter().for_each(&mut push),
-                Direction::Backward => merged.iter().rev().for_each(&mut push),
-            }
+            let batch = std::mem::replace(out, Entries::new());
+            merge_changes(&batch, &changed, direction, out);
         }
         // Batches join in strict key order (each window starts past the last one).
         if let (Some(last), Some((first, _))) = (&window.last_key, out.first()) {
@@ -249,6 +235,54 @@ impl Db {
             (Some(bound), Direction::Backward) => window.upper = bound,
         }
         Ok(true)
+    }
+}
+
+/// Fills `out` with a batch the tree gave (`batch`, in `direction`'s order) with `changed`
+/// applied (keys ascending; `None`: absent for the reader), in `direction`'s order: one
+/// pass over both, each of which is sorted.
+fn merge_changes(
+    batch: &Entries,
+    changed: &[(Vec<u8>, Option<Vec<u8>>)],
+    direction: Direction,
+    out: &mut Entries,
+) {
+    let forward = direction == Direction::Forward;
+    let mut tree = batch.iter().peekable();
+    let mut pending = changed.iter();
+    let mut take_change = || {
+        if forward {
+            pending.next()
+        } else {
+            pending.next_back()
+        }
+    };
+    let mut change = take_change();
+    loop {
+        // Which comes first in the scan's order: the tree's next entry or the next change.
+        let order = match (tree.peek(), change) {
+            (None, None) => break,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some((key, _)), Some((changed_key, _))) => {
+                let order = (*key).cmp(changed_key.as_slice());
+                if forward { order } else { order.reverse() }
+            }
+        };
+        if order == std::cmp::Ordering::Less {
+            let (key, value) = tree.next().expect("peeked");
+            out.push(key, value);
+            continue;
+        }
+        if order == std::cmp::Ordering::Equal {
+            // The change replaces the tree's entry.
+            tree.next();
+        }
+        let (key, value) = change.expect("a change comes first");
+        if let Some(value) = value {
+            out.push(key, value);
+        }
+        change = take_change();
     }
 }
 
@@ -355,5 +389,62 @@ pub(super) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
         Bound::Included(k) => Bound::Included(k.as_slice()),
         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
         Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(pairs: &[(&str, &str)]) -> Entries {
+        let mut out = Entries::new();
+        for (key, value) in pairs {
+            out.push(key.as_bytes(), value.as_bytes());
+        }
+        out
+    }
+
+    fn listed(out: &Entries) -> Vec<(String, String)> {
+        out.iter()
+            .map(|(k, v)| {
+                (
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// A batch merged with the buffer's and the overlay's changes: a change replaces the
+    /// tree's entry of its key, a deletion removes it, a new key lands in order; both ways.
+    #[test]
+    fn a_merged_batch_takes_each_change_in_the_scans_order() {
+        let changed: Vec<(Vec<u8>, Option<Vec<u8>>)> = vec![
+            (b"a".to_vec(), Some(b"new".to_vec())),
+            (b"c".to_vec(), None),
+            (b"d".to_vec(), Some(b"put".to_vec())),
+            (b"f".to_vec(), Some(b"last".to_vec())),
+        ];
+        let mut out = Entries::new();
+        let forward = entries(&[("a", "1"), ("b", "2"), ("c", "3"), ("e", "5")]);
+        merge_changes(&forward, &changed, Direction::Forward, &mut out);
+        let want = [
+            ("a", "new"),
+            ("b", "2"),
+            ("d", "put"),
+            ("e", "5"),
+            ("f", "last"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        assert_eq!(listed(&out), want, "forward");
+        let mut out = Entries::new();
+        let backward = entries(&[("e", "5"), ("c", "3"), ("b", "2"), ("a", "1")]);
+        merge_changes(&backward, &changed, Direction::Backward, &mut out);
+        let mut reversed = want;
+        reversed.reverse();
+        assert_eq!(listed(&out), reversed, "backward");
     }
 }

@@ -314,17 +314,25 @@ impl Visible {
         snapshot: u64,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         let reads = self.reads.lock();
-        let overlay: Vec<(Vec<u8>, Option<Vec<u8>>)> = reads
-            .overlay
-            .keys_in(table, lower, upper)
-            .filter_map(|key| match reads.overlay.seen(table, key, snapshot) {
-                Seen::Tree => None,
-                Seen::Value(value) => Some((key.to_vec(), value)),
-            })
-            .collect();
+        let overlay: Vec<(Vec<u8>, Option<Vec<u8>>)> = if reads.overlay.is_empty() {
+            // Only the buffer holds anything (no bounds built to search an empty map).
+            Vec::new()
+        } else {
+            reads
+                .overlay
+                .keys_in(table, lower, upper)
+                .filter_map(|key| match reads.overlay.seen(table, key, snapshot) {
+                    Seen::Tree => None,
+                    Seen::Value(value) => Some((key.to_vec(), value)),
+                })
+                .collect()
+        };
         let buffered = reads.buffer.changed_in(table, (lower, upper), snapshot);
         if buffered.is_empty() || crate::mutants::active("reads-skip-buffer") {
             return overlay;
+        }
+        if overlay.is_empty() {
+            return buffered;
         }
         // A key's buffered version is newer than what the overlay keeps of the tree.
         let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = overlay.into_iter().collect();

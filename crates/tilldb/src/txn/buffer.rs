@@ -244,17 +244,26 @@ impl WriteBuffer {
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         let (lo, hi) = (probe_bound(lower), probe_bound(upper));
         let bounds = (as_view(&lo), as_view(&hi));
-        let mut seen: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
         // Oldest generation first: a newer one's version replaces an older one's.
-        for g in self.drained.iter().chain([&self.live]) {
-            let Some(keys) = g.entries.get(&table).filter(|_| g.read_by(snapshot)) else {
+        let mut read = self
+            .drained
+            .iter()
+            .chain([&self.live])
+            .filter(|g| g.read_by(snapshot))
+            .filter_map(|g| g.entries.get(&table));
+        let Some(first) = read.next() else {
+            return Vec::new();
+        };
+        let mut seen = seen_in(first, bounds, snapshot);
+        // More than one generation (a drained one an older snapshot still reads): merge.
+        for keys in read {
+            let newer = seen_in(keys, bounds, snapshot);
+            if newer.is_empty() {
                 continue;
-            };
-            for (key, versions) in keys.range::<dyn KeyView, _>(bounds) {
-                if let Some(after) = versions.at(snapshot) {
-                    seen.insert(key.bytes(), after.value.as_deref());
-                }
             }
+            let mut merged: BTreeMap<&[u8], Option<&[u8]>> = seen.into_iter().collect();
+            merged.extend(newer);
+            seen = merged.into_iter().collect();
         }
         seen.into_iter()
             .map(|(key, value)| (key.to_vec(), value.map(<[u8]>::to_vec)))
@@ -392,6 +401,22 @@ impl WriteBuffer {
             }
         }
     }
+}
+
+/// The keys of one generation's table within `bounds` with a version a reader at `snapshot`
+/// sees, in key order, with that version.
+fn seen_in<'g>(
+    keys: &'g BTreeMap<BufKey, Versions>,
+    bounds: (Bound<&dyn KeyView>, Bound<&dyn KeyView>),
+    snapshot: u64,
+) -> Vec<(&'g [u8], Option<&'g [u8]>)> {
+    keys.range::<dyn KeyView, _>(bounds)
+        .filter_map(|(key, versions)| {
+            versions
+                .at(snapshot)
+                .map(|after| (key.bytes(), after.value.as_deref()))
+        })
+        .collect()
 }
 
 /// A key bound as the map searches it.
