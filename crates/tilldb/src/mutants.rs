@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 78] = [
+pub const ALL: [(&str, &str); 80] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -28,6 +28,14 @@ pub const ALL: [(&str, &str); 78] = [
     (
         "reads-skip-buffer",
         "reads skip the write buffer: a buffered commit is invisible until its drain",
+    ),
+    (
+        "run-ignores-the-buffer",
+        "a scan reads a leaf in place with the overlay empty without asking whether the buffer holds a version in its span",
+    ),
+    (
+        "run-span-stops-at-its-leaf",
+        "a leaf run that ends a scan's window is checked against the buffer only to its last key, not to the window's end",
     ),
     (
         "replay-forgets-the-buffer",

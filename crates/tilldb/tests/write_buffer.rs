@@ -250,3 +250,101 @@ fn a_compacted_copy_holds_the_buffered_commits() {
     assert_eq!(queue_of(&copy), queue, "the queue table");
     copy.check().expect("the copy checks out");
 }
+
+/// The first `n` entries of the default table from `from` in `direction` (`None`: from the
+/// table's edge), as a `ReadTxn` range yields them.
+fn first_n(
+    read: &tilldb::ReadTxn<'_>,
+    from: Option<&[u8]>,
+    direction: Direction,
+    n: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let bound = from.map_or(Bound::Unbounded, Bound::Included);
+    let (lower, upper) = match direction {
+        Direction::Forward => (bound, Bound::Unbounded),
+        Direction::Backward => (Bound::Unbounded, bound),
+    };
+    read.range(lower, upper, direction)
+        .expect("range")
+        .take(n)
+        .collect::<tilldb::Result<_>>()
+        .expect("entries")
+}
+
+fn model_n(
+    state: &Rows,
+    from: Option<&[u8]>,
+    direction: Direction,
+    n: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let bound = from.map_or(Bound::Unbounded, |k| Bound::Included(k.to_vec()));
+    let (lower, upper) = match direction {
+        Direction::Forward => (bound, Bound::Unbounded),
+        Direction::Backward => (Bound::Unbounded, bound),
+    };
+    let range = state.range::<Vec<u8>, _>((lower, upper));
+    let pairs = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
+    match direction {
+        Direction::Forward => range.map(pairs).take(n).collect(),
+        Direction::Backward => range.rev().map(pairs).take(n).collect(),
+    }
+}
+
+/// Ranges over a table of many leaves with a few buffered keys among them: a scan reads a
+/// leaf in place only where the buffer holds nothing its snapshot sees in the leaf's span
+/// (to the window's end when the leaf ends the window), and merges the buffer elsewhere;
+/// an older snapshot reads the leaves in place past versions it does not see.
+#[test]
+fn ranges_over_many_leaves_take_the_few_buffered_keys_among_them() {
+    let disk = Arc::new(SimDisk::new(SimConfig::default()));
+    let db = Db::open_with_storage(disk, Path::new("/db"), options()).expect("create");
+    let wide = |i: u32| format!("row-{i:05}").into_bytes();
+    let mut state = Rows::new();
+    let mut txn = db.begin().expect("begin");
+    for i in (0..6000).step_by(2) {
+        let v = format!("tree-{i}").into_bytes();
+        txn.put(&wide(i), &v).expect("put");
+        state.insert(wide(i), v);
+    }
+    txn.commit().expect("the tree's rows");
+    let before = db.begin_read().expect("read");
+    let before_state = state.clone();
+    db.set_write_buffer_bytes(1 << 30).expect("buffer on");
+    // A few keys buffered: new ones between rows, before the first and after the last,
+    // rows deleted and rows changed, in a handful of leaves.
+    let mut txn = db.begin().expect("begin");
+    let mut put = |txn: &mut tilldb::Txn<'_>, k: Vec<u8>, v: &str| {
+        txn.put(&k, v.as_bytes()).expect("put");
+        state.insert(k, v.as_bytes().to_vec());
+    };
+    put(&mut txn, b"row-".to_vec(), "first");
+    put(&mut txn, wide(1001), "new");
+    put(&mut txn, wide(3000), "changed");
+    put(&mut txn, wide(9999), "last");
+    txn.delete(&wide(4500)).expect("delete");
+    state.remove(&wide(4500));
+    txn.commit_with(Durability::Buffered).expect("buffered");
+    let read = db.begin_read().expect("read");
+    let starts: Vec<Option<Vec<u8>>> = [None]
+        .into_iter()
+        .chain((0..10_100).step_by(37).map(|i| Some(wide(i))))
+        .collect();
+    for from in &starts {
+        for direction in [Direction::Forward, Direction::Backward] {
+            for n in [5, 200] {
+                assert_eq!(
+                    first_n(&read, from.as_deref(), direction, n),
+                    model_n(&state, from.as_deref(), direction, n),
+                    "{n} from {from:?} {direction:?}"
+                );
+                assert_eq!(
+                    first_n(&before, from.as_deref(), direction, n),
+                    model_n(&before_state, from.as_deref(), direction, n),
+                    "the older snapshot: {n} from {from:?} {direction:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(read_all(&read), state, "everything");
+    assert_eq!(read_all(&before), before_state, "everything, before");
+}

@@ -232,6 +232,17 @@ impl LeafRun {
         Some(self.node().key(index))
     }
 
+    /// The key of the run's last entry in its direction (the far end of what it spans),
+    /// whether or not it has been taken; `None` for a run of no entries.
+    #[must_use]
+    pub fn far_key(&self) -> Option<&[u8]> {
+        let index = match self.direction {
+            Direction::Forward => (self.end > self.start).then(|| self.end - 1)?,
+            Direction::Backward => (self.start > self.end).then_some(self.end)?,
+        };
+        Some(self.node().key(index))
+    }
+
     /// Whether the run stopped at an overflow value: the caller reads on past the last key
     /// taken with a cursor.
     #[must_use]

@@ -99,7 +99,7 @@ impl Range<'_> {
             }
             let read = self
                 .db
-                .scan_run(self.root, &self.window)
+                .scan_run(self.root, &self.window, self.snapshot)
                 .and_then(|run| match run {
                     Some(run) => {
                         self.run = Some(run);

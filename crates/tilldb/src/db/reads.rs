@@ -96,6 +96,21 @@ impl Db {
                 return Tree::open(root).get_with(&self.read_pages(), key, f);
             }
         }
+        // A buffered version the snapshot sees is its value, whatever the tree holds.
+        if let Seen::Value(value) = self.inner.visible.buffer_seen(root.0, key, snapshot) {
+            return Ok(value.map(|value| f(&value)));
+        }
+        // None: with the overlay empty (checked under the tree lock, after the buffer: a
+        // drain that changed the key since recorded the tree's older value there), the tree
+        // holds what the snapshot sees of it.
+        let f = {
+            let _shared = self.inner.tree_lock.read();
+            self.check_poison()?;
+            if self.inner.visible.overlay_empty() {
+                return Tree::open(root).get_with(&self.read_pages(), key, f);
+            }
+            f
+        };
         Ok(self.read_at(root, key, snapshot)?.map(|value| f(&value)))
     }
 
@@ -120,27 +135,55 @@ impl Db {
         Ok(out)
     }
 
-    /// The next entries of a scan as a run read in place (`btree/run.rs`): the rest of the
-    /// window in the leaf it starts in. Only while the overlay and the buffer are empty (checked under the
-    /// tree lock, as [`Db::read_at_with`] does): the tree then holds what every snapshot sees,
-    /// and the run keeps the leaf as it is now whatever commits after. `None` when the overlay
-    /// holds entries, when that leaf holds none of the window, or right after a run stopped at
-    /// an overflow value: [`Db::scan_step`] reads the next batch instead.
-    pub(super) fn scan_run(&self, root: PageId, window: &ScanWindow) -> Result<Option<LeafRun>> {
+    /// The next entries of a scan at `snapshot` as a run read in place (`btree/run.rs`): the
+    /// rest of the window in the leaf it starts in. Only while the overlay is empty (checked
+    /// under the tree lock, as [`Db::read_at_with`] does: the tree then holds what every
+    /// registered snapshot sees of it) and the buffer holds no version the snapshot sees
+    /// between the window's start and the run's far end (the window's end when the run ends
+    /// it); the run keeps the leaf as it is now whatever commits after. `None` otherwise,
+    /// when that leaf holds none of the window, or right after a run stopped at an overflow
+    /// value: [`Db::scan_step`] reads the next batch instead.
+    pub(super) fn scan_run(
+        &self,
+        root: PageId,
+        window: &ScanWindow,
+        snapshot: u64,
+    ) -> Result<Option<LeafRun>> {
         if window.done || window.copy_next {
             return Ok(None);
         }
         let _shared = self.inner.tree_lock.read();
         self.check_poison()?;
-        if !self.tree_alone() {
+        let tree_alone = self.tree_alone();
+        if !tree_alone && !self.inner.visible.overlay_empty() {
             return Ok(None);
         }
-        Tree::open(root).leaf_run(
+        let Some(run) = Tree::open(root).leaf_run(
             &self.read_pages(),
             as_ref(&window.lower),
             as_ref(&window.upper),
             window.direction,
-        )
+        )?
+        else {
+            return Ok(None);
+        };
+        if tree_alone {
+            return Ok(Some(run));
+        }
+        // What the run spans of the window: any buffered version there belongs among it.
+        let (lower, upper) = (as_ref(&window.lower), as_ref(&window.upper));
+        let ends = run.ends_range() && !crate::mutants::active("run-span-stops-at-its-leaf");
+        let span = match (ends, run.far_key(), window.direction) {
+            (true, _, _) | (false, None, _) => (lower, upper),
+            (false, Some(far), Direction::Forward) => (lower, Bound::Included(far)),
+            (false, Some(far), Direction::Backward) => (Bound::Included(far), upper),
+        };
+        if !crate::mutants::active("run-ignores-the-buffer")
+            && self.inner.visible.buffer_changes_in(root.0, span, snapshot)
+        {
+            return Ok(None);
+        }
+        Ok(Some(run))
     }
 
     /// Fills `out` (cleared first) with the next batch of a scan at `snapshot`: at most

@@ -13,16 +13,17 @@
 //! buffered commit: buffer_commit ──> committed;  drain: drain_writes ... drained
 //! ```
 //!
-//! Lock: one mutex, [`Visible::reads`], guards the tracker, the overlay, the buffer and the
-//! snapshots. Two atomics publish what reads check without it: the visible lsn (`hint`, never
-//! ahead of the tracker) and whether the overlay and the buffer are both empty
-//! (`tree_alone`).
+//! Locks: one mutex, [`Visible::reads`], guards the tracker, the overlay and the snapshots;
+//! the write buffer has a lock of its own that readers share ([`Visible::buffer`]), taken
+//! after `reads` when both are. Three atomics publish what reads check without a lock: the
+//! visible lsn (`hint`, never ahead of the tracker), whether the overlay is empty
+//! (`overlay_empty`) and whether the overlay and the buffer are both empty (`tree_alone`).
 
 use crate::Durability;
 use crate::page::PageId;
 use crate::txn::buffer::{BufferedWrite, CommitAt, WriteBuffer};
 use crate::txn::{Overlay, Seen, TableId, Visibility};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,12 +33,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub(super) struct Visible {
     /// The visibility tracker, the overlay and the registered snapshots.
     reads: Mutex<Reads>,
+    /// The write buffer: read under a shared lock, so that readers with something buffered
+    /// do not queue on `reads`; changed by the writer (a buffered commit, a drain) and by
+    /// the prune in [`Visible::advance`], each under `reads` too.
+    buffer: RwLock<WriteBuffer>,
     /// The visible lsn as of the last advance, published for the committers' fast path: one
     /// whose commit is visible already returns without taking `reads` (after a flush, the
     /// committers it released all return at once). Written under `reads`; never ahead of
     /// `reads.visibility`.
     hint: AtomicU64,
-    /// Whether `reads.overlay` and `reads.buffer` are both empty, published for reads: a point
+    /// Whether `reads.overlay` and `buffer` are both empty, published for reads: a point
     /// read or a scan batch with nothing to merge skips the `reads` lock (every read took it).
     /// Set false as a commit records its entries, before it changes a page, and as a buffered
     /// commit enters the buffer, before it is visible; true by a prune that empties both;
@@ -46,6 +51,11 @@ pub(super) struct Visible {
     /// a buffered commit took it after the commit set it false (the `reads` lock orders
     /// them), and a prune empties them only of what no registered snapshot needs.
     tree_alone: AtomicBool,
+    /// Whether `reads.overlay` is empty: as `tree_alone`, for the overlay alone (set false
+    /// where a commit records its entries, true by a prune that empties it; under `reads`).
+    /// A read whose snapshot's versions the buffer answers for checks it, under the tree
+    /// lock, to read the tree in place.
+    overlay_empty: AtomicBool,
 }
 
 /// Guarded by `Visible::reads`.
@@ -53,7 +63,6 @@ pub(super) struct Visible {
 struct Reads {
     visibility: Visibility,
     overlay: Overlay,
-    buffer: WriteBuffer,
     /// Snapshots of open read transactions, with counts.
     snapshots: BTreeMap<u64, usize>,
 }
@@ -76,11 +85,12 @@ impl Visible {
             reads: Mutex::new(Reads {
                 visibility: Visibility::new(visible),
                 overlay: Overlay::default(),
-                buffer: WriteBuffer::default(),
                 snapshots: BTreeMap::new(),
             }),
+            buffer: RwLock::new(WriteBuffer::default()),
             hint: AtomicU64::new(visible),
             tree_alone: AtomicBool::new(true),
+            overlay_empty: AtomicBool::new(true),
         }
     }
 
@@ -93,10 +103,16 @@ impl Visible {
         super::advance_mark(&self.hint, visible, "the visible lsn");
         let horizon = reads.horizon(visible);
         reads.overlay.prune(horizon);
-        reads.buffer.prune(horizon);
+        let buffer_empty = {
+            let mut buffer = self.buffer.write();
+            buffer.prune(horizon);
+            buffer.is_empty()
+        };
+        let overlay_empty =
+            reads.overlay.is_empty() || crate::mutants::active("reads-skip-overlay");
+        self.overlay_empty.store(overlay_empty, Ordering::Release);
         self.tree_alone.store(
-            (reads.overlay.is_empty() && reads.buffer.is_empty())
-                || crate::mutants::active("reads-skip-overlay"),
+            (overlay_empty && buffer_empty) || crate::mutants::active("reads-skip-overlay"),
             Ordering::Release,
         );
         visible
@@ -116,6 +132,12 @@ impl Visible {
     /// (read after the tree: see `tree_alone`).
     pub(super) fn tree_alone(&self) -> bool {
         self.tree_alone.load(Ordering::Acquire)
+    }
+
+    /// Whether the overlay holds nothing: no commit changed the tree under a registered
+    /// snapshot. Read under the tree lock, after the tree, as [`Visible::tree_alone`] is.
+    pub(super) fn overlay_empty(&self) -> bool {
+        self.overlay_empty.load(Ordering::Acquire)
     }
 
     /// Registers one more reader at `snapshot`.
@@ -175,6 +197,7 @@ impl Visible {
             && !crate::mutants::active("reads-skip-overlay")
             && !crate::mutants::active("commit-leaves-overlay-hint")
         {
+            self.overlay_empty.store(false, Ordering::Release);
             self.tree_alone.store(false, Ordering::Release);
         }
     }
@@ -220,25 +243,26 @@ impl Visible {
     /// Forgets every buffered version: a drain replayed put them in the tree. Requires: no
     /// reader holds a snapshot.
     pub(super) fn buffer_forget_all(&self) {
-        let mut reads = self.reads.lock();
+        let reads = self.reads.lock();
         assert!(
             reads.snapshots.is_empty(),
             "a buffer forgotten under a reader"
         );
-        reads.buffer = WriteBuffer::default();
+        *self.buffer.write() = WriteBuffer::default();
     }
 
     /// Adds a buffered commit to the buffer and clears the tree-alone hint (under `reads`,
     /// before any reader can see the commit).
     fn add_to_buffer<'a>(
         &self,
-        reads: &mut Reads,
+        _reads: &mut Reads,
         at: CommitAt,
         writes: impl IntoIterator<Item = BufferedWrite<'a>>,
         deltas: &[(TableId, i64)],
     ) {
-        reads.buffer.commit(at, writes, deltas);
-        if !reads.buffer.is_empty() && !crate::mutants::active("reads-skip-overlay") {
+        let mut buffer = self.buffer.write();
+        buffer.commit(at, writes, deltas);
+        if !buffer.is_empty() && !crate::mutants::active("reads-skip-overlay") {
             self.tree_alone.store(false, Ordering::Release);
         }
     }
@@ -246,9 +270,8 @@ impl Visible {
     /// The drain's writes: the newest buffered version of each key not drained, in (table,
     /// key) order, copied out. Requires: the writer lock held until [`Visible::drained`].
     pub(super) fn drain_writes(&self) -> Vec<(TableId, Vec<u8>, Option<Vec<u8>>)> {
-        self.reads
-            .lock()
-            .buffer
+        self.buffer
+            .read()
             .drain_writes()
             .map(|w| (w.table, w.key.to_vec(), w.value.map(<[u8]>::to_vec)))
             .collect()
@@ -260,49 +283,68 @@ impl Visible {
     /// below it goes on reading the drained versions, which the tree's values from before
     /// the drain (the overlay's) would hide otherwise.
     pub(super) fn drained(&self, lsn: u64) {
-        self.reads.lock().buffer.drained(lsn);
+        let _reads = self.reads.lock();
+        self.buffer.write().drained(lsn);
     }
 
     /// Estimated bytes of the buffered versions not drained: the drain's threshold.
     pub(super) fn buffer_live_bytes(&self) -> usize {
-        self.reads.lock().buffer.live_bytes()
+        self.buffer.read().live_bytes()
     }
 
     /// Where the first buffered record not drained begins: a checkpoint's redo point may not
     /// pass it.
     pub(super) fn buffer_redo_floor(&self) -> Option<u64> {
-        self.reads.lock().buffer.redo_floor()
+        self.buffer.read().redo_floor()
     }
 
     /// What the writer sees of `key` in the buffer: the newest version not drained, or
     /// [`Seen::Tree`].
     pub(super) fn buffered_newest(&self, table: TableId, key: &[u8]) -> Seen {
-        self.reads.lock().buffer.seen(table, key, u64::MAX)
+        self.buffer.read().seen(table, key, u64::MAX)
     }
 
     /// The rows buffered commits added to `table` (less those they removed) that a reader at
     /// `snapshot` sees and the tree does not hold for it.
     pub(super) fn buffered_rows(&self, table: TableId, snapshot: u64) -> i64 {
-        self.reads.lock().buffer.count_delta(table, snapshot)
+        self.buffer.read().count_delta(table, snapshot)
     }
 
     /// What a reader at `snapshot` sees of `key` in `table`: the tree's value, or the one the
     /// overlay keeps.
     pub(super) fn seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
-        let reads = self.reads.lock();
-        if crate::mutants::active("reads-skip-buffer") {
-            return reads.overlay.seen(table, key, snapshot);
-        }
-        match reads.buffer.seen(table, key, snapshot) {
-            Seen::Tree => reads.overlay.seen(table, key, snapshot),
+        match self.buffer_seen(table, key, snapshot) {
+            Seen::Tree if self.overlay_empty() => Seen::Tree,
+            Seen::Tree => self.reads.lock().overlay.seen(table, key, snapshot),
             buffered @ Seen::Value(_) => buffered,
         }
+    }
+
+    /// What a reader at `snapshot` sees of `key` in the buffer alone: its newest buffered
+    /// version at or before the snapshot, or [`Seen::Tree`] (read the overlay and the tree).
+    pub(super) fn buffer_seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
+        if crate::mutants::active("reads-skip-buffer") {
+            return Seen::Tree;
+        }
+        self.buffer.read().seen(table, key, snapshot)
+    }
+
+    /// Whether a reader at `snapshot` sees a buffered version of any key of `table` within
+    /// the bounds.
+    pub(super) fn buffer_changes_in(
+        &self,
+        table: TableId,
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
+        snapshot: u64,
+    ) -> bool {
+        !crate::mutants::active("reads-skip-buffer")
+            && self.buffer.read().changes_in(table, bounds, snapshot)
     }
 
     /// Whether a commit after `snapshot` found `table` empty: the reader's view of it is the
     /// overlay's keys alone.
     pub(super) fn hides_table(&self, table: TableId, snapshot: u64) -> bool {
-        self.reads.lock().overlay.hides_table(table, snapshot)
+        !self.overlay_empty() && self.reads.lock().overlay.hides_table(table, snapshot)
     }
 
     /// The keys of `table` between `lower` and `upper` whose value a reader at `snapshot`
@@ -313,11 +355,11 @@ impl Visible {
         (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
         snapshot: u64,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let reads = self.reads.lock();
-        let overlay: Vec<(Vec<u8>, Option<Vec<u8>>)> = if reads.overlay.is_empty() {
-            // Only the buffer holds anything (no bounds built to search an empty map).
+        let overlay: Vec<(Vec<u8>, Option<Vec<u8>>)> = if self.overlay_empty() {
+            // Only the buffer holds anything (no lock, no bounds built to search an empty map).
             Vec::new()
         } else {
+            let reads = self.reads.lock();
             reads
                 .overlay
                 .keys_in(table, lower, upper)
@@ -327,7 +369,10 @@ impl Visible {
                 })
                 .collect()
         };
-        let buffered = reads.buffer.changed_in(table, (lower, upper), snapshot);
+        let buffered = self
+            .buffer
+            .read()
+            .changed_in(table, (lower, upper), snapshot);
         if buffered.is_empty() || crate::mutants::active("reads-skip-buffer") {
             return overlay;
         }
@@ -366,7 +411,17 @@ impl Visible {
             assert!(count > 0, "snapshot {snapshot} registered with no reader");
         }
         reads.overlay.check_invariants(end());
-        reads.buffer.check_invariants();
+        let buffer = self.buffer.read();
+        buffer.check_invariants();
+        if !buffer.is_empty() {
+            assert!(!self.tree_alone(), "tree_alone set with versions buffered");
+        }
+        if !reads.overlay.is_empty() && !crate::mutants::active("reads-skip-overlay") {
+            assert!(
+                !self.overlay_empty(),
+                "overlay_empty set with entries in the overlay"
+            );
+        }
         assert_eq!(
             self.hint(),
             reads.visibility.visible_lsn(),

@@ -270,6 +270,26 @@ impl WriteBuffer {
             .collect()
     }
 
+    /// Whether a reader at `snapshot` sees a buffered version of any key of `table` within
+    /// the bounds: [`WriteBuffer::changed_in`] not empty, without copying anything out.
+    #[must_use]
+    pub fn changes_in(
+        &self,
+        table: TableId,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        snapshot: u64,
+    ) -> bool {
+        let (lo, hi) = (probe_bound(lower), probe_bound(upper));
+        let bounds = (as_view(&lo), as_view(&hi));
+        self.newest_first()
+            .filter(|g| g.read_by(snapshot))
+            .filter_map(|g| g.entries.get(&table))
+            .any(|keys| {
+                keys.range::<dyn KeyView, _>(bounds)
+                    .any(|(_, versions)| versions.at(snapshot).is_some())
+            })
+    }
+
     /// The rows `table` gained (less those it lost) in the buffered commits a reader at
     /// `snapshot` sees: its length there is the tree's plus this.
     #[must_use]
