@@ -348,3 +348,62 @@ fn ranges_over_many_leaves_take_the_few_buffered_keys_among_them() {
     assert_eq!(read_all(&read), state, "everything");
     assert_eq!(read_all(&before), before_state, "everything, before");
 }
+
+/// A commit of many keys in order above every key (an append: a queue's or a log's new
+/// entries) goes through the tree without draining the buffer, and one whose keys reach
+/// into the buffer's does not skip the buffer: each key reads its latest value, older
+/// snapshots read theirs, and a killed process reopens with all of it.
+#[test]
+fn appends_past_the_buffer_go_through_the_tree_and_overlapping_ones_do_not() {
+    let disk = Arc::new(SimDisk::new(SimConfig::default()));
+    let db = Db::open_with_storage(
+        disk.clone(),
+        Path::new("/db"),
+        Options {
+            write_buffer_bytes: 1 << 30,
+            ..options()
+        },
+    )
+    .expect("create");
+    let mut state = Rows::new();
+    let mut snapshots = Vec::new();
+    let bulk = |db: &Db, state: &mut Rows, prefix: &str, keys: std::ops::Range<u32>, v: &str| {
+        let mut txn = db.begin().expect("begin");
+        for i in keys {
+            let k = format!("{prefix}{i:03}").into_bytes();
+            txn.put(&k, v.as_bytes()).expect("put");
+            state.insert(k, v.as_bytes().to_vec());
+        }
+        txn.commit_with(Durability::Buffered).expect("commit");
+    };
+    bulk(&db, &mut state, "a", 0..80, "tree");
+    snapshots.push((db.begin_read().expect("read"), state.clone()));
+    // Small commits above the tree's keys: buffered.
+    for i in 100..111 {
+        bulk(&db, &mut state, "k", i..i + 1, "buffered");
+    }
+    snapshots.push((db.begin_read().expect("read"), state.clone()));
+    // Keys from inside the buffered ones on, above the tree's: not an append past the
+    // buffer, so the buffered versions of k105..k110 must not hide these.
+    bulk(&db, &mut state, "k", 105..175, "overlapping");
+    snapshots.push((db.begin_read().expect("read"), state.clone()));
+    // Above everything: an append.
+    bulk(&db, &mut state, "m", 0..70, "appended");
+    for i in 0..5 {
+        bulk(&db, &mut state, "b", i..i + 1, "buffered after");
+    }
+    snapshots.push((db.begin_read().expect("read"), state.clone()));
+    for (i, (read, want)) in snapshots.iter().enumerate() {
+        assert_eq!(&read_all(read), want, "snapshot {i}");
+    }
+    drop(snapshots);
+    std::mem::forget(db);
+    disk.crash(CrashMode::ProcessKill);
+    let db = Db::open_with_storage(disk, Path::new("/db"), options()).expect("reopen");
+    assert_eq!(
+        read_all(&db.begin_read().expect("read")),
+        state,
+        "after a kill"
+    );
+    db.check().expect("the tree checks out");
+}

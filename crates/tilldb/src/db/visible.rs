@@ -304,6 +304,11 @@ impl Visible {
         self.buffer.read().seen(table, key, u64::MAX)
     }
 
+    /// The greatest key of `table` with a buffered version not drained, copied out.
+    pub(super) fn buffer_live_last_key(&self, table: TableId) -> Option<Vec<u8>> {
+        self.buffer.read().live_last_key(table).map(<[u8]>::to_vec)
+    }
+
     /// The rows buffered commits added to `table` (less those they removed) that a reader at
     /// `snapshot` sees and the tree does not hold for it.
     pub(super) fn buffered_rows(&self, table: TableId, snapshot: u64) -> i64 {

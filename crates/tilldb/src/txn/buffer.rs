@@ -27,9 +27,11 @@
 //! ```
 //!
 //! A reader skips every generation drained at or before its snapshot. A commit that is not
-//! buffered drains first, so every tree change after a buffered version's lsn `b` (other than
-//! its own drain) comes after that drain's `D`: a reader that takes a drained generation's
-//! version (`b <= r < D`) has no newer tree change to miss. A drained generation is dropped
+//! buffered drains first unless it writes only keys above every key the live generation
+//! holds (an append, `db/commit/buffer.rs`), so every tree change to a key of a generation
+//! after that key's buffered version `b` (other than its own drain) comes after that drain's
+//! `D`: a reader that takes a drained generation's version (`b <= r < D`) has no newer tree
+//! change to miss. A drained generation is dropped
 //! once the horizon (the oldest snapshot any reader has or will get) reaches its `D`; a
 //! key's versions older than the newest at or before the horizon are dropped as it passes.
 //!
@@ -288,6 +290,17 @@ impl WriteBuffer {
                 keys.range::<dyn KeyView, _>(bounds)
                     .any(|(_, versions)| versions.at(snapshot).is_some())
             })
+    }
+
+    /// The greatest key of `table` the live generation holds a version of (deleted or not):
+    /// a commit whose keys all lie above it shares none with the buffer not drained.
+    #[must_use]
+    pub fn live_last_key(&self, table: TableId) -> Option<&[u8]> {
+        self.live
+            .entries
+            .get(&table)?
+            .last_key_value()
+            .map(|(key, _)| key.bytes())
     }
 
     /// The rows `table` gained (less those it lost) in the buffered commits a reader at

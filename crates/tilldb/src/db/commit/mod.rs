@@ -122,18 +122,27 @@ impl Drop for PoisonOnUnwind<'_> {
     }
 }
 
-/// Commits `changes`: into the write buffer if it takes them (`buffer.rs`), else, after
-/// draining the buffer, into the tree ([`apply_to_tree`]). Returns the commit's lsn.
+/// Commits `changes`: into the write buffer if it takes them (`buffer.rs`), else into the
+/// tree ([`apply_to_tree`]), after draining the buffer unless they append past it (every
+/// key above the tree's and the buffer's last, [`buffer::appends`]): such a commit of
+/// `buffer::APPEND_WRITES_MIN` writes or more goes through the tree, where keys in order
+/// fill leaves a run at a time, and shares no key with the buffer. Returns the commit's
+/// lsn.
 pub(super) fn apply(
     db: &Db,
     alloc: &mut Writer<'_>,
     changes: &Changes,
     durability: Durability,
 ) -> Result<Lsn> {
-    if let Some(lsn) = buffer::try_buffered(db, alloc, changes, durability)? {
+    let appends = buffer::appends(db, changes)?;
+    if !appends.through_tree()
+        && let Some(lsn) = buffer::try_buffered(db, alloc, changes, durability)?
+    {
         return Ok(lsn);
     }
-    drain(db, alloc)?;
+    if !appends.past_buffer() {
+        drain(db, alloc)?;
+    }
     apply_to_tree(db, alloc, changes, durability)
 }
 

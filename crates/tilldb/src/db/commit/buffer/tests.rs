@@ -95,7 +95,7 @@ fn read_all(read: &crate::ReadTxn<'_>) -> State {
             forward.len() as u64,
             "table {table:?} length"
         );
-        for k in 0..30u8 {
+        for k in (0..30u8).chain((30..=255).step_by(7)) {
             let got = read.get_in(table, &[k]).expect("get");
             let scanned = forward.iter().find(|(key, _)| key[..] == [k]);
             assert_eq!(
@@ -140,6 +140,10 @@ enum Op {
     Snapshot,
     /// A checkpoint (drains first).
     Checkpoint,
+    /// A commit of puts of the keys from this one on, as many as a commit that appends
+    /// past the buffer and the tree needs to go through the tree
+    /// (`APPEND_WRITES_MIN`): an append when its keys lie above all others, else buffered.
+    Bulk(usize, u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -154,7 +158,20 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..30).prop_map(Op::ReadThenWrite),
         2 => Just(Op::Snapshot),
         1 => Just(Op::Checkpoint),
+        2 => (0usize..2, 30u8..=(255 - BULK_KEYS)).prop_map(|(t, start)| Op::Bulk(t, start)),
     ]
+}
+
+/// Keys a [`Op::Bulk`] commit puts.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "APPEND_WRITES_MIN is far below 256"
+)]
+const BULK_KEYS: u8 = super::APPEND_WRITES_MIN as u8;
+
+/// The writes of a [`Op::Bulk`] commit.
+fn bulk(t: usize, start: u8) -> Vec<(usize, u8, bool)> {
+    (start..start + BULK_KEYS).map(|k| (t, k, true)).collect()
 }
 
 proptest! {
@@ -200,6 +217,11 @@ proptest! {
                     db.checkpoint().expect("checkpoint");
                     prop_assert_eq!(db.inner.visible.buffer_live_bytes(), 0, "a checkpoint drains");
                 }
+                Op::Bulk(t, start) => {
+                    let mut txn = db.begin().expect("begin");
+                    write_all(&mut txn, &mut state, &bulk(*t, *start), round);
+                    txn.commit_with(Durability::Lazy).expect("commit");
+                }
             }
             db.check_invariants();
             prop_assert_eq!(&read_all(&db.begin_read().expect("read")), &state, "latest, after op {}", round);
@@ -229,7 +251,7 @@ proptest! {
     /// a second crash and reopen finds the same.
     #[test]
     fn a_killed_process_reopens_with_every_buffered_commit(
-        commits in prop::collection::vec((prop::collection::vec((0usize..2, 0u8..30, prop::bool::weighted(0.75)), 1..6), prop::bool::weighted(0.2)), 1..40),
+        commits in prop::collection::vec((prop::collection::vec((0usize..2, 0u8..30, prop::bool::weighted(0.75)), 1..6), prop::bool::weighted(0.2), prop::option::weighted(0.15, 30u8..=(255 - BULK_KEYS))), 1..40),
         checkpoint_at in prop::option::of(0usize..40),
         small in any::<bool>(),
     ) {
@@ -237,13 +259,16 @@ proptest! {
         let options = Options { background_threads: false, ..Options::for_tests() };
         let db = open_on(&disk, options.clone(), if small { 2_000 } else { 1 << 30 });
         let mut state = State::new();
-        for (round, (writes, through_tree)) in commits.iter().enumerate() {
+        for (round, (writes, through_tree, bulk_from)) in commits.iter().enumerate() {
             let mut txn = db.begin().expect("begin");
             if *through_tree {
                 // A transaction that reads first drains, and commits through the tree.
                 txn.get(b"\x00").expect("get");
             }
-            write_all(&mut txn, &mut state, writes, round);
+            // Sometimes many keys from one on: an append past the buffer when they lie
+            // above all others (through the tree, the buffer left undrained), else buffered.
+            let writes = bulk_from.map_or_else(|| writes.clone(), |start| bulk(round % 2, start));
+            write_all(&mut txn, &mut state, &writes, round);
             let durability = if round % 3 == 0 { Durability::Sync } else { Durability::Buffered };
             txn.commit_with(durability).expect("commit");
             if checkpoint_at == Some(round) {
@@ -391,4 +416,47 @@ fn a_commit_larger_than_a_part_is_not_buffered() {
         "the large commit drained the buffer and went through the tree (buffered before: {before})"
     );
     assert_eq!(db.len().expect("len"), rows + 1);
+}
+
+/// Which way a commit of `APPEND_WRITES_MIN` keys or more goes: above every key of the
+/// tree and the buffer, through the tree, the buffer kept as it was (not drained, not
+/// grown); reaching into the buffer's keys, buffered; below the tree's last key, buffered.
+#[test]
+fn an_append_goes_through_the_tree_and_leaves_the_buffer_as_it_was() {
+    let disk = Arc::new(SimDisk::new(SimConfig::default()));
+    let options = Options {
+        background_threads: false,
+        ..Options::for_tests()
+    };
+    let db = open_on(&disk, options, 1 << 30);
+    let commit = |prefix: &str, keys: std::ops::Range<usize>| {
+        let mut txn = db.begin().expect("begin");
+        for i in keys {
+            txn.put(format!("{prefix}{i:04}").as_bytes(), b"v")
+                .expect("put");
+        }
+        txn.commit().expect("commit");
+        db.inner.visible.buffer_live_bytes()
+    };
+    let n = super::APPEND_WRITES_MIN;
+    let buffered = commit("k", 0..1);
+    assert!(buffered > 0, "a small commit is buffered");
+    assert_eq!(commit("m", 0..n), buffered, "an append past the buffer");
+    assert_eq!(commit("n", 0..n), buffered, "another");
+    assert!(
+        commit("c", 0..n) > buffered,
+        "keys below the tree's last key are buffered"
+    );
+    let before = db.inner.visible.buffer_live_bytes();
+    assert!(
+        commit("z", 0..n - 1) > before,
+        "fewer than APPEND_WRITES_MIN keys are buffered"
+    );
+    let before = db.inner.visible.buffer_live_bytes();
+    assert!(
+        commit("z", n - 2..2 * n) > before,
+        "keys that reach into the buffer's are buffered"
+    );
+    assert_eq!(db.len().expect("len"), 1 + 5 * n as u64);
+    db.check_invariants();
 }
