@@ -302,7 +302,11 @@ fn ranges_over_many_leaves_take_the_few_buffered_keys_among_them() {
     let mut state = Rows::new();
     let mut txn = db.begin().expect("begin");
     for i in (0..6000).step_by(2) {
-        let v = format!("tree-{i}").into_bytes();
+        let mut v = format!("tree-{i}").into_bytes();
+        if i % 500 == 0 {
+            // An overflow value: a run stops there, and a batch reads on.
+            v.resize(20_000, b'o');
+        }
         txn.put(&wide(i), &v).expect("put");
         state.insert(wide(i), v);
     }
@@ -313,21 +317,50 @@ fn ranges_over_many_leaves_take_the_few_buffered_keys_among_them() {
     // A few keys buffered: new ones between rows, before the first and after the last,
     // rows deleted and rows changed, in a handful of leaves.
     let mut txn = db.begin().expect("begin");
-    let mut put = |txn: &mut tilldb::Txn<'_>, k: Vec<u8>, v: &str| {
-        txn.put(&k, v.as_bytes()).expect("put");
-        state.insert(k, v.as_bytes().to_vec());
+    let write = |txn: &mut tilldb::Txn<'_>, state: &mut Rows, k: Vec<u8>, v: Option<&str>| {
+        if let Some(v) = v {
+            txn.put(&k, v.as_bytes()).expect("put");
+            state.insert(k, v.as_bytes().to_vec());
+        } else {
+            txn.delete(&k).expect("delete");
+            state.remove(&k);
+        }
     };
-    put(&mut txn, b"row-".to_vec(), "first");
-    put(&mut txn, wide(1001), "new");
-    put(&mut txn, wide(3000), "changed");
-    put(&mut txn, wide(9999), "last");
-    txn.delete(&wide(4500)).expect("delete");
-    state.remove(&wide(4500));
+    write(&mut txn, &mut state, b"row-".to_vec(), Some("first"));
+    write(&mut txn, &mut state, wide(1001), Some("new"));
+    write(&mut txn, &mut state, wide(3000), Some("changed"));
+    write(&mut txn, &mut state, wide(9999), Some("last"));
+    write(&mut txn, &mut state, wide(4500), None);
+    // At and around overflow values: one replaced, one deleted, new keys beside them.
+    write(
+        &mut txn,
+        &mut state,
+        wide(2000),
+        Some("was an overflow value"),
+    );
+    write(
+        &mut txn,
+        &mut state,
+        wide(2001),
+        Some("after an overflow value"),
+    );
+    write(
+        &mut txn,
+        &mut state,
+        wide(1499),
+        Some("before an overflow value"),
+    );
+    write(&mut txn, &mut state, wide(3500), None);
+    // A stretch of rows all deleted, longer than a leaf.
+    for i in (5000..5400).step_by(2) {
+        write(&mut txn, &mut state, wide(i), None);
+    }
     txn.commit_with(Durability::Buffered).expect("buffered");
     let read = db.begin_read().expect("read");
     let starts: Vec<Option<Vec<u8>>> = [None]
         .into_iter()
         .chain((0..10_100).step_by(37).map(|i| Some(wide(i))))
+        .chain([1499, 1500, 2000, 2001, 3500, 4999, 5000, 5201, 5400].map(|i| Some(wide(i))))
         .collect();
     for from in &starts {
         for direction in [Direction::Forward, Direction::Backward] {

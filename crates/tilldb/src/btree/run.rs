@@ -208,6 +208,20 @@ impl LeafRun {
         Some(index)
     }
 
+    /// The key of the entry [`LeafRun::advance`] would take next (an overflow value's too),
+    /// or `None` once the run is used up or stopped.
+    #[must_use]
+    pub fn peek_key(&self) -> Option<&[u8]> {
+        if self.stopped || self.next == self.end {
+            return None;
+        }
+        let index = match self.direction {
+            Direction::Forward => self.next,
+            Direction::Backward => self.next - 1,
+        };
+        Some(self.node().key(index))
+    }
+
     /// The key and value of entry `index`, as [`LeafRun::advance`] returned it.
     ///
     /// # Panics

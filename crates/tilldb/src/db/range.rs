@@ -6,7 +6,7 @@
 //! overlay, `reads.rs`). Each iterator reads one snapshot: the acknowledged state when it was
 //! made, whatever commits while it is read.
 
-use super::reads::ScanWindow;
+use super::reads::{RunChanges, ScanWindow};
 use super::{Bound, Db, Direction, PageId, Result};
 use crate::btree::{Entries, LeafRun};
 use std::fmt;
@@ -29,7 +29,19 @@ pub struct Range<'db> {
     owns_snapshot: bool,
     /// The leaf being read in place, if any; taken from before `batch`.
     run: Option<LeafRun>,
+    /// The buffer's changes within the run's span, merged into it as it is read.
+    changes: RunChanges,
     batch: Entries,
+}
+
+/// What the run and its changes give next.
+enum RunStep {
+    /// The run's entry at this index.
+    Entry(usize),
+    /// The change [`RunChanges::current`] lends.
+    Change,
+    /// The run is used up (or stopped at an overflow value), with its changes.
+    Done,
 }
 
 impl fmt::Debug for Range<'_> {
@@ -66,6 +78,7 @@ impl<'db> Range<'db> {
                 snapshot,
                 owns_snapshot,
                 run: None,
+                changes: RunChanges::default(),
                 batch: Entries::new(),
             }
         });
@@ -87,12 +100,18 @@ impl Range<'_> {
     /// which the iterator ends.
     pub fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
         loop {
-            let taken = self.run.as_mut().and_then(LeafRun::advance);
-            if let Some(index) = taken {
-                return self.run.as_ref().map(|run| Ok(run.entry(index)));
-            }
-            if let Some(run) = self.run.take() {
-                self.window.after_run(&run);
+            if self.run.is_some() {
+                match self.next_in_run() {
+                    RunStep::Entry(index) => {
+                        return self.run.as_ref().map(|run| Ok(run.entry(index)));
+                    }
+                    RunStep::Change => return Some(Ok(self.changes.current())),
+                    RunStep::Done => {
+                        let run = self.run.take().expect("a run being read");
+                        self.window.after_run(&run, self.changes.last_yielded());
+                        self.changes = RunChanges::default();
+                    }
+                }
             }
             if !self.batch.is_empty() {
                 return self.batch.take_first().map(Ok);
@@ -101,8 +120,9 @@ impl Range<'_> {
                 .db
                 .scan_run(self.root, &self.window, self.snapshot)
                 .and_then(|run| match run {
-                    Some(run) => {
+                    Some((run, changes)) => {
                         self.run = Some(run);
+                        self.changes = changes;
                         Ok(true)
                     }
                     None => self.db.scan_step(
@@ -118,8 +138,41 @@ impl Range<'_> {
                 Err(e) => {
                     self.window = ScanWindow::empty(Direction::Forward);
                     self.run = None;
+                    self.changes = RunChanges::default();
                     return Some(Err(e));
                 }
+            }
+        }
+    }
+
+    /// The next of the run's entries and its changes, in the scan's order: a change comes
+    /// before the entries after it and replaces the entry of its key; a deletion drops it.
+    /// At an overflow value the run stops, leaving it and the changes from it on to the
+    /// batch that reads on past the last key yielded.
+    fn next_in_run(&mut self) -> RunStep {
+        let run = self.run.as_mut().expect("a run being read");
+        let forward = self.window.direction == Direction::Forward;
+        loop {
+            let order = match (run.peek_key(), self.changes.peek_key()) {
+                (None, None) => return RunStep::Done,
+                (None, Some(_)) if run.stopped() => return RunStep::Done,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (Some(key), Some(change)) if forward => key.cmp(change),
+                (Some(key), Some(change)) => change.cmp(key),
+            };
+            if order != std::cmp::Ordering::Greater {
+                let Some(index) = run.advance() else {
+                    // An overflow value: the batch reads it, and the changes from it on.
+                    return RunStep::Done;
+                };
+                if order == std::cmp::Ordering::Less {
+                    return RunStep::Entry(index);
+                }
+                // Equal: the change replaces the entry just passed.
+            }
+            if self.changes.take() {
+                return RunStep::Change;
             }
         }
     }

@@ -136,11 +136,12 @@ impl Db {
     }
 
     /// The next entries of a scan at `snapshot` as a run read in place (`btree/run.rs`): the
-    /// rest of the window in the leaf it starts in. Only while the overlay is empty (checked
-    /// under the tree lock, as [`Db::read_at_with`] does: the tree then holds what every
-    /// registered snapshot sees of it) and the buffer holds no version the snapshot sees
-    /// between the window's start and the run's far end (the window's end when the run ends
-    /// it); the run keeps the leaf as it is now whatever commits after. `None` otherwise,
+    /// rest of the window in the leaf it starts in, with the buffer's changes a reader at the
+    /// snapshot sees between the window's start and the run's far end (the window's end when
+    /// the run ends it), in the scan's order, copied out (`None`: deleted): the caller merges
+    /// them ([`RunChanges`]). Only while the overlay is empty (checked under the tree lock,
+    /// as [`Db::read_at_with`] does: the tree then holds what every registered snapshot sees
+    /// of it); the run keeps the leaf as it is now whatever commits after. `None` otherwise,
     /// when that leaf holds none of the window, or right after a run stopped at an overflow
     /// value: [`Db::scan_step`] reads the next batch instead.
     pub(super) fn scan_run(
@@ -148,7 +149,7 @@ impl Db {
         root: PageId,
         window: &ScanWindow,
         snapshot: u64,
-    ) -> Result<Option<LeafRun>> {
+    ) -> Result<Option<(LeafRun, RunChanges)>> {
         if window.done || window.copy_next {
             return Ok(None);
         }
@@ -167,8 +168,8 @@ impl Db {
         else {
             return Ok(None);
         };
-        if tree_alone {
-            return Ok(Some(run));
+        if tree_alone || crate::mutants::active("run-ignores-the-buffer") {
+            return Ok(Some((run, RunChanges::default())));
         }
         // What the run spans of the window: any buffered version there belongs among it.
         let (lower, upper) = (as_ref(&window.lower), as_ref(&window.upper));
@@ -178,12 +179,11 @@ impl Db {
             (false, Some(far), Direction::Forward) => (lower, Bound::Included(far)),
             (false, Some(far), Direction::Backward) => (Bound::Included(far), upper),
         };
-        if !crate::mutants::active("run-ignores-the-buffer")
-            && self.inner.visible.buffer_changes_in(root.0, span, snapshot)
-        {
-            return Ok(None);
+        let mut changes = self.inner.visible.buffer_changed_in(root.0, span, snapshot);
+        if window.direction == Direction::Backward {
+            changes.reverse();
         }
-        Ok(Some(run))
+        Ok(Some((run, RunChanges::new(changes))))
     }
 
     /// Fills `out` (cleared first) with the next batch of a scan at `snapshot`: at most
@@ -246,16 +246,23 @@ impl Db {
         };
         // The buffer's and the overlay's changes in the window (under their lock: usually none, so the
         // batch stays as the tree gave it).
-        let changed: Vec<(Vec<u8>, Option<Vec<u8>>)> = if self.tree_alone() {
-            Vec::new()
-        } else {
-            self.inner
-                .visible
-                .changed_in(root.0, (lower, upper), snapshot)
-        };
-        if !changed.is_empty() {
-            let batch = std::mem::replace(out, Entries::new());
-            merge_changes(&batch, &changed, direction, out);
+        if !self.tree_alone() {
+            let spare = &mut window.spare;
+            let merged =
+                self.inner
+                    .visible
+                    .with_changes_in(root.0, (lower, upper), snapshot, |changed| {
+                        if changed.is_empty() {
+                            return false;
+                        }
+                        spare.clear();
+                        merge_changes(out, changed, direction, spare);
+                        true
+                    });
+            if merged {
+                // The merged batch becomes the batch; the tree's is kept for the next merge.
+                std::mem::swap(out, &mut window.spare);
+            }
         }
         // Batches join in strict key order (each window starts past the last one).
         if let (Some(last), Some((first, _))) = (&window.last_key, out.first()) {
@@ -281,12 +288,60 @@ impl Db {
     }
 }
 
+/// The buffer's changes within a run's span, in the scan's order, merged into the run as it
+/// is read (`range.rs`): a change comes before the run's entries that follow it, replaces
+/// the entry of its key, and a deletion (`None`) drops it.
+#[derive(Debug, Default)]
+pub(super) struct RunChanges {
+    pending: std::collections::VecDeque<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The change last yielded, lent until the next.
+    current: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl RunChanges {
+    fn new(changes: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> Self {
+        RunChanges {
+            pending: changes.into(),
+            current: None,
+        }
+    }
+
+    /// The next change's key.
+    pub(super) fn peek_key(&self) -> Option<&[u8]> {
+        self.pending.front().map(|(key, _)| key.as_slice())
+    }
+
+    /// Takes the next change: `true` when it is a value (lent by [`RunChanges::current`])
+    /// and `false` for a deletion.
+    pub(super) fn take(&mut self) -> bool {
+        let (key, value) = self.pending.pop_front().expect("a pending change");
+        match value {
+            Some(value) => {
+                self.current = Some((key, value));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The change [`RunChanges::take`] last returned `true` for.
+    pub(super) fn current(&self) -> (&[u8], &[u8]) {
+        let (key, value) = self.current.as_ref().expect("a change taken");
+        (key, value)
+    }
+
+    /// The key of the last change yielded, if any.
+    pub(super) fn last_yielded(&self) -> Option<&[u8]> {
+        self.current.as_ref().map(|(key, _)| key.as_slice())
+    }
+}
+
 /// Fills `out` with a batch the tree gave (`batch`, in `direction`'s order) with `changed`
 /// applied (keys ascending; `None`: absent for the reader), in `direction`'s order: one
 /// pass over both, each of which is sorted.
 fn merge_changes(
     batch: &Entries,
-    changed: &[(Vec<u8>, Option<Vec<u8>>)],
+    changed: &[(&[u8], Option<&[u8]>)],
     direction: Direction,
     out: &mut Entries,
 ) {
@@ -308,7 +363,7 @@ fn merge_changes(
             (Some(_), None) => std::cmp::Ordering::Less,
             (None, Some(_)) => std::cmp::Ordering::Greater,
             (Some((key, _)), Some((changed_key, _))) => {
-                let order = (*key).cmp(changed_key.as_slice());
+                let order = (*key).cmp(changed_key);
                 if forward { order } else { order.reverse() }
             }
         };
@@ -343,6 +398,9 @@ pub(super) struct ScanWindow {
     /// not copy 256 entries to return 10: `till bench kv`'s ranges of 10 keys cost 37 point
     /// reads each), doubling up to `SCAN_BATCH`.
     pub(super) batch: usize,
+    /// Where a batch merged with the buffer's and the overlay's changes is built: swapped
+    /// with the batch, so that a scan's merges reuse two buffers.
+    spare: Entries,
 }
 
 /// Entries a scan's first batch reads.
@@ -358,6 +416,7 @@ impl ScanWindow {
             done: false,
             copy_next: false,
             batch: FIRST_BATCH,
+            spare: Entries::new(),
         }
     }
 
@@ -371,6 +430,7 @@ impl ScanWindow {
             done: true,
             copy_next: false,
             batch: FIRST_BATCH,
+            spare: Entries::new(),
         }
     }
 
@@ -412,15 +472,31 @@ impl ScanWindow {
     /// Moves the window past a run that is used up (its entries all taken, or stopped at an
     /// overflow value): the next entries start past its last key taken, or the scan is done
     /// when the range ended in the run's leaf.
-    pub(super) fn after_run(&mut self, run: &LeafRun) {
+    /// `last_change` is the last of the buffer's changes merged into the run that was
+    /// yielded ([`RunChanges`]): the window moves past it too when it lies further.
+    pub(super) fn after_run(&mut self, run: &LeafRun, last_change: Option<&[u8]>) {
+        let last_change =
+            last_change.filter(|_| !crate::mutants::active("run-window-forgets-changes"));
         if run.stopped() {
             self.copy_next = true;
         }
-        let Some(key) = run.last_taken() else {
-            assert!(run.stopped(), "a run used up without an entry taken");
-            return;
+        let further = |a: &[u8], b: &[u8]| match self.direction {
+            Direction::Forward => a > b,
+            Direction::Backward => a < b,
         };
-        self.past(key);
+        let key = match (run.last_taken(), last_change) {
+            (Some(taken), Some(change)) if further(change, taken) => change,
+            (Some(taken), _) => taken,
+            (None, change) => {
+                assert!(run.stopped(), "a run used up without an entry taken");
+                let Some(change) = change else {
+                    return;
+                };
+                change
+            }
+        };
+        let key = key.to_vec();
+        self.past(&key);
         if !run.stopped() && run.ends_range() {
             self.done = true;
         }
@@ -462,11 +538,11 @@ mod tests {
     /// tree's entry of its key, a deletion removes it, a new key lands in order; both ways.
     #[test]
     fn a_merged_batch_takes_each_change_in_the_scans_order() {
-        let changed: Vec<(Vec<u8>, Option<Vec<u8>>)> = vec![
-            (b"a".to_vec(), Some(b"new".to_vec())),
-            (b"c".to_vec(), None),
-            (b"d".to_vec(), Some(b"put".to_vec())),
-            (b"f".to_vec(), Some(b"last".to_vec())),
+        let changed: Vec<(&[u8], Option<&[u8]>)> = vec![
+            (b"a", Some(b"new")),
+            (b"c", None),
+            (b"d", Some(b"put")),
+            (b"f", Some(b"last")),
         ];
         let mut out = Entries::new();
         let forward = entries(&[("a", "1"), ("b", "2"), ("c", "3"), ("e", "5")]);

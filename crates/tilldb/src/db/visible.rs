@@ -334,16 +334,19 @@ impl Visible {
         self.buffer.read().seen(table, key, snapshot)
     }
 
-    /// Whether a reader at `snapshot` sees a buffered version of any key of `table` within
-    /// the bounds.
-    pub(super) fn buffer_changes_in(
+    /// The keys of `table` within the bounds that a reader at `snapshot` sees a buffered
+    /// version of, with that version (`None`: deleted), in key order, copied out: the
+    /// buffer's part of [`Visible::changed_in`].
+    pub(super) fn buffer_changed_in(
         &self,
         table: TableId,
         bounds: (Bound<&[u8]>, Bound<&[u8]>),
         snapshot: u64,
-    ) -> bool {
-        !crate::mutants::active("reads-skip-buffer")
-            && self.buffer.read().changes_in(table, bounds, snapshot)
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        if crate::mutants::active("reads-skip-buffer") {
+            return Vec::new();
+        }
+        self.buffer.read().changed_in(table, bounds, snapshot)
     }
 
     /// Whether a commit after `snapshot` found `table` empty: the reader's view of it is the
@@ -388,6 +391,31 @@ impl Visible {
         let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = overlay.into_iter().collect();
         merged.extend(buffered);
         merged.into_iter().collect()
+    }
+
+    /// Calls `f` with the changes a reader at `snapshot` sees in the window of `table`, as
+    /// [`Visible::changed_in`] gives them, borrowed from the buffer (held shared meanwhile)
+    /// while the overlay is empty: a scan batch merges them without copying them first.
+    pub(super) fn with_changes_in<R>(
+        &self,
+        table: TableId,
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
+        snapshot: u64,
+        f: impl FnOnce(&[(&[u8], Option<&[u8]>)]) -> R,
+    ) -> R {
+        if self.overlay_empty() {
+            if crate::mutants::active("reads-skip-buffer") {
+                return f(&[]);
+            }
+            let buffer = self.buffer.read();
+            return f(&buffer.seen_in(table, bounds, snapshot));
+        }
+        let owned = self.changed_in(table, bounds, snapshot);
+        let borrowed: Vec<(&[u8], Option<&[u8]>)> = owned
+            .iter()
+            .map(|(key, value)| (key.as_slice(), value.as_deref()))
+            .collect();
+        f(&borrowed)
     }
 
     /// Keys the overlay keeps older values of now.

@@ -241,9 +241,23 @@ impl WriteBuffer {
     pub fn changed_in(
         &self,
         table: TableId,
-        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
         snapshot: u64,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        self.seen_in(table, bounds, snapshot)
+            .into_iter()
+            .map(|(key, value)| (key.to_vec(), value.map(<[u8]>::to_vec)))
+            .collect()
+    }
+
+    /// [`WriteBuffer::changed_in`], borrowed from the buffer: no key or value copied.
+    #[must_use]
+    pub fn seen_in(
+        &self,
+        table: TableId,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        snapshot: u64,
+    ) -> Vec<(&[u8], Option<&[u8]>)> {
         let (lo, hi) = (probe_bound(lower), probe_bound(upper));
         let bounds = (as_view(&lo), as_view(&hi));
         // Oldest generation first: a newer one's version replaces an older one's.
@@ -267,29 +281,7 @@ impl WriteBuffer {
             merged.extend(newer);
             seen = merged.into_iter().collect();
         }
-        seen.into_iter()
-            .map(|(key, value)| (key.to_vec(), value.map(<[u8]>::to_vec)))
-            .collect()
-    }
-
-    /// Whether a reader at `snapshot` sees a buffered version of any key of `table` within
-    /// the bounds: [`WriteBuffer::changed_in`] not empty, without copying anything out.
-    #[must_use]
-    pub fn changes_in(
-        &self,
-        table: TableId,
-        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
-        snapshot: u64,
-    ) -> bool {
-        let (lo, hi) = (probe_bound(lower), probe_bound(upper));
-        let bounds = (as_view(&lo), as_view(&hi));
-        self.newest_first()
-            .filter(|g| g.read_by(snapshot))
-            .filter_map(|g| g.entries.get(&table))
-            .any(|keys| {
-                keys.range::<dyn KeyView, _>(bounds)
-                    .any(|(_, versions)| versions.at(snapshot).is_some())
-            })
+        seen
     }
 
     /// The greatest key of `table` the live generation holds a version of (deleted or not):

@@ -91,7 +91,7 @@ impl TxnRange<'_> {
                     break;
                 }
                 let run = self.run.take().expect("a run above");
-                self.window.after_run(&run);
+                self.window.after_run(&run, None);
                 continue;
             }
             let window = &self.window;
