@@ -9,9 +9,12 @@
 //! Which commits are buffered ([`try_buffered`]): with a buffer (`Options::write_buffer_bytes`
 //! above 0), a commit at any level (a `Sync` one is acknowledged once its record is durable,
 //! as any) that drops no table, writes only to tables that exist, and whose writes are at
-//! most a part (`Options::commit_part_bytes`) and fit one log record. Every other commit
-//! drains the buffer
-//! first ([`drain`], from `apply`), and so does a transaction's first read (`Txn::latch`)
+//! most a part (`Options::commit_part_bytes`) and fit one log record, unless it appends
+//! ([`appends`]: `APPEND_WRITES_MIN` keys or more, all above every key of the tree and the
+//! buffer, which the tree takes a run of keys at a time). Every other commit drains the
+//! buffer first ([`drain`], from `apply`), except one whose keys all lie above the buffer's
+//! (the tree then never gets a key the buffer holds undrained), and so does a
+//! transaction's first read (`Txn::latch`)
 //! and a checkpoint before it reads its redo point: a writer that reads, or commits through
 //! the tree, finds the tree current and needs no view of the buffer, and the log a
 //! checkpoint lets go of holds no buffered record the tree does not.
