@@ -274,7 +274,7 @@ impl Db {
         self.check_poison()?;
         let snapshot = self.visible_lsn();
         match self.table_root(table, snapshot)? {
-            Some(root) => self.read_at(root, key, snapshot),
+            Some(root) => self.read_latest(root, key, snapshot),
             None => Ok(None),
         }
     }

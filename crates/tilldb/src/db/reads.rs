@@ -52,16 +52,57 @@ impl Db {
         self.inner.visible.release(snapshot);
     }
 
-    /// `key` as a reader at `snapshot` sees it. The tree is read first and the overlay after:
-    /// a commit holds the tree lock exclusively from before it changes a page until it has
-    /// recorded the overlay entries, so a change seen in the tree always has its entry by the
-    /// time the overlay is asked.
+    /// `key` as a reader at `snapshot` sees it: the buffer's version at or before the
+    /// snapshot if it holds one, else the tree's value, else the overlay's older one. The
+    /// reader's snapshot is registered ([`Db::snapshot_register`]): nothing it reads is
+    /// pruned meanwhile. [`Db::read_latest`] is the read of a snapshot no one registered.
     pub(super) fn read_at(
         &self,
         root: PageId,
         key: &[u8],
         snapshot: u64,
     ) -> Result<Option<Vec<u8>>> {
+        self.read_seen(root, key, snapshot, false)
+    }
+
+    /// The latest acknowledged value of `key`, with no snapshot registered (`Db::get`): as
+    /// [`Db::read_at`] at `snapshot` (the visible lsn the read began with), except that the
+    /// buffer is read at the visible lsn of the moment it is read. A prune may run meanwhile and take the buffered versions
+    /// older than the newest one visible (no registered snapshot holds them back); read at
+    /// the first visible lsn, the buffer would then hold no version of the key there and
+    /// the tree would give the value from before them all.
+    pub(super) fn read_latest(
+        &self,
+        root: PageId,
+        key: &[u8],
+        snapshot: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        self.read_seen(root, key, snapshot, true)
+    }
+
+    /// [`Db::read_at`] and [`Db::read_latest`]. The buffer is asked before the tree: a drain
+    /// may apply a version the reader sees and the prune after it take it away, and a tree
+    /// read made before that drain would give the value from before the version. The tree
+    /// is read before the overlay: a commit holds the tree lock exclusively from before it
+    /// changes a page until it has recorded the overlay entries, so a change seen in the
+    /// tree always has its entry by the time the overlay is asked.
+    fn read_seen(
+        &self,
+        root: PageId,
+        key: &[u8],
+        snapshot: u64,
+        latest: bool,
+    ) -> Result<Option<Vec<u8>>> {
+        let buffered = if self.tree_alone() {
+            Seen::Tree
+        } else if latest {
+            self.inner.visible.buffer_seen_latest(root.0, key, snapshot)
+        } else {
+            self.inner.visible.buffer_seen(root.0, key, snapshot)
+        };
+        if let Seen::Value(value) = buffered {
+            return Ok(value);
+        }
         let tree_value = {
             let _shared = self.inner.tree_lock.read();
             // Under the lock: a commit that failed with pages half changed poisoned the
@@ -72,10 +113,12 @@ impl Db {
         if self.tree_alone() {
             return Ok(tree_value);
         }
-        Ok(match self.inner.visible.seen(root.0, key, snapshot) {
-            Seen::Tree => tree_value,
-            Seen::Value(v) => v,
-        })
+        Ok(
+            match self.inner.visible.overlay_seen(root.0, key, snapshot) {
+                Seen::Tree => tree_value,
+                Seen::Value(v) => v,
+            },
+        )
     }
 
     /// [`Db::read_at`], calling `f` with the value where it lies instead of copying it out.

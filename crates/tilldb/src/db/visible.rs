@@ -315,14 +315,13 @@ impl Visible {
         self.buffer.read().count_delta(table, snapshot)
     }
 
-    /// What a reader at `snapshot` sees of `key` in `table`: the tree's value, or the one the
-    /// overlay keeps.
-    pub(super) fn seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
-        match self.buffer_seen(table, key, snapshot) {
-            Seen::Tree if self.overlay_empty() => Seen::Tree,
-            Seen::Tree => self.reads.lock().overlay.seen(table, key, snapshot),
-            buffered @ Seen::Value(_) => buffered,
+    /// What a reader at `snapshot` sees of `key` in `table` in the overlay: the value it
+    /// keeps from before a commit the reader does not see, or [`Seen::Tree`].
+    pub(super) fn overlay_seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
+        if self.overlay_empty() {
+            return Seen::Tree;
         }
+        self.reads.lock().overlay.seen(table, key, snapshot)
     }
 
     /// What a reader at `snapshot` sees of `key` in the buffer alone: its newest buffered
@@ -347,6 +346,23 @@ impl Visible {
             return Vec::new();
         }
         self.buffer.read().changed_in(table, bounds, snapshot)
+    }
+
+    /// [`Visible::buffer_seen`] for a reader whose snapshot no one registered: at the later
+    /// of `snapshot` and the visible lsn as the buffer is read. A prune keeps the newest
+    /// version at or before the horizon, which is at most that visible lsn (the hint moves
+    /// before the prune, under `reads`; the buffer's lock orders the prune before this read).
+    pub(super) fn buffer_seen_latest(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
+        if crate::mutants::active("reads-skip-buffer") {
+            return Seen::Tree;
+        }
+        let buffer = self.buffer.read();
+        let at = if crate::mutants::active("latest-read-at-its-first-snapshot") {
+            snapshot
+        } else {
+            snapshot.max(self.hint())
+        };
+        buffer.seen(table, key, at)
     }
 
     /// Whether a commit after `snapshot` found `table` empty: the reader's view of it is the
