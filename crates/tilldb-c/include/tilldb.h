@@ -81,6 +81,20 @@ const char *tilldb_last_error(void);
 // `path` is a NUL-terminated string; `out` is a valid pointer to write the handle to.
 tilldb_status tilldb_open(const char *path, int change_feed, tilldb_db **out);
 
+// Opens (creating when missing) the database in directory `path` as [`tilldb_open`] does,
+// with the write buffer on: small commits are appended to the log and kept in memory, and
+// applied to the tree many at a time once `write_buffer_bytes` of them are held
+// (`Options::write_buffer_bytes`, docs/write-buffer.md; 0 is [`tilldb_open`]). Every
+// commit keeps its durability level. The database's header becomes version 4, which tilldb
+// releases before the write buffer refuse by name.
+//
+// # Safety
+// `path` is a NUL-terminated string; `out` is a valid pointer to write the handle to.
+tilldb_status tilldb_open_with_write_buffer(const char *path,
+                                            int change_feed,
+                                            uint64_t write_buffer_bytes,
+                                            tilldb_db **out);
+
 // Opens the existing database in directory `path` read-only, at its latest durable commit,
 // while another process may have it open and commit: nothing on disk changes,
 // `tilldb_begin` fails with `TILLDB_ERR_INVALID`, and [`tilldb_refresh`] moves to the

@@ -261,6 +261,35 @@ pub unsafe extern "C" fn tilldb_open(
     }
 }
 
+/// Opens (creating when missing) the database in directory `path` as [`tilldb_open`] does,
+/// with the write buffer on: small commits are appended to the log and kept in memory, and
+/// applied to the tree many at a time once `write_buffer_bytes` of them are held
+/// (`Options::write_buffer_bytes`, docs/write-buffer.md; 0 is [`tilldb_open`]). Every
+/// commit keeps its durability level. The database's header becomes version 4, which tilldb
+/// releases before the write buffer refuse by name.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` is a valid pointer to write the handle to.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tilldb_open_with_write_buffer(
+    path: *const c_char,
+    change_feed: c_int,
+    write_buffer_bytes: u64,
+    out: *mut *mut tilldb_db,
+) -> tilldb_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        open_handle("tilldb_open_with_write_buffer", path, out, |path| {
+            let options = Options {
+                change_feed: change_feed != 0,
+                write_buffer_bytes,
+                ..Options::default()
+            };
+            Ok(Db::open(path, options)?)
+        })
+    }
+}
+
 /// Opens a handle with `open` (the call named `what`) and writes it to `*out`. `open` runs
 /// after `path` and `out` are checked, and may refuse its own arguments (`Failure::Invalid`).
 ///
