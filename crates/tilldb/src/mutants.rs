@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 83] = [
+pub const ALL: [(&str, &str); 84] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -48,6 +48,10 @@ pub const ALL: [(&str, &str); 83] = [
     (
         "latest-read-at-its-first-snapshot",
         "Db::get reads the buffer at the visible lsn it began with: a prune meanwhile takes the versions it sees and it returns the tree's older value",
+    ),
+    (
+        "overlay-hint-left-set",
+        "a commit records older values in the overlay without clearing its own empty hint: reads through a non-empty buffer read the tree in place past them",
     ),
     (
         "replay-forgets-the-buffer",

@@ -61,6 +61,21 @@ fn commit(db: &Db, state: &mut BTreeMap<Vec<u8>, Vec<u8>>, round: u32) {
     txn.commit_with(Durability::Buffered).expect("commit");
 }
 
+/// Kills the process holding `db` (nothing closed), reopens the database on `disk` with
+/// the buffer off, and checks that it holds `state` (every acknowledged commit) and that
+/// its tree checks out.
+fn kill_and_reopen(db: Db, disk: Arc<SimDisk>, state: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    std::mem::forget(db);
+    disk.crash(CrashMode::ProcessKill);
+    let db = Db::open_with_storage(disk, Path::new("/db"), options()).expect("reopen");
+    assert_eq!(
+        &read_all(&db.begin_read().expect("read")),
+        state,
+        "after a kill"
+    );
+    db.check().expect("the tree checks out");
+}
+
 #[test]
 fn buffered_commits_read_back_and_an_old_snapshot_keeps_its_view_through_a_drain() {
     let disk = Arc::new(SimDisk::new(SimConfig::default()));
@@ -116,11 +131,7 @@ fn a_killed_process_reopens_with_every_buffered_commit() {
     for round in 60..64 {
         commit(&db, &mut state, round);
     }
-    std::mem::forget(db);
-    disk.crash(CrashMode::ProcessKill);
-    let db = Db::open_with_storage(disk, Path::new("/db"), options()).expect("reopen");
-    assert_eq!(read_all(&db.begin_read().expect("read")), state);
-    db.check().expect("the tree checks out");
+    kill_and_reopen(db, disk, &state);
 }
 
 /// A read-only handle (`Db::open_read_only`) beside a writer that buffers: it rebuilds the
@@ -430,15 +441,7 @@ fn appends_past_the_buffer_go_through_the_tree_and_overlapping_ones_do_not() {
         assert_eq!(&read_all(read), want, "snapshot {i}");
     }
     drop(snapshots);
-    std::mem::forget(db);
-    disk.crash(CrashMode::ProcessKill);
-    let db = Db::open_with_storage(disk, Path::new("/db"), options()).expect("reopen");
-    assert_eq!(
-        read_all(&db.begin_read().expect("read")),
-        state,
-        "after a kill"
-    );
-    db.check().expect("the tree checks out");
+    kill_and_reopen(db, disk, &state);
 }
 
 /// `Db::get` takes no registered snapshot: a drain and the prune after it may run between

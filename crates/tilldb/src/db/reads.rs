@@ -67,10 +67,10 @@ impl Db {
 
     /// The latest acknowledged value of `key`, with no snapshot registered (`Db::get`): as
     /// [`Db::read_at`] at `snapshot` (the visible lsn the read began with), except that the
-    /// buffer is read at the visible lsn of the moment it is read. A prune may run meanwhile and take the buffered versions
-    /// older than the newest one visible (no registered snapshot holds them back); read at
-    /// the first visible lsn, the buffer would then hold no version of the key there and
-    /// the tree would give the value from before them all.
+    /// buffer is read at the visible lsn of the moment it is read. A prune may run meanwhile
+    /// and take the buffered versions older than the newest one visible (no registered
+    /// snapshot holds them back); read at the first visible lsn, the buffer would then hold
+    /// no version of the key there and the tree would give the value from before them all.
     pub(super) fn read_latest(
         &self,
         root: PageId,

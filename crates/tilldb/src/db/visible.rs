@@ -197,7 +197,9 @@ impl Visible {
             && !crate::mutants::active("reads-skip-overlay")
             && !crate::mutants::active("commit-leaves-overlay-hint")
         {
-            self.overlay_empty.store(false, Ordering::Release);
+            if !crate::mutants::active("overlay-hint-left-set") {
+                self.overlay_empty.store(false, Ordering::Release);
+            }
             self.tree_alone.store(false, Ordering::Release);
         }
     }

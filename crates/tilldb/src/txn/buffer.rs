@@ -270,10 +270,10 @@ impl WriteBuffer {
         let Some(first) = read.next() else {
             return Vec::new();
         };
-        let mut seen = seen_in(first, bounds, snapshot);
+        let mut seen = generation_seen_in(first, bounds, snapshot);
         // More than one generation (a drained one an older snapshot still reads): merge.
         for keys in read {
-            let newer = seen_in(keys, bounds, snapshot);
+            let newer = generation_seen_in(keys, bounds, snapshot);
             if newer.is_empty() {
                 continue;
             }
@@ -430,7 +430,7 @@ impl WriteBuffer {
 
 /// The keys of one generation's table within `bounds` with a version a reader at `snapshot`
 /// sees, in key order, with that version.
-fn seen_in<'g>(
+fn generation_seen_in<'g>(
     keys: &'g BTreeMap<BufKey, Versions>,
     bounds: (Bound<&dyn KeyView>, Bound<&dyn KeyView>),
     snapshot: u64,

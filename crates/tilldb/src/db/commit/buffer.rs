@@ -13,8 +13,8 @@
 //! ([`appends`]: `APPEND_WRITES_MIN` keys or more, all above every key of the tree and the
 //! buffer, which the tree takes a run of keys at a time). Every other commit drains the
 //! buffer first ([`drain`], from `apply`), except one whose keys all lie above the buffer's
-//! (the tree then never gets a key the buffer holds undrained), and so does a
-//! transaction's first read (`Txn::latch`)
+//! ([`past_buffer`]: the tree then never gets a key the buffer holds undrained), and so does
+//! a transaction's first read (`Txn::latch`)
 //! and a checkpoint before it reads its redo point: a writer that reads, or commits through
 //! the tree, finds the tree current and needs no view of the buffer, and the log a
 //! checkpoint lets go of holds no buffered record the tree does not.
@@ -27,7 +27,7 @@
 use super::{Changes, apply_to_tree, root_of};
 use crate::Durability;
 use crate::btree::{Direction, Tree};
-use crate::db::locks::Writer;
+use crate::db::locks::{TreeHeld, Writer};
 use crate::db::open::BufferedLog;
 use crate::db::pages::ReadPages;
 use crate::db::write_set::WriteSet;
@@ -161,85 +161,87 @@ pub(super) fn try_buffered(
 /// cheaper buffered.
 pub(super) const APPEND_WRITES_MIN: usize = 64;
 
-/// Whether a commit's keys lie above what the buffer holds (and the tree: see [`appends`]).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Appends {
-    past_buffer: bool,
-    through_tree: bool,
-}
-
-impl Appends {
-    /// Every key of every table the commit writes lies above every key the live generation
-    /// holds of it: the commit may go through the tree without a drain first (the tree then
-    /// never gets a change of a key the buffer holds undrained: `txn/buffer.rs`).
-    pub(super) fn past_buffer(self) -> bool {
-        self.past_buffer
+/// Whether `changes` may go through the tree without a drain first: they drop no table and
+/// every key they write lies above every key the live generation holds of its table, so the
+/// tree never gets a key the buffer holds undrained (`txn/buffer.rs`). Cheap with nothing
+/// buffered (no lookup). Requires: the writer lock (the live generation changes only under
+/// it).
+pub(super) fn past_buffer(db: &Db, changes: &Changes) -> Result<bool> {
+    if !changes.dropped.is_empty() {
+        return Ok(false);
     }
-
-    /// Past the buffer, above the tree's last key too, and `APPEND_WRITES_MIN` writes or
-    /// more, with the buffer on: the commit goes through the tree rather than the buffer.
-    pub(super) fn through_tree(self) -> bool {
-        self.through_tree
+    if db.inner.visible.buffer_redo_floor().is_none() {
+        return Ok(true);
     }
-}
-
-/// Whether `changes` append past the buffer and the tree (see [`Appends`]). Cheap for a
-/// small commit with nothing buffered (no lookup); else a look at the buffer's and the
-/// tree's last key of each table written. Requires: the writer lock (the buffer's live
-/// generation changes only under it).
-pub(super) fn appends(db: &Db, changes: &Changes) -> Result<Appends> {
-    let inner = &db.inner;
-    let nothing_buffered = inner.visible.buffer_redo_floor().is_none();
-    let large = changes.writes.len_at_least(APPEND_WRITES_MIN);
-    let buffer_on = inner.write_buffer_bytes.load(Ordering::Relaxed) > 0;
-    if !changes.dropped.is_empty() || (nothing_buffered && !(large && buffer_on)) {
-        // A drop drains first; with nothing buffered a drain is nothing, and a small commit
-        // is buffered or not on its own terms.
-        return Ok(Appends {
-            past_buffer: changes.dropped.is_empty(),
-            through_tree: false,
-        });
-    }
-    let shared = inner.tree_lock.read();
+    let shared = db.inner.tree_lock.read();
     db.check_poison()?;
+    Ok(first_keys(db, changes, shared.held())?.is_some_and(|firsts| above_buffer(db, &firsts)))
+}
+
+/// Whether `changes` append: with the buffer on, `APPEND_WRITES_MIN` writes or more, past
+/// the buffer ([`past_buffer`]) and above the tree's last key of each table they write.
+/// Such a commit goes through the tree rather than the buffer. Only a large commit looks
+/// at the tree. Requires: the writer lock.
+pub(super) fn appends(db: &Db, changes: &Changes) -> Result<bool> {
+    let buffer_on = db.inner.write_buffer_bytes.load(Ordering::Relaxed) > 0;
+    if !buffer_on || !changes.dropped.is_empty() || !changes.writes.len_at_least(APPEND_WRITES_MIN)
+    {
+        return Ok(false);
+    }
+    let shared = db.inner.tree_lock.read();
+    db.check_poison()?;
+    let Some(firsts) = first_keys(db, changes, shared.held())? else {
+        return Ok(false);
+    };
+    if !above_buffer(db, &firsts) {
+        return Ok(false);
+    }
     let pages = db.read_pages();
-    let (mut past_buffer, mut past_tree) = (true, true);
-    for table in changes.writes.tables() {
-        let Some(root) = root_of(db, table, shared.held())? else {
-            // A table this commit creates: through the tree, after a drain.
-            return Ok(Appends {
-                past_buffer: false,
-                through_tree: false,
-            });
-        };
-        let mut cursor = changes.writes.table(table)?;
-        let Some(first) = cursor.next()?.map(|write| write.key) else {
-            continue;
-        };
-        let buffer_last = inner.visible.buffer_live_last_key(root.0);
-        if buffer_last.is_some_and(|last| first <= last.as_slice())
-            && !crate::mutants::active("append-check-ignores-the-buffer")
-        {
-            past_buffer = false;
-            break;
-        }
-        if past_tree {
-            let tree_last = Tree::open(root)
-                .scan(
-                    &pages,
-                    Bound::Unbounded,
-                    Bound::Unbounded,
-                    Direction::Backward,
-                )
-                .next()
-                .transpose()?;
-            past_tree = tree_last.is_none_or(|(last, _)| first > last.as_slice());
+    for (root, first) in &firsts {
+        let tree_last = Tree::open(*root)
+            .scan(
+                &pages,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Backward,
+            )
+            .next()
+            .transpose()?;
+        if tree_last.is_some_and(|(last, _)| *first <= last) {
+            return Ok(false);
         }
     }
-    Ok(Appends {
-        past_buffer,
-        through_tree: past_buffer && past_tree && large && buffer_on,
-    })
+    Ok(true)
+}
+
+/// A table's root and the first key a commit writes there.
+type FirstKey = (PageId, Vec<u8>);
+
+/// The root of each table `changes` write to, with the first key written there; `None`
+/// when one of them does not exist yet (the commit creates it: through the tree, after a
+/// drain). Requires: the tree lock held.
+fn first_keys(db: &Db, changes: &Changes, tree: TreeHeld<'_>) -> Result<Option<Vec<FirstKey>>> {
+    let mut firsts = Vec::new();
+    for table in changes.writes.tables() {
+        let Some(root) = root_of(db, table, tree)? else {
+            return Ok(None);
+        };
+        if let Some(write) = changes.writes.table(table)?.next()? {
+            firsts.push((root, write.key.to_vec()));
+        }
+    }
+    Ok(Some(firsts))
+}
+
+/// Whether each first key lies above every key the live generation holds of its table.
+fn above_buffer(db: &Db, firsts: &[FirstKey]) -> bool {
+    crate::mutants::active("append-check-ignores-the-buffer")
+        || firsts.iter().all(|(root, first)| {
+            db.inner
+                .visible
+                .buffer_live_last_key(root.0)
+                .is_none_or(|last| *first > last)
+        })
 }
 
 impl Db {

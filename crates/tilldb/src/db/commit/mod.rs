@@ -123,11 +123,11 @@ impl Drop for PoisonOnUnwind<'_> {
 }
 
 /// Commits `changes`: into the write buffer if it takes them (`buffer.rs`), else into the
-/// tree ([`apply_to_tree`]), after draining the buffer unless they append past it (every
-/// key above the tree's and the buffer's last, [`buffer::appends`]): such a commit of
-/// `buffer::APPEND_WRITES_MIN` writes or more goes through the tree, where keys in order
-/// fill leaves a run at a time, and shares no key with the buffer. Returns the commit's
-/// lsn.
+/// tree ([`apply_to_tree`]), after draining the buffer unless every key lies above the
+/// buffer's ([`buffer::past_buffer`]). A commit that appends ([`buffer::appends`]:
+/// `buffer::APPEND_WRITES_MIN` writes or more, above the tree's and the buffer's last key)
+/// goes through the tree, where keys in order fill leaves a run at a time. Returns the
+/// commit's lsn.
 pub(super) fn apply(
     db: &Db,
     alloc: &mut Writer<'_>,
@@ -135,12 +135,11 @@ pub(super) fn apply(
     durability: Durability,
 ) -> Result<Lsn> {
     let appends = buffer::appends(db, changes)?;
-    if !appends.through_tree()
-        && let Some(lsn) = buffer::try_buffered(db, alloc, changes, durability)?
-    {
+    if !appends && let Some(lsn) = buffer::try_buffered(db, alloc, changes, durability)? {
         return Ok(lsn);
     }
-    if !appends.past_buffer() {
+    // An append is past the buffer by its definition.
+    if !appends && !buffer::past_buffer(db, changes)? {
         drain(db, alloc)?;
     }
     apply_to_tree(db, alloc, changes, durability)
