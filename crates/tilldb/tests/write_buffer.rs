@@ -61,13 +61,21 @@ fn commit(db: &Db, state: &mut BTreeMap<Vec<u8>, Vec<u8>>, round: u32) {
     txn.commit_with(Durability::Buffered).expect("commit");
 }
 
+/// A process's own view of `disk` (a clone, where an `Arc` clone is the harness's), so the
+/// threads of a database leaked over a kill cannot rename or remove files under the next
+/// open.
+fn process_view(disk: &Arc<SimDisk>) -> Arc<SimDisk> {
+    Arc::new(SimDisk::clone(disk))
+}
+
 /// Kills the process holding `db` (nothing closed), reopens the database on `disk` with
 /// the buffer off, and checks that it holds `state` (every acknowledged commit) and that
 /// its tree checks out.
 fn kill_and_reopen(db: Db, disk: Arc<SimDisk>, state: &BTreeMap<Vec<u8>, Vec<u8>>) {
     std::mem::forget(db);
     disk.crash(CrashMode::ProcessKill);
-    let db = Db::open_with_storage(disk, Path::new("/db"), options()).expect("reopen");
+    let db =
+        Db::open_with_storage(process_view(&disk), Path::new("/db"), options()).expect("reopen");
     assert_eq!(
         &read_all(&db.begin_read().expect("read")),
         state,
@@ -119,7 +127,8 @@ fn buffered_commits_read_back_and_an_old_snapshot_keeps_its_view_through_a_drain
 #[test]
 fn a_killed_process_reopens_with_every_buffered_commit() {
     let disk = Arc::new(SimDisk::new(SimConfig::default()));
-    let db = Db::open_with_storage(disk.clone(), Path::new("/db"), options()).expect("create");
+    let db =
+        Db::open_with_storage(process_view(&disk), Path::new("/db"), options()).expect("create");
     // Small: drains among the commits, and some commits after the last.
     db.set_write_buffer_bytes(4096).expect("buffer on");
     let mut state = BTreeMap::new();
@@ -401,7 +410,7 @@ fn ranges_over_many_leaves_take_the_few_buffered_keys_among_them() {
 fn appends_past_the_buffer_go_through_the_tree_and_overlapping_ones_do_not() {
     let disk = Arc::new(SimDisk::new(SimConfig::default()));
     let db = Db::open_with_storage(
-        disk.clone(),
+        process_view(&disk),
         Path::new("/db"),
         Options {
             write_buffer_bytes: 1 << 30,

@@ -491,7 +491,10 @@ mod tests {
         use crate::io::{CrashMode, SimConfig, SimDisk};
         let disk = Arc::new(SimDisk::new(SimConfig::default()));
         let dir = Path::new("/db");
-        let db = Db::open_with_storage(disk.clone(), dir, Options::for_tests()).expect("create");
+        // A process's own view of the disk (a clone), so the threads of the database leaked
+        // over the kill below cannot rename segments under the reopen.
+        let db = Db::open_with_storage(Arc::new(SimDisk::clone(&disk)), dir, Options::for_tests())
+            .expect("create");
         let alloc = *db.inner.writer.lock();
         let write = record::Write {
             table: "",

@@ -280,7 +280,7 @@ proptest! {
         for reopen in 0..2 {
             disk.crash(crate::io::CrashMode::ProcessKill);
             // Reopened without the buffer: what the log holds is read all the same.
-            let db = Db::open_with_storage(disk.clone(), Path::new("/db"), options.clone())
+            let db = Db::open_with_storage(process_view(&disk), Path::new("/db"), options.clone())
                 .expect("reopen");
             prop_assert_eq!(&read_all(&db.begin_read().expect("read")), &state, "reopen {}, undrained {}", reopen, undrained);
             prop_assert_eq!(db.inner.visible.buffer_live_bytes(), 0, "the open drained the buffer");
@@ -290,9 +290,15 @@ proptest! {
     }
 }
 
+/// A process's own view of `disk` (a clone, where an `Arc` clone is the harness's), so the
+/// threads of a database leaked over a kill cannot touch the files under the next open.
+fn process_view(disk: &Arc<SimDisk>) -> Arc<SimDisk> {
+    Arc::new(SimDisk::clone(disk))
+}
+
 /// [`open`] on `disk`.
 fn open_on(disk: &Arc<SimDisk>, options: Options, buffer_bytes: u64) -> Db {
-    let db = Db::open_with_storage(disk.clone(), Path::new("/db"), options).expect("create");
+    let db = Db::open_with_storage(process_view(disk), Path::new("/db"), options).expect("create");
     make_table_t(&db);
     db.set_write_buffer_bytes(buffer_bytes).expect("buffer on");
     db
