@@ -71,11 +71,11 @@ fn process_view(disk: &Arc<SimDisk>) -> Arc<SimDisk> {
 /// Kills the process holding `db` (nothing closed), reopens the database on `disk` with
 /// the buffer off, and checks that it holds `state` (every acknowledged commit) and that
 /// its tree checks out.
-fn kill_and_reopen(db: Db, disk: Arc<SimDisk>, state: &BTreeMap<Vec<u8>, Vec<u8>>) {
+fn kill_and_reopen(db: Db, disk: &Arc<SimDisk>, state: &BTreeMap<Vec<u8>, Vec<u8>>) {
     std::mem::forget(db);
     disk.crash(CrashMode::ProcessKill);
     let db =
-        Db::open_with_storage(process_view(&disk), Path::new("/db"), options()).expect("reopen");
+        Db::open_with_storage(process_view(disk), Path::new("/db"), options()).expect("reopen");
     assert_eq!(
         &read_all(&db.begin_read().expect("read")),
         state,
@@ -140,7 +140,7 @@ fn a_killed_process_reopens_with_every_buffered_commit() {
     for round in 60..64 {
         commit(&db, &mut state, round);
     }
-    kill_and_reopen(db, disk, &state);
+    kill_and_reopen(db, &disk, &state);
 }
 
 /// A read-only handle (`Db::open_read_only`) beside a writer that buffers: it rebuilds the
@@ -450,7 +450,7 @@ fn appends_past_the_buffer_go_through_the_tree_and_overlapping_ones_do_not() {
         assert_eq!(&read_all(read), want, "snapshot {i}");
     }
     drop(snapshots);
-    kill_and_reopen(db, disk, &state);
+    kill_and_reopen(db, &disk, &state);
 }
 
 /// `Db::get` takes no registered snapshot: a drain and the prune after it may run between
