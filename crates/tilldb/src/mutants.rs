@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 84] = [
+pub const ALL: [(&str, &str); 86] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -52,6 +52,14 @@ pub const ALL: [(&str, &str); 84] = [
     (
         "overlay-hint-left-set",
         "a commit records older values in the overlay without clearing its own empty hint: reads through a non-empty buffer read the tree in place past them",
+    ),
+    (
+        "drain-drops-needed-befores",
+        "a drain keeps no older values for readers though a snapshot before it precedes some buffered versions: that reader finds the drained value in the tree",
+    ),
+    (
+        "idle-buffer-unwatched",
+        "a commit that leaves something buffered never asks the checkpoint thread to watch it: an idle writer's buffer is never drained",
     ),
     (
         "replay-forgets-the-buffer",

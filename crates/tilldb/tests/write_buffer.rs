@@ -505,3 +505,130 @@ fn a_point_read_beside_drains_never_returns_a_value_older_than_an_acknowledged_o
     });
     assert_eq!(value_of(&db), 3_000);
 }
+
+/// Waits (polling, up to 20 s) until `db` has nothing buffered; panics naming `what`.
+fn wait_until_drained(db: &Db, what: &str) {
+    let started = std::time::Instant::now();
+    while db.stats().write_buffer_bytes > 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{what}: still buffered 20 s later ({:?})",
+            db.stats()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// With background threads, once no commit came for a while the checkpoint thread drains
+/// what the last commits left buffered (mutant `idle-buffer-unwatched`: no commit asks it
+/// to watch, and the buffer waits for its threshold), readers find the same values in the
+/// tree, a commit after that drain is watched and drained in turn, and a killed process
+/// reopens with all of it. No checkpoint is due by time or volume here: only the idle
+/// drain empties the buffer.
+#[test]
+fn an_idle_writer_leaves_the_buffer_to_the_checkpoint_thread_which_drains_it() {
+    let disk = Arc::new(SimDisk::new(SimConfig::default()));
+    let db = Db::open_with_storage(
+        process_view(&disk),
+        Path::new("/db"),
+        Options {
+            background_threads: true,
+            checkpoint_interval: std::time::Duration::from_hours(1),
+            write_buffer_bytes: 1 << 30,
+            ..options()
+        },
+    )
+    .expect("create");
+    let mut state = BTreeMap::new();
+    for round in 0..20 {
+        commit(&db, &mut state, round);
+    }
+    wait_until_drained(&db, "the commits before the first idle drain");
+    assert!(db.stats().idle_drains >= 1, "{:?}", db.stats());
+    assert_eq!(&read_all(&db.begin_read().expect("read")), &state);
+    let drains = db.stats().idle_drains;
+    commit(&db, &mut state, 20);
+    wait_until_drained(&db, "a commit after an idle drain");
+    assert!(db.stats().idle_drains > drains, "{:?}", db.stats());
+    assert_eq!(&read_all(&db.begin_read().expect("read")), &state);
+    kill_and_reopen(db, &disk, &state);
+}
+
+/// A drain whose buffered versions some snapshot precedes keeps, for that snapshot, the
+/// values it replaced in the tree (mutant `drain-drops-needed-befores`: it keeps none, as it
+/// may when every snapshot sees all of them): the snapshot reads its values, not the
+/// drained ones, by point reads, a range and its length.
+#[test]
+fn a_snapshot_older_than_the_buffered_commits_keeps_its_view_through_their_drain() {
+    let db = Db::open_with_storage(
+        Arc::new(SimDisk::new(SimConfig::default())),
+        Path::new("/db"),
+        Options {
+            write_buffer_bytes: 1 << 30,
+            ..options()
+        },
+    )
+    .expect("create");
+    let put = |key: &[u8], value: &[u8]| {
+        let mut txn = db.begin().expect("begin");
+        txn.put(key, value).expect("put");
+        txn.commit_with(Durability::Buffered).expect("commit");
+    };
+    // A transaction's first read drains the buffer into the tree.
+    let drain = || {
+        let mut txn = db.begin().expect("begin");
+        txn.get(b"any").expect("get");
+        txn.rollback();
+    };
+    put(b"k", b"old");
+    drain();
+    let old = db.begin_read().expect("read");
+    put(b"k", b"new");
+    put(b"added", b"new");
+    drain();
+    assert_eq!(old.get(b"k").expect("get").as_deref(), Some(&b"old"[..]));
+    assert_eq!(old.get(b"added").expect("get"), None);
+    let before: BTreeMap<Vec<u8>, Vec<u8>> = [(b"k".to_vec(), b"old".to_vec())].into();
+    assert_eq!(
+        read_all(&old),
+        before,
+        "the old snapshot's range and length"
+    );
+    let now = db.begin_read().expect("read");
+    assert_eq!(now.get(b"k").expect("get").as_deref(), Some(&b"new"[..]));
+    assert_eq!(now.len().expect("len"), 2);
+}
+
+/// A drain whose buffered versions every snapshot sees keeps no older value of their keys
+/// for the snapshots (only its table's count, for their lengths): such a reader finds each
+/// key's version in the drained generation, and reads the rest of the tree in place.
+#[test]
+fn a_drain_that_every_snapshot_sees_keeps_no_older_values_of_its_keys() {
+    let db = Db::open_with_storage(
+        Arc::new(SimDisk::new(SimConfig::default())),
+        Path::new("/db"),
+        Options {
+            write_buffer_bytes: 1 << 30,
+            ..options()
+        },
+    )
+    .expect("create");
+    let mut state = BTreeMap::new();
+    for round in 0..40 {
+        commit(&db, &mut state, round);
+    }
+    let reader = db.begin_read().expect("read");
+    let mut txn = db.begin().expect("begin");
+    txn.get(b"any").expect("a first read drains");
+    txn.rollback();
+    assert!(
+        db.stats().overlay_keys <= 1,
+        "only the count's older value is kept: {:?}",
+        db.stats()
+    );
+    assert_eq!(
+        read_all(&reader),
+        state,
+        "the reader's view, after the drain"
+    );
+}

@@ -143,18 +143,18 @@ impl Db {
         if let Seen::Value(value) = self.inner.visible.buffer_seen(root.0, key, snapshot) {
             return Ok(value.map(|value| f(&value)));
         }
-        // None: with the overlay empty (checked under the tree lock, after the buffer: a
-        // drain that changed the key since recorded the tree's older value there), the tree
-        // holds what the snapshot sees of it.
-        let f = {
-            let _shared = self.inner.tree_lock.read();
-            self.check_poison()?;
-            if self.inner.visible.overlay_empty() {
-                return Tree::open(root).get_with(&self.read_pages(), key, f);
-            }
-            f
-        };
-        Ok(self.read_at(root, key, snapshot)?.map(|value| f(&value)))
+        // None: the overlay, then the tree, both under the tree lock (after the buffer: a
+        // drain that changed the key since recorded the tree's older value in the overlay).
+        // A commit holds the lock exclusively from before it changes a page until it has
+        // recorded what it replaced, so under it the two agree; a key the overlay holds no
+        // older value of for the snapshot reads in place. (After a drain, a snapshot older
+        // than it reads here: its overlay is not empty.)
+        let _shared = self.inner.tree_lock.read();
+        self.check_poison()?;
+        match self.inner.visible.overlay_seen(root.0, key, snapshot) {
+            Seen::Value(value) => Ok(value.map(|value| f(&value))),
+            Seen::Tree => Tree::open(root).get_with(&self.read_pages(), key, f),
+        }
     }
 
     pub(super) fn scan_at(

@@ -29,6 +29,15 @@ pub struct Stats {
     /// the commits that changed them (`txn/overlay.rs`). A large commit that no snapshot is
     /// open to see keeps none (docs/durability.md, "Large transactions").
     pub overlay_keys: u64,
+    /// Memory the write buffer's undrained commits hold now (an estimate: keys, values and
+    /// their bookkeeping; `Options::write_buffer_bytes` is where it drains). Zero with the
+    /// buffer off or drained.
+    pub write_buffer_bytes: u64,
+    /// Drains of the write buffer that the checkpoint thread ran because no commit came for
+    /// a while (docs/write-buffer.md, "The idle drain"), not counting drains at the
+    /// threshold, before a commit through the tree, a transaction's first read or a
+    /// checkpoint.
+    pub idle_drains: u64,
 }
 
 /// The database's own counters ([`Stats`]).
@@ -42,6 +51,8 @@ pub(super) struct Counters {
     queued_commits: AtomicU64,
     /// Records of commits logged in parts (`commit.rs`).
     parts_logged: AtomicU64,
+    /// Drains the checkpoint thread ran with the writer idle (`commit/buffer.rs`).
+    idle_drains: AtomicU64,
 }
 
 impl Counters {
@@ -60,6 +71,11 @@ impl Counters {
     /// Counts a commit that a queue leader applied for another thread.
     pub(super) fn queued_commit(&self) {
         self.queued_commits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a drain of the write buffer the checkpoint thread ran with the writer idle.
+    pub(super) fn idle_drained(&self) {
+        self.idle_drains.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts `records` log records of one commit logged in parts.
@@ -100,6 +116,8 @@ impl Db {
             queued_commits: self.inner.counters.queued_commits.load(Ordering::Relaxed),
             commit_parts: self.inner.counters.parts_logged.load(Ordering::Relaxed),
             overlay_keys: self.inner.visible.overlay_keys() as u64,
+            write_buffer_bytes: self.inner.visible.buffer_live_bytes() as u64,
+            idle_drains: self.inner.counters.idle_drains.load(Ordering::Relaxed),
         }
     }
 }

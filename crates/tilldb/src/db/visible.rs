@@ -326,6 +326,22 @@ impl Visible {
         self.reads.lock().overlay.seen(table, key, snapshot)
     }
 
+    /// Whether a drain of the live generation may keep no older values of its keys for
+    /// readers: every version the generation holds is at or before the horizon (the oldest
+    /// snapshot any reader holds or will get), so every reader before the drain finds, in
+    /// the generation that stays for it, its own version of each key the drain writes,
+    /// the newest being what the drain puts in the tree. Requires: the tree lock,
+    /// exclusively (no snapshot registers meanwhile).
+    pub(super) fn buffer_answers_every_reader(&self) -> bool {
+        let horizon = self.reads.lock().horizon(self.hint());
+        crate::mutants::active("drain-drops-needed-befores")
+            || self
+                .buffer
+                .read()
+                .live_last_end()
+                .is_some_and(|end| end <= horizon)
+    }
+
     /// What a reader at `snapshot` sees of `key` in the buffer alone: its newest buffered
     /// version at or before the snapshot, or [`Seen::Tree`] (read the overlay and the tree).
     pub(super) fn buffer_seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {

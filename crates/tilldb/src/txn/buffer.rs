@@ -378,6 +378,13 @@ impl WriteBuffer {
         self.live.first_start
     }
 
+    /// Where the live generation's last commit ends (`None`: it holds none): a reader at
+    /// that lsn or later sees every version it holds.
+    #[must_use]
+    pub fn live_last_end(&self) -> Option<u64> {
+        self.live.last_end
+    }
+
     /// Panics unless each generation's versions increase per key and its index lists, in lsn
     /// order, versions it holds; the byte counts add up; drained generations are in drain
     /// order, each after its own versions and before the live ones. O(versions).

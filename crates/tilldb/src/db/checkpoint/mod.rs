@@ -11,7 +11,7 @@ use super::{
 use crate::db::writeback::WriteBack;
 use crate::header::HeaderFile;
 use parking_lot::{Mutex, MutexGuard};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
 use thread::Checkpointer;
 
@@ -38,6 +38,10 @@ pub(super) struct Checkpoints {
     /// Full-page images: the log end when the latest checkpoint began (see `db/mod.rs`,
     /// "Full-page images"). Set under the writer lock; only moves forward.
     image_horizon: AtomicU64,
+    /// Whether the checkpoint thread watches the write buffer, to drain it once the writer
+    /// is idle (`checkpoint/thread.rs`): set by the commit that asks it to, cleared by the
+    /// drain under the writer lock, so a commit buffered after that drain asks again.
+    buffer_watched: AtomicBool,
     /// When the database was opened, and when the last checkpoint ended, in ms since then.
     opened: Instant,
     last_ms: AtomicU64,
@@ -69,6 +73,7 @@ impl Checkpoints {
             writeback: Mutex::new(writeback),
             end: AtomicU64::new(checkpoint.0),
             image_horizon: AtomicU64::new(checkpoint.0),
+            buffer_watched: AtomicBool::new(false),
             opened: Instant::now(),
             last_ms: AtomicU64::new(0),
         }
@@ -167,6 +172,20 @@ impl Checkpoints {
         let mut slot = self.thread.lock();
         assert!(!slot.running(), "a second checkpoint thread");
         *slot = thread;
+    }
+
+    /// Asks the checkpoint thread to watch the write buffer from `end` on, unless it does.
+    /// Requires: something buffered.
+    fn watch_buffer(&self, end: u64) {
+        if !self.buffer_watched.swap(true, Ordering::AcqRel) {
+            self.thread.lock().watch(end);
+        }
+    }
+
+    /// The idle drain ran (`commit::drain_if_idle`): the next commit that buffers something
+    /// asks the thread to watch again. Requires: the writer lock.
+    pub(super) fn buffer_unwatched(&self) {
+        self.buffer_watched.store(false, Ordering::Release);
     }
 
     /// Stops the checkpoint thread and waits for it (the last handle's drop).
@@ -418,9 +437,18 @@ impl Db {
     /// `checkpoint_interval` went by, unless one is running: asks the checkpoint thread for
     /// it (`checkpoint/thread.rs`), or without one runs it here. `end` is the log end as the
     /// caller knows it (a committer: its own commit's end; reading the log's own end would
-    /// take its lock on every commit). Requires: the caller holds no writer lock.
+    /// take its lock on every commit). Asks the checkpoint thread to watch the write buffer
+    /// when something is buffered and it does not (`checkpoint/thread.rs`: it drains the
+    /// buffer once the writer is idle). Requires: the caller holds no writer lock.
     pub(super) fn maybe_checkpoint(&self, end: Lsn) -> Result<()> {
         let inner = &self.inner;
+        if !inner.checkpoints.buffer_watched.load(Ordering::Acquire)
+            && inner.write_buffer_bytes.load(Ordering::Relaxed) > 0
+            && inner.visible.buffer_live_bytes() > 0
+            && !crate::mutants::active("idle-buffer-unwatched")
+        {
+            inner.checkpoints.watch_buffer(end.0);
+        }
         // Saturating: another thread's checkpoint may have ended past `end` (the random
         // tier met the overflow, seed 2132).
         let since = end

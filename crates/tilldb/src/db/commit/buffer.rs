@@ -350,6 +350,30 @@ pub(in crate::db) fn drain(db: &Db, alloc: &mut Writer<'_>) -> Result<()> {
     Ok(())
 }
 
+/// The checkpoint thread's drain when the writer is idle (`checkpoint/thread.rs`): drains
+/// the buffer unless the log's end moved past `since` (a commit came since the thread last
+/// looked). `Some`: it moved, to the end returned, and nothing was done; `None`: drained
+/// (or nothing left to drain; another drain came first). A failed drain poisons the
+/// database, as any commit's failure does.
+pub(in crate::db) fn drain_if_idle(db: &Db, since: u64) -> Result<Option<u64>> {
+    let mut alloc = db.inner.writer.lock();
+    db.check_poison()?;
+    let now = db.inner.wal.end_lsn().0;
+    if now != since {
+        return Ok(Some(now));
+    }
+    // Under the writer lock: a commit buffered after this drain sees the thread unwatched.
+    db.inner.checkpoints.buffer_unwatched();
+    if db.inner.visible.buffer_live_bytes() == 0 {
+        return Ok(None);
+    }
+    db.inner.counters.idle_drained();
+    let unwinding = super::PoisonOnUnwind::new(db);
+    let drained = drain(db, &mut alloc).map_err(|e| db.poison(e));
+    unwinding.disarm();
+    drained.map(|()| None)
+}
+
 /// The name of each table by its root, from the catalog (the writer's view).
 fn table_names(db: &Db) -> Result<BTreeMap<PageId, String>> {
     let _shared = db.inner.tree_lock.read();

@@ -26,7 +26,7 @@ mod buffer;
 mod parts;
 mod queue;
 
-pub(super) use buffer::{drain, rebuild as rebuild_buffer};
+pub(super) use buffer::{drain, drain_if_idle, rebuild as rebuild_buffer};
 pub(super) use queue::{CommitQueue, commit_queued};
 
 use super::counts;
@@ -179,6 +179,11 @@ fn apply_to_tree(
     // Tables whose every key is absent before this commit: created by it (hidden by their
     // absent catalog entry) or found empty (hidden by an empty mark). Their writes keep no
     // value per key.
+    // A drain whose buffered versions every reader sees keeps no value per key: readers
+    // before it find theirs in the generation it drains (`txn/buffer.rs`), and with the
+    // overlay left empty of the keys they read those in place.
+    let keep_befores =
+        !unseen && (role != Role::Drain || !inner.visible.buffer_answers_every_reader());
     let fresh: BTreeSet<&str> = roots
         .iter()
         .filter(|(_, root)| root.is_none_or(|root| empties.contains(&root)))
@@ -195,7 +200,7 @@ fn apply_to_tree(
         db,
         &pages,
         changes,
-        (&created, &fresh, !unseen),
+        (&created, &fresh, keep_befores),
         alloc,
         &exclusive,
     )
