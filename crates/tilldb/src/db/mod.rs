@@ -18,7 +18,8 @@
 //! record, stamps the pages with its lsn, releases the lock, then waits for the durability
 //! level. With the write buffer on (`Options::write_buffer_bytes`), a small commit instead
 //! appends one record of its writes and adds them to the buffer, which a later drain applies
-//! to the tree, and a commit of many keys above all others (an append) goes through the tree
+//! to the tree (at its threshold, or on the checkpoint thread once the writer is idle:
+//! `checkpoint/thread.rs`), and a commit of many keys above all others (an append) goes through the tree
 //! without draining it (`commit/buffer.rs`). Readers read at the visible lsn (see
 //! `txn::visibility`).
 //!
@@ -59,7 +60,7 @@
 //! | `spill_to` | `write_set/spill.rs` | its atomics | `WriteSet::spilling` (`txn/mod.rs`) |
 //! | `visible` (visible lsn, snapshots, overlay, write buffer) | `visible.rs` | its `reads` mutex, the buffer's own lock; three published atomics | `Visible`'s methods |
 //! | `write_buffer_bytes` (where the write buffer drains; 0: off) | `commit/buffer.rs` | an atomic, set before commits use it | `Db::set_write_buffer_bytes` (tests) |
-//! | `checkpoints` (header file and the key that wraps its data key, running checkpoint, its thread, background writer, marks) | `checkpoint/` | its mutexes; marks only move forward | `Checkpoints`' methods (`rotate.rs` rotates the key) |
+//! | `checkpoints` (header file and the key that wraps its data key, running checkpoint, its thread, whether that thread watches the write buffer, background writer, marks) | `checkpoint/` | its mutexes; marks only move forward | `Checkpoints`' methods (`rotate.rs` rotates the key) |
 //! | `graveyard` (dropped tables not reclaimed) | `drop.rs` | its mutex, changed under the writer lock | `Db::reclaim_dropped`, `commit::bury` |
 //! | `counters` | `stats.rs` | atomics | `Counters`' methods |
 //! | `poisoned` | `poison.rs` | itself (set once, never cleared) | `Db::check_poison`, `Db::poison` |
