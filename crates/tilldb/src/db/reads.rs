@@ -147,8 +147,9 @@ impl Db {
         // drain that changed the key since recorded the tree's older value in the overlay).
         // A commit holds the lock exclusively from before it changes a page until it has
         // recorded what it replaced, so under it the two agree; a key the overlay holds no
-        // older value of for the snapshot reads in place. (After a drain, a snapshot older
-        // than it reads here: its overlay is not empty.)
+        // older value of for the snapshot reads in place. (After a drain a snapshot older than
+        // it reads here while the overlay holds anything: the drain's tables' counts at
+        // least, or every key's older value when some buffered version was newer than it.)
         let _shared = self.inner.tree_lock.read();
         self.check_poison()?;
         match self.inner.visible.overlay_seen(root.0, key, snapshot) {
@@ -183,8 +184,8 @@ impl Db {
     /// snapshot sees between the window's start and the run's far end (the window's end when
     /// the run ends it), in the scan's order, copied out (`None`: deleted): the caller merges
     /// them ([`RunChanges`]). Only while the overlay is empty (checked under the tree lock,
-    /// as [`Db::read_at_with`] does: the tree then holds what every registered snapshot sees
-    /// of it); the run keeps the leaf as it is now whatever commits after. `None` otherwise,
+    /// as [`Db::read_at_with`] does: the tree, with the buffer's changes over it, then holds
+    /// what every registered snapshot sees of it); the run keeps the leaf as it is now whatever commits after. `None` otherwise,
     /// when that leaf holds none of the window, or right after a run stopped at an overflow
     /// value: [`Db::scan_step`] reads the next batch instead.
     pub(super) fn scan_run(

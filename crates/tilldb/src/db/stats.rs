@@ -34,7 +34,7 @@ pub struct Stats {
     /// buffer off or drained.
     pub write_buffer_bytes: u64,
     /// Drains of the write buffer that the checkpoint thread ran because no commit came for
-    /// a while (docs/write-buffer.md, "The idle drain"), not counting drains at the
+    /// a while (docs/write-buffer.md, "The idle drain, and drains every reader sees"), not counting drains at the
     /// threshold, before a commit through the tree, a transaction's first read or a
     /// checkpoint.
     pub idle_drains: u64,

@@ -356,6 +356,11 @@ pub(in crate::db) fn drain(db: &Db, alloc: &mut Writer<'_>) -> Result<()> {
 /// (or nothing left to drain; another drain came first). A failed drain poisons the
 /// database, as any commit's failure does.
 pub(in crate::db) fn drain_if_idle(db: &Db, since: u64) -> Result<Option<u64>> {
+    // A first look without the writer lock: a busy writer is not held up by the looks.
+    let now = db.inner.wal.end_lsn().0;
+    if now != since {
+        return Ok(Some(now));
+    }
     let mut alloc = db.inner.writer.lock();
     db.check_poison()?;
     let now = db.inner.wal.end_lsn().0;
@@ -367,11 +372,12 @@ pub(in crate::db) fn drain_if_idle(db: &Db, since: u64) -> Result<Option<u64>> {
     if db.inner.visible.buffer_live_bytes() == 0 {
         return Ok(None);
     }
-    db.inner.counters.idle_drained();
     let unwinding = super::PoisonOnUnwind::new(db);
     let drained = drain(db, &mut alloc).map_err(|e| db.poison(e));
     unwinding.disarm();
-    drained.map(|()| None)
+    drained?;
+    db.inner.counters.idle_drained();
+    Ok(None)
 }
 
 /// The name of each table by its root, from the catalog (the writer's view).
