@@ -14,7 +14,8 @@
 //! `TILLDB_ENCRYPT=1` encrypts the database; with a small `CACHE_MIB` most reads open a page.
 //! `TILLDB_WRITE_BUFFER_BYTES=N` turns the write buffer on (docs/write-buffer.md) and
 //! `READ_PROFILE_BUFFERED=K` makes K one-row `Buffered` commits of new keys after the load, so
-//! that the reads merge a buffer of K keys.
+//! that the reads merge a buffer of K keys; the background threads are then off, so that the
+//! checkpoint thread's idle drain (docs/write-buffer.md) does not empty it before they read.
 //!
 //! `till bench kv` is the benchmark of record (every engine side by side); this is its read
 //! rows without the rest, long enough for a profile (docs/benchmarks-journal.md, "Range reads copy
@@ -35,6 +36,9 @@ fn options() -> Options {
                 cipher: tilldb::internals::crypt::Cipher::Aes256Gcm,
             }
         }),
+        // Reads through a buffer: no idle drain may empty it first.
+        background_threads: std::env::var("READ_PROFILE_BUFFERED")
+            .map_or(true, |k| k.trim() == "0"),
         ..Options::default()
     }
 }
