@@ -506,6 +506,27 @@ fn a_point_read_beside_drains_never_returns_a_value_older_than_an_acknowledged_o
     assert_eq!(value_of(&db), 3_000);
 }
 
+/// A new database on a simulated disk with the buffer on, draining at 1 GiB: only what a
+/// test does drains it.
+fn open_buffered() -> Db {
+    Db::open_with_storage(
+        Arc::new(SimDisk::new(SimConfig::default())),
+        Path::new("/db"),
+        Options {
+            write_buffer_bytes: 1 << 30,
+            ..options()
+        },
+    )
+    .expect("create")
+}
+
+/// Drains the buffer into the tree the way a transaction's first read does.
+fn drain_by_a_read(db: &Db) {
+    let mut txn = db.begin().expect("begin");
+    txn.get(b"any").expect("a first read drains");
+    txn.rollback();
+}
+
 /// Waits (polling, up to 20 s) until `db` has nothing buffered; panics naming `what`.
 fn wait_until_drained(db: &Db, what: &str) {
     let started = std::time::Instant::now();
@@ -560,32 +581,18 @@ fn an_idle_writer_leaves_the_buffer_to_the_checkpoint_thread_which_drains_it() {
 /// drained ones, by point reads, a range and its length.
 #[test]
 fn a_snapshot_older_than_the_buffered_commits_keeps_its_view_through_their_drain() {
-    let db = Db::open_with_storage(
-        Arc::new(SimDisk::new(SimConfig::default())),
-        Path::new("/db"),
-        Options {
-            write_buffer_bytes: 1 << 30,
-            ..options()
-        },
-    )
-    .expect("create");
+    let db = open_buffered();
     let put = |key: &[u8], value: &[u8]| {
         let mut txn = db.begin().expect("begin");
         txn.put(key, value).expect("put");
         txn.commit_with(Durability::Buffered).expect("commit");
     };
-    // A transaction's first read drains the buffer into the tree.
-    let drain = || {
-        let mut txn = db.begin().expect("begin");
-        txn.get(b"any").expect("get");
-        txn.rollback();
-    };
     put(b"k", b"old");
-    drain();
+    drain_by_a_read(&db);
     let old = db.begin_read().expect("read");
     put(b"k", b"new");
     put(b"added", b"new");
-    drain();
+    drain_by_a_read(&db);
     assert_eq!(old.get(b"k").expect("get").as_deref(), Some(&b"old"[..]));
     assert_eq!(old.get(b"added").expect("get"), None);
     let before: BTreeMap<Vec<u8>, Vec<u8>> = [(b"k".to_vec(), b"old".to_vec())].into();
@@ -604,23 +611,13 @@ fn a_snapshot_older_than_the_buffered_commits_keeps_its_view_through_their_drain
 /// key's version in the drained generation, and reads the rest of the tree in place.
 #[test]
 fn a_drain_that_every_snapshot_sees_keeps_no_older_values_of_its_keys() {
-    let db = Db::open_with_storage(
-        Arc::new(SimDisk::new(SimConfig::default())),
-        Path::new("/db"),
-        Options {
-            write_buffer_bytes: 1 << 30,
-            ..options()
-        },
-    )
-    .expect("create");
+    let db = open_buffered();
     let mut state = BTreeMap::new();
     for round in 0..40 {
         commit(&db, &mut state, round);
     }
     let reader = db.begin_read().expect("read");
-    let mut txn = db.begin().expect("begin");
-    txn.get(b"any").expect("a first read drains");
-    txn.rollback();
+    drain_by_a_read(&db);
     assert!(
         db.stats().overlay_keys <= 1,
         "only the count's older value is kept: {:?}",
