@@ -76,7 +76,7 @@ def open(
     at create; None probes the device and stores the fastest durable one. ``change_feed``: log
     each commit's writes for ``till ship``. ``write_buffer_bytes``: the write buffer (0, the
     default: off), where small commits are logged and kept in memory and reach the tree many
-    at a time (docs/write-buffer.md); it makes the database's header version 4. An unknown option is a ``TypeError``; a bad flush
+    at a time (docs/write-buffer.md); it makes the database's header version 5. An unknown option is a ``TypeError``; a bad flush
     method name a ``ValueError``; options the engine refuses ``InvalidOptionsError``; a
     database open in another process ``LockedError``.
 

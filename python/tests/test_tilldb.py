@@ -514,10 +514,10 @@ def test_a_write_buffer_keeps_small_commits_readable_and_across_a_reopen(tmp_pat
         assert db.get(b"k010") == b"v10"
         assert db.get(b"k012") is None
         assert db.len() == 40
-    # The option took: the header is version 4, the write buffer's (the u32 at offset 8 of
+    # The option took: the header is version 5, the write buffer's (the u32 at offset 8 of
     # each 4 KiB slot; the newer slot holds it).
     meta = (path / "tilldb.meta").read_bytes()
-    assert 4 in (meta[8], meta[4096 + 8])
+    assert 5 in (meta[8], meta[4096 + 8])
     with open_db(path) as db:
         assert db.get(b"k049") == b"v49"
         assert db.len() == 40

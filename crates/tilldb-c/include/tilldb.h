@@ -85,8 +85,8 @@ tilldb_status tilldb_open(const char *path, int change_feed, tilldb_db **out);
 // with the write buffer on: small commits are appended to the log and kept in memory, and
 // applied to the tree many at a time once `write_buffer_bytes` of them are held
 // (`Options::write_buffer_bytes`, docs/write-buffer.md; 0 is [`tilldb_open`]). Every
-// commit keeps its durability level. The database's header becomes version 4, which tilldb
-// releases before the write buffer refuse by name.
+// commit keeps its durability level. The database's header becomes version 5, which tilldb
+// releases before the drain in chunks refuse by name.
 //
 // # Safety
 // `path` is a NUL-terminated string; `out` is a valid pointer to write the handle to.

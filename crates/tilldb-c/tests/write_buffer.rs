@@ -1,6 +1,6 @@
 //! The write buffer through the C ABI (`tilldb_open_with_write_buffer`, docs/write-buffer.md):
 //! commits made through it read back, after a close through a plain `tilldb_open` too, and
-//! the header carries the write buffer's feature (version 4) only once it was on.
+//! the header carries the write buffer's feature (version 5) only once it was on.
 
 use std::ffi::CString;
 use std::path::Path;

@@ -63,22 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         db.checkpoint()?;
     }
     if std::env::var("TILLDB_BATCHES_FIRST").as_deref() == Ok("1") {
-        // As `till bench kv` runs before its no-flush row: 1,000 durable one-row commits,
-        // then 100 durable transactions of 1,000 rows.
-        for _ in 0..1000 {
-            let mut txn = db.begin()?;
-            txn.put(&key(), &value)?;
-            txn.commit()?;
-        }
-        let started = Instant::now();
-        for _ in 0..100 {
-            let mut txn = db.begin()?;
-            for _ in 0..1000 {
-                txn.put(&key(), &value)?;
-            }
-            txn.commit()?;
-        }
-        println!("  batches first: {:.2} s", started.elapsed().as_secs_f64());
+        batches_first(&db, &mut key, &value)?;
     }
     if let Some(pause) = std::env::var_os("TILLDB_PAUSE_MS") {
         // Time to attach a profiler to the measured commits alone (`perf record -p`).
@@ -93,13 +78,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
+    let mut each_took = Vec::with_capacity(usize::try_from(commits)?);
     let started = Instant::now();
     for _ in 0..commits {
+        let one = Instant::now();
         let mut txn = db.begin()?;
         for _ in 0..per_commit {
             txn.put(&key(), &value)?;
         }
         txn.commit_with(level)?;
+        each_took.push(one.elapsed());
     }
     let elapsed = started.elapsed();
     let each = elapsed / u32::try_from(commits)?;
@@ -108,6 +96,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         elapsed.as_secs_f64(),
         1.0 / each.as_secs_f64(),
         each.as_secs_f64() * 1e6
+    );
+    print_commit_times(
+        &mut each_took,
+        db.stats().drain_chunks - stats_before.drain_chunks,
     );
     let log = db.stats().log.since(log_before);
     println!(
@@ -129,6 +121,55 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     db.close()?;
     std::fs::remove_dir_all(&dir)?;
     Ok(())
+}
+
+/// As `till bench kv` runs before its no-flush row: 1,000 durable one-row commits, then 100
+/// durable transactions of 1,000 rows.
+fn batches_first(
+    db: &Db,
+    key: &mut impl FnMut() -> [u8; 24],
+    value: &[u8],
+) -> Result<(), Box<dyn std::error::Error>> {
+    // As `till bench kv` runs before its no-flush row: 1,000 durable one-row commits,
+    // then 100 durable transactions of 1,000 rows.
+    for _ in 0..1000 {
+        let mut txn = db.begin()?;
+        txn.put(&key(), value)?;
+        txn.commit()?;
+    }
+    let started = Instant::now();
+    for _ in 0..100 {
+        let mut txn = db.begin()?;
+        for _ in 0..1000 {
+            txn.put(&key(), value)?;
+        }
+        txn.commit()?;
+    }
+    println!("  batches first: {:.2} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Prints the longest commit times (a drain at the threshold lands in one commit whole, or is
+/// spread over many in chunks: docs/write-buffer.md) and the drain chunks run.
+fn print_commit_times(each_took: &mut [std::time::Duration], chunks: u64) {
+    each_took.sort_unstable();
+    let at = |share: f64| {
+        // The index of a quantile of a list of at most a few million: exact in f64.
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss,
+            reason = "an index below the list's length"
+        )]
+        let i = ((each_took.len() - 1) as f64 * share) as usize;
+        each_took[i].as_secs_f64() * 1e3
+    };
+    println!(
+        "  commit time, ms: p99 {:.3}, p99.9 {:.3}, max {:.3}; drain chunks: {chunks}",
+        at(0.99),
+        at(0.999),
+        at(1.0),
+    );
 }
 
 /// The options of the run: `till bench kv`'s cache (no page is read back) and the guard and

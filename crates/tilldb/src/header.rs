@@ -1,4 +1,4 @@
-//! # Database header format (header version 2, 3 for an encrypted database, 4 with features; 1 is read)
+//! # Database header format (header version 2, 3 for an encrypted database, 4 and 5 with features; 1 is read)
 //!
 //! `tilldb.meta` in the database directory holds two *slots*, each one 4 KiB unit: slot 0 at
 //! offset 0, slot 1 at offset 4096. Each slot is a complete header; the valid slot with the
@@ -12,7 +12,11 @@
 //!                              at open (db/counts.rs), written as 2 at the next header write);
 //!                              3: an encrypted database, with the key block at 128;
 //!                              4: version 2's fields and a features word at 64 (written
-//!                              only for a database that uses a feature 2 and 3 lack)
+//!                              only for a database that uses a feature 2 and 3 lack);
+//!                              5: version 4 with features bit 2 (the write buffer drains
+//!                              in chunks), written for every database with the write
+//!                              buffer on since that bit; a version 4 one is upgraded when
+//!                              its buffer is turned on (its buffer drained whole first)
 //!     12    4 page_bytes       4096..=65536, a power of two
 //!     16    1 flush_method     1 Fsync · 2 Fdatasync · 3 Dsync · 4 Direct · 5 DirectDsync
 //!                              · 6 NoSync · 7 BarrierFsync (macOS)
@@ -25,8 +29,10 @@
 //!     56    8 page_count       pages the allocator has handed out, page 0 included
 //!     64    8 features         version 4 only (zero before): bit 0 encrypted (the key
 //!                              block and MAC as version 3's) · bit 1 the log may hold
-//!                              write-buffer records (`record.rs`, `txn/buffer.rs`); other
-//!                              bits unknown to this build: refused
+//!                              write-buffer records (`record.rs`, `txn/buffer.rs`) · bit 2
+//!                              (version 5 only, with bit 1) the log may hold drain chunks
+//!                              and buffered commits with counts (`record.rs` flag bits 3
+//!                              and 4); other bits unknown to this build: refused
 //!     72   56 reserved         seven u64 fields for later versions; must be zero
 //!    128 3964 zero             must be zero; version 3 (and 4 with bit 0) has instead:
 //!    128  600 key block        the data key's wrap and what names it (crypt/block.rs)
@@ -98,6 +104,11 @@ pub const VERSION_FEATURES: u32 = 4;
 const FEATURE_ENCRYPTED: u64 = 1;
 /// Feature bit: the log may hold write-buffer records.
 const FEATURE_WRITE_BUFFER: u64 = 2;
+/// Feature bit: the log may hold drain chunks and buffered commits with counts.
+const FEATURE_DRAIN_CHUNKS: u64 = 4;
+/// The version whose features word has the drain chunks' bit: a build that knows version 4
+/// only refuses it by its version, not by a record it cannot read.
+pub const VERSION_DRAIN_CHUNKS: u32 = 5;
 /// The oldest version this build reads (its fields are version 2's).
 const VERSION_OLDEST_READ: u32 = 1;
 const MAGIC_OFFSET: usize = 0;
@@ -155,6 +166,9 @@ pub struct Header {
     /// The log may hold write-buffer records (version 4, feature bit 1): set before the first
     /// one is written, never cleared.
     pub write_buffer: bool,
+    /// The log may hold drain chunks and buffered commits with counts (version 5, feature bit
+    /// 2; only with `write_buffer`): set before the first one is written, never cleared.
+    pub drain_chunks: bool,
 }
 
 /// What one slot holds.
@@ -228,6 +242,10 @@ impl Header {
             self.free_head.0 < self.page_count,
             "free head past page_count"
         );
+        assert!(
+            self.write_buffer || !self.drain_chunks,
+            "the drain chunks' feature without the write buffer's"
+        );
     }
 
     /// The header as slot `slot`'s bytes; an encrypted header's MAC left zero
@@ -251,9 +269,19 @@ impl Header {
         b[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&MAGIC);
         let version = match (self.write_buffer, self.encryption.is_some()) {
             (true, encrypted) => {
-                let features = FEATURE_WRITE_BUFFER | if encrypted { FEATURE_ENCRYPTED } else { 0 };
+                let chunks = if self.drain_chunks {
+                    FEATURE_DRAIN_CHUNKS
+                } else {
+                    0
+                };
+                let features =
+                    FEATURE_WRITE_BUFFER | chunks | if encrypted { FEATURE_ENCRYPTED } else { 0 };
                 b[FEATURES_OFFSET..RESERVED_OFFSET].copy_from_slice(&features.to_le_bytes());
-                VERSION_FEATURES
+                if self.drain_chunks {
+                    VERSION_DRAIN_CHUNKS
+                } else {
+                    VERSION_FEATURES
+                }
             }
             (false, true) => VERSION_ENCRYPTED,
             (false, false) => VERSION,
@@ -305,10 +333,10 @@ impl Header {
             return Err((MAGIC_OFFSET, "not a tilldb database header (bad magic)"));
         }
         let version = u32_at(VERSION_OFFSET);
-        if !(VERSION_OLDEST_READ..=VERSION_FEATURES).contains(&version) {
+        if !(VERSION_OLDEST_READ..=VERSION_DRAIN_CHUNKS).contains(&version) {
             return Err((
                 VERSION_OFFSET,
-                "header version not supported by this build (it reads versions 1 to 4): a \
+                "header version not supported by this build (it reads versions 1 to 5): a \
                  newer tilldb wrote it; open the database with that version or a later one",
             ));
         }
@@ -355,6 +383,7 @@ impl Header {
             page_count: u64_at(PAGE_COUNT_OFFSET),
             encryption,
             write_buffer: features & FEATURE_WRITE_BUFFER != 0,
+            drain_chunks: features & FEATURE_DRAIN_CHUNKS != 0,
         };
         if header.generation == 0 {
             return Err((GENERATION_OFFSET, "header generation zero"));
@@ -382,23 +411,30 @@ impl Header {
 }
 
 /// The features word of a slot of `version`, checked: zero before version 4, no bit this build
-/// does not know, and the write buffer's bit in version 4 (written only for a feature 2 and 3
-/// lack). `Err((offset in the slot, what))`.
+/// does not know, the write buffer's bit in versions 4 and 5 (written only for a feature 2 and
+/// 3 lack), and the drain chunks' bit in version 5 and only there. `Err((offset in the slot,
+/// what))`.
 fn features_of(version: u32, features: u64) -> Result<u64, (usize, &'static str)> {
     if version < VERSION_FEATURES && features != 0 {
         return Err((FEATURES_OFFSET, "header reserved bytes not zero"));
     }
-    if features & !(FEATURE_ENCRYPTED | FEATURE_WRITE_BUFFER) != 0 {
+    if features & !(FEATURE_ENCRYPTED | FEATURE_WRITE_BUFFER | FEATURE_DRAIN_CHUNKS) != 0 {
         return Err((
             FEATURES_OFFSET,
             "header features unknown to this build: a newer tilldb wrote it; open the \
              database with that version or a later one",
         ));
     }
-    if version == VERSION_FEATURES && features & FEATURE_WRITE_BUFFER == 0 {
+    if version >= VERSION_FEATURES && features & FEATURE_WRITE_BUFFER == 0 {
         return Err((
             FEATURES_OFFSET,
-            "header version 4 with no feature of its own",
+            "header version 4 or 5 with no feature of its own",
+        ));
+    }
+    if (version == VERSION_DRAIN_CHUNKS) != (features & FEATURE_DRAIN_CHUNKS != 0) {
+        return Err((
+            FEATURES_OFFSET,
+            "header drain chunks' feature bit not in version 5, or version 5 without it",
         ));
     }
     Ok(features)

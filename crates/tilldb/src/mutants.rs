@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 86] = [
+pub const ALL: [(&str, &str); 88] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -56,6 +56,14 @@ pub const ALL: [(&str, &str); 86] = [
     (
         "drain-drops-needed-befores",
         "a drain keeps no older values for readers though a snapshot before it precedes some buffered versions: that reader finds the drained value in the tree",
+    ),
+    (
+        "chunk-counts-rows-twice",
+        "a chunk of a drain in chunks leaves its rows in the frozen generation's sums: a length counts them there and in the catalog",
+    ),
+    (
+        "rebuild-counts-chunks-twice",
+        "the buffer's rebuild from the log keeps a chunk's rows in the sums: a read-only handle's length counts them twice",
     ),
     (
         "idle-buffer-unwatched",

@@ -1,4 +1,4 @@
-//! # Commit record format (store version 2; version 1 records read as whole commits)
+//! # Commit record format (store version 2; 4 and 5 with the write buffer; version 1 records read as whole commits)
 //!
 //! The payload of a log record (`wal::RecordKind::Data`) of a commit. A commit is one record,
 //! or, when its page operations would not fit one (a large transaction), several *parts* in a
@@ -12,14 +12,24 @@
 //!                          bit 1: a *buffered* commit: its writes go to the write buffer, not
 //!                          the tree (`txn/buffer.rs`); kind Commit, part 0, no ops, bit 0 set
 //!                          (the changes section is the commit), bit 2 clear
-//!                          bit 2: a *drain*: a part of the commit that applied the write
-//!                          buffer to the tree (every part of it has the bit); once its last
+//!                          bit 2: a *drain*: a part of the commit that applied the whole
+//!                          write buffer to the tree (every part of it has the bit; builds
+//!                          before 2026-12-07 set it on the last part only); once its last
 //!                          part is in the log, every buffered commit before its first part
-//!                          is in its ops; bit 0 clear (the feed delivered the writes from
-//!                          the buffered records, and skips a drain)
+//!                          is in the tree (in its ops, or in the drain chunks before it);
+//!                          bit 0 clear (the feed delivered the writes from the buffered
+//!                          records, and skips a drain)
+//!                          bit 3: a *drain chunk* (store version 5): a part of a commit that
+//!                          applied some keys of the generation being drained in chunks
+//!                          (`txn/buffer.rs`, "Chunks"; every part has the bit); the buffered
+//!                          commits stay; bits 0-2 clear; the chunk section follows the ops of
+//!                          its last part
+//!                          bit 4: with bit 1 (store version 5): the counts section follows
+//!                          the changes section
 //!                          the other bits must be zero; bits 1 and 2 only under a header
-//!                          with the write-buffer feature (version 4, `header.rs`): replay
-//!                          refuses them by name under any other (`db/open/replay.rs`)
+//!                          with the write-buffer feature (version 4 or 5, `header.rs`), bits
+//!                          3 and 4 only under version 5: replay refuses them by name under
+//!                          any other (`db/open/replay.rs`)
 //!      2    2 zero         must be zero
 //!      4    4 part         this record's place in its commit, from 0 (0 and kind Commit: a
 //!                          whole commit; version 1 wrote zero here)
@@ -32,6 +42,29 @@
 //!                          the application made them, for the change feed (`feed.rs`); replay
 //!                          ignores them
 //! ```
+//!
+//! The chunk section (bit 3) and the counts section (bit 4, and in the chunk section):
+//!
+//! ```text
+//! size field
+//!    8 through      chunk only: the end of the last buffered commit of the generation the
+//!                   chunk drains (every chunk of one drain names the same)
+//!    1 last         chunk only: 1, the drain's last chunk: every buffered commit ending at or
+//!                   before `through` is in the tree (this chunk's ops and the ones before);
+//!                   0, not the last
+//!    2 table_count  counts section: tables whose row count the commit changed
+//!  per table:
+//!    2 name_len     bytes of the table name (0: the default table)
+//!    … name         UTF-8
+//!    8 delta        i64: rows the commit added to the table, less the rows it removed
+//! ```
+//!
+//! A buffered commit's counts are the ones its writer found (its keys looked up in the
+//! buffer, else the tree); a chunk's are the ones it applied to the catalog. Recovery and a
+//! read-only handle's refresh rebuild the buffer's row counts from them alone: a buffered
+//! commit adds its counts at its lsn, a chunk takes its own off at its lsn (the catalog holds
+//! them from there), so the length a reader sees never counts a row twice
+//! (`db/commit/buffer.rs`, `rebuild`).
 //!
 //! The changes section, in key order within each table, tables in name order (across the
 //! parts of a commit too):
@@ -74,6 +107,8 @@ const KIND_PART: u8 = 2;
 const FLAG_CHANGES: u8 = 1;
 const FLAG_BUFFERED: u8 = 2;
 const FLAG_DRAIN: u8 = 4;
+const FLAG_CHUNK: u8 = 8;
+const FLAG_COUNTS: u8 = 16;
 const CHANGE_PUT: u8 = 1;
 const CHANGE_DELETE: u8 = 2;
 /// Bytes before the ops.
@@ -126,6 +161,9 @@ pub enum Role {
     Buffered,
     /// A part of a drain: with its last part, the buffered commits before it are applied.
     Drain,
+    /// A part of a drain chunk: some keys of the generation being drained applied; its last
+    /// part's [`ChunkMark`] says which drain and whether it was the last chunk.
+    Chunk,
 }
 
 impl Role {
@@ -134,6 +172,7 @@ impl Role {
             Role::Tree => 0,
             Role::Buffered => FLAG_BUFFERED,
             Role::Drain => FLAG_DRAIN,
+            Role::Chunk => FLAG_CHUNK,
         }
     }
 }
@@ -150,8 +189,80 @@ pub struct Commit {
     /// The writes, when the record carries them (`Options::change_feed`, or a buffered
     /// commit).
     pub changes: Option<Vec<Change>>,
-    /// Whether it is a buffered commit or a drain.
+    /// Whether it is a buffered commit, a drain or a drain chunk.
     pub role: Role,
+    /// A chunk's place in its drain (role `Chunk`, last part only).
+    pub chunk: Option<ChunkMark>,
+    /// Per table, the rows the commit added less those it removed: a chunk's always, a
+    /// buffered commit's from store version 5 (flag bit 4).
+    pub counts: Option<Counts>,
+}
+
+/// Per table (by name, `""` the default table), the rows a commit added less those it
+/// removed; tables whose count did not change are left out.
+pub type Counts = Vec<(String, i64)>;
+
+/// A tail that carries nothing: a tree commit's.
+pub const NO_TAIL: Tail<'static> = Tail {
+    chunk: None,
+    counts: None,
+};
+
+/// A drain chunk's place in its drain (the chunk section).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkMark {
+    /// The end of the last buffered commit of the generation being drained.
+    pub through: u64,
+    /// The drain's last chunk: every buffered commit ending at or before `through` is in the
+    /// tree once it is.
+    pub last: bool,
+}
+
+/// What a record carries after its ops and changes: a chunk's section, or a buffered
+/// commit's counts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tail<'a> {
+    /// A chunk's place (role `Chunk`).
+    pub chunk: Option<ChunkMark>,
+    /// The counts section (a chunk's, or a buffered commit's).
+    pub counts: Option<&'a [(&'a str, i64)]>,
+}
+
+impl Tail<'_> {
+    /// Bytes it takes in the record.
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        self.chunk.map_or(0, |_| 9)
+            + self.counts.map_or(0, |counts| {
+                2 + counts
+                    .iter()
+                    .map(|(table, _)| 2 + table.len() + 8)
+                    .sum::<usize>()
+            })
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        if let Some(mark) = self.chunk {
+            out.extend_from_slice(&mark.through.to_le_bytes());
+            out.push(u8::from(mark.last));
+        }
+        if let Some(counts) = self.counts {
+            out.extend_from_slice(
+                &u16::try_from(counts.len())
+                    .expect("fewer tables than a u16 counts")
+                    .to_le_bytes(),
+            );
+            for (table, delta) in counts {
+                out.extend_from_slice(
+                    &u16::try_from(table.len())
+                        .expect("table names are short")
+                        .to_le_bytes(),
+                );
+                out.extend_from_slice(table.as_bytes());
+                out.extend_from_slice(&delta.to_le_bytes());
+            }
+        }
+    }
 }
 
 /// How a record stands to the records before it, as [`Runs::step`] finds it.
@@ -263,25 +374,32 @@ pub fn encode<'a, I>(part: Part, alloc: Alloc, ops: &[PageOp], changes: Option<I
 where
     I: IntoIterator<Item = Write<'a>> + Clone,
 {
-    encode_as(Role::Tree, part, alloc, ops, changes)
+    encode_as(Role::Tree, part, alloc, ops, changes, NO_TAIL)
 }
 
 /// Encodes a buffered commit: `writes` (at most one per key), no ops, the allocator state
-/// unchanged (`alloc`, as the last record left it).
+/// unchanged (`alloc`, as the last record left it), and the rows it added less those it
+/// removed, per table (`counts`).
 #[must_use]
-pub fn encode_buffered<'a, I>(alloc: Alloc, writes: I) -> Vec<u8>
+pub fn encode_buffered<'a, I>(alloc: Alloc, writes: I, counts: &[(&str, i64)]) -> Vec<u8>
 where
     I: IntoIterator<Item = Write<'a>> + Clone,
 {
-    encode_as(Role::Buffered, Part::WHOLE, alloc, &[], Some(writes))
+    let tail = Tail {
+        chunk: None,
+        counts: Some(counts),
+    };
+    encode_as(Role::Buffered, Part::WHOLE, alloc, &[], Some(writes), tail)
 }
 
-/// Encodes a commit record of `role` (see the flags at the top of the file).
+/// Encodes a commit record of `role` (see the flags at the top of the file), with `tail`
+/// after its ops and changes (a chunk's section, a buffered commit's counts).
 ///
 /// # Panics
 ///
 /// When the record breaks its role's rules: a buffered commit with ops, in parts or without
-/// its writes; a drain that carries changes.
+/// its writes; a drain that carries changes; a chunk without its section or not a last
+/// part; a tail its role does not take.
 #[must_use]
 pub fn encode_as<'a, I>(
     role: Role,
@@ -289,15 +407,27 @@ pub fn encode_as<'a, I>(
     alloc: Alloc,
     ops: &[PageOp],
     changes: Option<I>,
+    tail: Tail<'_>,
 ) -> Vec<u8>
 where
     I: IntoIterator<Item = Write<'a>> + Clone,
 {
-    let flags = role.flag() | if changes.is_some() { FLAG_CHANGES } else { 0 };
+    let counts_flag = if role == Role::Buffered && tail.counts.is_some() {
+        FLAG_COUNTS
+    } else {
+        0
+    };
+    let flags = role.flag() | counts_flag | if changes.is_some() { FLAG_CHANGES } else { 0 };
     assert_eq!(
         check_role(flags, part, ops.len()),
         Ok(role),
         "a {role:?} record that breaks its rules"
+    );
+    let section = role == Role::Chunk && part.last;
+    assert_eq!(
+        (section, section || counts_flag != 0),
+        (tail.chunk.is_some(), tail.counts.is_some()),
+        "a {role:?} record with a tail it does not take"
     );
     // Sized for the changes and a small op or two; a larger record grows the vector (sizing
     // it exactly meant encoding every op twice).
@@ -348,6 +478,9 @@ where
         ops_end + changes_bytes,
         "changes_len is the section's size"
     );
+    let tail_at = out.len();
+    tail.encode(&mut out);
+    assert_eq!(out.len(), tail_at + tail.bytes(), "a tail's size");
     out
 }
 
@@ -380,22 +513,83 @@ pub fn decode(bytes: &[u8]) -> Result<Commit, &'static str> {
         at += used;
         Some(changes)
     };
-    if at != bytes.len() {
-        return Err("commit record has bytes after its last op or change");
-    }
     let role = check_role(bytes[1], part, ops.len())?;
+    let section = role == Role::Chunk && part.last;
+    let chunk = if section {
+        const SHORT: &str = "a drain chunk's section is cut short";
+        let through = bytes.get(at..at + 8).ok_or(SHORT)?;
+        let last = match bytes.get(at + 8).ok_or(SHORT)? {
+            0 => false,
+            1 => true,
+            _ => return Err("a drain chunk's last mark is neither 0 nor 1"),
+        };
+        at += 9;
+        Some(ChunkMark {
+            through: u64::from_le_bytes(through.try_into().expect("8 bytes")),
+            last,
+        })
+    } else {
+        None
+    };
+    let counts = if section || bytes[1] & FLAG_COUNTS != 0 {
+        let (counts, used) = decode_counts(&bytes[at..])?;
+        at += used;
+        Some(counts)
+    } else {
+        None
+    };
+    if at != bytes.len() {
+        return Err("commit record has bytes after its last op, change or count");
+    }
     Ok(Commit {
         part,
         alloc,
         ops,
         changes,
         role,
+        chunk,
+        counts,
     })
+}
+
+/// Decodes a counts section; returns the counts and the bytes it took.
+fn decode_counts(bytes: &[u8]) -> Result<(Counts, usize), &'static str> {
+    const SHORT: &str = "commit record's counts section is cut short";
+    let mut at = 0;
+    let mut take = |n: usize| -> Result<&[u8], &'static str> {
+        let part = bytes.get(at..at + n).ok_or(SHORT)?;
+        at += n;
+        Ok(part)
+    };
+    let u16_of = |b: &[u8]| usize::from(u16::from_le_bytes(b.try_into().expect("2 bytes")));
+    let count = u16_of(take(2)?);
+    let mut counts = Vec::with_capacity(count.min(bytes.len() / 10));
+    for _ in 0..count {
+        let name_len = u16_of(take(2)?);
+        let table = std::str::from_utf8(take(name_len)?)
+            .map_err(|_| "commit record's counts name a table that is not UTF-8")?
+            .to_owned();
+        let delta = i64::from_le_bytes(take(8)?.try_into().expect("8 bytes"));
+        counts.push((table, delta));
+    }
+    Ok((counts, at))
 }
 
 /// The role `flags` give a record of `part` with `op_count` ops, or what breaks its rules.
 fn check_role(flags: u8, part: Part, op_count: usize) -> Result<Role, &'static str> {
     let changes = flags & FLAG_CHANGES != 0;
+    if flags & FLAG_COUNTS != 0 && flags & FLAG_BUFFERED == 0 {
+        return Err("commit record flagged with counts but not buffered");
+    }
+    if flags & FLAG_CHUNK != 0 {
+        return match () {
+            () if flags & (FLAG_BUFFERED | FLAG_DRAIN) != 0 => {
+                Err("a drain chunk record flagged buffered or a drain too")
+            }
+            () if changes => Err("a drain chunk record with a changes section"),
+            () => Ok(Role::Chunk),
+        };
+    }
     match (flags & FLAG_BUFFERED != 0, flags & FLAG_DRAIN != 0) {
         (false, false) => Ok(Role::Tree),
         (true, true) => Err("commit record flagged both buffered and a drain"),
@@ -414,7 +608,7 @@ fn header_part(bytes: &[u8]) -> Result<Part, &'static str> {
         return Err("commit record shorter than its header");
     }
     if !matches!(bytes[0], KIND_COMMIT | KIND_PART)
-        || bytes[1] & !(FLAG_CHANGES | FLAG_BUFFERED | FLAG_DRAIN) != 0
+        || bytes[1] & !(FLAG_CHANGES | FLAG_BUFFERED | FLAG_DRAIN | FLAG_CHUNK | FLAG_COUNTS) != 0
         || bytes[2..4] != [0; 2]
         || bytes[28..32] != [0; 4]
     {
@@ -460,209 +654,4 @@ fn decode_changes(bytes: &[u8]) -> Result<(Vec<Change>, usize), &'static str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::page::PageKind;
-
-    #[test]
-    fn round_trip_and_every_truncation_is_an_error() {
-        let alloc = Alloc {
-            page_count: 9,
-            free_head: PageId(4),
-        };
-        let ops = vec![
-            PageOp::Format {
-                page: PageId(3),
-                kind: PageKind::Leaf,
-            },
-            PageOp::LeafDelete {
-                page: PageId(3),
-                key: b"k".to_vec(),
-            },
-        ];
-        let bytes = encode::<[Write<'_>; 0]>(Part::WHOLE, alloc, &ops, None);
-        assert_eq!(
-            decode(&bytes),
-            Ok(Commit {
-                part: Part::WHOLE,
-                alloc,
-                ops: ops.clone(),
-                changes: None,
-                role: Role::Tree,
-            })
-        );
-        for cut in 0..bytes.len() {
-            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
-        }
-        let mut bad = bytes.clone();
-        bad[3] = 1;
-        assert!(decode(&bad).is_err());
-    }
-
-    fn part(index: u32, last: bool) -> Part {
-        Part { index, last }
-    }
-
-    /// Every (open run, record) pair the log can show, and what `Runs::step` makes of it:
-    /// the rules at the top of the file as data, each input matching exactly one row.
-    #[test]
-    fn runs_step_table() {
-        type Row = (Option<u32>, Part, Result<(Step, bool, Option<u32>), ()>);
-        let table: [Row; 10] = [
-            (None, part(0, true), Ok((Step::Whole, false, None))),
-            (Some(3), part(0, true), Ok((Step::Whole, true, None))),
-            (None, part(0, false), Ok((Step::Begins, false, Some(0)))),
-            (Some(3), part(0, false), Ok((Step::Begins, true, Some(0)))),
-            (
-                Some(3),
-                part(4, false),
-                Ok((Step::Continues, false, Some(4))),
-            ),
-            (Some(3), part(4, true), Ok((Step::Ends, false, None))),
-            (None, part(4, false), Err(())),
-            (None, part(4, true), Err(())),
-            (Some(3), part(5, true), Err(())),
-            (Some(3), part(3, false), Err(())),
-        ];
-        for (open, p, expect) in table {
-            let mut runs = Runs { open };
-            let got = runs
-                .step(p)
-                .map(|(step, abandoned)| (step, abandoned, runs.open));
-            assert_eq!(got.map_err(|_| ()), expect, "open {open:?}, {p:?}");
-        }
-        // Exhaustive over small inputs: an `Ok` leaves a state the next record can follow.
-        for open in [None, Some(0), Some(1), Some(u32::MAX)] {
-            for index in [0, 1, 2, u32::MAX] {
-                for last in [false, true] {
-                    let mut runs = Runs { open };
-                    if let Ok((step, _)) = runs.step(part(index, last)) {
-                        assert_eq!(
-                            runs.is_open(),
-                            matches!(step, Step::Begins | Step::Continues)
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn only_finished_commits_are_committed() {
-        let log = [
-            part(0, true),
-            part(0, false),
-            part(1, false),
-            part(2, true),
-            part(0, false),
-            part(1, false),
-            part(0, true),
-            part(0, false),
-        ];
-        assert_eq!(
-            committed(&log),
-            Ok(vec![true, true, true, true, false, false, true, false])
-        );
-        assert_eq!(committed(&[part(1, true)]).map_err(|e| e.0), Err(0));
-    }
-
-    #[test]
-    fn changes_round_trip_and_every_truncation_is_an_error() {
-        let alloc = Alloc {
-            page_count: 2,
-            free_head: PageId(0),
-        };
-        let seven = [7; 300];
-        let write = |table, key, value| Write { table, key, value };
-        let writes = [
-            write("", &b"a"[..], Some(&b"1"[..])),
-            write("", b"b", None),
-            write("orders", b"o-1", Some(&seven[..])),
-        ];
-        let bytes = encode(Part::WHOLE, alloc, &[], Some(writes.iter().copied()));
-        let commit = decode(&bytes).expect("decodes");
-        let changes = commit.changes.expect("carried");
-        assert_eq!(changes.len(), 3);
-        assert_eq!(
-            changes[1],
-            Change {
-                table: String::new(),
-                key: b"b".to_vec(),
-                value: None
-            }
-        );
-        assert_eq!(changes[2].table, "orders");
-        assert_eq!(changes[2].value.as_deref(), Some(&[7; 300][..]));
-        for cut in 0..bytes.len() {
-            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
-        }
-        let mut bad = bytes.clone();
-        bad[1] = 8;
-        assert!(decode(&bad).is_err(), "an unknown flag");
-    }
-
-    #[test]
-    fn buffered_and_drain_records_round_trip() {
-        let alloc = Alloc {
-            page_count: 5,
-            free_head: PageId(3),
-        };
-        let writes = [Write {
-            table: "t",
-            key: b"k",
-            value: Some(b"v"),
-        }];
-        let bytes = encode_buffered(alloc, writes.iter().copied());
-        let commit = decode(&bytes).expect("decodes");
-        assert_eq!(commit.role, Role::Buffered);
-        assert_eq!(commit.alloc, alloc);
-        assert!(commit.ops.is_empty());
-        assert_eq!(commit.changes.expect("its writes").len(), 1);
-
-        let op = PageOp::LeafDelete {
-            page: PageId(4),
-            key: b"k".to_vec(),
-        };
-        let none = None::<[Write<'_>; 0]>;
-        let drain = encode_as(
-            Role::Drain,
-            part(2, true),
-            alloc,
-            std::slice::from_ref(&op),
-            none,
-        );
-        let commit = decode(&drain).expect("decodes");
-        assert_eq!(commit.role, Role::Drain);
-        assert_eq!(commit.ops, vec![op]);
-        assert_eq!(commit.part, part(2, true));
-    }
-
-    /// Every combination of the role flags, the changes flag, a part and ops: decode accepts
-    /// exactly the ones the format's rules allow, and reads them as the role they say.
-    #[test]
-    fn role_rules_table() {
-        let parts = [Part::WHOLE, part(0, false), part(1, true)];
-        for flags in 0..8u8 {
-            for p in parts {
-                for op_count in [0, 1] {
-                    let buffered = flags & FLAG_BUFFERED != 0;
-                    let drain = flags & FLAG_DRAIN != 0;
-                    let changes = flags & FLAG_CHANGES != 0;
-                    let want = match (buffered, drain) {
-                        (false, false) => Some(Role::Tree),
-                        (true, false) if p == Part::WHOLE && op_count == 0 && changes => {
-                            Some(Role::Buffered)
-                        }
-                        (false, true) if !changes => Some(Role::Drain),
-                        _ => None,
-                    };
-                    assert_eq!(
-                        check_role(flags, p, op_count).ok(),
-                        want,
-                        "flags {flags:#b}, {p:?}, {op_count} ops"
-                    );
-                }
-            }
-        }
-    }
-}
+mod tests;

@@ -42,6 +42,7 @@ fn checkpoint(n: u64) -> Header {
         page_count: 10 + n,
         encryption: None,
         write_buffer: false,
+        drain_chunks: false,
     }
 }
 

@@ -507,7 +507,7 @@ mod tests {
             .inner
             .wal
             .commit(
-                &record::encode_buffered(alloc, [write]),
+                &record::encode_buffered(alloc, [write], &[("", 1)]),
                 crate::Durability::Sync,
             )
             .expect("appended");

@@ -38,6 +38,9 @@ pub struct Stats {
     /// threshold, before a commit through the tree, a transaction's first read or a
     /// checkpoint.
     pub idle_drains: u64,
+    /// Chunks of drains in chunks (docs/write-buffer.md, "The drain in chunks"): each one
+    /// commit of some of the buffered keys, with readers and commits between them.
+    pub drain_chunks: u64,
 }
 
 /// The database's own counters ([`Stats`]).
@@ -53,6 +56,8 @@ pub(super) struct Counters {
     parts_logged: AtomicU64,
     /// Drains the checkpoint thread ran with the writer idle (`commit/buffer.rs`).
     idle_drains: AtomicU64,
+    /// Chunks of drains in chunks (`commit/buffer.rs`).
+    drain_chunks: AtomicU64,
 }
 
 impl Counters {
@@ -76,6 +81,11 @@ impl Counters {
     /// Counts a drain of the write buffer the checkpoint thread ran with the writer idle.
     pub(super) fn idle_drained(&self) {
         self.idle_drains.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a chunk of a drain in chunks.
+    pub(super) fn chunk_drained(&self) {
+        self.drain_chunks.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts `records` log records of one commit logged in parts.
@@ -116,8 +126,9 @@ impl Db {
             queued_commits: self.inner.counters.queued_commits.load(Ordering::Relaxed),
             commit_parts: self.inner.counters.parts_logged.load(Ordering::Relaxed),
             overlay_keys: self.inner.visible.overlay_keys() as u64,
-            write_buffer_bytes: self.inner.visible.buffer_live_bytes() as u64,
+            write_buffer_bytes: self.inner.visible.buffer_undrained_bytes() as u64,
             idle_drains: self.inner.counters.idle_drains.load(Ordering::Relaxed),
+            drain_chunks: self.inner.counters.drain_chunks.load(Ordering::Relaxed),
         }
     }
 }

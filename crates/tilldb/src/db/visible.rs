@@ -11,6 +11,7 @@
 //!   read:   advance (visible lsn moves, overlay pruned to the horizon) ──> register ... release
 //!           seen / hides_table / changed_in (the buffer's and the overlay's view at a snapshot)
 //! buffered commit: buffer_commit ──> committed;  drain: drain_writes ... drained
+//! drain in chunks: buffer_next_chunk ... chunk_drained, by turns with buffered commits
 //! ```
 //!
 //! Locks: one mutex, [`Visible::reads`], guards the tracker, the overlay and the snapshots;
@@ -21,7 +22,7 @@
 
 use crate::Durability;
 use crate::page::PageId;
-use crate::txn::buffer::{BufferedWrite, CommitAt, WriteBuffer};
+use crate::txn::buffer::{BufferedWrite, Chunk, CommitAt, WriteBuffer};
 use crate::txn::{Overlay, Seen, TableId, Visibility};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -275,8 +276,56 @@ impl Visible {
         self.buffer
             .read()
             .drain_writes()
+            .into_iter()
             .map(|w| (w.table, w.key.to_vec(), w.value.map(<[u8]>::to_vec)))
             .collect()
+    }
+
+    /// The next chunk of a drain in chunks, freezing the live generation first when none is
+    /// under way (`txn/buffer.rs`, "Chunks"); `None`: nothing buffered. Requires: the writer
+    /// lock held until [`Visible::chunk_drained`].
+    pub(super) fn buffer_next_chunk(&self, max_bytes: usize) -> Option<Chunk> {
+        self.buffer.write().next_chunk(max_bytes)
+    }
+
+    /// The chunk whose commit ends at `lsn` applied [`Visible::buffer_next_chunk`]'s writes,
+    /// through `through_key`, changing each table's row count by `deltas`. Requires: what
+    /// [`Visible::drained`] requires of a drain.
+    pub(super) fn chunk_drained(
+        &self,
+        lsn: u64,
+        through_key: (TableId, &[u8]),
+        deltas: &[(TableId, i64)],
+        last: bool,
+    ) {
+        let _reads = self.reads.lock();
+        self.buffer
+            .write()
+            .chunk_drained(lsn, through_key, deltas, last);
+    }
+
+    /// A chunk replay read, ending at `lsn`, that changed each table's row count by
+    /// `deltas`; a drain's last chunk forgets the versions through `forget_through`.
+    /// Requires: no reader holds a snapshot (an open, a read-only handle's refresh).
+    pub(super) fn buffer_chunk_replayed(
+        &self,
+        lsn: u64,
+        deltas: &[(TableId, i64)],
+        forget_through: Option<u64>,
+    ) {
+        let reads = self.reads.lock();
+        assert!(
+            reads.snapshots.is_empty(),
+            "a buffer rebuilt under a reader"
+        );
+        self.buffer
+            .write()
+            .replayed_chunk(lsn, deltas, forget_through);
+    }
+
+    /// Whether a drain in chunks is under way.
+    pub(super) fn buffer_draining(&self) -> bool {
+        self.buffer.read().draining()
     }
 
     /// The drain whose commit ends at `lsn` applied [`Visible::drain_writes`] to the tree.
@@ -289,9 +338,14 @@ impl Visible {
         self.buffer.write().drained(lsn);
     }
 
-    /// Estimated bytes of the buffered versions not drained: the drain's threshold.
+    /// Estimated bytes of the live generation's versions: the drain's threshold.
     pub(super) fn buffer_live_bytes(&self) -> usize {
         self.buffer.read().live_bytes()
+    }
+
+    /// Estimated bytes of the versions not drained: the live generation's and a frozen one's.
+    pub(super) fn buffer_undrained_bytes(&self) -> usize {
+        self.buffer.read().undrained_bytes()
     }
 
     /// Where the first buffered record not drained begins: a checkpoint's redo point may not
@@ -307,8 +361,11 @@ impl Visible {
     }
 
     /// The greatest key of `table` with a buffered version not drained, copied out.
-    pub(super) fn buffer_live_last_key(&self, table: TableId) -> Option<Vec<u8>> {
-        self.buffer.read().live_last_key(table).map(<[u8]>::to_vec)
+    pub(super) fn buffer_undrained_last_key(&self, table: TableId) -> Option<Vec<u8>> {
+        self.buffer
+            .read()
+            .undrained_last_key(table)
+            .map(<[u8]>::to_vec)
     }
 
     /// The rows buffered commits added to `table` (less those they removed) that a reader at
@@ -326,20 +383,22 @@ impl Visible {
         self.reads.lock().overlay.seen(table, key, snapshot)
     }
 
-    /// Whether a drain of the live generation may keep no older values of its keys for
-    /// readers: every version the generation holds is at or before the horizon (the oldest
-    /// snapshot any reader holds or will get), so every reader before the drain finds, in
-    /// the generation that stays for it, its own version of each key the drain writes,
-    /// the newest being what the drain puts in the tree. Requires: the tree lock,
-    /// exclusively (no snapshot registers meanwhile).
-    pub(super) fn buffer_answers_every_reader(&self) -> bool {
+    /// Whether a drain (`chunk`: a chunk of a drain in chunks) may keep no older values of
+    /// its keys for readers: every version the generations it drains hold (a chunk: the
+    /// frozen one) is at or before the horizon (the oldest snapshot any reader holds or will
+    /// get), so every reader before the drain finds, in the generation that stays for it, its
+    /// own version of each key the drain writes, the newest being what the drain puts in the
+    /// tree. Requires: the tree lock, exclusively (no snapshot registers meanwhile).
+    pub(super) fn buffer_answers_every_reader(&self, chunk: bool) -> bool {
         let horizon = self.reads.lock().horizon(self.hint());
+        let buffer = self.buffer.read();
+        let end = if chunk {
+            buffer.frozen_last_end()
+        } else {
+            buffer.undrained_last_end()
+        };
         crate::mutants::active("drain-drops-needed-befores")
-            || self
-                .buffer
-                .read()
-                .live_last_end()
-                .is_some_and(|end| end <= horizon)
+            || end.is_some_and(|end| end <= horizon)
     }
 
     /// What a reader at `snapshot` sees of `key` in the buffer alone: its newest buffered

@@ -313,9 +313,13 @@ impl Feed {
                     lsn: rec.lsn.0,
                     reason: format!("the commit record does not decode: {what}"),
                 })?;
-            // A drain of the write buffer: its writes were delivered from their buffered
-            // records (`record.rs`); its parts follow the runs, and it delivers nothing.
-            let drain = commit.role == crate::record::Role::Drain;
+            // A drain of the write buffer, or a chunk of one: its writes were delivered from
+            // their buffered records (`record.rs`); its parts follow the runs, and it delivers
+            // nothing.
+            let drain = matches!(
+                commit.role,
+                crate::record::Role::Drain | crate::record::Role::Chunk
+            );
             let changes = match commit.changes {
                 Some(changes) => changes,
                 None if drain => Vec::new(),

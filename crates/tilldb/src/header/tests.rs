@@ -14,6 +14,7 @@ fn header(generation: u64) -> Header {
         page_count: 9,
         encryption: None,
         write_buffer: false,
+        drain_chunks: false,
     }
 }
 
@@ -99,14 +100,15 @@ fn a_version_1_header_reads_and_is_written_as_version_2() {
 
 #[test]
 fn bad_fields_under_a_good_crc_are_corruption_not_a_fallback() {
-    let cases: [(usize, u8, usize); 13] = [
+    let cases: [(usize, u8, usize); 14] = [
         (MAGIC_OFFSET, b'X', MAGIC_OFFSET),
-        (VERSION_OFFSET, 5, VERSION_OFFSET),
-        // Version 4 with no feature of its own, and version 2 with a features word.
+        (VERSION_OFFSET, 6, VERSION_OFFSET),
+        // Versions 4 and 5 with no feature of their own, and version 2 with a features word.
         (VERSION_OFFSET, 4, FEATURES_OFFSET),
+        (VERSION_OFFSET, 5, FEATURES_OFFSET),
         (FEATURES_OFFSET, 2, FEATURES_OFFSET),
         // A feature bit this build does not know, under version 4.
-        (FEATURES_OFFSET, 2 | 4, FEATURES_OFFSET),
+        (FEATURES_OFFSET, 2 | 8, FEATURES_OFFSET),
         // Version 3 says encrypted: its key block (at 128) is all zeros here.
         (VERSION_OFFSET, 3, TAIL_OFFSET),
         (PAGE_BYTES_OFFSET + 1, 0x41, PAGE_BYTES_OFFSET),
@@ -120,7 +122,7 @@ fn bad_fields_under_a_good_crc_are_corruption_not_a_fallback() {
     for (at, value, want) in cases {
         let mut bytes = header(3).encode(0);
         bytes[at] = value;
-        if value == 2 | 4 {
+        if value == 2 | 8 {
             bytes[VERSION_OFFSET] = 4;
         }
         let bytes = with_crc(bytes, 0);
@@ -188,4 +190,32 @@ fn the_write_buffer_feature_is_version_4_and_round_trips() {
     assert_eq!(bytes[VERSION_OFFSET], 4);
     assert_eq!(bytes[FEATURES_OFFSET], 2, "feature bit 1, not encrypted");
     assert_eq!(Header::decode(&bytes, 0), Ok(SlotState::Valid(buffered)));
+}
+
+/// The drain chunks' feature is version 5 with feature bits 1 and 2; a version 4 header with
+/// bit 2, or a version 5 one without it, is refused by name; a build that reads up to 4
+/// would refuse version 5 by its version.
+#[test]
+fn the_drain_chunks_feature_is_version_5_and_round_trips() {
+    let chunked = Header {
+        write_buffer: true,
+        drain_chunks: true,
+        ..header(3)
+    };
+    let bytes = chunked.encode(0);
+    assert_eq!(bytes[VERSION_OFFSET], 5);
+    assert_eq!(bytes[FEATURES_OFFSET], 2 | 4, "feature bits 1 and 2");
+    assert_eq!(Header::decode(&bytes, 0), Ok(SlotState::Valid(chunked)));
+    for (version, features) in [(4u32, 2u64 | 4), (5, 2), (5, 4)] {
+        let mut bad = chunked.encode(0);
+        bad[VERSION_OFFSET..VERSION_OFFSET + 4].copy_from_slice(&version.to_le_bytes());
+        bad[FEATURES_OFFSET..FEATURES_OFFSET + 8].copy_from_slice(&features.to_le_bytes());
+        let crc = crc32c_seeded(0, &[&bad[..CRC_OFFSET]]);
+        bad[CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+        let refused = Header::decode(&bad, 0);
+        assert!(
+            matches!(refused, Err((FEATURES_OFFSET, _))),
+            "version {version}, features {features:#b}: {refused:?}"
+        );
+    }
 }

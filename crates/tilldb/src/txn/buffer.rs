@@ -35,6 +35,24 @@
 //! once the horizon (the oldest snapshot any reader has or will get) reaches its `D`; a
 //! key's versions older than the newest at or before the horizon are dropped as it passes.
 //!
+//! # Chunks
+//!
+//! A drain of a large buffer in one commit holds the writer and the tree lock for its whole
+//! length. The drain *in chunks* freezes the live generation ([`WriteBuffer::next_chunk`]:
+//! new buffered commits go to a fresh live one) and applies its newest versions a range of
+//! keys at a time, each chunk an ordinary commit of its own that lets both locks go after it
+//! ([`WriteBuffer::chunk_drained`]), so buffered commits and readers come between the chunks.
+//! Readers read the frozen generation until its last chunk, as a live one (its versions
+//! equal what the chunks put in the tree); its last chunk drains it at that chunk's lsn. A
+//! chunk takes the rows it added to the tree off the frozen generation's sums at its lsn (the
+//! catalog counts them from there), so a length never counts a row twice. A key the live
+//! generation holds too may get the frozen generation's older value in the tree from a chunk:
+//! every reader that reads the tree there reads the live version first. A commit through the
+//! tree, a transaction's first read and a checkpoint drain the rest whole ([`drain_writes`]:
+//! the frozen generation's keys no chunk took, and the live generation's).
+//!
+//! [`drain_writes`]: WriteBuffer::drain_writes
+//!
 //! # Counts
 //!
 //! A buffered commit knows, per table, how many keys it added less how many it removed (it
@@ -53,7 +71,11 @@ use keys::{After, BufKey, KeyView, Probe, Versions};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
+mod chunks;
 mod keys;
+
+pub use chunks::Chunk;
+use chunks::Frozen;
 
 /// Bytes a version costs beyond its key and value: the map node's share, the version, the
 /// pruning index's entry (an estimate, so that the drain threshold tracks memory).
@@ -82,6 +104,8 @@ pub struct BufferedWrite<'a> {
 /// The commits buffered between two drains.
 #[derive(Debug, Default)]
 struct Generation {
+    /// Every version it holds is after this lsn (the drain or freeze before it began).
+    since: u64,
     /// The lsn of the drain that applied it to the tree; `None` for the live generation.
     drained_at: Option<u64>,
     /// Per table, per key, its versions, lsns increasing (`buffer/keys.rs`).
@@ -110,6 +134,55 @@ impl Generation {
     /// The newest version of `key` in `table` at or before `snapshot`.
     fn version_at(&self, table: TableId, key: &dyn KeyView, snapshot: u64) -> Option<&After> {
         self.entries.get(&table)?.get(key)?.at(snapshot)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.values().all(BTreeMap::is_empty)
+    }
+
+    /// Adds `delta` to `table`'s sum from `lsn` on (after every entry it holds).
+    fn add_to_sum(&mut self, table: TableId, lsn: u64, delta: i64) {
+        let sums = self.counts.entry(table).or_default();
+        assert!(
+            sums.back().is_none_or(|(last, _)| *last < lsn),
+            "write buffer: row sums out of lsn order"
+        );
+        let sum = sums.back().map_or(0, |(_, sum)| *sum) + delta;
+        sums.push_back((lsn, sum));
+    }
+
+    /// Forgets the versions at or before `lsn` and the commits that wrote them; the sums stay
+    /// as they are (their newest entry is what a reader after `lsn` counts: `WriteBuffer::
+    /// replayed_chunk`).
+    fn forget_through(&mut self, lsn: u64) {
+        let bytes = &mut self.bytes;
+        for keys in self.entries.values_mut() {
+            let old = std::mem::take(keys);
+            for (key, versions) in old {
+                let kept = versions.drop_through(lsn, |after| {
+                    *bytes -= version_bytes(key.bytes(), after.value.as_deref());
+                });
+                if let Some(kept) = kept {
+                    keys.insert(key, kept);
+                }
+            }
+        }
+        self.entries.retain(|_, keys| !keys.is_empty());
+        self.by_lsn.retain(|(at, table, key)| {
+            *at > lsn
+                && self
+                    .entries
+                    .get(table)
+                    .and_then(|keys| keys.get(key))
+                    .is_some_and(|v| v.iter().any(|a| a.lsn == *at) && v.oldest().lsn < *at)
+        });
+        if self.is_empty() {
+            self.first_start = None;
+            self.last_end = None;
+        } else {
+            // The first record after `lsn` begins at or after it.
+            self.first_start = Some(lsn);
+        }
     }
 
     fn count_delta(&self, table: TableId, snapshot: u64) -> i64 {
@@ -163,8 +236,12 @@ const TABLE_BYTES: usize = 8;
 #[derive(Debug, Default)]
 pub struct WriteBuffer {
     live: Generation,
+    /// The generation being drained in chunks, if a drain in chunks is under way.
+    frozen: Option<Frozen>,
     /// Drained generations still read by older snapshots, oldest first.
     drained: VecDeque<Generation>,
+    /// The newest lsn it was told of: a commit's end, a chunk's or a drain's lsn.
+    last_lsn: u64,
 }
 
 impl WriteBuffer {
@@ -180,13 +257,13 @@ impl WriteBuffer {
             at.start < at.end,
             "write buffer: a record ends after it begins"
         );
-        if let Some(last) = self.last_end() {
-            assert!(
-                last <= at.start,
-                "write buffer: commits out of log order: one ended at {last}, the next began at {}",
-                at.start
-            );
-        }
+        assert!(
+            self.last_lsn <= at.start,
+            "write buffer: commits out of log order: the last lsn was {}, the next began at {}",
+            self.last_lsn,
+            at.start
+        );
+        self.last_lsn = at.end;
         let live = &mut self.live;
         live.first_start.get_or_insert(at.start);
         live.last_end = Some(at.end);
@@ -209,16 +286,8 @@ impl WriteBuffer {
             }
         }
         for &(table, delta) in deltas {
-            let sums = live.counts.entry(table).or_default();
-            let sum = sums.back().map_or(0, |(_, sum)| *sum) + delta;
-            sums.push_back((at.end, sum));
+            live.add_to_sum(table, at.end, delta);
         }
-    }
-
-    fn last_end(&self) -> Option<u64> {
-        self.live
-            .last_end
-            .or_else(|| self.drained.back().and_then(|g| g.drained_at))
     }
 
     /// What a reader at `snapshot` sees of `key`: the newest buffered version at or before
@@ -264,6 +333,7 @@ impl WriteBuffer {
         let mut read = self
             .drained
             .iter()
+            .chain(self.frozen.as_ref().map(|f| &f.generation))
             .chain([&self.live])
             .filter(|g| g.read_by(snapshot))
             .filter_map(|g| g.entries.get(&table));
@@ -284,15 +354,22 @@ impl WriteBuffer {
         seen
     }
 
-    /// The greatest key of `table` the live generation holds a version of (deleted or not):
-    /// a commit whose keys all lie above it shares none with the buffer not drained.
+    /// The greatest key of `table` the generations not drained (the live one, a frozen one)
+    /// hold a version of (deleted or not): a commit whose keys all lie above it shares none
+    /// with the buffer not drained.
     #[must_use]
-    pub fn live_last_key(&self, table: TableId) -> Option<&[u8]> {
-        self.live
-            .entries
-            .get(&table)?
-            .last_key_value()
-            .map(|(key, _)| key.bytes())
+    pub fn undrained_last_key(&self, table: TableId) -> Option<&[u8]> {
+        fn last(g: &Generation, table: TableId) -> Option<&[u8]> {
+            g.entries
+                .get(&table)?
+                .last_key_value()
+                .map(|(key, _)| key.bytes())
+        }
+        let frozen = self
+            .frozen
+            .as_ref()
+            .and_then(|f| last(&f.generation, table));
+        last(&self.live, table).max(frozen)
     }
 
     /// The rows `table` gained (less those it lost) in the buffered commits a reader at
@@ -306,34 +383,62 @@ impl WriteBuffer {
     }
 
     fn newest_first(&self) -> impl Iterator<Item = &Generation> {
-        std::iter::once(&self.live).chain(self.drained.iter().rev())
+        std::iter::once(&self.live)
+            .chain(self.frozen.as_ref().map(|f| &f.generation))
+            .chain(self.drained.iter().rev())
     }
 
-    /// What the drain applies to the tree: the newest version of each key of the live
-    /// generation, in (table, key) order.
-    pub fn drain_writes(&self) -> impl Iterator<Item = BufferedWrite<'_>> {
-        self.live.entries.iter().flat_map(|(&table, keys)| {
+    /// What the whole drain applies to the tree: the newest version of each key not drained,
+    /// in (table, key) order: the live generation's, and a frozen one's that no chunk applied
+    /// (a key both hold: the live version).
+    #[must_use]
+    pub fn drain_writes(&self) -> Vec<BufferedWrite<'_>> {
+        let live = self.live.entries.iter().flat_map(|(&table, keys)| {
             keys.iter().map(move |(key, versions)| BufferedWrite {
                 table,
                 key: key.bytes(),
                 value: versions.newest().value.as_deref(),
             })
-        })
+        });
+        let Some(frozen) = &self.frozen else {
+            return live.collect();
+        };
+        let mut merged: BTreeMap<(TableId, &[u8]), Option<&[u8]>> = frozen
+            .remaining()
+            .map(|(table, key, versions)| {
+                ((table, key.bytes()), versions.newest().value.as_deref())
+            })
+            .collect();
+        merged.extend(live.map(|w| ((w.table, w.key), w.value)));
+        merged
+            .into_iter()
+            .map(|((table, key), value)| BufferedWrite { table, key, value })
+            .collect()
     }
 
     /// Records that the drain whose commit ends at `at` applied [`WriteBuffer::drain_writes`]
-    /// to the tree: the live generation is kept for readers below `at`, and a new one starts.
+    /// to the tree: the frozen generation, if any, and the live one are kept for readers below
+    /// `at`, and a new live one starts.
     pub fn drained(&mut self, at: u64) {
-        if let Some(last) = self.last_end() {
-            assert!(
-                last < at,
-                "write buffer: a drain at {at} before the commit it drains, ending at {last}"
-            );
+        assert!(
+            self.last_lsn < at,
+            "write buffer: a drain at {at} before what it drains, at {}",
+            self.last_lsn
+        );
+        self.last_lsn = at;
+        if let Some(frozen) = self.frozen.take() {
+            self.retire(frozen.generation, at);
         }
-        let mut generation = std::mem::take(&mut self.live);
+        let live = std::mem::take(&mut self.live);
+        self.retire(live, at);
+        self.live.since = at;
+    }
+
+    /// Keeps `generation`, drained at `at`, for the readers below `at`.
+    fn retire(&mut self, mut generation: Generation, at: u64) {
         generation.drained_at = Some(at);
         generation.by_lsn.clear();
-        if generation.entries.values().any(|keys| !keys.is_empty()) {
+        if !generation.is_empty() {
             self.drained.push_back(generation);
         }
     }
@@ -348,7 +453,12 @@ impl WriteBuffer {
         {
             self.drained.pop_front();
         }
-        for g in self.drained.iter_mut().chain([&mut self.live]) {
+        for g in self
+            .drained
+            .iter_mut()
+            .chain(self.frozen.as_mut().map(|f| &mut f.generation))
+            .chain([&mut self.live])
+        {
             g.prune(horizon);
         }
     }
@@ -359,30 +469,50 @@ impl WriteBuffer {
         self.live.bytes
     }
 
+    /// Estimated bytes of the generations not drained: the live one and a frozen one.
+    #[must_use]
+    pub fn undrained_bytes(&self) -> usize {
+        self.live.bytes + self.frozen.as_ref().map_or(0, |f| f.generation.bytes)
+    }
+
     /// Estimated bytes of every generation.
     #[must_use]
     pub fn bytes(&self) -> usize {
-        self.live.bytes + self.drained.iter().map(|g| g.bytes).sum::<usize>()
+        self.live.bytes
+            + self.frozen.as_ref().map_or(0, |f| f.generation.bytes)
+            + self.drained.iter().map(|g| g.bytes).sum::<usize>()
     }
 
     /// Whether no generation holds a version: every reader reads the tree.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.live.entries.values().all(BTreeMap::is_empty) && self.drained.is_empty()
+        self.live.is_empty() && self.frozen.is_none() && self.drained.is_empty()
     }
 
     /// Where the first record not yet drained begins: a checkpoint's redo point stays at or
     /// before it (see the module doc).
     #[must_use]
     pub fn redo_floor(&self) -> Option<u64> {
-        self.live.first_start
+        self.frozen
+            .as_ref()
+            .and_then(|f| f.generation.first_start)
+            .or(self.live.first_start)
     }
 
-    /// Where the live generation's last commit ends (`None`: it holds none): a reader at
-    /// that lsn or later sees every version it holds.
+    /// Where the last commit not drained ends (`None`: there is none): a reader at that lsn
+    /// or later sees every version not drained.
     #[must_use]
-    pub fn live_last_end(&self) -> Option<u64> {
-        self.live.last_end
+    pub fn undrained_last_end(&self) -> Option<u64> {
+        self.live
+            .last_end
+            .or_else(|| self.frozen.as_ref().and_then(|f| f.generation.last_end))
+    }
+
+    /// Where the frozen generation's last commit ends (`None`: no drain in chunks): a reader
+    /// at that lsn or later sees every version a chunk applies.
+    #[must_use]
+    pub fn frozen_last_end(&self) -> Option<u64> {
+        self.frozen.as_ref().and_then(|f| f.generation.last_end)
     }
 
     /// Panics unless each generation's versions increase per key and its index lists, in lsn
@@ -394,10 +524,33 @@ impl WriteBuffer {
             let at = g
                 .drained_at
                 .expect("a drained generation has its drain's lsn");
-            assert!(previous_drain < at, "write buffer: drains out of order");
+            // A frozen generation and the live one drained together share their lsn.
+            assert!(previous_drain <= at, "write buffer: drains out of order");
             previous_drain = at;
         }
-        for g in self.drained.iter().chain([&self.live]) {
+        assert!(
+            previous_drain <= self.last_lsn,
+            "write buffer: a drain after the last lsn"
+        );
+        if let Some(frozen) = &self.frozen {
+            assert!(
+                frozen.generation.drained_at.is_none(),
+                "write buffer: a frozen generation drained"
+            );
+            assert!(
+                frozen
+                    .generation
+                    .last_end
+                    .is_some_and(|end| end <= self.live.since),
+                "write buffer: a frozen generation's commit after the live one began"
+            );
+        }
+        for g in self
+            .drained
+            .iter()
+            .chain(self.frozen.as_ref().map(|f| &f.generation))
+            .chain([&self.live])
+        {
             let mut bytes = 0;
             for (key, versions) in g.entries.values().flatten() {
                 let mut last = None;
@@ -409,12 +562,11 @@ impl WriteBuffer {
                     last = Some(after.lsn);
                     if let Some(at) = g.drained_at {
                         assert!(after.lsn < at, "write buffer: a version after its drain");
-                    } else {
-                        assert!(
-                            previous_drain < after.lsn,
-                            "write buffer: a live version before the last drain"
-                        );
                     }
+                    assert!(
+                        g.since < after.lsn && after.lsn <= self.last_lsn,
+                        "write buffer: a version before its generation began, or after the last lsn"
+                    );
                     bytes += version_bytes(key.bytes(), after.value.as_deref());
                 }
             }

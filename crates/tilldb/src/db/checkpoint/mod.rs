@@ -84,14 +84,22 @@ impl Checkpoints {
         self.header.lock().newest().1
     }
 
-    /// Sets the header's write-buffer feature (version 4, `header.rs`) unless it is set: a
+    /// Whether the header allows drain chunks (version 5): the log may then hold them.
+    pub(super) fn drain_chunks_allowed(&self) -> bool {
+        self.header.lock().newest().1.drain_chunks
+    }
+
+    /// Sets the header's write-buffer features (version 5, `header.rs`) unless they are set: a
     /// header write and its flush, before the first write-buffer record may be appended.
+    /// Requires: no buffered record of a version 4 log left undrained (its commits carry no
+    /// counts, which chunks need: `commit/buffer.rs`, `rebuild`).
     pub(super) fn allow_write_buffer(&self) -> crate::error::Result<()> {
         let mut header_file = self.header.lock();
         let (_, newest) = header_file.newest();
-        if !newest.write_buffer {
+        if !newest.write_buffer || !newest.drain_chunks {
             header_file.write(&Header {
                 write_buffer: true,
+                drain_chunks: true,
                 ..newest
             })?;
         }
@@ -278,6 +286,11 @@ impl Db {
         // Pages parked while readers held their snapshots come back to be written with the
         // rest (`page/buffer_pool/held.rs`).
         inner.pool.unpark()?;
+        // Most of the buffer in chunks first, commits and readers between them; the rest
+        // (what came meanwhile) whole under the writer lock below.
+        if inner.visible.buffer_redo_floor().is_some() {
+            crate::db::commit::drain_in_chunks(self, crate::db::commit::IDLE_CHUNK_BYTES)?;
+        }
         let (end, alloc) = {
             let mut alloc = inner.writer.lock();
             // The buffered records before `end` into the tree first: the log before the redo
@@ -444,7 +457,7 @@ impl Db {
         let inner = &self.inner;
         if !inner.checkpoints.buffer_watched.load(Ordering::Acquire)
             && inner.write_buffer_bytes.load(Ordering::Relaxed) > 0
-            && inner.visible.buffer_live_bytes() > 0
+            && (inner.visible.buffer_live_bytes() > 0 || inner.visible.buffer_draining())
             && !crate::mutants::active("idle-buffer-unwatched")
         {
             inner.checkpoints.watch_buffer(end.0);

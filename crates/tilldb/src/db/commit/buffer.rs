@@ -1,10 +1,20 @@
 //! Buffered commits and the drain (docs/write-buffer.md; the buffer itself is
 //! `txn/buffer.rs`, read through `visible.rs`).
 //!
-//! A commit the write buffer takes is appended as one record holding its writes
-//! (`record::encode_buffered`) and added to the buffer; the tree is not touched. The *drain*
-//! applies the buffer's newest versions to the tree as one ordinary commit, every part of
-//! which carries the drain flag (`record::Role::Drain`).
+//! A commit the write buffer takes is appended as one record holding its writes and the rows
+//! it changed per table (`record::encode_buffered`) and added to the buffer; the tree is not
+//! touched. The *drain* applies the buffer's newest versions to the tree: in *chunks*
+//! ([`drain_chunk`], `txn/buffer.rs`, "Chunks"), each an ordinary commit whose last record
+//! carries the chunk's flag and section (`record::Role::Chunk`), with commits and readers
+//! between them; or *whole* ([`drain`]), one commit whose last record carries the drain flag
+//! (`record::Role::Drain`).
+//!
+//! When: a buffered commit that fills the live generation to `write_buffer_bytes` freezes it
+//! and applies its first chunk, and every buffered commit after it applies one more (at least
+//! `CHUNK_BYTES`, and four times its own bytes, so the frozen generation is done long before
+//! the live one fills again; if it fills first, the rest drains whole). The checkpoint thread
+//! drains in chunks once the writer is idle ([`drain_if_idle`]), and before a checkpoint
+//! ([`drain_in_chunks`]).
 //!
 //! Which commits are buffered ([`try_buffered`]): with a buffer (`Options::write_buffer_bytes`
 //! above 0), a commit at any level (a `Sync` one is acknowledged once its record is durable,
@@ -19,16 +29,17 @@
 //! the tree, finds the tree current and needs no view of the buffer, and the log a
 //! checkpoint lets go of holds no buffered record the tree does not.
 //!
-//! Recovery and a read-only handle's refresh rebuild the buffer from the buffered records
-//! after the last drain in the log ([`rebuild`]); the writer's open then drains it with its
-//! checkpoint. A database whose header lacks the write-buffer feature (version 4) refuses
-//! them. On with `Options::write_buffer_bytes` (default 0: off).
+//! Recovery and a read-only handle's refresh rebuild the buffer from the buffered records and
+//! chunks after the last whole drain in the log ([`rebuild`]); the writer's open then drains
+//! it with its checkpoint. A database whose header lacks the write-buffer feature (version 4)
+//! refuses them, and one whose header lacks the chunks' (version 5) refuses chunks and
+//! counts. On with `Options::write_buffer_bytes` (default 0: off).
 
-use super::{Changes, apply_to_tree, root_of};
+use super::{Changes, Drains, PoisonOnUnwind, apply_to_tree, root_of};
 use crate::Durability;
 use crate::btree::{Direction, Tree};
 use crate::db::locks::{TreeHeld, Writer};
-use crate::db::open::BufferedLog;
+use crate::db::open::{BufferedEvent, BufferedLog};
 use crate::db::pages::ReadPages;
 use crate::db::write_set::WriteSet;
 use crate::db::{CATALOG_ROOT, DEFAULT_ROOT, Db, catalog_root_of, counts, drop};
@@ -41,6 +52,36 @@ use crate::wal::Lsn;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, Range};
 use std::sync::atomic::Ordering;
+
+/// Bytes of buffered versions (as the buffer counts them) a chunk of a drain in chunks applies
+/// at least: some 260 one-row versions of 150-byte values, about a millisecond of tree work
+/// for keys spread over a large table, which readers and the next committer wait for. A
+/// buffer of less than `CHUNK_SHARE` of it drains in chunks of its share ([`chunk_bytes`]).
+pub(super) const CHUNK_BYTES: usize = 64 << 10;
+
+/// A drain in chunks takes at least this many chunks, however small the buffer (tests drain
+/// a 2 KiB buffer in chunks of a few keys).
+const CHUNK_SHARE: usize = 8;
+
+/// Bytes of versions a chunk applies: `base` ([`CHUNK_BYTES`], or the idle drain's
+/// [`IDLE_CHUNK_BYTES`]), at most the threshold's share, and at least `floor` (a committer's
+/// pace).
+fn chunk_bytes(db: &Db, base: usize, floor: usize) -> usize {
+    let limit =
+        usize::try_from(db.inner.write_buffer_bytes.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+    // With the buffer turned off, what is left drains in chunks of `base`.
+    let share = if limit == 0 {
+        base
+    } else {
+        limit / CHUNK_SHARE
+    };
+    base.min(share).max(floor).max(1)
+}
+
+/// How many times its own bytes a buffered commit drains, in chunks, while a drain in chunks
+/// is under way: the frozen generation is done when the live one holds a quarter of what it
+/// held.
+const CHUNK_PACE: usize = 4;
 
 /// A buffered commit's writes, copied out of the write set into one buffer: (table index,
 /// key's range, value's range or `None` for a delete).
@@ -102,9 +143,9 @@ pub(super) fn try_buffered(
         .collect();
     let mut roots = Vec::with_capacity(tables.len());
     let mut writes = Copied::default();
-    // Each write's row change: whether its key held a value before (in the buffer's newest
+    // Each table's row change: whether each key held a value before (in the buffer's newest
     // version, else in the tree) and does after.
-    let mut deltas: BTreeMap<u64, i64> = BTreeMap::new();
+    let mut deltas: Vec<i64> = vec![0; tables.len()];
     {
         let shared = inner.tree_lock.read();
         db.check_poison()?;
@@ -117,8 +158,7 @@ pub(super) fn try_buffered(
             roots.push(root);
             let mut cursor = changes.writes.table(table)?;
             while let Some(write) = cursor.next()? {
-                let delta = row_delta(db, &pages, root, write.key, write.value.is_some())?;
-                *deltas.entry(root.0).or_default() += delta;
+                deltas[index] += row_delta(db, &pages, root, write.key, write.value.is_some())?;
                 writes.push(index, write.key, write.value);
             }
         }
@@ -128,16 +168,31 @@ pub(super) fn try_buffered(
         key,
         value,
     });
-    if record::HEADER_BYTES + record::changes_len(as_record.clone()) > max {
+    let counts: Vec<(&str, i64)> = tables
+        .iter()
+        .zip(&deltas)
+        .filter(|(_, delta)| **delta != 0)
+        .map(|(table, delta)| (table.as_str(), *delta))
+        .collect();
+    let tail = record::Tail {
+        chunk: None,
+        counts: Some(&counts),
+    };
+    if record::HEADER_BYTES + record::changes_len(as_record.clone()) + tail.bytes() > max {
         return Ok(None);
     }
     // Under the writer lock: the record starts at or after the log's end now.
     let start = inner.wal.end_lsn_checked()?.0;
     let lsn = inner
         .wal
-        .append(&record::encode_buffered(**alloc, as_record))?;
+        .append(&record::encode_buffered(**alloc, as_record, &counts))?;
     assert!(start < lsn.0, "a buffered record ends after it begins");
-    let deltas: Vec<(u64, i64)> = deltas.into_iter().filter(|(_, d)| *d != 0).collect();
+    let deltas: Vec<(u64, i64)> = roots
+        .iter()
+        .zip(&deltas)
+        .filter(|(_, delta)| **delta != 0)
+        .map(|(root, delta)| (root.0, *delta))
+        .collect();
     inner.visible.buffer_commit(
         CommitAt { start, end: lsn.0 },
         writes.iter().map(|(table, key, value)| BufferedWrite {
@@ -148,8 +203,15 @@ pub(super) fn try_buffered(
         &deltas,
     );
     inner.visible.committed(lsn.0, durability);
-    if inner.visible.buffer_live_bytes() as u64 >= limit {
+    // Its share of a drain in chunks: one chunk, or the first (freezing the live generation)
+    // once the live generation is full; the rest whole when it fills during one.
+    let full = inner.visible.buffer_live_bytes() as u64 >= limit;
+    let draining = inner.visible.buffer_draining();
+    if full && draining {
         drain(db, alloc)?;
+    } else if full || draining {
+        let own = writes.bytes.len() + 64 * writes.writes.len();
+        drain_chunk(db, alloc, chunk_bytes(db, CHUNK_BYTES, CHUNK_PACE * own))?;
     }
     Ok(Some(lsn))
 }
@@ -239,7 +301,7 @@ fn above_buffer(db: &Db, firsts: &[FirstKey]) -> bool {
         || firsts.iter().all(|(root, first)| {
             db.inner
                 .visible
-                .buffer_live_last_key(root.0)
+                .buffer_undrained_last_key(root.0)
                 .is_none_or(|last| *first > last)
         })
 }
@@ -247,10 +309,21 @@ fn above_buffer(db: &Db, firsts: &[FirstKey]) -> bool {
 impl Db {
     /// Turns the write buffer on, draining at `bytes` of buffered versions (0: off; what is
     /// buffered drains at the next commit through the tree, read or checkpoint). The header
-    /// gets the write-buffer feature first (`header.rs`, version 4), durable before the first
-    /// buffered record. At open (`Options::write_buffer_bytes`), before any commit.
+    /// gets the write-buffer features first (`header.rs`, version 5), durable before the
+    /// first buffered record; a version 4 header's buffer is drained whole before. At open
+    /// (`Options::write_buffer_bytes`), before any commit.
     pub(in crate::db) fn turn_write_buffer_on(&self, bytes: u64) -> Result<()> {
         if bytes > 0 {
+            if !self.inner.checkpoints.drain_chunks_allowed() {
+                // A version 4 log's buffered commits carry no counts, which chunks need
+                // (`rebuild`): drained whole, under the version that wrote them, first.
+                let mut alloc = self.inner.writer.lock();
+                self.check_poison()?;
+                let unwinding = PoisonOnUnwind::new(self);
+                let drained = drain(self, &mut alloc).map_err(|e| self.poison(e));
+                unwinding.disarm();
+                drained?;
+            }
             self.inner.checkpoints.allow_write_buffer()?;
         }
         self.inner
@@ -280,11 +353,14 @@ fn row_delta(db: &Db, pages: &ReadPages<'_>, root: PageId, key: &[u8], put: bool
     Ok(i64::from(put) - i64::from(before))
 }
 
-/// Rebuilds the write buffer from the buffered commits replay read (`open/replay.rs`), each
-/// at its own lsns, with the row deltas its commit found (the tree as redo left it, then the
-/// buffered versions before it); a drain read forgets what the buffer held first. Requires:
-/// no reader yet (an open, or a read-only handle's refresh, which holds the handle mutably),
-/// and every table named still existing (a drop drains first).
+/// Rebuilds the write buffer from what replay read (`open/replay.rs`), in log order: each
+/// buffered commit at its own lsns with the rows its record says it changed (a version 4
+/// record, which says none, with the rows its keys' lookups find: in the buffered versions
+/// before it, else in the tree as redo left it, which no chunk changed under such a record);
+/// each chunk takes its rows off at its lsn, and a drain's last chunk forgets the commits it
+/// drained; a whole drain read forgets what the buffer held first. Requires: no reader yet
+/// (an open, or a read-only handle's refresh, which holds the handle mutably), and every
+/// table named still existing (a drop drains first).
 pub(in crate::db) fn rebuild(db: &Db, log: BufferedLog) -> Result<()> {
     if log.drained {
         db.inner.visible.buffer_forget_all();
@@ -292,42 +368,125 @@ pub(in crate::db) fn rebuild(db: &Db, log: BufferedLog) -> Result<()> {
     let shared = db.inner.tree_lock.read();
     let pages = db.read_pages();
     let mut roots: BTreeMap<String, PageId> = BTreeMap::new();
-    for ((start, end), changes) in log.commits {
-        let mut deltas: BTreeMap<u64, i64> = BTreeMap::new();
-        let mut writes = Vec::with_capacity(changes.len());
-        for change in &changes {
-            let root = if let Some(root) = roots.get(&change.table) {
-                *root
-            } else {
-                let root = root_of(db, &change.table, shared.held())?.ok_or_else(|| {
-                    Error::Corruption {
-                        file: db.inner.dir.join(crate::db::claim::WAL_DIR_NAME),
-                        offset: start,
-                        what: "a buffered commit writes to a table that does not exist",
-                    }
-                })?;
-                roots.insert(change.table.clone(), root);
-                root
-            };
-            let delta = row_delta(db, &pages, root, &change.key, change.value.is_some())?;
-            *deltas.entry(root.0).or_default() += delta;
-            writes.push(BufferedWrite {
-                table: root.0,
-                key: &change.key,
-                value: change.value.as_deref(),
-            });
+    let mut root_of_table = |table: &str, offset: u64| -> Result<PageId> {
+        if let Some(root) = roots.get(table) {
+            return Ok(*root);
         }
-        let deltas: Vec<(u64, i64)> = deltas.into_iter().filter(|(_, d)| *d != 0).collect();
-        db.inner
-            .visible
-            .buffer_replayed(CommitAt { start, end }, writes, &deltas);
+        let root = root_of(db, table, shared.held())?.ok_or_else(|| Error::Corruption {
+            file: db.inner.dir.join(crate::db::claim::WAL_DIR_NAME),
+            offset,
+            what: "a buffered commit or drain chunk names a table that does not exist",
+        })?;
+        roots.insert(table.to_owned(), root);
+        Ok(root)
+    };
+    for event in log.events {
+        match event {
+            BufferedEvent::Commit {
+                at: (start, end),
+                changes,
+                counts,
+            } => {
+                let mut deltas: BTreeMap<u64, i64> = BTreeMap::new();
+                let mut writes = Vec::with_capacity(changes.len());
+                for change in &changes {
+                    let root = root_of_table(&change.table, start)?;
+                    if counts.is_none() {
+                        let delta =
+                            row_delta(db, &pages, root, &change.key, change.value.is_some())?;
+                        *deltas.entry(root.0).or_default() += delta;
+                    }
+                    writes.push(BufferedWrite {
+                        table: root.0,
+                        key: &change.key,
+                        value: change.value.as_deref(),
+                    });
+                }
+                for (table, delta) in counts.iter().flatten() {
+                    *deltas.entry(root_of_table(table, start)?.0).or_default() += delta;
+                }
+                let deltas: Vec<(u64, i64)> = deltas.into_iter().filter(|(_, d)| *d != 0).collect();
+                db.inner
+                    .visible
+                    .buffer_replayed(CommitAt { start, end }, writes, &deltas);
+            }
+            BufferedEvent::Chunk { end, mark, counts } => {
+                let deltas = counts
+                    .iter()
+                    .map(|(table, delta)| Ok((root_of_table(table, end)?.0, *delta)))
+                    .collect::<Result<Vec<_>>>()?;
+                db.inner.visible.buffer_chunk_replayed(
+                    end,
+                    &deltas,
+                    mark.last.then_some(mark.through),
+                );
+            }
+        }
     }
     Ok(())
 }
 
-/// Applies the buffer's versions not drained to the tree, as one commit of many parts (at
-/// `Lazy`: its writes are acknowledged already, by their buffered records) whose last part
-/// carries the drain flag. Nothing when the buffer holds none. Requires: the writer lock.
+/// Applies the next chunk of a drain in chunks (`txn/buffer.rs`, "Chunks"), freezing the live
+/// generation first when none is under way: one commit (at `Lazy`: its writes were
+/// acknowledged by their buffered records) of the frozen generation's next keys, at most
+/// `max_bytes` of versions (one at least), whose last record carries the chunk's mark and
+/// rows. Nothing when nothing is buffered. Requires: the writer lock.
+pub(in crate::db) fn drain_chunk(db: &Db, alloc: &mut Writer<'_>, max_bytes: usize) -> Result<()> {
+    let Some(chunk) = db.inner.visible.buffer_next_chunk(max_bytes) else {
+        return Ok(());
+    };
+    let names = table_names(db)?;
+    let mut set = WriteSet::default();
+    for (table, key, value) in &chunk.writes {
+        let name = names
+            .get(&PageId(*table))
+            .expect("a buffered table exists until a drain: a drop drains first");
+        set.put(name, key, value.as_deref())?;
+    }
+    let (table, key, _) = chunk.writes.last().expect("a chunk holds a key");
+    let changes = Changes {
+        writes: set.seal(),
+        dropped: BTreeSet::new(),
+        drain: Drains::Chunk {
+            mark: record::ChunkMark {
+                through: chunk.through,
+                last: chunk.last,
+            },
+            through_key: (*table, key.clone()),
+        },
+    };
+    apply_to_tree(db, alloc, &changes, Durability::Lazy)?;
+    db.inner.counters.chunk_drained();
+    Ok(())
+}
+
+/// Drains in chunks of `base_bytes` (at most the threshold's share: [`chunk_bytes`]) until no
+/// drain in chunks is under way, taking the writer lock for each
+/// chunk and letting it go (fairly: a committer waiting for it comes first) after it: one
+/// under way is finished, else the live generation is frozen and drained. Commits buffered
+/// meanwhile stay in the live generation. A failed chunk poisons the database. Requires: the
+/// caller holds no writer lock.
+pub(in crate::db) fn drain_in_chunks(db: &Db, base_bytes: usize) -> Result<()> {
+    let max_bytes = chunk_bytes(db, base_bytes, 0);
+    loop {
+        let mut alloc = db.inner.writer.lock();
+        db.check_poison()?;
+        let unwinding = PoisonOnUnwind::new(db);
+        let drained = drain_chunk(db, &mut alloc, max_bytes).map_err(|e| db.poison(e));
+        unwinding.disarm();
+        drained?;
+        let done = !db.inner.visible.buffer_draining();
+        Writer::unlock_fair(alloc);
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+/// Applies the buffer's versions not drained to the tree, whole: the live generation's and
+/// what no chunk applied of a frozen one, as one commit of many parts (at `Lazy`: its writes
+/// are acknowledged already, by their buffered records) whose last part carries the drain
+/// flag. Nothing when the buffer holds none. Requires: the writer lock.
 pub(in crate::db) fn drain(db: &Db, alloc: &mut Writer<'_>) -> Result<()> {
     let writes = db.inner.visible.drain_writes();
     if writes.is_empty() {
@@ -344,38 +503,42 @@ pub(in crate::db) fn drain(db: &Db, alloc: &mut Writer<'_>) -> Result<()> {
     let changes = Changes {
         writes: set.seal(),
         dropped: BTreeSet::new(),
-        drain: true,
+        drain: Drains::Whole,
     };
     apply_to_tree(db, alloc, &changes, Durability::Lazy)?;
     Ok(())
 }
 
+/// Bytes of versions a chunk of the idle drain applies: larger than a committer's
+/// ([`CHUNK_BYTES`]), as no committer waits, but short enough that a reader or a commit
+/// that comes waits for one chunk only.
+pub(in crate::db) const IDLE_CHUNK_BYTES: usize = 4 * CHUNK_BYTES;
+
 /// The checkpoint thread's drain when the writer is idle (`checkpoint/thread.rs`): drains
-/// the buffer unless the log's end moved past `since` (a commit came since the thread last
-/// looked). `Some`: it moved, to the end returned, and nothing was done; `None`: drained
-/// (or nothing left to drain; another drain came first). A failed drain poisons the
-/// database, as any commit's failure does.
+/// the buffer in chunks ([`drain_in_chunks`]) unless the log's end moved past `since` (a
+/// commit came since the thread last looked). `Some`: it moved, to the end returned, and
+/// nothing was done; `None`: drained (or nothing left to drain; another drain came first).
+/// A failed drain poisons the database, as any commit's failure does.
 pub(in crate::db) fn drain_if_idle(db: &Db, since: u64) -> Result<Option<u64>> {
     // A first look without the writer lock: a busy writer is not held up by the looks.
     let now = db.inner.wal.end_lsn().0;
     if now != since {
         return Ok(Some(now));
     }
-    let mut alloc = db.inner.writer.lock();
-    db.check_poison()?;
-    let now = db.inner.wal.end_lsn().0;
-    if now != since {
-        return Ok(Some(now));
+    {
+        let _alloc = db.inner.writer.lock();
+        db.check_poison()?;
+        let now = db.inner.wal.end_lsn().0;
+        if now != since {
+            return Ok(Some(now));
+        }
+        // Under the writer lock: a commit buffered after this look sees the thread unwatched.
+        db.inner.checkpoints.buffer_unwatched();
+        if db.inner.visible.buffer_live_bytes() == 0 && !db.inner.visible.buffer_draining() {
+            return Ok(None);
+        }
     }
-    // Under the writer lock: a commit buffered after this drain sees the thread unwatched.
-    db.inner.checkpoints.buffer_unwatched();
-    if db.inner.visible.buffer_live_bytes() == 0 {
-        return Ok(None);
-    }
-    let unwinding = super::PoisonOnUnwind::new(db);
-    let drained = drain(db, &mut alloc).map_err(|e| db.poison(e));
-    unwinding.disarm();
-    drained?;
+    drain_in_chunks(db, IDLE_CHUNK_BYTES)?;
     db.inner.counters.idle_drained();
     Ok(None)
 }

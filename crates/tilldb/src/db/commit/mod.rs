@@ -26,7 +26,9 @@ mod buffer;
 mod parts;
 mod queue;
 
-pub(super) use buffer::{drain, drain_if_idle, rebuild as rebuild_buffer};
+pub(super) use buffer::{
+    IDLE_CHUNK_BYTES, drain, drain_if_idle, drain_in_chunks, rebuild as rebuild_buffer,
+};
 pub(super) use queue::{CommitQueue, commit_queued};
 
 use super::counts;
@@ -38,7 +40,8 @@ use crate::Durability;
 use crate::btree::Tree;
 use crate::error::{Error, Result};
 use crate::page::PageId;
-use crate::record::Role;
+use crate::record::{ChunkMark, Role, Tail};
+use crate::txn::TableId;
 use crate::wal::Lsn;
 use parts::{append_parts, catalog_befores, part_limit, record_befores, write_in_parts};
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,15 +60,36 @@ pub(super) struct Changes {
     /// Tables dropped. Drops apply before the writes, so a table dropped and then written to
     /// is a new table holding only those writes.
     pub dropped: BTreeSet<String>,
-    /// The write buffer's drain (`buffer.rs`): the writes are the buffer's, every record of
-    /// the commit carries the drain flag and none the feed's changes.
-    pub drain: bool,
+    /// Whether it is the write buffer's drain or a chunk of one (`buffer.rs`): its writes
+    /// are the buffer's, its last record carries the drain's flag and no record the feed's
+    /// changes.
+    pub drain: Drains,
+}
+
+/// What a commit of the write buffer's versions is (`buffer.rs`), if it is one.
+#[derive(Debug, Default)]
+pub(super) enum Drains {
+    /// Not a drain: the application's writes.
+    #[default]
+    No,
+    /// The whole drain: every buffered version not drained.
+    Whole,
+    /// A chunk of a drain in chunks: its place in the drain, and the last (table, key) it
+    /// applies.
+    Chunk {
+        mark: ChunkMark,
+        through_key: (TableId, Vec<u8>),
+    },
 }
 
 impl Changes {
     /// The role of the commit's records.
     pub fn role(&self) -> Role {
-        if self.drain { Role::Drain } else { Role::Tree }
+        match self.drain {
+            Drains::No => Role::Tree,
+            Drains::Whole => Role::Drain,
+            Drains::Chunk { .. } => Role::Chunk,
+        }
     }
 
     /// The root of `table` as these changes see it: `None` once they drop it.
@@ -179,11 +203,7 @@ fn apply_to_tree(
     // Tables whose every key is absent before this commit: created by it (hidden by their
     // absent catalog entry) or found empty (hidden by an empty mark). Their writes keep no
     // value per key.
-    // A drain whose buffered versions every reader sees keeps no value per key: readers
-    // before it find theirs in the generation it drains (`txn/buffer.rs`), and with the
-    // overlay left empty of the keys they read those in place.
-    let keep_befores =
-        !unseen && (role != Role::Drain || !inner.visible.buffer_answers_every_reader());
+    let keep_befores = !unseen && keeps_befores(db, role);
     let fresh: BTreeSet<&str> = roots
         .iter()
         .filter(|(_, root)| root.is_none_or(|root| empties.contains(&root)))
@@ -195,7 +215,7 @@ fn apply_to_tree(
     let poisoned = |e| db.poison(e);
     super::drop::apply_drops(&pages, &drops, &exclusive).map_err(poisoned)?;
     let created = create_tables(&pages, &roots).map_err(poisoned)?;
-    let feed = inner.options.change_feed && role != Role::Drain;
+    let feed = inner.options.change_feed && role == Role::Tree;
     let mut written = write_in_parts(
         db,
         &pages,
@@ -224,6 +244,9 @@ fn apply_to_tree(
     // commit, in its last part.
     counts::apply_deltas(&pages, &written.deltas, alloc, &exclusive).map_err(poisoned)?;
     let part_writes = written.part_writes;
+    // A chunk's section: its place in the drain and the rows it changed per table.
+    let chunk_counts = nonzero_counts(&written.deltas);
+    let tail = tail_of(changes, &chunk_counts);
     // The pages are whole again (no node half split) and the overlay hides this commit
     // from readers until it is acknowledged: readers may go on while the record is
     // appended, which can wait for a log segment to be prepared. Not after parts: the
@@ -245,7 +268,7 @@ fn apply_to_tree(
         new_alloc,
         feed.as_ref(),
         &mut records,
-        (role, true),
+        (role, true, tail),
     )?;
     drop(ops);
     assert!(
@@ -270,10 +293,7 @@ fn apply_to_tree(
     if records > 1 {
         inner.counters.parts_logged(records);
     }
-    if role == Role::Drain {
-        // Before the drain is visible: a reader at or past it skips the drained versions.
-        inner.visible.drained(lsn.0);
-    }
+    drained(db, changes, lsn, (&chunk_counts, &created));
     if unseen && !crate::mutants::active("unseen-commit-unlocks-early") {
         // Visible before the tree lock goes: a snapshot registered after it sees all of
         // this commit, which kept no values for older ones.
@@ -288,6 +308,68 @@ fn apply_to_tree(
     **alloc = new_alloc;
     bury(db, drops, lsn);
     Ok(lsn)
+}
+
+/// Whether a commit of `role` that some snapshot may not see keeps, for older readers, the
+/// value each key it changes held. A drain (or a chunk) whose buffered versions every reader
+/// sees keeps none: readers before it find theirs in the generation it drains
+/// (`txn/buffer.rs`), and with the overlay left empty of the keys they read those in place.
+fn keeps_befores(db: &Db, role: Role) -> bool {
+    match role {
+        Role::Drain => !db.inner.visible.buffer_answers_every_reader(false),
+        Role::Chunk => !db.inner.visible.buffer_answers_every_reader(true),
+        Role::Tree | Role::Buffered => true,
+    }
+}
+
+/// Each table a commit writes to, by name, with its root (`None`: one it creates).
+type Roots = BTreeMap<String, Option<PageId>>;
+
+/// The rows each table gained or lost, of the tables whose count changed.
+fn nonzero_counts(deltas: &counts::Deltas) -> Vec<(&str, i64)> {
+    deltas
+        .iter()
+        .filter(|(_, delta)| **delta != 0)
+        .map(|(table, delta)| (table.as_str(), *delta))
+        .collect()
+}
+
+/// What a commit's last record carries after its ops: a chunk's section (its place in the
+/// drain and `counts`, the rows it changed per table), else nothing.
+fn tail_of<'a>(changes: &Changes, counts: &'a [(&'a str, i64)]) -> Tail<'a> {
+    match &changes.drain {
+        Drains::Chunk { mark, .. } => Tail {
+            chunk: Some(*mark),
+            counts: Some(counts),
+        },
+        Drains::No | Drains::Whole => crate::record::NO_TAIL,
+    }
+}
+
+/// Tells the buffer what a drain or a chunk whose commit ends at `lsn` applied (a chunk: the
+/// rows it changed per table, `counts`, by the roots in `roots`). Requires: the commit not
+/// yet visible (a reader at or past it skips the drained versions, and counts a chunk's rows
+/// in the catalog, not in the frozen generation).
+fn drained(db: &Db, changes: &Changes, lsn: Lsn, (counts, roots): (&[(&str, i64)], &Roots)) {
+    match &changes.drain {
+        Drains::Whole => db.inner.visible.drained(lsn.0),
+        Drains::Chunk { mark, through_key } => {
+            let deltas: Vec<(TableId, i64)> = counts
+                .iter()
+                .map(|(table, delta)| {
+                    let root = roots[*table].expect("a chunk's table exists");
+                    (root.0, *delta)
+                })
+                .collect();
+            db.inner.visible.chunk_drained(
+                lsn.0,
+                (through_key.0, &through_key.1),
+                &deltas,
+                mark.last,
+            );
+        }
+        Drains::No => {}
+    }
 }
 
 /// The tables `changes` drop that exist, with their roots; and the roots of the tables they

@@ -116,7 +116,7 @@ pub(super) fn write_in_parts<'c>(
 ) -> Result<Written<'c>> {
     let inner = &db.inner;
     // A drain's writes reach the feed from their buffered records, not from its parts.
-    let feed = inner.options.change_feed && !changes.drain;
+    let feed = inner.options.change_feed && changes.role() == record::Role::Tree;
     let role = changes.role();
     let limit = part_limit(db);
     // Unlogged frames the pool cannot evict: a part is cut before they crowd it.
@@ -328,7 +328,7 @@ fn cut_part(
         now,
         writes.as_ref(),
         &mut written.parts,
-        (role, false),
+        (role, false, record::NO_TAIL),
     )?;
     drop((ops, writes));
     db.inner.pool.hold(&touched);
@@ -415,14 +415,15 @@ pub(super) fn append_parts<'a, I>(
     alloc: Alloc,
     writes: Option<&I>,
     records: &mut u32,
-    (role, last): (record::Role, bool),
+    (role, last, tail): (record::Role, bool, record::Tail<'_>),
 ) -> Result<Lsn>
 where
     I: IntoIterator<Item = record::Write<'a>> + Clone,
 {
     let max = db.inner.wal.max_payload_bytes();
     let chunk_max = max - record::HEADER_BYTES;
-    let changes_bytes = writes.map_or(0, |w| record::changes_len(w.clone()));
+    // The last part's tail (a chunk's section) rides with its changes.
+    let changes_bytes = writes.map_or(0, |w| record::changes_len(w.clone())) + tail.bytes();
     // The ops in chunks that each fill at most one record (an op at least; none for no ops),
     // counting each op's length at most (an image whole: no scan of it before its encoding).
     let mut chunks: Vec<&[PageOp]> = Vec::new();
@@ -458,8 +459,14 @@ where
         } else {
             None
         };
-        let part_role = if part.last { role } else { record::Role::Tree };
-        let payload = record::encode_as(part_role, part, alloc, chunk, feed);
+        // Every part carries the role (the feed skips a drain's parts by it); the tail
+        // rides with the last.
+        let (part_role, part_tail) = if part.last {
+            (role, tail)
+        } else {
+            (role, record::NO_TAIL)
+        };
+        let payload = record::encode_as(part_role, part, alloc, chunk, feed, part_tail);
         assert!(
             payload.len() <= max,
             "a commit part of {} bytes",
@@ -499,8 +506,10 @@ mod tests {
     /// redo-point tests (`tests/redo_points.rs`) take the boundary from here.
     #[test]
     fn a_commit_between_its_records_keeps_the_log_boundary_at_its_start() {
-        const LAST: (record::Role, bool) = (record::Role::Tree, true);
-        const NOT_LAST: (record::Role, bool) = (record::Role::Tree, false);
+        const LAST: (record::Role, bool, record::Tail<'_>) =
+            (record::Role::Tree, true, record::NO_TAIL);
+        const NOT_LAST: (record::Role, bool, record::Tail<'_>) =
+            (record::Role::Tree, false, record::NO_TAIL);
         let disk = SimDisk::new(SimConfig::default());
         let db = Db::open_with_storage(
             Arc::new(disk),

@@ -112,6 +112,7 @@ pub(super) fn create(
         page_count: alloc.page_count,
         encryption,
         write_buffer: false,
+        drain_chunks: false,
     };
     let (header_file, _) = HeaderFile::create(&**storage, dir, method, &header, keys)?;
     remove_creating_marker(&**storage, dir)?;

@@ -29,7 +29,7 @@ mod read_only;
 mod replay;
 
 pub(in crate::db) use read_only::ReadOnly;
-pub(in crate::db) use replay::{BufferedLog, Records, replay};
+pub(in crate::db) use replay::{BufferedEvent, BufferedLog, Records, replay};
 
 use crate::db::Db;
 use crate::db::claim;
@@ -152,7 +152,7 @@ pub(super) fn open_existing(
         page_count: header.page_count,
         free_head: header.free_head,
     };
-    let mut buffered = replay::BufferedLog::allowing(header.write_buffer);
+    let mut buffered = replay::BufferedLog::allowing(header.write_buffer, header.drain_chunks);
     let (alloc, pending_from) = replay(records, &pool, dir, first, (&mut report, &mut buffered))?;
     report.log_bytes = wal.end_lsn().0.saturating_sub(header.checkpoint_lsn.0);
     report.elapsed = started.elapsed();

@@ -314,7 +314,7 @@ impl Db {
             ),
         };
         let records = open::replay::follow_log(&mut follower, durable.max(read_only.resume))?;
-        let mut buffered = open::BufferedLog::allowing(header.write_buffer);
+        let mut buffered = open::BufferedLog::allowing(header.write_buffer, header.drain_chunks);
         if let Some(last) = records.last() {
             let end = last.end_lsn;
             // Pages the writer wrote since are at most this new: read, they are no error.

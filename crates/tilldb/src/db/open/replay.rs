@@ -232,40 +232,69 @@ pub(in crate::db) fn replay(
     Ok((alloc, pending_from))
 }
 
-/// The buffered commits redo read after the last drain it read (`record::Role`): what the
-/// write buffer held where the records end (`commit/buffer.rs` rebuilds it).
+/// The buffered commits and drain chunks redo read after the last whole drain it read
+/// (`record::Role`): what the write buffer held where the records end (`commit/buffer.rs`
+/// rebuilds it).
 #[derive(Debug, Default)]
 pub(in crate::db) struct BufferedLog {
     /// The header allows write-buffer records (`Header::write_buffer`).
     allowed: bool,
-    /// A drain was read: every buffered commit before it, in these records or before them,
-    /// is in the tree.
+    /// The header allows drain chunks and buffered commits with counts
+    /// (`Header::drain_chunks`, version 5).
+    chunks_allowed: bool,
+    /// A whole drain was read: every buffered commit before it, in these records or before
+    /// them, is in the tree.
     pub drained: bool,
-    /// The buffered commits after the last drain read, in log order: each record's (start,
-    /// end) lsns and its writes.
-    pub commits: Vec<((u64, u64), Vec<record::Change>)>,
+    /// The buffered commits and chunks after the last whole drain read, in log order.
+    pub events: Vec<BufferedEvent>,
+}
+
+/// A record of the write buffer's, as the rebuild takes it.
+#[derive(Debug)]
+pub(in crate::db) enum BufferedEvent {
+    /// A buffered commit: its record's (start, end) lsns, its writes, and the rows it
+    /// changed per table (`None`: a version 4 record, counted by looking its keys up).
+    Commit {
+        at: (u64, u64),
+        changes: Vec<record::Change>,
+        counts: Option<record::Counts>,
+    },
+    /// A drain chunk whose record ends at `end`: the rows it changed per table; with its
+    /// mark's `last`, the buffered commits through `mark.through` are in the tree.
+    Chunk {
+        end: u64,
+        mark: record::ChunkMark,
+        counts: record::Counts,
+    },
 }
 
 impl BufferedLog {
-    /// Buffered commits to come, from a log whose header says (`allowed`) whether it may hold
-    /// write-buffer records.
-    pub(in crate::db) fn allowing(allowed: bool) -> Self {
+    /// Buffered commits to come, from a log whose header says whether it may hold
+    /// write-buffer records (`allowed`) and chunks (`chunks_allowed`).
+    pub(in crate::db) fn allowing(allowed: bool, chunks_allowed: bool) -> Self {
         BufferedLog {
             allowed,
+            chunks_allowed,
             ..BufferedLog::default()
         }
     }
 
-    /// Takes in one applied record, spanning `lsns`: a buffered commit is kept, a drain's
-    /// last part forgets every one before it (the drain took the whole buffer under the writer
-    /// lock, so none was buffered between its parts). `Err`: a write-buffer record in a log
-    /// whose header does not allow them (replayed as a commit of no ops, its writes would be
-    /// lost without a word).
+    /// Takes in one applied record, spanning `lsns`: a buffered commit and a chunk are kept,
+    /// a whole drain's last part forgets every one before it (it took the whole buffer under
+    /// the writer lock, so none was buffered between its parts). `Err`: a write-buffer
+    /// record in a log whose header does not allow it (replayed as a commit of no ops, its
+    /// writes would be lost without a word).
     fn read(&mut self, lsns: (u64, u64), commit: record::Commit) -> Result<(), &'static str> {
         if commit.role != record::Role::Tree && !self.allowed {
             return Err(
                 "a write-buffer record (buffered commit or drain) in a database whose \
                         header does not allow them (version 4, feature bit 1)",
+            );
+        }
+        if (commit.role == record::Role::Chunk || commit.counts.is_some()) && !self.chunks_allowed {
+            return Err(
+                "a drain chunk or a buffered commit with counts in a database whose header \
+                 does not allow them (version 5, feature bit 2)",
             );
         }
         match commit.role {
@@ -274,15 +303,24 @@ impl BufferedLog {
                     .changes
                     .expect("a buffered record decodes with its writes");
                 if !crate::mutants::active("replay-forgets-the-buffer") {
-                    self.commits.push((lsns, changes));
+                    self.events.push(BufferedEvent::Commit {
+                        at: lsns,
+                        changes,
+                        counts: commit.counts,
+                    });
                 }
             }
             record::Role::Drain if commit.part.last => {
                 self.drained = true;
-                self.commits.clear();
+                self.events.clear();
             }
-            // A tree commit, or a drain's part before its last.
-            record::Role::Tree | record::Role::Drain => {}
+            record::Role::Chunk if commit.part.last => self.events.push(BufferedEvent::Chunk {
+                end: lsns.1,
+                mark: commit.chunk.expect("a chunk decodes with its mark"),
+                counts: commit.counts.expect("a chunk decodes with its counts"),
+            }),
+            // A tree commit, or a drain's or a chunk's part before its last.
+            record::Role::Tree | record::Role::Drain | record::Role::Chunk => {}
         }
         Ok(())
     }

@@ -67,6 +67,11 @@ impl<'db> Txn<'db> {
     /// commit is buffered, so its reads find the tree current.
     fn latch(&mut self) -> Result<()> {
         if self.alloc.is_none() {
+            // Most of a large buffer in chunks first, readers and commits between them; the
+            // rest (what came meanwhile) whole under the lock this transaction keeps.
+            if self.db.inner.visible.buffer_redo_floor().is_some() {
+                commit::drain_in_chunks(self.db, commit::IDLE_CHUNK_BYTES)?;
+            }
             let mut alloc = self.db.inner.writer.lock();
             // Under the lock: a commit that failed while this one waited poisoned the
             // database, and may have left its pages and overlay half changed.
@@ -227,7 +232,7 @@ impl<'db> Txn<'db> {
         let changes = Changes {
             writes: std::mem::take(&mut self.writes).seal(),
             dropped: std::mem::take(&mut self.dropped),
-            drain: false,
+            drain: commit::Drains::No,
         };
         let lsn = match self.alloc.take() {
             // It read: it holds the writer lock, and applies its own commit under it.

@@ -209,6 +209,26 @@ impl Versions {
         );
     }
 
+    /// Drops the versions at or before `lsn`, calling `dropped` with each; `None` when none is
+    /// left.
+    pub(super) fn drop_through(self, lsn: u64, mut dropped: impl FnMut(&After)) -> Option<Self> {
+        let mut kept: Option<Self> = None;
+        let all: Vec<After> = match self {
+            Self::One(after) => vec![after],
+            Self::Many(all) => all.into(),
+        };
+        for after in all {
+            if after.lsn <= lsn {
+                dropped(&after);
+            } else if let Some(versions) = kept.as_mut() {
+                versions.push(after);
+            } else {
+                kept = Some(Self::One(after));
+            }
+        }
+        kept
+    }
+
     pub(super) fn iter(&self) -> impl Iterator<Item = &After> {
         let (one, many) = match self {
             Self::One(after) => (Some(after), None),

@@ -41,6 +41,7 @@ fn readers_see_the_buffered_version_of_their_snapshot() {
 
     let drained: Vec<_> = b
         .drain_writes()
+        .into_iter()
         .map(|w| (w.table, w.key.to_vec(), w.value.map(<[u8]>::to_vec)))
         .collect();
     assert_eq!(drained, vec![(1, b"k".to_vec(), None)]);
@@ -88,6 +89,9 @@ enum Op {
     Tree(Vec<(u8, Option<u8>)>),
     /// The horizon moves this many commits on.
     Prune(usize),
+    /// A chunk of a drain in chunks of at most this many keys (freezing the live generation
+    /// first when no drain in chunks is under way).
+    Chunk(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -97,7 +101,17 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Drain),
         1 => writes.prop_map(Op::Tree),
         2 => (0usize..4).prop_map(Op::Prune),
+        3 => (1usize..4).prop_map(Op::Chunk),
     ]
+}
+
+/// What the log holds of the buffer since the last whole drain, as replay reads it.
+#[derive(Debug, Clone)]
+enum Logged {
+    /// A buffered commit: its lsns, writes and row delta.
+    Commit(CommitAt, Vec<(u8, Option<u8>)>, i64),
+    /// A chunk: its lsn, row delta, and with the last chunk the lsn it drained through.
+    Chunk(u64, i64, Option<u64>),
 }
 
 /// The model: every state the commits made, and every state of the tree, by lsn.
@@ -108,6 +122,7 @@ struct Model {
     history: Vec<(u64, BTreeMap<u8, u8>)>,
     tree_history: Vec<(u64, BTreeMap<u8, u8>)>,
     horizon: u64,
+    logged: Vec<Logged>,
 }
 
 impl Model {
@@ -133,6 +148,7 @@ impl Model {
     fn drain(&mut self, b: &mut WriteBuffer) {
         let writes: Vec<(u8, Option<u8>)> = b
             .drain_writes()
+            .into_iter()
             .map(|w| {
                 assert_eq!(w.table, 1);
                 (w.key[0], w.value.map(|v| v[0]))
@@ -147,7 +163,98 @@ impl Model {
         );
         self.tree_history.push((at.end, self.tree.clone()));
         self.history.push((at.end, self.state.clone()));
+        self.logged.clear();
     }
+
+    /// The next chunk of at most `keys` keys into the tree, as its commit would.
+    fn chunk(&mut self, b: &mut WriteBuffer, keys: usize) {
+        let Some(chunk) = b.next_chunk(keys * version_bytes(&[0], None) - 1) else {
+            assert!(
+                b.redo_floor().is_none(),
+                "nothing to chunk: nothing undrained"
+            );
+            return;
+        };
+        assert!((1..=keys).contains(&chunk.writes.len()), "a chunk's size");
+        let writes: Vec<(u8, Option<u8>)> = chunk
+            .writes
+            .iter()
+            .map(|(table, key, value)| {
+                assert_eq!(*table, 1);
+                (key[0], value.as_ref().map(|v| v[0]))
+            })
+            .collect();
+        let before = i64::try_from(self.tree.len()).expect("small");
+        apply(&mut self.tree, &writes);
+        let delta = i64::try_from(self.tree.len()).expect("small") - before;
+        let at = self.record();
+        let (table, key, _) = chunk.writes.last().expect("a key");
+        b.chunk_drained(at.end, (*table, key), &[(1, delta)], chunk.last);
+        if chunk.last {
+            assert!(!b.draining(), "the last chunk ends the drain");
+        }
+        self.tree_history.push((at.end, self.tree.clone()));
+        self.history.push((at.end, self.state.clone()));
+        self.logged.push(Logged::Chunk(
+            at.end,
+            delta,
+            chunk.last.then_some(chunk.through),
+        ));
+    }
+}
+
+/// A buffer rebuilt from `logged` as recovery and a read-only handle's refresh rebuild it
+/// (`db/commit/buffer.rs`, `rebuild`), with a refresh's prune to its end after the first
+/// `cut` records, checked against the final state over the final tree.
+fn rebuilt_matches(
+    logged: &[Logged],
+    cut: usize,
+    tree: &BTreeMap<u8, u8>,
+    state: &BTreeMap<u8, u8>,
+) -> Result<(), TestCaseError> {
+    let mut r = WriteBuffer::default();
+    let mut last = 0;
+    for (i, record) in logged.iter().enumerate() {
+        if i == cut {
+            r.prune(last);
+        }
+        match record {
+            Logged::Commit(at, writes, delta) => {
+                let keys: Vec<[u8; 1]> = writes.iter().map(|(k, _)| [*k]).collect();
+                let values: Vec<Option<[u8; 1]>> =
+                    writes.iter().map(|(_, v)| v.map(|v| [v])).collect();
+                r.commit(
+                    *at,
+                    keys.iter().zip(&values).map(|(k, v)| BufferedWrite {
+                        table: 1,
+                        key: k,
+                        value: v.as_ref().map(|v| &v[..]),
+                    }),
+                    &[(1, *delta)],
+                );
+                last = at.end;
+            }
+            Logged::Chunk(at, delta, through) => {
+                r.replayed_chunk(*at, &[(1, *delta)], *through);
+                last = *at;
+            }
+        }
+        r.check_invariants();
+    }
+    for k in 0u8..8 {
+        let got = match r.seen(1, &[k], u64::MAX) {
+            Seen::Tree => tree.get(&k).copied(),
+            Seen::Value(v) => v.map(|v| v[0]),
+        };
+        prop_assert_eq!(got, state.get(&k).copied(), "rebuilt, key {}", k);
+    }
+    let len = i64::try_from(tree.len()).expect("small") + r.count_delta(1, u64::MAX);
+    prop_assert_eq!(
+        len,
+        i64::try_from(state.len()).expect("small"),
+        "rebuilt length"
+    );
+    Ok(())
 }
 
 fn apply(map: &mut BTreeMap<u8, u8>, writes: &[(u8, Option<u8>)]) {
@@ -175,7 +282,7 @@ proptest! {
     /// overlay gives it), sees exactly the state the commits up to its snapshot made: by
     /// point reads, by a scan of the table and of a part of it, and by its length.
     #[test]
-    fn buffer_over_the_tree_matches_full_history(ops in prop::collection::vec(op(), 1..40)) {
+    fn buffer_over_the_tree_matches_full_history(ops in prop::collection::vec(op(), 1..40), cut in 0usize..40) {
         let mut b = WriteBuffer::default();
         let mut m = Model {
             lsn: 0,
@@ -184,6 +291,7 @@ proptest! {
             history: vec![(0, BTreeMap::new())],
             tree_history: vec![(0, BTreeMap::new())],
             horizon: 0,
+            logged: Vec::new(),
         };
         for op in &ops {
             match op {
@@ -207,8 +315,10 @@ proptest! {
                     );
                     apply(&mut m.state, &writes);
                     m.history.push((at.end, m.state.clone()));
+                    m.logged.push(Logged::Commit(at, writes, delta));
                 }
                 Op::Drain => m.drain(&mut b),
+                Op::Chunk(keys) => m.chunk(&mut b, *keys),
                 Op::Tree(writes) => {
                     m.drain(&mut b);
                     let at = m.record();
@@ -224,7 +334,7 @@ proptest! {
                 }
             }
             b.check_invariants();
-            prop_assert_eq!(b.redo_floor().is_some(), b.live_bytes() > 0);
+            prop_assert_eq!(b.redo_floor().is_some(), b.live_bytes() > 0 || b.draining());
             for (snapshot, state) in m.history.iter().filter(|(lsn, _)| *lsn >= m.horizon) {
                 let tree = m.tree_at(*snapshot);
                 for k in 0u8..8 {
@@ -252,5 +362,6 @@ proptest! {
                 prop_assert_eq!(len, i64::try_from(state.len()).expect("small"), "length at {}", snapshot);
             }
         }
+        rebuilt_matches(&m.logged, cut, &m.tree, &m.state)?;
     }
 }

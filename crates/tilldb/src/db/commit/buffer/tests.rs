@@ -318,6 +318,24 @@ fn make_table_t(db: &Db) {
 /// threshold here) delivers nothing.
 #[test]
 fn the_feed_delivers_buffered_commits_once_and_skips_drains() {
+    let stats = feed_delivers_each_commit_once(2_000, Options::for_tests().commit_part_bytes);
+    assert!(stats.drain_chunks > 0, "{stats:?}");
+}
+
+/// The same with drains and chunks logged in parts (a small `commit_part_bytes`): the feed
+/// stopped at a drain's first part, a plain-looking record without the feed's changes ("made
+/// with `Options::change_feed` off"), until every part carried the drain's flag.
+#[test]
+fn the_feed_skips_drains_and_chunks_logged_in_parts() {
+    let stats = feed_delivers_each_commit_once(64 << 10, 4096);
+    assert!(stats.drain_chunks > 0, "{stats:?}");
+    assert!(stats.commit_parts > 0, "no drain in parts: {stats:?}");
+}
+
+/// Makes 600 one-row commits (every tenth `Sync`, the others buffered) with the feed on and
+/// the buffer draining at `buffer_bytes`, then a checkpoint (a whole drain) and a last `Sync`
+/// commit; the feed must return each once, in order. Returns the database's stats.
+fn feed_delivers_each_commit_once(buffer_bytes: u64, part_bytes: u64) -> crate::Stats {
     use crate::feed::{self, Feed};
     let disk = Arc::new(SimDisk::new(SimConfig::default()));
     let storage: Arc<dyn crate::io::Storage> = disk.clone();
@@ -325,17 +343,19 @@ fn the_feed_delivers_buffered_commits_once_and_skips_drains() {
     let options = Options {
         background_threads: false,
         change_feed: true,
+        commit_part_bytes: part_bytes,
         ..Options::for_tests()
     };
-    let db = open_on(&disk, options, 2_000);
+    let db = open_on(&disk, options, buffer_bytes);
     let start = feed::start_with_storage(&*storage, dir).expect("start");
     let mut feed = Feed::open_with_storage(Arc::clone(&storage), dir, start, None).expect("feed");
     let mut made: Vec<Delivered> = Vec::new();
-    for i in 0..120u8 {
-        let key = [i % 40];
+    for i in 0..600u16 {
+        let key = (i % 200).to_le_bytes();
         let table = TABLES[usize::from(i % 3 == 0)];
         let mut txn = db.begin().expect("begin");
-        let value = (i % 7 != 0).then(|| value(i, usize::from(i)));
+        let low = u8::try_from(i % 256).expect("below 256");
+        let value = (i % 7 != 0).then(|| value(low, usize::from(i)));
         match &value {
             Some(v) => txn.put_in(table, &key, v).expect("put"),
             None => txn.delete_in(table, &key).expect("delete"),
@@ -348,6 +368,12 @@ fn the_feed_delivers_buffered_commits_once_and_skips_drains() {
         txn.commit_with(durability).expect("commit");
         made.push(vec![(table.to_owned(), key.to_vec(), value)]);
     }
+    db.checkpoint().expect("checkpoint: a whole drain");
+    // A last durable commit: the feed reads up to what the writer published as durable.
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"last", b"1").expect("put");
+    txn.commit_with(Durability::Sync).expect("commit");
+    made.push(vec![(String::new(), b"last".to_vec(), Some(b"1".to_vec()))]);
     let mut got = Vec::new();
     while let Some(txn) = feed.next(std::time::Duration::ZERO).expect("feed") {
         got.push(
@@ -365,6 +391,7 @@ fn the_feed_delivers_buffered_commits_once_and_skips_drains() {
     );
     assert!(got[..2].iter().all(|txn| txn[0].0 == "t"), "made table t");
     assert!(got[2..] == made[..], "every commit once, in order");
+    db.stats()
 }
 
 /// The close of a handle dropped without `close` (no checkpoint first) moved the header's
@@ -465,4 +492,71 @@ fn an_append_goes_through_the_tree_and_leaves_the_buffer_as_it_was() {
     );
     assert_eq!(db.len().expect("len"), 1 + 5 * n as u64);
     db.check_invariants();
+}
+
+/// A drain in chunks (`txn/buffer.rs`, "Chunks"): once the live generation fills, every
+/// buffered commit after it applies one chunk of the frozen generation, so several commits
+/// come between the first chunk and the last; every read between them, length included,
+/// matches the commits. Killed in the middle of one, the log rebuilds the same view: a
+/// read-only open (which keeps the rebuilt buffer, counts and all) and the writer's reopen
+/// (which drains it) read exactly the acknowledged commits.
+#[test]
+fn a_drain_in_chunks_lets_commits_in_between_and_counts_each_row_once() {
+    let disk = Arc::new(SimDisk::new(SimConfig::default()));
+    let options = Options {
+        background_threads: false,
+        ..Options::for_tests()
+    };
+    let db = open_on(&disk, options.clone(), 2_000);
+    let mut state = State::new();
+    let mut commits_while_draining = 0;
+    let mut killed_mid_drain = false;
+    for round in 0..400usize {
+        // New keys, overwrites and deletes over both tables.
+        let key = u8::try_from(round * 7 % 30).expect("small");
+        let writes = [
+            (round % 2, key, round % 5 != 4),
+            ((round + 1) % 2, key / 2, true),
+        ];
+        let mut txn = db.begin().expect("begin");
+        write_all(&mut txn, &mut state, &writes, round);
+        txn.commit_with(Durability::Buffered).expect("commit");
+        if db.inner.visible.buffer_draining() {
+            commits_while_draining += 1;
+        }
+        db.check_invariants();
+        assert_eq!(
+            read_all(&db.begin_read().expect("read")),
+            state,
+            "after commit {round}"
+        );
+        if commits_while_draining >= 20 && db.inner.visible.buffer_draining() {
+            killed_mid_drain = true;
+            break;
+        }
+    }
+    assert!(killed_mid_drain, "no drain in chunks spanned commits");
+    assert!(db.stats().drain_chunks >= 20, "{:?}", db.stats());
+    std::mem::forget(db);
+    disk.crash(crate::io::CrashMode::ProcessKill);
+    let reader =
+        Db::open_read_only_with_storage(process_view(&disk), Path::new("/db"), options.clone())
+            .expect("read-only open");
+    assert!(
+        reader.inner.visible.buffer_undrained_bytes() > 0,
+        "the read-only handle rebuilt the buffer"
+    );
+    assert_eq!(
+        read_all(&reader.begin_read().expect("read")),
+        state,
+        "a read-only open of the crashed log"
+    );
+    drop(reader);
+    let db = Db::open_with_storage(process_view(&disk), Path::new("/db"), options).expect("reopen");
+    assert_eq!(
+        read_all(&db.begin_read().expect("read")),
+        state,
+        "the writer's reopen"
+    );
+    db.check().expect("the tree checks out");
 }
