@@ -522,4 +522,82 @@ mod tests {
             other => panic!("opened: {other:?}"),
         }
     }
+
+    /// A database of the build before the drain in chunks (header version 4, buffered records
+    /// without their row counts) with a buffered commit in its log opens with it: replay
+    /// counts its rows by looking its keys up, and it is drained whole (by the recovery's
+    /// checkpoint here; by the buffer's turning on when read-only handles defer that
+    /// checkpoint) before the header becomes version 5. A later reopen finds the same.
+    #[test]
+    fn a_version_4_log_with_a_buffered_commit_opens_with_it_and_upgrades_to_version_5() {
+        use crate::io::{CrashMode, SimConfig, SimDisk};
+        let disk = Arc::new(SimDisk::new(SimConfig::default()));
+        let dir = Path::new("/db");
+        let db = Db::open_with_storage(Arc::new(SimDisk::clone(&disk)), dir, Options::for_tests())
+            .expect("create");
+        let mut txn = db.begin().expect("begin");
+        txn.put(b"a", b"tree").expect("put");
+        txn.commit().expect("commit");
+        let newest = db.inner.checkpoints.newest_header();
+        db.inner
+            .checkpoints
+            .write_header(&crate::header::Header {
+                write_buffer: true,
+                drain_chunks: false,
+                ..newest
+            })
+            .expect("a version 4 header");
+        let alloc = *db.inner.writer.lock();
+        let write = record::Write {
+            table: "",
+            key: b"k",
+            value: Some(b"buffered"),
+        };
+        // As version 4 wrote it: no counts section.
+        let payload = record::encode_as(
+            record::Role::Buffered,
+            record::Part::WHOLE,
+            alloc,
+            &[],
+            Some([write]),
+            record::NO_TAIL,
+        );
+        db.inner
+            .wal
+            .commit(&payload, crate::Durability::Sync)
+            .expect("appended");
+        std::mem::forget(db);
+        disk.crash(CrashMode::ProcessKill);
+        let db = Db::open_with_storage(
+            Arc::new(SimDisk::clone(&disk)),
+            dir,
+            Options {
+                write_buffer_bytes: 1 << 20,
+                ..Options::for_tests()
+            },
+        )
+        .expect("open");
+        assert_eq!(
+            db.get(b"k").expect("get").as_deref(),
+            Some(&b"buffered"[..])
+        );
+        assert_eq!(
+            db.len().expect("len"),
+            2,
+            "the buffered commit's row counted once"
+        );
+        assert!(
+            db.inner.checkpoints.newest_header().drain_chunks,
+            "the header became version 5"
+        );
+        assert_eq!(db.stats().write_buffer_bytes, 0, "drained whole first");
+        db.close().expect("close");
+        let db = Db::open_with_storage(disk, dir, Options::for_tests()).expect("reopen");
+        assert_eq!(
+            db.get(b"k").expect("get").as_deref(),
+            Some(&b"buffered"[..])
+        );
+        assert_eq!(db.len().expect("len"), 2);
+        db.check().expect("the tree checks out");
+    }
 }

@@ -84,6 +84,12 @@ impl Checkpoints {
         self.header.lock().newest().1
     }
 
+    /// Writes `header` as the newest: for tests that make a header an older build wrote.
+    #[cfg(test)]
+    pub(super) fn write_header(&self, header: &Header) -> crate::error::Result<()> {
+        self.header.lock().write(header).map(|_| ())
+    }
+
     /// Whether the header allows drain chunks (version 5): the log may then hold them.
     pub(super) fn drain_chunks_allowed(&self) -> bool {
         self.header.lock().newest().1.drain_chunks
