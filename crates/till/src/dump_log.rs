@@ -39,7 +39,11 @@
 //!   file, offset         string, u64     where it is
 //!   before_checkpoint    bool | null     recovery does not replay it
 //!   commit               object | null   payload_bytes, ops, op_kinds {name: count}, pages [u64]
-//!                                        (every page changed), page_count, free_head
+//!                                        (every page changed), page_count, free_head; role
+//!                                        (tree | buffered | drain | chunk: the write
+//!                                        buffer's records), writes (a buffered commit's),
+//!                                        chunk_through and last_chunk (a chunk's last part;
+//!                                        null otherwise)
 //!   error                string | null   why a commit payload does not decode
 //! commit_records         u64             commit records in the chain (shown or not)
 //! pad_records            u64
@@ -464,6 +468,10 @@ pub fn stop_json(stop: &RecoveryStop) -> Value {
 
 fn commit_json(c: &CommitSummary) -> Value {
     json!({
+        "role": c.role,
+        "writes": c.writes,
+        "chunk_through": c.chunk.map(|(through, _)| through),
+        "last_chunk": c.chunk.map(|(_, last)| last),
         "part": c.part.index,
         "last_part": c.part.last,
         "payload_bytes": c.payload_bytes,

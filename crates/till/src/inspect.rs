@@ -12,7 +12,7 @@ use tilldb::internals::header::{
     HEADER_FILE_NAME, Header, SLOT_BYTES, SLOT_COUNT, SlotState, choose_slot,
 };
 use tilldb::internals::page::{PageBuf, PageId, PageStore};
-use tilldb::internals::record::Part;
+use tilldb::internals::record::{Part, Role};
 use tilldb::internals::wal::record::RecordFault;
 use tilldb::internals::wal::{LogEvent, LogInspection, RecordKind, RecoveryStop, inspect_log_with};
 use tilldb::{Db, Error};
@@ -146,6 +146,15 @@ pub struct CommitSummary {
     pub op_kinds: BTreeMap<&'static str, usize>,
     /// Every page an op changes, ascending, once each.
     pub pages: Vec<u64>,
+    /// What the record does besides its ops (`record.rs`, flags): `tree`, `buffered` (a
+    /// commit the write buffer took), `drain` (a part of a whole drain of the buffer) or
+    /// `chunk` (a part of a chunk of a drain in chunks).
+    pub role: &'static str,
+    /// A buffered commit's writes (0 for the others).
+    pub writes: usize,
+    /// A chunk's last part: the end of the last buffered commit of the generation it drains,
+    /// and whether it is the drain's last chunk.
+    pub chunk: Option<(u64, bool)>,
 }
 
 impl CommitSummary {
@@ -159,7 +168,20 @@ impl CommitSummary {
         let mut pages: Vec<u64> = commit.ops.iter().map(|op| op.page().0).collect();
         pages.sort_unstable();
         pages.dedup();
+        let role = match commit.role {
+            Role::Tree => "tree",
+            Role::Buffered => "buffered",
+            Role::Drain => "drain",
+            Role::Chunk => "chunk",
+        };
         Ok(CommitSummary {
+            role,
+            writes: if commit.role == Role::Buffered {
+                commit.changes.as_ref().map_or(0, Vec::len)
+            } else {
+                0
+            },
+            chunk: commit.chunk.map(|mark| (mark.through, mark.last)),
             part: commit.part,
             payload_bytes: payload.len(),
             page_count: commit.alloc.page_count,
@@ -194,8 +216,20 @@ impl CommitSummary {
             Part { index, last: false } => format!("part {index} (not the last) of a commit: "),
             Part { index, last: true } => format!("part {index}, the last, of a commit: "),
         };
+        let role = match (self.role, self.chunk) {
+            ("buffered", _) => format!("buffered, {} writes, ", self.writes),
+            ("drain", _) => "drain of the write buffer: ".to_owned(),
+            ("chunk", Some((through, true))) => {
+                format!("the last chunk of a drain through lsn {through}: ")
+            }
+            ("chunk", Some((through, false))) => {
+                format!("a chunk of a drain through lsn {through}: ")
+            }
+            ("chunk", None) => "a chunk of a drain: ".to_owned(),
+            _ => String::new(),
+        };
         format!(
-            "{part}{} ops ({}) on {} pages [{}]; page_count {}, free_head {}",
+            "{part}{role}{} ops ({}) on {} pages [{}]; page_count {}, free_head {}",
             self.ops,
             kinds.join(", "),
             self.pages.len(),
@@ -487,6 +521,9 @@ mod tests {
             ops: 3,
             op_kinds: BTreeMap::from([("leaf_put", 2), ("format", 1)]),
             pages: vec![2, 3, 4, 5],
+            role: "tree",
+            writes: 0,
+            chunk: None,
         };
         assert_eq!(
             summary.line(2),
@@ -500,6 +537,15 @@ mod tests {
             summary
                 .line(2)
                 .starts_with("part 2 (not the last) of a commit: 3 ops"),
+            "{}",
+            summary.line(2)
+        );
+        summary.role = "chunk";
+        summary.chunk = Some((1234, true));
+        assert!(
+            summary
+                .line(2)
+                .contains("of a commit: the last chunk of a drain through lsn 1234: 3 ops"),
             "{}",
             summary.line(2)
         );

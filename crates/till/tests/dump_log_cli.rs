@@ -266,3 +266,60 @@ fn dump_log_into_a_pipe_closed_early_ends_without_a_panic() {
     assert!(!first.is_empty());
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A database whose write buffer took its commits and drained them in chunks: each record
+/// says what it is (`role`), a buffered commit how many writes it holds, a chunk's last part
+/// the drain it belongs to and whether it was the drain's last chunk.
+#[test]
+fn dump_log_names_buffered_commits_and_drain_chunks() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let db = Db::open(
+        &dir,
+        tilldb::Options {
+            write_buffer_bytes: 8_000,
+            background_threads: false,
+            ..options()
+        },
+    )
+    .expect("open");
+    for i in 0..200u32 {
+        let mut txn = db.begin().expect("begin");
+        txn.put(format!("k{:04}", i * 7 % 200).as_bytes(), &[2u8; 60])
+            .expect("put");
+        txn.commit_with(tilldb::Durability::Buffered)
+            .expect("commit");
+    }
+    assert!(db.stats().drain_chunks > 1, "{:?}", db.stats());
+    std::mem::forget(db);
+    let run = till(&["dump-log", "--json", dir.to_str().expect("utf-8 path")]);
+    assert!(run.ok, "{}", run.text());
+    let dump = run.json();
+    let records = dump["records"].as_array().expect("records");
+    let role = |r: &&Value| r["commit"]["role"].as_str().map(str::to_owned);
+    let buffered: Vec<&Value> = records
+        .iter()
+        .filter(|r| role(r).as_deref() == Some("buffered"))
+        .collect();
+    assert_eq!(buffered.len(), 200, "{dump:#}");
+    assert!(buffered.iter().all(|r| r["commit"]["writes"] == 1));
+    let chunks: Vec<&Value> = records
+        .iter()
+        .filter(|r| role(r).as_deref() == Some("chunk") && r["commit"]["last_part"] == true)
+        .collect();
+    assert!(chunks.len() > 1, "{dump:#}");
+    for r in &chunks {
+        let (through, lsn) = (r["commit"]["chunk_through"].as_u64(), r["lsn"].as_u64());
+        assert!(through.is_some() && through <= lsn, "{r:#}");
+    }
+    assert!(
+        chunks.iter().any(|r| r["commit"]["last_chunk"] == true),
+        "a drain's last chunk: {dump:#}"
+    );
+    let text = till(&["dump-log", dir.to_str().expect("utf-8 path")]).text();
+    assert!(text.contains("buffered, 1 writes"), "{text}");
+    assert!(
+        text.contains("the last chunk of a drain through lsn"),
+        "{text}"
+    );
+}
