@@ -489,7 +489,7 @@ mod tests {
     /// word.
     #[test]
     fn a_buffered_record_in_the_log_is_refused_not_replayed_as_a_commit_of_nothing() {
-        use crate::io::{CrashMode, SimConfig, SimDisk};
+        use crate::io::{SimConfig, SimDisk};
         let disk = Arc::new(SimDisk::new(SimConfig::default()));
         let dir = Path::new("/db");
         // A process's own view of the disk (a clone), so the threads of the database leaked
@@ -503,16 +503,11 @@ mod tests {
             value: Some(b"v"),
         };
         let start = db.inner.wal.end_lsn();
-        let end = db
-            .inner
-            .wal
-            .commit(
-                &record::encode_buffered(alloc, [write], &[("", 1)]),
-                crate::Durability::Sync,
-            )
-            .expect("appended");
-        std::mem::forget(db);
-        disk.crash(CrashMode::ProcessKill);
+        let end = append_then_kill(
+            db,
+            &disk,
+            &record::encode_buffered(alloc, [write], &[("", 1)]),
+        );
         match Db::open_with_storage(disk, dir, Options::for_tests()) {
             Err(Error::Corruption { file, offset, what }) => {
                 assert_eq!(file, dir.join("wal"));
@@ -530,7 +525,7 @@ mod tests {
     /// checkpoint) before the header becomes version 5. A later reopen finds the same.
     #[test]
     fn a_version_4_log_with_a_buffered_commit_opens_with_it_and_upgrades_to_version_5() {
-        use crate::io::{CrashMode, SimConfig, SimDisk};
+        use crate::io::{SimConfig, SimDisk};
         let disk = Arc::new(SimDisk::new(SimConfig::default()));
         let dir = Path::new("/db");
         let db = Db::open_with_storage(Arc::new(SimDisk::clone(&disk)), dir, Options::for_tests())
@@ -562,12 +557,7 @@ mod tests {
             Some([write]),
             record::NO_TAIL,
         );
-        db.inner
-            .wal
-            .commit(&payload, crate::Durability::Sync)
-            .expect("appended");
-        std::mem::forget(db);
-        disk.crash(CrashMode::ProcessKill);
+        append_then_kill(db, &disk, &payload);
         let db = Db::open_with_storage(
             Arc::new(SimDisk::clone(&disk)),
             dir,
@@ -599,5 +589,19 @@ mod tests {
         );
         assert_eq!(db.len().expect("len"), 2);
         db.check().expect("the tree checks out");
+    }
+
+    /// Appends `payload` to `db`'s log as a durable record, then kills the process holding it
+    /// (its threads leaked over the kill see a stale view: `db` was opened on a clone of
+    /// `disk`). Returns the record's end.
+    fn append_then_kill(db: Db, disk: &crate::io::SimDisk, payload: &[u8]) -> crate::wal::Lsn {
+        let end = db
+            .inner
+            .wal
+            .commit(payload, crate::Durability::Sync)
+            .expect("appended");
+        std::mem::forget(db);
+        disk.crash(crate::io::CrashMode::ProcessKill);
+        end
     }
 }

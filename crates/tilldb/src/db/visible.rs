@@ -22,7 +22,7 @@
 
 use crate::Durability;
 use crate::page::PageId;
-use crate::txn::buffer::{BufferedWrite, Chunk, CommitAt, WriteBuffer};
+use crate::txn::buffer::{BufferedWrite, Chunk, CommitAt, OwnedWrite, WriteBuffer};
 use crate::txn::{Overlay, Seen, TableId, Visibility};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -272,7 +272,7 @@ impl Visible {
 
     /// The drain's writes: the newest buffered version of each key not drained, in (table,
     /// key) order, copied out. Requires: the writer lock held until [`Visible::drained`].
-    pub(super) fn drain_writes(&self) -> Vec<(TableId, Vec<u8>, Option<Vec<u8>>)> {
+    pub(super) fn drain_writes(&self) -> Vec<OwnedWrite> {
         self.buffer
             .read()
             .drain_writes()

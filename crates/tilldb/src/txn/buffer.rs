@@ -90,6 +90,10 @@ pub struct CommitAt {
     pub end: u64,
 }
 
+/// A buffered version copied out, as a drain applies it: (table, key, value or `None` for a
+/// delete).
+pub type OwnedWrite = (TableId, Vec<u8>, Option<Vec<u8>>);
+
 /// One write of a buffered commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BufferedWrite<'a> {

@@ -47,7 +47,7 @@ use crate::error::{Error, Result};
 use crate::page::PageId;
 use crate::record;
 use crate::txn::Seen;
-use crate::txn::buffer::{BufferedWrite, CommitAt};
+use crate::txn::buffer::{BufferedWrite, CommitAt, OwnedWrite};
 use crate::wal::Lsn;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, Range};
@@ -187,6 +187,7 @@ pub(super) fn try_buffered(
         .wal
         .append(&record::encode_buffered(**alloc, as_record, &counts))?;
     assert!(start < lsn.0, "a buffered record ends after it begins");
+    let live_before = inner.visible.buffer_live_bytes();
     let deltas: Vec<(u64, i64)> = roots
         .iter()
         .zip(&deltas)
@@ -205,12 +206,15 @@ pub(super) fn try_buffered(
     inner.visible.committed(lsn.0, durability);
     // Its share of a drain in chunks: one chunk, or the first (freezing the live generation)
     // once the live generation is full; the rest whole when it fills during one.
-    let full = inner.visible.buffer_live_bytes() as u64 >= limit;
+    let live = inner.visible.buffer_live_bytes();
+    let full = live as u64 >= limit;
     let draining = inner.visible.buffer_draining();
     if full && draining {
         drain(db, alloc)?;
     } else if full || draining {
-        let own = writes.bytes.len() + 64 * writes.writes.len();
+        // This commit's bytes as the buffer counts them (a reader's prune may have taken some
+        // meanwhile: then less).
+        let own = live.saturating_sub(live_before);
         drain_chunk(db, alloc, chunk_bytes(db, CHUNK_BYTES, CHUNK_PACE * own))?;
     }
     Ok(Some(lsn))
@@ -435,14 +439,7 @@ pub(in crate::db) fn drain_chunk(db: &Db, alloc: &mut Writer<'_>, max_bytes: usi
     let Some(chunk) = db.inner.visible.buffer_next_chunk(max_bytes) else {
         return Ok(());
     };
-    let names = table_names(db)?;
-    let mut set = WriteSet::default();
-    for (table, key, value) in &chunk.writes {
-        let name = names
-            .get(&PageId(*table))
-            .expect("a buffered table exists until a drain: a drop drains first");
-        set.put(name, key, value.as_deref())?;
-    }
+    let set = write_set_of(db, &chunk.writes)?;
     let (table, key, _) = chunk.writes.last().expect("a chunk holds a key");
     let changes = Changes {
         writes: set.seal(),
@@ -492,14 +489,7 @@ pub(in crate::db) fn drain(db: &Db, alloc: &mut Writer<'_>) -> Result<()> {
     if writes.is_empty() {
         return Ok(());
     }
-    let names = table_names(db)?;
-    let mut set = WriteSet::default();
-    for (table, key, value) in &writes {
-        let name = names
-            .get(&PageId(*table))
-            .expect("a buffered table exists until a drain: a drop drains first");
-        set.put(name, key, value.as_deref())?;
-    }
+    let set = write_set_of(db, &writes)?;
     let changes = Changes {
         writes: set.seal(),
         dropped: BTreeSet::new(),
@@ -541,6 +531,20 @@ pub(in crate::db) fn drain_if_idle(db: &Db, since: u64) -> Result<Option<u64>> {
     drain_in_chunks(db, IDLE_CHUNK_BYTES)?;
     db.inner.counters.idle_drained();
     Ok(None)
+}
+
+/// A drain's or a chunk's writes, (table by its root, key, value or `None`), as a write set
+/// by table name.
+fn write_set_of(db: &Db, writes: &[OwnedWrite]) -> Result<WriteSet> {
+    let names = table_names(db)?;
+    let mut set = WriteSet::default();
+    for (table, key, value) in writes {
+        let name = names
+            .get(&PageId(*table))
+            .expect("a buffered table exists until a drain: a drop drains first");
+        set.put(name, key, value.as_deref())?;
+    }
+    Ok(set)
 }
 
 /// The name of each table by its root, from the catalog (the writer's view).

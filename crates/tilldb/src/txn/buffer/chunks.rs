@@ -2,7 +2,7 @@
 //! generation, its next chunk, and what a chunk's commit, or its record read back, changes.
 
 use super::keys::{BufKey, KeyView, Versions};
-use super::{Generation, TableId, WriteBuffer, version_bytes};
+use super::{Generation, OwnedWrite, TableId, WriteBuffer, version_bytes};
 use std::ops::Bound;
 
 /// The generation a drain in chunks is applying to the tree (see the module doc).
@@ -33,7 +33,7 @@ impl Frozen {
 #[derive(Debug)]
 pub struct Chunk {
     /// The newest version of each key it applies, in (table, key) order (`None`: deleted).
-    pub writes: Vec<(TableId, Vec<u8>, Option<Vec<u8>>)>,
+    pub writes: Vec<OwnedWrite>,
     /// The end of the frozen generation's last commit.
     pub through: u64,
     /// No key of the frozen generation comes after these: the drain's last chunk.
