@@ -22,7 +22,7 @@
 
 use crate::Durability;
 use crate::page::PageId;
-use crate::txn::buffer::{BufferedWrite, Chunk, CommitAt, OwnedWrite, WriteBuffer};
+use crate::txn::buffer::{BufferedWrite, Chunk, CommitAt, OwnedWrites, WriteBuffer};
 use crate::txn::{Overlay, Seen, TableId, Visibility};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -272,13 +272,12 @@ impl Visible {
 
     /// The drain's writes: the newest buffered version of each key not drained, in (table,
     /// key) order, copied out. Requires: the writer lock held until [`Visible::drained`].
-    pub(super) fn drain_writes(&self) -> Vec<OwnedWrite> {
-        self.buffer
-            .read()
-            .drain_writes()
-            .into_iter()
-            .map(|w| (w.table, w.key.to_vec(), w.value.map(<[u8]>::to_vec)))
-            .collect()
+    pub(super) fn drain_writes(&self) -> OwnedWrites {
+        let mut writes = OwnedWrites::default();
+        for write in self.buffer.read().drain_writes() {
+            writes.push(write.table, write.key, write.value);
+        }
+        writes
     }
 
     /// The next chunk of a drain in chunks, freezing the live generation first when none is

@@ -90,9 +90,9 @@ pub struct CommitAt {
     pub end: u64,
 }
 
-/// A buffered version copied out, as a drain applies it: (table, key, value or `None` for a
-/// delete).
-pub type OwnedWrite = (TableId, Vec<u8>, Option<Vec<u8>>);
+/// Buffered versions copied out, as a drain applies them: (table, key, value or `None` for
+/// a delete), back to back.
+pub type OwnedWrites = super::packed::Packed<TableId>;
 
 /// One write of a buffered commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

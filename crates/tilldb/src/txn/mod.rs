@@ -4,6 +4,7 @@
 
 pub mod buffer;
 pub mod overlay;
+pub mod packed;
 pub mod visibility;
 
 pub use overlay::{Overlay, Seen, TableId};

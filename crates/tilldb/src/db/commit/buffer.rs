@@ -47,10 +47,11 @@ use crate::error::{Error, Result};
 use crate::page::PageId;
 use crate::record;
 use crate::txn::Seen;
-use crate::txn::buffer::{BufferedWrite, CommitAt, OwnedWrite};
+use crate::txn::buffer::{BufferedWrite, CommitAt, OwnedWrites};
+use crate::txn::packed::Packed;
 use crate::wal::Lsn;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::{Bound, Range};
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
 /// Bytes of buffered versions (as the buffer counts them) a chunk of a drain in chunks applies
@@ -83,39 +84,6 @@ fn chunk_bytes(db: &Db, base: usize, floor: usize) -> usize {
 /// held.
 const CHUNK_PACE: usize = 4;
 
-/// A buffered commit's writes, copied out of the write set into one buffer: (table index,
-/// key's range, value's range or `None` for a delete).
-#[derive(Default)]
-struct Copied {
-    bytes: Vec<u8>,
-    writes: Vec<(usize, Range<usize>, Option<Range<usize>>)>,
-}
-
-impl Copied {
-    fn push(&mut self, table: usize, key: &[u8], value: Option<&[u8]>) {
-        let key = self.copy(key);
-        let value = value.map(|value| self.copy(value));
-        self.writes.push((table, key, value));
-    }
-
-    fn copy(&mut self, bytes: &[u8]) -> Range<usize> {
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(bytes);
-        start..self.bytes.len()
-    }
-
-    /// Each write: (table index, key, value).
-    fn iter(&self) -> impl Iterator<Item = (usize, &[u8], Option<&[u8]>)> + Clone {
-        self.writes.iter().map(|(table, key, value)| {
-            (
-                *table,
-                &self.bytes[key.clone()],
-                value.clone().map(|value| &self.bytes[value]),
-            )
-        })
-    }
-}
-
 /// Buffers `changes` if the buffer takes them (see the module doc): appends their record,
 /// adds them to the buffer, and drains it once it holds `write_buffer_bytes`. `None`: not
 /// buffered, nothing done. Requires: the writer lock (`alloc`).
@@ -142,7 +110,7 @@ pub(super) fn try_buffered(
         .map(str::to_owned)
         .collect();
     let mut roots = Vec::with_capacity(tables.len());
-    let mut writes = Copied::default();
+    let mut writes = Packed::<usize>::default();
     // Each table's row change: whether each key held a value before (in the buffer's newest
     // version, else in the tree) and does after.
     let mut deltas: Vec<i64> = vec![0; tables.len()];
@@ -441,6 +409,7 @@ pub(in crate::db) fn drain_chunk(db: &Db, alloc: &mut Writer<'_>, max_bytes: usi
     };
     let set = write_set_of(db, &chunk.writes)?;
     let (table, key, _) = chunk.writes.last().expect("a chunk holds a key");
+    let through_key = (table, key.to_vec());
     let changes = Changes {
         writes: set.seal(),
         dropped: BTreeSet::new(),
@@ -449,7 +418,7 @@ pub(in crate::db) fn drain_chunk(db: &Db, alloc: &mut Writer<'_>, max_bytes: usi
                 through: chunk.through,
                 last: chunk.last,
             },
-            through_key: (*table, key.clone()),
+            through_key,
         },
     };
     apply_to_tree(db, alloc, &changes, Durability::Lazy)?;
@@ -535,14 +504,14 @@ pub(in crate::db) fn drain_if_idle(db: &Db, since: u64) -> Result<Option<u64>> {
 
 /// A drain's or a chunk's writes, (table by its root, key, value or `None`), as a write set
 /// by table name.
-fn write_set_of(db: &Db, writes: &[OwnedWrite]) -> Result<WriteSet> {
+fn write_set_of(db: &Db, writes: &OwnedWrites) -> Result<WriteSet> {
     let names = table_names(db)?;
     let mut set = WriteSet::default();
-    for (table, key, value) in writes {
+    for (table, key, value) in writes.iter() {
         let name = names
-            .get(&PageId(*table))
+            .get(&PageId(table))
             .expect("a buffered table exists until a drain: a drop drains first");
-        set.put(name, key, value.as_deref())?;
+        set.put(name, key, value)?;
     }
     Ok(set)
 }

@@ -261,7 +261,7 @@ fn apply_to_tree(
     let held = parts > 0;
     let mut records = parts;
     // With the feed, the last part's writes (all of them when there is one part).
-    let feed = feed.then(|| part_writes.iter());
+    let feed = feed.then(|| parts::as_record(&part_writes));
     let lsn = append_parts(
         db,
         &ops,

@@ -13,6 +13,7 @@ use crate::db::{CATALOG_ROOT, CATALOG_TABLE, Db};
 use crate::error::Result;
 use crate::page::PageId;
 use crate::record::{self, Alloc, Write};
+use crate::txn::packed::Packed;
 use crate::wal::Lsn;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,37 +31,15 @@ pub(super) struct Written<'c> {
 }
 
 /// Writes copied back to back: (table, key, value or `None`).
-#[derive(Debug, Default)]
-pub(super) struct PartWrites<'c> {
-    bytes: Vec<u8>,
-    writes: Vec<(&'c str, usize, Option<usize>)>,
-}
+pub(super) type PartWrites<'c> = Packed<&'c str>;
 
-impl<'c> PartWrites<'c> {
-    pub(super) fn push(&mut self, table: &'c str, key: &[u8], value: Option<&[u8]>) {
-        self.bytes.extend_from_slice(key);
-        let key_end = self.bytes.len();
-        let value_end = value.map(|v| {
-            self.bytes.extend_from_slice(v);
-            self.bytes.len()
-        });
-        self.writes.push((table, key_end, value_end));
-    }
-
-    pub(super) fn iter(&self) -> impl Iterator<Item = record::Write<'_>> + Clone {
-        let mut start = 0;
-        self.writes.iter().map(move |&(table, key_end, value_end)| {
-            let key = &self.bytes[start..key_end];
-            let value = value_end.map(|end| &self.bytes[key_end..end]);
-            start = value_end.unwrap_or(key_end);
-            record::Write { table, key, value }
-        })
-    }
-
-    pub(super) fn clear(&mut self) {
-        self.bytes.clear();
-        self.writes.clear();
-    }
+/// `writes` as the records' changes section takes them.
+pub(super) fn as_record<'w>(
+    writes: &'w PartWrites<'_>,
+) -> impl Iterator<Item = record::Write<'w>> + Clone {
+    writes
+        .iter()
+        .map(|(table, key, value)| record::Write { table, key, value })
 }
 
 /// Values readers with older snapshots may need, each with its table's id and key (copied
@@ -321,7 +300,7 @@ fn cut_part(
     (feed, role): (bool, record::Role),
 ) -> Result<()> {
     let (ops, now, touched) = pages.take_part()?;
-    let writes = feed.then(|| written.part_writes.iter());
+    let writes = feed.then(|| as_record(&written.part_writes));
     append_parts(
         db,
         &ops,

@@ -2,7 +2,7 @@
 //! generation, its next chunk, and what a chunk's commit, or its record read back, changes.
 
 use super::keys::{BufKey, KeyView, Versions};
-use super::{Generation, OwnedWrite, TableId, WriteBuffer, version_bytes};
+use super::{Generation, OwnedWrites, TableId, WriteBuffer, version_bytes};
 use std::ops::Bound;
 
 /// The generation a drain in chunks is applying to the tree (see the module doc).
@@ -33,7 +33,7 @@ impl Frozen {
 #[derive(Debug)]
 pub struct Chunk {
     /// The newest version of each key it applies, in (table, key) order (`None`: deleted).
-    pub writes: Vec<OwnedWrite>,
+    pub writes: OwnedWrites,
     /// The end of the frozen generation's last commit.
     pub through: u64,
     /// No key of the frozen generation comes after these: the drain's last chunk.
@@ -69,7 +69,7 @@ impl WriteBuffer {
             .generation
             .last_end
             .expect("a frozen generation holds a commit");
-        let mut writes = Vec::new();
+        let mut writes = OwnedWrites::default();
         let mut bytes = 0;
         let mut remaining = frozen.remaining().peekable();
         while let Some((table, key, versions)) =
@@ -77,11 +77,7 @@ impl WriteBuffer {
         {
             let newest = versions.newest();
             bytes += version_bytes(key.bytes(), newest.value.as_deref());
-            writes.push((
-                table,
-                key.bytes().to_vec(),
-                newest.value.as_deref().map(<[u8]>::to_vec),
-            ));
+            writes.push(table, key.bytes(), newest.value.as_deref());
         }
         let last = remaining.peek().is_none();
         assert!(

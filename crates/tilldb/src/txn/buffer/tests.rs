@@ -180,8 +180,8 @@ impl Model {
             .writes
             .iter()
             .map(|(table, key, value)| {
-                assert_eq!(*table, 1);
-                (key[0], value.as_ref().map(|v| v[0]))
+                assert_eq!(table, 1);
+                (key[0], value.map(|v| v[0]))
             })
             .collect();
         let before = i64::try_from(self.tree.len()).expect("small");
@@ -189,7 +189,7 @@ impl Model {
         let delta = i64::try_from(self.tree.len()).expect("small") - before;
         let at = self.record();
         let (table, key, _) = chunk.writes.last().expect("a key");
-        b.chunk_drained(at.end, (*table, key), &[(1, delta)], chunk.last);
+        b.chunk_drained(at.end, (table, key), &[(1, delta)], chunk.last);
         if chunk.last {
             assert!(!b.draining(), "the last chunk ends the drain");
         }
