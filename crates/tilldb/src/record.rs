@@ -412,6 +412,30 @@ pub fn encode_as<'a, I>(
 where
     I: IntoIterator<Item = Write<'a>> + Clone,
 {
+    let mut out = Vec::new();
+    encode_as_into(&mut out, role, part, alloc, ops, changes, tail);
+    out
+}
+
+/// [`encode_as`] into `out`, which it clears first: a committer that keeps one `out` for
+/// every record encodes each into memory already faulted in (a drain's records of
+/// megabytes of page images, each in a fresh vector, spent a sixth of its time having the
+/// kernel zero new pages for them: docs/write-buffer.md).
+///
+/// # Panics
+///
+/// As [`encode_as`].
+pub fn encode_as_into<'a, I>(
+    out: &mut Vec<u8>,
+    role: Role,
+    part: Part,
+    alloc: Alloc,
+    ops: &[PageOp],
+    changes: Option<I>,
+    tail: Tail<'_>,
+) where
+    I: IntoIterator<Item = Write<'a>> + Clone,
+{
     let counts_flag = if role == Role::Buffered && tail.counts.is_some() {
         FLAG_COUNTS
     } else {
@@ -432,7 +456,8 @@ where
     // Sized for the changes and a small op or two; a larger record grows the vector (sizing
     // it exactly meant encoding every op twice).
     let changes_bytes = changes.clone().map_or(0, changes_len);
-    let mut out = Vec::with_capacity(HEADER_BYTES + OPS_BYTES_GUESS + changes_bytes);
+    out.clear();
+    out.reserve(HEADER_BYTES + OPS_BYTES_GUESS + changes_bytes);
     out.push(if part.last { KIND_COMMIT } else { KIND_PART });
     out.push(flags);
     out.extend_from_slice(&[0; 2]);
@@ -443,7 +468,7 @@ where
     out.extend_from_slice(&[0; 4]);
     assert_eq!(out.len(), HEADER_BYTES);
     for op in ops {
-        op.encode(&mut out);
+        op.encode(out);
     }
     let ops_end = out.len();
     if let Some(changes) = changes {
@@ -479,9 +504,8 @@ where
         "changes_len is the section's size"
     );
     let tail_at = out.len();
-    tail.encode(&mut out);
+    tail.encode(out);
     assert_eq!(out.len(), tail_at + tail.bytes(), "a tail's size");
-    out
 }
 
 /// Encodes a commit record without the changes section (the one a create makes).

@@ -208,6 +208,10 @@ struct Inner {
     /// Commits of transactions that only wrote, waiting for the writer lock
     /// (`commit/queue.rs`).
     commits: Mutex<commit::CommitQueue>,
+    /// The memory every commit's records are encoded into before their append
+    /// (`commit/parts.rs`, `append_parts`), kept from one commit to the next. Taken under
+    /// the writer lock.
+    record_scratch: Mutex<Vec<u8>>,
     /// Where transactions spill their write sets (`write_set/spill.rs`).
     spill_to: Arc<write_set::SpillTo>,
     /// Dropped tables whose pages are not reclaimed yet (`drop.rs`). Changed under the

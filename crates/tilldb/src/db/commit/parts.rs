@@ -428,6 +428,7 @@ where
         db.inner.wal.begin_parts();
     }
     let mut end = Lsn(0);
+    let mut payload = db.inner.record_scratch.lock();
     for (i, chunk) in chunks.into_iter().enumerate() {
         let part = record::Part {
             index: *records,
@@ -445,7 +446,7 @@ where
         } else {
             (role, record::NO_TAIL)
         };
-        let payload = record::encode_as(part_role, part, alloc, chunk, feed, part_tail);
+        record::encode_as_into(&mut payload, part_role, part, alloc, chunk, feed, part_tail);
         assert!(
             payload.len() <= max,
             "a commit part of {} bytes",

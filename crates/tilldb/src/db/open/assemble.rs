@@ -140,6 +140,7 @@ pub(super) fn assemble(
             pool,
             writer: crate::db::locks::WriterLock::new(alloc),
             commits: Mutex::default(),
+            record_scratch: Mutex::default(),
             tree_lock: crate::db::locks::TreeLock::default(),
             visible: Visible::new(visible),
             write_buffer_bytes: std::sync::atomic::AtomicU64::new(0),
