@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 88] = [
+pub const ALL: [(&str, &str); 90] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -272,6 +272,14 @@ pub const ALL: [(&str, &str); 88] = [
     (
         "unseen-commit-unlocks-early",
         "a large commit that kept no values for older snapshots lets the tree lock go before it is visible: a snapshot registered then reads its pages as of before it",
+    ),
+    (
+        "drain-marked-after-visible",
+        "a drain or a chunk takes its rows off the buffer's sums after its commit is visible: a length read in between counts them in the catalog and in the buffer",
+    ),
+    (
+        "snapshot-registered-after-its-advance",
+        "a reader's snapshot is registered after the advance that took it: another reader's advance in between prunes what it needs (the buffer's row sums and versions, the overlay's values)",
     ),
     (
         "snapshot-registered-unlocked",

@@ -340,7 +340,7 @@ pub struct Options {
     /// of each key (for the table's length) and a map insert. Any other commit, a write
     /// transaction's first read and a checkpoint drain it first; reads see it at every snapshot; recovery rebuilds it from the log. Memory:
     /// about this much, and up to as much again while older snapshots need a drained
-    /// buffer. Turning it on once makes the database's header version 4 (this build and
+    /// buffer. Turning it on once makes the database's header version 5 (this build and
     /// later read it; earlier builds refuse it, naming the version). Default: 0.
     pub write_buffer_bytes: u64,
     /// Encryption at rest (docs/encryption.md): the application's key, which wraps the

@@ -39,13 +39,15 @@ impl Db {
     /// Registers a snapshot of what is visible now. Under the tree lock, shared: a large
     /// commit that found no snapshot registered keeps no values for older ones, and holds the
     /// tree lock exclusively until it is visible (`commit.rs`), so a snapshot registered
-    /// meanwhile would read its pages with none of them.
+    /// meanwhile would read its pages with none of them. Registered by the advance that
+    /// takes it, before that advance prunes ([`Visible::advance_and_register`]).
     pub(super) fn snapshot_register(&self) -> u64 {
         let _shared = (!crate::mutants::active("snapshot-registered-unlocked"))
             .then(|| self.inner.tree_lock.read());
-        let snapshot = self.visible_lsn();
-        self.inner.visible.register(snapshot);
-        snapshot
+        let (written, durable) = self.inner.wal.written_and_durable();
+        self.inner
+            .visible
+            .advance_and_register(written.0, durable.0)
     }
 
     pub(super) fn snapshot_release(&self, snapshot: u64) {

@@ -99,9 +99,26 @@ impl Visible {
     /// acknowledge, and prunes the overlay of what no snapshot needs any more. Returns the
     /// visible lsn.
     pub(super) fn advance(&self, written: u64, durable: u64) -> u64 {
+        self.advance_registering(written, durable, false)
+    }
+
+    /// [`Visible::advance`], registering a reader at the visible lsn it reaches before it
+    /// prunes, under one hold of the readers' lock: registered after the advance, another
+    /// reader's advance between the two could move the visible lsn on and prune what this
+    /// reader's snapshot needs (a length then missed rows the buffer's pruned sums held).
+    /// Returns the reader's snapshot; the caller releases it ([`Visible::release`]).
+    pub(super) fn advance_and_register(&self, written: u64, durable: u64) -> u64 {
+        self.advance_registering(written, durable, true)
+    }
+
+    fn advance_registering(&self, written: u64, durable: u64, register: bool) -> u64 {
+        let late = crate::mutants::active("snapshot-registered-after-its-advance");
         let mut reads = self.reads.lock();
         let visible = reads.visibility.advance(written, durable);
         super::advance_mark(&self.hint, visible, "the visible lsn");
+        if register && !late {
+            *reads.snapshots.entry(visible).or_default() += 1;
+        }
         let horizon = reads.horizon(visible);
         reads.overlay.prune(horizon);
         let buffer_empty = {
@@ -116,6 +133,10 @@ impl Visible {
             (overlay_empty && buffer_empty) || crate::mutants::active("reads-skip-overlay"),
             Ordering::Release,
         );
+        if register && late {
+            drop(reads);
+            self.register(visible);
+        }
         visible
     }
 

@@ -32,7 +32,7 @@ pub(super) use buffer::{
 pub(super) use queue::{CommitQueue, commit_queued};
 
 use super::counts;
-use super::locks::{TreeHeld, Writer};
+use super::locks::{TreeExclusive, TreeHeld, Writer};
 use super::pages::TxnPages;
 use super::write_set::Writes;
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
@@ -293,21 +293,45 @@ fn apply_to_tree(
     if records > 1 {
         inner.counters.parts_logged(records);
     }
-    drained(db, changes, lsn, (&chunk_counts, &created));
+    // A drain's rows leave the buffer's sums before any reader sees them in the catalog
+    // (`tests/write_buffer_lengths.rs`).
+    let marked_late = crate::mutants::active("drain-marked-after-visible");
+    if !marked_late {
+        drained(db, changes, lsn, (&chunk_counts, &created));
+    }
+    make_visible(db, lsn, durability, exclusive, unseen)?;
+    if marked_late {
+        // Wide enough for a reader on another thread to see the commit first.
+        db.visible_through(lsn.0);
+        std::thread::yield_now();
+        drained(db, changes, lsn, (&chunk_counts, &created));
+    }
+    **alloc = new_alloc;
+    bury(db, drops, lsn);
+    Ok(lsn)
+}
+
+/// Lets the tree lock go (if still held) and registers the commit at `lsn` for readers: visible once it is
+/// acknowledged. A commit `unseen` (it kept no values for older snapshots) is made visible
+/// before the tree lock goes: a snapshot registered after it sees all of this commit.
+fn make_visible(
+    db: &Db,
+    lsn: Lsn,
+    durability: Durability,
+    exclusive: Option<TreeExclusive<'_>>,
+    unseen: bool,
+) -> Result<()> {
+    let inner = &db.inner;
     if unseen && !crate::mutants::active("unseen-commit-unlocks-early") {
-        // Visible before the tree lock goes: a snapshot registered after it sees all of
-        // this commit, which kept no values for older ones.
         inner.visible.committed(lsn.0, durability);
-        inner.wal.wait(lsn, durability).map_err(poisoned)?;
+        inner.wal.wait(lsn, durability).map_err(|e| db.poison(e))?;
         db.visible_through(lsn.0);
         drop(exclusive);
     } else {
         drop(exclusive);
         inner.visible.committed(lsn.0, durability);
     }
-    **alloc = new_alloc;
-    bury(db, drops, lsn);
-    Ok(lsn)
+    Ok(())
 }
 
 /// Whether a commit of `role` that some snapshot may not see keeps, for older readers, the
