@@ -14,9 +14,11 @@
 //! The oracle (shared/TESTPLAN.md, 1-4 and 8): the recovered state is the model after the
 //! first n commits, with n at least the commits the crash may not take (acknowledged `Sync`
 //! commits, and `Buffered` ones under a process kill; everything before a finished
-//! checkpoint) and at most the commits begun; the trees and the free-space accounting check;
-//! a recovery crashed and recovered again comes back to the same n; the database takes a new
-//! commit. Under `TornPageGuard::None` a torn page may instead make recovery fail with an
+//! checkpoint) and at most the commits begun; each table's length is the rows it holds; the
+//! trees and the free-space accounting check; a recovery crashed and recovered again comes
+//! back to the same n; the database takes a new commit. With the write buffer, on every 4th
+//! state a read-only handle opened first (which rebuilds the buffer and its row counts from
+//! the log, where the writer's open drains it) reads such a state too, lengths included. Under `TornPageGuard::None` a torn page may instead make recovery fail with an
 //! error naming the file and offset (counted as caught), never a wrong state.
 //!
 //! A failure prints the scenario, point, cut, crash mode and seed; rerun exactly that with
@@ -433,6 +435,17 @@ fn check_state(
         states: 1,
         ..Counts::default()
     };
+    // With the write buffer, on every 4th state (a quarter other than oracle 8's), a
+    // read-only handle first: it rebuilds the buffer and its row counts from the log in
+    // memory, where the writer's open drains the buffer at once.
+    let read_only_here = point.index() % 4 == usize::try_from((seed + 2) % 4).expect("small");
+    if scenario.write_buffer
+        && read_only_here
+        && let Err(e) = read_only_matches(scenario, &disk, bounds, point)
+    {
+        counts.caught = 1;
+        caught(scenario, &format!("read-only recovery: {e}"));
+    }
     match recover(scenario, &disk, bounds, point) {
         Ok((n, rebuilt)) => {
             counts.pages_rebuilt = rebuilt;
@@ -484,7 +497,61 @@ fn recover(
             recovered.len()
         );
     };
+    lengths_match(
+        &db,
+        &scenario.workload,
+        &recovered,
+        &format!("{name}: at {point:?}"),
+    );
     Ok((n, db.recovery().pages_rebuilt))
+}
+
+/// A read-only handle opened on the crashed `disk` (no writer: its snapshot ends where the
+/// writer's recovery will) reads a prefix state of commits `low..=high`, with its lengths;
+/// or finds no database yet (a crash before its create finished).
+fn read_only_matches(
+    scenario: &Scenario,
+    disk: &SimDisk,
+    (low, high): (usize, usize),
+    point: &CrashPoint,
+) -> tilldb::Result<()> {
+    let name = scenario.name();
+    let db = match Db::open_read_only_with_storage(
+        Arc::new(disk.clone()),
+        Path::new("/db"),
+        scenario.options(),
+    ) {
+        Ok(db) => db,
+        // Crashed before its create finished: nothing to read yet (the writer creates it).
+        Err(tilldb::Error::NotADatabase { .. }) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let seen = state(&db, &scenario.workload);
+    assert!(
+        (low..=high).any(|n| scenario.workload.model_after(n) == seen),
+        "{name}: at {point:?}: a read-only handle's state is no prefix of commits \
+         {low}..={high}; it has {} rows",
+        seen.len()
+    );
+    lengths_match(
+        &db,
+        &scenario.workload,
+        &seen,
+        &format!("{name}: at {point:?}, read-only"),
+    );
+    Ok(())
+}
+
+/// Each table's length is the rows `model` holds of it (a count kept with the table, and
+/// with the write buffer on the row sums rebuilt from the log).
+fn lengths_match(db: &Db, workload: &Workload, model: &Model, at: &str) {
+    for table in workload.tables() {
+        let rows = model.keys().filter(|(t, _)| *t == table).count() as u64;
+        let len = db
+            .len_in(&table)
+            .unwrap_or_else(|e| panic!("{at}: len of {table:?}: {e}"));
+        assert_eq!(len, rows, "{at}: the length of {table:?}");
+    }
 }
 
 /// An error is acceptable only under `None`, and must name the file and offset.
