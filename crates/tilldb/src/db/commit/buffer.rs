@@ -109,32 +109,10 @@ pub(super) fn try_buffered(
         .into_iter()
         .map(str::to_owned)
         .collect();
-    let mut roots = Vec::with_capacity(tables.len());
-    let mut writes = Packed::<usize>::default();
-    // Each table's row change: whether each key held a value before (in the buffer's newest
-    // version, else in the tree) and does after.
-    // Pushed, not `vec![0; n]`: glibc's calloc passes by its per-thread cache, and cost a
-    // buffered commit some 0.7 us (13 % of its own work).
-    let mut deltas: Vec<i64> = Vec::with_capacity(tables.len());
-    {
-        let shared = inner.tree_lock.read();
-        db.check_poison()?;
-        let pages = db.read_pages();
-        for (index, table) in tables.iter().enumerate() {
-            let Some(root) = root_of(db, table, shared.held())? else {
-                // A table this commit would create: through the tree.
-                return Ok(None);
-            };
-            roots.push(root);
-            let mut cursor = changes.writes.table(table)?;
-            let mut delta = 0;
-            while let Some(write) = cursor.next()? {
-                delta += row_delta(db, &pages, root, write.key, write.value.is_some())?;
-                writes.push(index, write.key, write.value);
-            }
-            deltas.push(delta);
-        }
-    }
+    let Some((roots, writes, deltas)) = looked_up(db, changes, &tables)? else {
+        // A table this commit would create: through the tree.
+        return Ok(None);
+    };
     let as_record = writes.iter().map(|(table, key, value)| record::Write {
         table: &tables[table],
         key,
@@ -190,6 +168,39 @@ pub(super) fn try_buffered(
         drain_chunk(db, alloc, chunk_bytes(db, CHUNK_BYTES, CHUNK_PACE * own))?;
     }
     Ok(Some(lsn))
+}
+
+/// `changes`' writes to `tables` copied out, with each table's root and row change:
+/// whether each key held a value before (in the buffer's newest version, else in the tree)
+/// and does after. `None`: a table does not exist yet.
+#[expect(clippy::type_complexity, reason = "three lists by table, read together")]
+fn looked_up(
+    db: &Db,
+    changes: &Changes,
+    tables: &[String],
+) -> Result<Option<(Vec<PageId>, Packed<usize>, Vec<i64>)>> {
+    let mut roots = Vec::with_capacity(tables.len());
+    let mut writes = Packed::<usize>::default();
+    // Pushed, not `vec![0; n]`: glibc's calloc passes by its per-thread cache, and cost a
+    // buffered commit some 0.7 us (13 % of its own work).
+    let mut deltas: Vec<i64> = Vec::with_capacity(tables.len());
+    let shared = db.inner.tree_lock.read();
+    db.check_poison()?;
+    let pages = db.read_pages();
+    for (index, table) in tables.iter().enumerate() {
+        let Some(root) = root_of(db, table, shared.held())? else {
+            return Ok(None);
+        };
+        roots.push(root);
+        let mut cursor = changes.writes.table(table)?;
+        let mut delta = 0;
+        while let Some(write) = cursor.next()? {
+            delta += row_delta(db, &pages, root, write.key, write.value.is_some())?;
+            writes.push(index, write.key, write.value);
+        }
+        deltas.push(delta);
+    }
+    Ok(Some((roots, writes, deltas)))
 }
 
 /// Writes from which a commit that appends past the tree and the buffer goes through the
