@@ -13,7 +13,9 @@
 //! transactions of 1,000 rows: `sync 100` with N = 1000); `TILLDB_PAUSE_MS=N` waits N ms
 //! before the measured commits, to attach `perf record -p` to them; `TILLDB_ENCRYPT=1` encrypts the database (docs/encryption.md: so far its log);
 //! `TILLDB_WRITE_BUFFER_BYTES=N` turns the write buffer on (docs/write-buffer.md), and the
-//! drain of what the commits left buffered is timed after them.
+//! drain of what the commits left buffered is timed after them; `TILLDB_READS_AFTER=N` times
+//! N random point reads of loaded keys right after the commits (with the buffer on, through
+//! what they left buffered and beside the idle drain, as `till bench kv`'s reads come).
 //!
 //! ```sh
 //! cargo run --release -p tilldb --example commit_profile -- [LEVEL] [COMMITS] [ROWS] [DIR]
@@ -43,16 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if dir.exists() {
         return Err(format!("{} exists: give a directory that does not", dir.display()).into());
     }
-    let mut seed = 0x9e37_79b9_u64;
-    let mut key = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let mut key = [0u8; 24];
-        key[..8].copy_from_slice(&seed.to_le_bytes());
-        key[8..16].copy_from_slice(&seed.rotate_left(17).to_le_bytes());
-        key
-    };
+    let mut key = keys();
     let value = [0x5a_u8; 150];
     let db = Db::open(&dir, options())?;
     let mut txn = db.begin()?;
@@ -107,7 +100,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  backpressure waits: {}",
         db.stats().backpressure_waits - stats_before.backpressure_waits
     );
-    drain_after(&db, &mut key)?;
+    after_commits(&db, rows, &mut key)?;
     let pool = db.stats().pool;
     println!(
         "  log: {} writes, {} device flushes, {} bytes written, {} log bytes a commit; pool: {} misses, {} written back (before: {}, {})",
@@ -122,6 +115,69 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     db.close()?;
     std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// The load's and the commits' keys: 24 bytes of a xorshift sequence, the same every run.
+fn keys() -> impl FnMut() -> [u8; 24] {
+    let mut seed = 0x9e37_79b9_u64;
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut key = [0u8; 24];
+        key[..8].copy_from_slice(&seed.to_le_bytes());
+        key[8..16].copy_from_slice(&seed.rotate_left(17).to_le_bytes());
+        key
+    }
+}
+
+/// After the measured commits: `TILLDB_READS_AFTER=N` point reads ([`reads_after`]), then the
+/// drain of what is buffered ([`drain_after`]).
+fn after_commits(
+    db: &Db,
+    rows: u64,
+    key: &mut impl FnMut() -> [u8; 24],
+) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(reads) = std::env::var("TILLDB_READS_AFTER")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        reads_after(db, rows, reads)?;
+    }
+    drain_after(db, key)
+}
+
+/// `reads` random point reads of the loaded keys in one `ReadTxn`, right after the measured
+/// commits (as `till bench kv`'s point reads come after its commit rows: with the write
+/// buffer on, the idle drain runs beside them), timed, with the drains and page writes they
+/// ran beside.
+fn reads_after(db: &Db, rows: u64, reads: u64) -> Result<(), Box<dyn std::error::Error>> {
+    // The load's keys again: the same generator from the same seed.
+    let mut key = keys();
+    let loaded: Vec<[u8; 24]> = (0..rows).map(|_| key()).collect();
+    let before = db.stats();
+    let started = Instant::now();
+    let txn = db.begin_read()?;
+    let mut pick = 0x2545_f491_u64;
+    let mut found = 0u64;
+    for _ in 0..reads {
+        pick ^= pick << 13;
+        pick ^= pick >> 7;
+        pick ^= pick << 17;
+        let key = &loaded[usize::try_from(pick % rows)?];
+        found += u64::from(txn.get_with(key, <[u8]>::len)?.is_some());
+    }
+    drop(txn);
+    let took = started.elapsed().as_secs_f64();
+    let after = db.stats();
+    println!(
+        "  {reads} point reads after: {took:.3} s, {:.0} a second ({found} found); beside them: {} idle drains, {} drain chunks, {} pages written back",
+        f64::from(u32::try_from(reads)?) / took,
+        after.idle_drains - before.idle_drains,
+        after.drain_chunks - before.drain_chunks,
+        after.pool.pages_written - before.pool.pages_written,
+    );
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 //! pass with it). A surviving mutant is a hole in the tests, and is fixed like a bug.
 
 /// Every mutant: its name and the safety step it breaks.
-pub const ALL: [(&str, &str); 90] = [
+pub const ALL: [(&str, &str); 91] = [
     (
         "redo-point-inside-a-commit",
         "a page changed again while written back gets its redo point moved to the log's end, which may lie inside a commit logged in several records",
@@ -272,6 +272,10 @@ pub const ALL: [(&str, &str); 90] = [
     (
         "unseen-commit-unlocks-early",
         "a large commit that kept no values for older snapshots lets the tree lock go before it is visible: a snapshot registered then reads its pages as of before it",
+    ),
+    (
+        "buffer-filter-says-no",
+        "a generation's key filter answers that it holds no key: every point read and buffered commit's lookup misses the buffer",
     ),
     (
         "drain-marked-after-visible",

@@ -67,11 +67,13 @@
 //! first record ([`WriteBuffer::redo_floor`]).
 
 use super::{Seen, TableId};
+use filter::{KeyFilter, KeyHash};
 use keys::{After, BufKey, KeyView, Probe, Versions};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
 mod chunks;
+mod filter;
 mod keys;
 
 pub use chunks::Chunk;
@@ -120,6 +122,9 @@ struct Generation {
     by_lsn: VecDeque<(u64, TableId, BufKey)>,
     /// Per table, (lsn, the sum of the row deltas of the commits up to it), lsns increasing.
     counts: BTreeMap<TableId, VecDeque<(u64, i64)>>,
+    /// Every (table, key) `entries` held since the filter was last sized (`buffer/filter.rs`):
+    /// a lookup of a key it does not hold skips the map.
+    filter: KeyFilter,
     /// Estimated memory of `entries` (see `VERSION_OVERHEAD_BYTES`).
     bytes: usize,
     /// Where the first buffered record of this generation begins.
@@ -135,9 +140,34 @@ impl Generation {
         self.drained_at.is_none_or(|drained| snapshot < drained)
     }
 
-    /// The newest version of `key` in `table` at or before `snapshot`.
-    fn version_at(&self, table: TableId, key: &dyn KeyView, snapshot: u64) -> Option<&After> {
+    /// The newest version of `key` (of `hash`) in `table` at or before `snapshot`.
+    fn version_at(
+        &self,
+        table: TableId,
+        (key, hash): (&dyn KeyView, KeyHash),
+        snapshot: u64,
+    ) -> Option<&After> {
+        if !self.filter.may_contain(hash) {
+            return None;
+        }
         self.entries.get(&table)?.get(key)?.at(snapshot)
+    }
+
+    /// Puts `(table, key)`, just added to `entries`, into the filter: sized anew for twice
+    /// the keys `entries` holds when it is full (every key again, this one with them).
+    fn filter_new_key(&mut self, table: TableId, key: &[u8]) {
+        if !self.filter.is_full() {
+            self.filter.insert(KeyHash::of(table, key));
+            return;
+        }
+        let keys: usize = self.entries.values().map(BTreeMap::len).sum();
+        let mut filter = KeyFilter::sized_for(2 * keys);
+        for (&table, keys) in &self.entries {
+            for key in keys.keys() {
+                filter.insert(KeyHash::of(table, key.bytes()));
+            }
+        }
+        self.filter = filter;
     }
 
     fn is_empty(&self) -> bool {
@@ -287,6 +317,7 @@ impl WriteBuffer {
                     .push_back((at.end, write.table, BufKey::new(write.key)));
             } else {
                 keys.insert(BufKey::new(write.key), Versions::One(after));
+                live.filter_new_key(write.table, write.key);
             }
         }
         for &(table, delta) in deltas {
@@ -299,9 +330,10 @@ impl WriteBuffer {
     #[must_use]
     pub fn seen(&self, table: TableId, key: &[u8], snapshot: u64) -> Seen {
         let probe = Probe::new(key);
+        let hash = KeyHash::of(table, key);
         self.newest_first()
             .filter(|g| g.read_by(snapshot))
-            .find_map(|g| g.version_at(table, &probe, snapshot))
+            .find_map(|g| g.version_at(table, (&probe, hash), snapshot))
             .map_or(Seen::Tree, |after| {
                 Seen::Value(after.value.as_deref().map(<[u8]>::to_vec))
             })

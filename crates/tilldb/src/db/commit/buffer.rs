@@ -173,7 +173,10 @@ pub(super) fn try_buffered(
 /// `changes`' writes to `tables` copied out, with each table's root and row change:
 /// whether each key held a value before (in the buffer's newest version, else in the tree)
 /// and does after. `None`: a table does not exist yet.
-#[expect(clippy::type_complexity, reason = "three lists by table, read together")]
+#[expect(
+    clippy::type_complexity,
+    reason = "three lists by table, read together"
+)]
 fn looked_up(
     db: &Db,
     changes: &Changes,
