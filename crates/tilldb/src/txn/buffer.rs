@@ -67,7 +67,7 @@
 //! first record ([`WriteBuffer::redo_floor`]).
 
 use super::{Seen, TableId};
-use filter::{KeyFilter, KeyHash};
+use filter::{KeyFilters, KeyHash};
 use keys::{After, BufKey, KeyView, Probe, Versions};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -122,9 +122,9 @@ struct Generation {
     by_lsn: VecDeque<(u64, TableId, BufKey)>,
     /// Per table, (lsn, the sum of the row deltas of the commits up to it), lsns increasing.
     counts: BTreeMap<TableId, VecDeque<(u64, i64)>>,
-    /// Every (table, key) `entries` held since the filter was last sized (`buffer/filter.rs`):
-    /// a lookup of a key it does not hold skips the map.
-    filter: KeyFilter,
+    /// Every (table, key) `entries` ever held (`buffer/filter.rs`): a lookup of a key it does
+    /// not hold skips the map.
+    filter: KeyFilters,
     /// Estimated memory of `entries` (see `VERSION_OVERHEAD_BYTES`).
     bytes: usize,
     /// Where the first buffered record of this generation begins.
@@ -151,23 +151,6 @@ impl Generation {
             return None;
         }
         self.entries.get(&table)?.get(key)?.at(snapshot)
-    }
-
-    /// Puts `(table, key)`, just added to `entries`, into the filter: sized anew for twice
-    /// the keys `entries` holds when it is full (every key again, this one with them).
-    fn filter_new_key(&mut self, table: TableId, key: &[u8]) {
-        if !self.filter.is_full() {
-            self.filter.insert(KeyHash::of(table, key));
-            return;
-        }
-        let keys: usize = self.entries.values().map(BTreeMap::len).sum();
-        let mut filter = KeyFilter::sized_for(2 * keys);
-        for (&table, keys) in &self.entries {
-            for key in keys.keys() {
-                filter.insert(KeyHash::of(table, key.bytes()));
-            }
-        }
-        self.filter = filter;
     }
 
     fn is_empty(&self) -> bool {
@@ -317,7 +300,7 @@ impl WriteBuffer {
                     .push_back((at.end, write.table, BufKey::new(write.key)));
             } else {
                 keys.insert(BufKey::new(write.key), Versions::One(after));
-                live.filter_new_key(write.table, write.key);
+                live.filter.insert(KeyHash::of(write.table, write.key));
             }
         }
         for &(table, delta) in deltas {
