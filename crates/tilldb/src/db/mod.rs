@@ -209,8 +209,8 @@ struct Inner {
     /// (`commit/queue.rs`).
     commits: Mutex<commit::CommitQueue>,
     /// The memory every commit's records are encoded into before their append
-    /// (`commit/parts.rs`, `append_parts`), kept from one commit to the next. Taken under
-    /// the writer lock.
+    /// (`commit/parts.rs`, `append_parts`), kept from one commit to the next (up to 16 MiB).
+    /// Taken under the writer lock.
     record_scratch: Mutex<Vec<u8>>,
     /// Where transactions spill their write sets (`write_set/spill.rs`).
     spill_to: Arc<write_set::SpillTo>,

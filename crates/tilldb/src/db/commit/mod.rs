@@ -311,8 +311,8 @@ fn apply_to_tree(
     Ok(lsn)
 }
 
-/// Lets the tree lock go (if still held) and registers the commit at `lsn` for readers: visible once it is
-/// acknowledged. A commit `unseen` (it kept no values for older snapshots) is made visible
+/// Lets the tree lock go (if still held) and registers the commit at `lsn` for readers:
+/// visible once it is acknowledged. A commit `unseen` (it kept no values for older snapshots) is made visible
 /// before the tree lock goes: a snapshot registered after it sees all of this commit.
 fn make_visible(
     db: &Db,

@@ -378,6 +378,11 @@ pub(super) fn part_limit(db: &Db) -> usize {
         .max(1)
 }
 
+/// Bytes of the memory records are encoded into (`Inner::record_scratch`) kept after a
+/// commit: a drain's chunk's record of a few MiB of page images is encoded into memory
+/// already faulted in, and a larger one's memory goes back.
+const RECORD_SCRATCH_KEPT_BYTES: usize = 16 << 20;
+
 /// Appends `ops`, and the changes section of `writes` (with the change feed), as records
 /// `*records..` of one commit, and counts them in `records`: as few as hold them (at least one
 /// op each: an op is at most a page and its header), the changes on the last (or in a record
@@ -464,6 +469,9 @@ where
         end = appended;
         *records += 1;
     }
+    // One commit's parts of several MiB (a value logged in overflow pages) need not hold that
+    // much memory for good.
+    payload.shrink_to(RECORD_SCRATCH_KEPT_BYTES);
     if last && several {
         db.inner.wal.end_parts();
     }
