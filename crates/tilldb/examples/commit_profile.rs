@@ -172,10 +172,11 @@ fn reads_after(db: &Db, rows: u64, reads: u64) -> Result<(), Box<dyn std::error:
     let took = started.elapsed().as_secs_f64();
     let after = db.stats();
     println!(
-        "  {reads} point reads after: {took:.3} s, {:.0} a second ({found} found); beside them: {} idle drains, {} drain chunks, {} pages written back",
+        "  {reads} point reads after: {took:.3} s, {:.0} a second ({found} found); beside them: {} idle drains, {} drain chunks ({} on copies), {} pages written back",
         f64::from(u32::try_from(reads)?) / took,
         after.idle_drains - before.idle_drains,
         after.drain_chunks - before.drain_chunks,
+        after.drain_chunks_shadowed - before.drain_chunks_shadowed,
         after.pool.pages_written - before.pool.pages_written,
     );
     Ok(())

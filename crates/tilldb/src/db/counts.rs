@@ -27,7 +27,7 @@
 //! that was absent adds one row, a delete of one that was present takes one away, and the commit's last change is each touched table's entry,
 //! with the new count. A count never goes below zero (asserted).
 
-use super::locks::{TreeExclusive, TreeHeld, Writer};
+use super::locks::{TreeChanging, TreeHeld, Writer};
 use super::pages::TxnPages;
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db};
 use crate::Durability;
@@ -102,7 +102,7 @@ pub(super) fn apply_deltas(
     pages: &TxnPages<'_>,
     deltas: &Deltas,
     _writer: &Writer<'_>,
-    _tree: &TreeExclusive<'_>,
+    _tree: TreeChanging<'_>,
 ) -> Result<()> {
     let catalog = Tree::open(CATALOG_ROOT);
     for (table, &delta) in deltas {

@@ -24,7 +24,7 @@
 //!                    removes the graveyard entry
 //! ```
 
-use super::locks::{TreeExclusive, Writer};
+use super::locks::{TreeChanging, Writer};
 use super::pages::TxnPages;
 use super::{CATALOG_ROOT, DEFAULT_ROOT, Db, catalog_root_of};
 use crate::btree::{Direction, Pages, Tree};
@@ -87,7 +87,7 @@ pub(super) fn graveyard_roots<P: Pages>(pages: &P) -> Result<Vec<PageId>> {
 pub(super) fn apply_drops(
     pages: &TxnPages<'_>,
     drops: &[(String, PageId)],
-    _tree: &TreeExclusive<'_>,
+    _tree: TreeChanging<'_>,
 ) -> Result<()> {
     let catalog = Tree::open(CATALOG_ROOT);
     for (name, root) in drops {

@@ -178,10 +178,27 @@ impl Drop for TreeExclusive<'_> {
 #[derive(Clone, Copy)]
 pub(super) struct TreeHeld<'a>(PhantomData<&'a ()>);
 
+/// Proof that the caller may change pages through its commit's `TxnPages`: it holds the tree
+/// lock exclusively, or holds it shared and its pages are shadowed (`db/pages.rs`: its changes
+/// go to copies that readers never see until they are installed under the exclusive lock).
+#[derive(Clone, Copy)]
+pub(super) struct TreeChanging<'a>(PhantomData<&'a ()>);
+
 impl TreeShared<'_> {
     #[expect(clippy::unused_self, reason = "the borrow of the guard is the proof")]
     pub(super) fn held(&self) -> TreeHeld<'_> {
         TreeHeld(PhantomData)
+    }
+
+    /// [`TreeChanging`] for a commit whose pages are shadowed (`shadowed` says so: its
+    /// `TxnPages::is_shadowed`).
+    #[expect(clippy::unused_self, reason = "the borrow of the guard is the proof")]
+    pub(super) fn changing_shadows(&self, shadowed: bool) -> TreeChanging<'_> {
+        assert!(
+            shadowed,
+            "a commit changed pages in place under the shared tree lock"
+        );
+        TreeChanging(PhantomData)
     }
 }
 
@@ -189,6 +206,11 @@ impl TreeExclusive<'_> {
     #[expect(clippy::unused_self, reason = "the borrow of the guard is the proof")]
     pub(super) fn held(&self) -> TreeHeld<'_> {
         TreeHeld(PhantomData)
+    }
+
+    #[expect(clippy::unused_self, reason = "the borrow of the guard is the proof")]
+    pub(super) fn changing(&self) -> TreeChanging<'_> {
+        TreeChanging(PhantomData)
     }
 }
 

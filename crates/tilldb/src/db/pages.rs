@@ -1,6 +1,13 @@
 //! The B+tree's view of the buffer pool: [`TxnPages`] for a commit (applies, records and
 //! allocates), [`ReadPages`] for readers; and [`PoolBackend`], the pool's backend: the data
 //! files (`page::DataFiles`) wrapped with the log, the readers' lock and the fail-stop switch.
+//!
+//! A commit's pages may be *shadowed* ([`TxnPages::shadowed`], a drain's chunk: `commit/mod.rs`):
+//! each page it changes is copied out of the pool at its first change and changed there, a
+//! page it makes is made there, and readers go on reading the pool's pages, under the tree
+//! lock held shared, while the commit works. [`TxnPages::install`] then moves the copies into
+//! the pool, under the tree lock held exclusively: readers wait for that alone, not for the
+//! descents, splits and allocations that made the copies.
 
 use super::Poison;
 use crate::btree::{PageOp, Pages};
@@ -9,8 +16,10 @@ use crate::page::{Backend, BufferPool, DataFiles, PageBuf, PageId, PageKind, Pag
 use crate::record::Alloc;
 use crate::wal::Wal;
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ops::Deref;
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
@@ -34,6 +43,32 @@ pub struct TxnPages<'a> {
     /// the page as the part leaves it, and none of the part's ops of the page is logged (see
     /// `Pages::apply` below). In page order, so a commit's record is the same every run.
     imaged: RefCell<BTreeSet<PageId>>,
+    /// While shadowed (see the module doc): the copies, `None` once installed or never.
+    shadows: RefCell<Option<Shadows>>,
+}
+
+/// A shadowed commit's pages: each page it changed or made, as it left it, and which of them
+/// it made past the file's end (the pool makes those afresh at the install, reading nothing).
+#[derive(Default)]
+struct Shadows {
+    pages: BTreeMap<PageId, Rc<PageBuf>>,
+    fresh: BTreeSet<PageId>,
+}
+
+/// A page a commit reads: the pool's, or its own copy while shadowed.
+pub enum TxnRead<'a> {
+    Pool(PageRead<'a>),
+    Shadow(Rc<PageBuf>),
+}
+
+impl Deref for TxnRead<'_> {
+    type Target = PageBuf;
+    fn deref(&self) -> &PageBuf {
+        match self {
+            TxnRead::Pool(page) => page,
+            TxnRead::Shadow(page) => page,
+        }
+    }
 }
 
 impl<'a> TxnPages<'a> {
@@ -53,6 +88,62 @@ impl<'a> TxnPages<'a> {
             image_below,
             whole: RefCell::default(),
             imaged: RefCell::default(),
+            shadows: RefCell::default(),
+        }
+    }
+
+    /// As [`TxnPages::new`], shadowed (see the module doc) until [`TxnPages::install`].
+    pub fn shadowed(
+        pool: &'a BufferPool,
+        path: &'a Path,
+        alloc: Alloc,
+        image_below: Option<u64>,
+    ) -> Self {
+        let pages = Self::new(pool, path, alloc, image_below);
+        *pages.shadows.borrow_mut() = Some(Shadows::default());
+        pages
+    }
+
+    /// Whether changes still go to copies ([`TxnPages::shadowed`], not yet installed).
+    pub fn is_shadowed(&self) -> bool {
+        self.shadows.borrow().is_some()
+    }
+
+    /// Moves the copies of a shadowed commit into the pool, in page order, each unlogged from
+    /// now on as a page changed in place is; later changes go to the pool. Nothing when not
+    /// shadowed. Requires: the tree lock held exclusively (`_tree`), which makes the commit's
+    /// changes appear to readers all at once.
+    pub fn install(&self, _tree: &super::locks::TreeExclusive<'_>) -> Result<()> {
+        let Some(shadows) = self.shadows.borrow_mut().take() else {
+            return Ok(());
+        };
+        for (id, page) in shadows.pages {
+            let mut page = Rc::try_unwrap(page).unwrap_or_else(|page| (*page).clone());
+            let mut frame = if shadows.fresh.contains(&id) {
+                // Made as `allocate` makes a page in place: the pool's lsn of it (0, or a
+                // freed page's, still cached), as its ops never change a page's lsn.
+                let frame = self.pool.create(id, page.kind())?;
+                page.set_lsn(frame.lsn());
+                frame
+            } else {
+                self.pool.write(id)?
+            };
+            assert_eq!(
+                frame.lsn(),
+                page.lsn(),
+                "{id} changed in the pool while the commit held a copy"
+            );
+            *frame = page;
+        }
+        Ok(())
+    }
+
+    /// A shadowed commit's copy of page `id`, taken out of `shadows` to be changed (made from
+    /// the pool's at its first change).
+    fn shadow_of(&self, shadows: &mut Shadows, id: PageId) -> Result<Rc<PageBuf>> {
+        match shadows.pages.remove(&id) {
+            Some(page) => Ok(page),
+            None => Ok(Rc::new(self.pool.read(id)?.clone())),
         }
     }
 
@@ -98,6 +189,8 @@ impl<'a> TxnPages<'a> {
         if crate::mutants::active("part-images-dropped") {
             return Ok(());
         }
+        // A part is cut, and a commit finished, only once its pages are in the pool.
+        assert!(!self.is_shadowed(), "images taken of shadowed pages");
         let mut ops = self.ops.borrow_mut();
         for id in imaged {
             let mut page = self.pool.write(id)?;
@@ -113,12 +206,31 @@ impl<'a> TxnPages<'a> {
 
     /// Applies `ops`, every one of page `id`, under one write guard of the page, and records
     /// them for redo (see [`Pages::apply`]).
-    fn apply_ops(&self, id: PageId, mut ops: impl Iterator<Item = PageOp>) -> Result<()> {
-        let mut page = self.pool.write(id)?;
-        let Some(first) = ops.next() else {
+    fn apply_ops(&self, id: PageId, ops: impl Iterator<Item = PageOp>) -> Result<()> {
+        let mut ops = ops.peekable();
+        if ops.peek().is_none() {
             return Ok(());
+        }
+        let mut shadows = self.shadows.borrow_mut();
+        if let Some(shadows) = shadows.as_mut() {
+            let mut page = self.shadow_of(shadows, id)?;
+            // The only holder unless a read guard of it is alive (which `Pages::apply`
+            // forbids): then a copy, still right.
+            self.apply_ops_to(id, Rc::make_mut(&mut page), ops);
+            shadows.pages.insert(id, page);
+            return Ok(());
+        }
+        drop(shadows);
+        self.apply_ops_to(id, &mut *self.pool.write(id)?, ops);
+        Ok(())
+    }
+
+    /// [`TxnPages::apply_ops`] on `page` (the pool's, or a shadowed commit's copy).
+    fn apply_ops_to(&self, id: PageId, page: &mut PageBuf, mut ops: impl Iterator<Item = PageOp>) {
+        let Some(first) = ops.next() else {
+            return;
         };
-        let apply = |page: &mut crate::page::PageWrite<'_>, op: &PageOp| {
+        let apply = |page: &mut PageBuf, op: &PageOp| {
             assert_eq!(
                 op.page(),
                 id,
@@ -128,9 +240,9 @@ impl<'a> TxnPages<'a> {
         };
         if self.imaged.borrow().contains(&id) {
             // The page's image, taken when the part is cut, holds these changes.
-            apply(&mut page, &first);
-            ops.for_each(|op| apply(&mut page, &op));
-            return Ok(());
+            apply(page, &first);
+            ops.for_each(|op| apply(page, &op));
+            return;
         }
         // The page's lsn is the end of the record of its last logged change (this commit's
         // changes are stamped after the append), so it says whether the log holds the page
@@ -151,18 +263,17 @@ impl<'a> TxnPages<'a> {
             // its own. Taken at the first change instead, the image was logged with every
             // later op of the page, and again by a merge's image of it (a retain's leaves: an
             // image, twenty deletes, then the merged image).
-            apply(&mut page, &first);
-            ops.for_each(|op| apply(&mut page, &op));
-            drop(page);
+            apply(page, &first);
+            ops.for_each(|op| apply(page, &op));
             self.imaged.borrow_mut().insert(id);
             self.whole.borrow_mut().insert(id);
             let bound = PageOp::image_len_at_most(self.pool.format().body_bytes());
             self.ops_bytes.set(self.ops_bytes.get() + bound);
-            return Ok(());
+            return;
         }
         let mut logged = self.ops.borrow_mut();
         for op in std::iter::once(first).chain(ops) {
-            apply(&mut page, &op);
+            apply(page, &op);
             if self.image_below.is_some() && op.rewrites_whole_page() {
                 self.whole.borrow_mut().insert(id);
             }
@@ -170,7 +281,6 @@ impl<'a> TxnPages<'a> {
                 .set(self.ops_bytes.get() + op.encoded_len_at_most());
             logged.push(op);
         }
-        Ok(())
     }
 
     fn never_allocated(&self, id: PageId) -> Error {
@@ -184,7 +294,7 @@ impl<'a> TxnPages<'a> {
 
 impl Pages for TxnPages<'_> {
     type Read<'b>
-        = PageRead<'b>
+        = TxnRead<'b>
     where
         Self: 'b;
 
@@ -192,7 +302,7 @@ impl Pages for TxnPages<'_> {
         self.pool.format()
     }
 
-    fn read(&self, id: PageId) -> Result<PageRead<'_>> {
+    fn read(&self, id: PageId) -> Result<TxnRead<'_>> {
         self.read_guessed(id, 0)
     }
 
@@ -204,11 +314,19 @@ impl Pages for TxnPages<'_> {
         false
     }
 
-    fn read_guessed(&self, id: PageId, guess: u32) -> Result<PageRead<'_>> {
+    fn read_guessed(&self, id: PageId, guess: u32) -> Result<TxnRead<'_>> {
         if id.0 == 0 || id.0 >= self.alloc.borrow().page_count {
             return Err(self.never_allocated(id));
         }
-        self.pool.read_guessed(id, guess)
+        if let Some(page) = self
+            .shadows
+            .borrow()
+            .as_ref()
+            .and_then(|shadows| shadows.pages.get(&id))
+        {
+            return Ok(TxnRead::Shadow(Rc::clone(page)));
+        }
+        self.pool.read_guessed(id, guess).map(TxnRead::Pool)
     }
 
     fn apply(&self, op: PageOp) -> Result<()> {
@@ -233,7 +351,14 @@ impl Pages for TxnPages<'_> {
                 alloc.page_count += 1;
                 id
             };
-            drop(self.pool.create(id, kind)?);
+            match self.shadows.borrow_mut().as_mut() {
+                Some(shadows) => {
+                    let page = PageBuf::formatted(id, kind, self.pool.format());
+                    shadows.pages.insert(id, Rc::new(page));
+                    shadows.fresh.insert(id);
+                }
+                None => drop(self.pool.create(id, kind)?),
+            }
             id
         } else {
             let next = {

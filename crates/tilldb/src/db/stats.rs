@@ -41,6 +41,11 @@ pub struct Stats {
     /// Chunks of drains in chunks (docs/write-buffer.md, "The drain in chunks"): each one
     /// commit of some of the buffered keys, with readers and commits between them.
     pub drain_chunks: u64,
+    /// Of `drain_chunks`, those applied to copies of the pages they change and installed at
+    /// once (docs/write-buffer.md, "Chunks that readers do not wait for"): readers waited for
+    /// the install alone, not for the chunk's tree work. The others (a chunk that outgrew a
+    /// part, or a fifth of the cache) were applied in place.
+    pub drain_chunks_shadowed: u64,
 }
 
 /// The database's own counters ([`Stats`]).
@@ -58,6 +63,8 @@ pub(super) struct Counters {
     idle_drains: AtomicU64,
     /// Chunks of drains in chunks (`commit/buffer.rs`).
     drain_chunks: AtomicU64,
+    /// Of them, those applied to copies of their pages to the end (`commit/mod.rs`).
+    drain_chunks_shadowed: AtomicU64,
 }
 
 impl Counters {
@@ -81,6 +88,11 @@ impl Counters {
     /// Counts a drain of the write buffer the checkpoint thread ran with the writer idle.
     pub(super) fn idle_drained(&self) {
         self.idle_drains.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a chunk of a drain in chunks applied to copies of its pages to the end.
+    pub(super) fn chunk_shadowed(&self) {
+        self.drain_chunks_shadowed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a chunk of a drain in chunks.
@@ -129,6 +141,11 @@ impl Db {
             write_buffer_bytes: self.inner.visible.buffer_undrained_bytes() as u64,
             idle_drains: self.inner.counters.idle_drains.load(Ordering::Relaxed),
             drain_chunks: self.inner.counters.drain_chunks.load(Ordering::Relaxed),
+            drain_chunks_shadowed: self
+                .inner
+                .counters
+                .drain_chunks_shadowed
+                .load(Ordering::Relaxed),
         }
     }
 }

@@ -32,7 +32,7 @@ pub(super) use buffer::{
 pub(super) use queue::{CommitQueue, commit_queued};
 
 use super::counts;
-use super::locks::{TreeExclusive, TreeHeld, Writer};
+use super::locks::{TreeChanging, TreeExclusive, TreeHeld, TreeShared, Writer};
 use super::pages::TxnPages;
 use super::write_set::Writes;
 use super::{CATALOG_ROOT, CATALOG_TABLE, Db, catalog_root_of};
@@ -169,12 +169,77 @@ pub(super) fn apply(
     apply_to_tree(db, alloc, changes, durability)
 }
 
+/// Bytes of versions a chunk holds at most to be applied shadowed ([`shadows`]): a drain's
+/// idle chunk, or a committer's of commits up to a quarter of it.
+const SHADOWED_CHUNK_BYTES: u64 = 4 * buffer::IDLE_CHUNK_BYTES as u64;
+
+/// Whether `changes` are applied to copies of the pages they change (`db/pages.rs`,
+/// `TxnPages::shadowed`) under the tree lock held shared, and installed under it held
+/// exclusively: a drain's chunk of at most [`SHADOWED_CHUNK_BYTES`]. Readers then wait for
+/// the install alone, where a reader on another CPU beside an idle drain waited for each
+/// chunk's whole tree work.
+fn shadows(changes: &Changes) -> bool {
+    changes.role() == Role::Chunk
+        && changes.dropped.is_empty()
+        && changes.writes.bytes() <= SHADOWED_CHUNK_BYTES
+}
+
+/// The tree lock as a commit holds it while it changes pages: exclusively, or shared while
+/// its pages are shadowed.
+pub(super) enum Hold<'a> {
+    Exclusive(TreeExclusive<'a>),
+    Shadowed(TreeShared<'a>),
+    /// Between the two, for a moment ([`Hold::exclusive`]).
+    Upgrading,
+}
+
+impl<'a> Hold<'a> {
+    fn held(&self) -> TreeHeld<'_> {
+        match self {
+            Hold::Exclusive(exclusive) => exclusive.held(),
+            Hold::Shadowed(shared) => shared.held(),
+            Hold::Upgrading => unreachable!("the tree lock is held between upgrades"),
+        }
+    }
+
+    fn changing(&self, pages: &TxnPages<'_>) -> TreeChanging<'_> {
+        match self {
+            Hold::Exclusive(exclusive) => exclusive.changing(),
+            Hold::Shadowed(shared) => shared.changing_shadows(pages.is_shadowed()),
+            Hold::Upgrading => unreachable!("the tree lock is held between upgrades"),
+        }
+    }
+
+    /// Holds the tree lock exclusively from now on, a shadowed commit's pages installed under
+    /// it (`TxnPages::install`); the lock stays held, exclusively, when the install fails.
+    pub(super) fn exclusive(&mut self, db: &'a Db, pages: &TxnPages<'_>) -> Result<()> {
+        if !matches!(self, Hold::Shadowed(_)) {
+            return Ok(());
+        }
+        // Only this commit changes pages (it holds the writer lock): they are as it found
+        // them when the shared hold goes.
+        *self = Hold::Upgrading;
+        let exclusive = db.inner.tree_lock.write();
+        let installed = pages.install(&exclusive);
+        *self = Hold::Exclusive(exclusive);
+        installed
+    }
+
+    fn into_exclusive(self) -> TreeExclusive<'a> {
+        match self {
+            Hold::Exclusive(exclusive) => exclusive,
+            Hold::Shadowed(_) | Hold::Upgrading => unreachable!("the tree lock held shared"),
+        }
+    }
+}
+
 /// Applies `changes` to the tree and appends their record to the log; returns its lsn. A
 /// commit whose page operations outgrow one part ([`part_limit`]) is logged in several
 /// records (`record.rs`, "parts"): the pages the earlier parts changed are held by the
 /// pool (never written to the data file) until the last part is appended. A drain
 /// (`Changes::drain`) flags its records and carries no changes for the feed (the buffered
 /// records did), and is the moment the buffer's versions are in the tree.
+/// Its pages are shadowed ([`shadows`]) or changed in place.
 fn apply_to_tree(
     db: &Db,
     alloc: &mut Writer<'_>,
@@ -183,8 +248,13 @@ fn apply_to_tree(
 ) -> Result<Lsn> {
     let role = changes.role();
     let inner = &db.inner;
-    let exclusive = inner.tree_lock.write();
-    let (drops, roots) = tables_of(db, changes, exclusive.held())?;
+    let shadowed = shadows(changes);
+    let mut hold = if shadowed {
+        Hold::Shadowed(inner.tree_lock.read())
+    } else {
+        Hold::Exclusive(inner.tree_lock.write())
+    };
+    let (drops, roots) = tables_of(db, changes, hold.held())?;
     // Readers may not see this commit until it is acknowledged: the overlay keeps the
     // values they still need, under a provisional lsn above every current snapshot and at
     // most this commit's lsn. The log end now, under the writer lock: this commit's record
@@ -196,10 +266,14 @@ fn apply_to_tree(
     // holds the tree lock until it is visible, and a snapshot is registered under that lock
     // (`Db::snapshot_register`), so every snapshot from now on sees all of it. Its memory
     // then does not grow with the keys it changes (docs/durability.md, "Large transactions").
-    let unseen = (changes.writes.bytes() >= part_limit(db) as u64
-        || changes.writes.len_at_least(UNSEEN_WRITES_MIN))
+    // Not a chunk of a drain: it is at most `CHUNK_BYTES` of versions (its values for readers
+    // are few, and none when the buffer answers every reader), and readers would wait for its
+    // record's append.
+    let unseen = role != Role::Chunk
+        && (changes.writes.bytes() >= part_limit(db) as u64
+            || changes.writes.len_at_least(UNSEEN_WRITES_MIN))
         && inner.visible.no_snapshots();
-    let (mut befores, empties) = catalog_befores(db, changes, &drops, &roots, &exclusive)?;
+    let (mut befores, empties) = catalog_befores(db, changes, &drops, &roots, hold.held())?;
     // Tables whose every key is absent before this commit: created by it (hidden by their
     // absent catalog entry) or found empty (hidden by an empty mark). Their writes keep no
     // value per key.
@@ -209,11 +283,15 @@ fn apply_to_tree(
         .filter(|(_, root)| root.is_none_or(|root| empties.contains(&root)))
         .map(|(table, _)| table.as_str())
         .collect();
-    let pages = TxnPages::new(&inner.pool, &inner.data_path, **alloc, db.image_below());
+    let pages = if shadowed {
+        TxnPages::shadowed(&inner.pool, &inner.data_path, **alloc, db.image_below())
+    } else {
+        TxnPages::new(&inner.pool, &inner.data_path, **alloc, db.image_below())
+    };
     // From the first change on, a failure poisons the database before the tree lock is let
     // go: no reader may see pages half changed (reads check the poison under the lock).
     let poisoned = |e| db.poison(e);
-    super::drop::apply_drops(&pages, &drops, &exclusive).map_err(poisoned)?;
+    super::drop::apply_drops(&pages, &drops, hold.changing(&pages)).map_err(poisoned)?;
     let created = create_tables(&pages, &roots).map_err(poisoned)?;
     let feed = inner.options.change_feed && role == Role::Tree;
     let mut written = write_in_parts(
@@ -222,27 +300,22 @@ fn apply_to_tree(
         changes,
         (&created, &fresh, keep_befores),
         alloc,
-        &exclusive,
+        &mut hold,
     )
     .map_err(poisoned)?;
     let parts = written.parts;
     befores.append(&mut written.befores);
-    // The entries whose counts change, of tables that exist before this commit (a created
-    // one is hidden by its absent entry), as they are before `apply_deltas` changes them.
-    for (table, delta) in &written.deltas {
-        if *delta != 0
-            && roots[table.as_str()].is_some()
-            && !crate::mutants::active("count-not-kept-for-readers")
-        {
-            let key = counts::key_of(table);
-            let entry = Tree::open(CATALOG_ROOT).get(&pages, key);
-            befores.push(CATALOG_TABLE, key, entry.map_err(poisoned)?);
-        }
-    }
-    record_befores(db, befores, &empties, provisional, &exclusive);
+    count_befores(&pages, &roots, &written.deltas, &mut befores).map_err(poisoned)?;
     // The rows each table gained or lost, in its catalog entry: the last change of the
     // commit, in its last part.
-    counts::apply_deltas(&pages, &written.deltas, alloc, &exclusive).map_err(poisoned)?;
+    counts::apply_deltas(&pages, &written.deltas, alloc, hold.changing(&pages))
+        .map_err(poisoned)?;
+    if pages.is_shadowed() {
+        inner.counters.chunk_shadowed();
+    }
+    hold.exclusive(db, &pages).map_err(poisoned)?;
+    let exclusive = hold.into_exclusive();
+    record_befores(db, befores, &empties, provisional, &exclusive);
     let part_writes = written.part_writes;
     // A chunk's section: its place in the drain and the rows it changed per table.
     let chunk_counts = nonzero_counts(&written.deltas);
@@ -258,41 +331,15 @@ fn apply_to_tree(
         Some(exclusive)
     };
     let (ops, new_alloc, touched) = pages.finish()?;
-    let held = parts > 0;
-    let mut records = parts;
     // With the feed, the last part's writes (all of them when there is one part).
     let feed = feed.then(|| parts::as_record(&part_writes));
-    let lsn = append_parts(
+    let lsn = append_and_stamp(
         db,
-        &ops,
-        new_alloc,
+        (ops, new_alloc, &touched),
         feed.as_ref(),
-        &mut records,
-        (role, true, tail),
+        (parts, role, tail),
+        before,
     )?;
-    drop(ops);
-    assert!(
-        lsn.0 >= provisional,
-        "commit lsn {lsn} below its provisional lsn {provisional}"
-    );
-    let redo_from = if crate::mutants::active("redo-point-at-record-end") {
-        lsn.0
-    } else {
-        before
-    };
-    // The redo point of a page this commit dirtied is inside the commit: at or after the log
-    // end it started from, never past its own end.
-    assert!(
-        before <= redo_from && redo_from <= lsn.0,
-        "redo point {redo_from} outside the commit [{before}, {lsn}]"
-    );
-    inner.pool.stamp(&touched, lsn.0, redo_from);
-    if held {
-        inner.pool.release_held(lsn.0, redo_from)?;
-    }
-    if records > 1 {
-        inner.counters.parts_logged(records);
-    }
     // A drain's rows leave the buffer's sums before any reader sees them in the catalog
     // (`tests/write_buffer_lengths.rs`).
     let marked_late = crate::mutants::active("drain-marked-after-visible");
@@ -308,6 +355,71 @@ fn apply_to_tree(
     }
     **alloc = new_alloc;
     bury(db, drops, lsn);
+    Ok(lsn)
+}
+
+/// Pushes onto `befores` the catalog entries whose counts `deltas` change, of tables that
+/// exist before this commit (`roots`; a created one is hidden by its absent entry), as they
+/// are before `counts::apply_deltas` changes them.
+fn count_befores(
+    pages: &TxnPages<'_>,
+    roots: &Roots,
+    deltas: &counts::Deltas,
+    befores: &mut parts::Befores,
+) -> Result<()> {
+    for (table, delta) in deltas {
+        if *delta != 0
+            && roots[table.as_str()].is_some()
+            && !crate::mutants::active("count-not-kept-for-readers")
+        {
+            let key = counts::key_of(table);
+            let entry = Tree::open(CATALOG_ROOT).get(pages, key)?;
+            befores.push(CATALOG_TABLE, key, entry);
+        }
+    }
+    Ok(())
+}
+
+/// Appends a commit's last records (after `parts` cut already), with the `feed`'s writes
+/// and its `tail`, and stamps the pages it changed (`touched`) with its lsn and a redo
+/// point at `before`, the log's end when it began; releases the pages earlier parts held.
+/// Returns its lsn.
+fn append_and_stamp<'a, I>(
+    db: &Db,
+    (ops, new_alloc, touched): (Vec<crate::btree::PageOp>, crate::record::Alloc, &[PageId]),
+    feed: Option<&I>,
+    (parts, role, tail): (u32, Role, Tail<'_>),
+    before: u64,
+) -> Result<Lsn>
+where
+    I: IntoIterator<Item = crate::record::Write<'a>> + Clone,
+{
+    let inner = &db.inner;
+    let mut records = parts;
+    let lsn = append_parts(db, &ops, new_alloc, feed, &mut records, (role, true, tail))?;
+    drop(ops);
+    assert!(
+        lsn.0 > before,
+        "commit lsn {lsn} not past the log end {before} it began from"
+    );
+    let redo_from = if crate::mutants::active("redo-point-at-record-end") {
+        lsn.0
+    } else {
+        before
+    };
+    // The redo point of a page this commit dirtied is inside the commit: at or after the log
+    // end it started from, never past its own end.
+    assert!(
+        before <= redo_from && redo_from <= lsn.0,
+        "redo point {redo_from} outside the commit [{before}, {lsn}]"
+    );
+    inner.pool.stamp(touched, lsn.0, redo_from);
+    if parts > 0 {
+        inner.pool.release_held(lsn.0, redo_from)?;
+    }
+    if records > 1 {
+        inner.counters.parts_logged(records);
+    }
     Ok(lsn)
 }
 

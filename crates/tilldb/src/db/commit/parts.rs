@@ -2,12 +2,12 @@
 //! they outgrow one (`record.rs`, "parts"), and the values readers with older snapshots still
 //! need of the keys they change (the overlay's entries).
 
-use super::Changes;
+use super::{Changes, Hold};
 use crate::btree::PageOp;
 use crate::btree::node::SLOT_BYTES;
 use crate::btree::{Filler, Finger, Pages, Tree};
 use crate::db::counts;
-use crate::db::locks::{TreeExclusive, Writer};
+use crate::db::locks::{TreeExclusive, TreeHeld, Writer};
 use crate::db::pages::TxnPages;
 use crate::db::{CATALOG_ROOT, CATALOG_TABLE, Db};
 use crate::error::Result;
@@ -81,17 +81,19 @@ impl Befores {
 
 /// Applies `changes`' writes to their trees through `pages`, cutting a part (appended to the
 /// log, its pages held by the pool) before the next write once the current one holds
-/// [`part_limit`] bytes, or once the pages it left unlogged would crowd the cache. A table in
+/// [`part_limit`] bytes, or once the pages it left unlogged would crowd the cache. A part
+/// cut while `pages` are shadowed (`db/pages.rs`) installs them first, and `hold` is
+/// exclusive from then on. A table in
 /// `fresh` held no key before this commit; of the others, each write keeps the value its key
 /// held, read from the leaf it changes (one descent per write: a lookup before the changes
 /// and the change took two), and the rows each table gained or lost are counted.
-pub(super) fn write_in_parts<'c>(
-    db: &Db,
+pub(super) fn write_in_parts<'c, 'd>(
+    db: &'d Db,
     pages: &TxnPages<'_>,
     changes: &'c Changes,
     (roots, fresh, keep_befores): (&BTreeMap<String, Option<PageId>>, &BTreeSet<&str>, bool),
     _writer: &Writer<'_>,
-    _tree: &TreeExclusive<'_>,
+    hold: &mut Hold<'d>,
 ) -> Result<Written<'c>> {
     let inner = &db.inner;
     // A drain's writes reach the feed from their buffered records, not from its parts.
@@ -120,6 +122,7 @@ pub(super) fn write_in_parts<'c>(
                 if let Some(value) = write.value {
                     filler.push(write.key, value, || {
                         if pages.ops_bytes() >= limit || pages.touched_len() >= unlogged_max {
+                            hold.exclusive(db, pages)?;
                             cut_part(db, pages, &mut written, (false, role))?;
                         }
                         Ok(())
@@ -146,6 +149,7 @@ pub(super) fn write_in_parts<'c>(
                 || (pages.ops_bytes() > 0 && pages.touched_len() >= unlogged_max);
             if cut {
                 delta += run.apply(tree, pages, &mut finger)?;
+                hold.exclusive(db, pages)?;
                 cut_part(db, pages, &mut written, (feed, role))?;
                 part_changes_bytes = 0;
             }
@@ -324,7 +328,7 @@ pub(super) fn catalog_befores(
     changes: &Changes,
     drops: &[(String, PageId)],
     roots: &BTreeMap<String, Option<PageId>>,
-    _tree: &TreeExclusive<'_>,
+    _tree: TreeHeld<'_>,
 ) -> Result<(Befores, Vec<PageId>)> {
     let pages = db.read_pages();
     let catalog = Tree::open(CATALOG_ROOT);
@@ -354,8 +358,8 @@ pub(super) fn catalog_befores(
 
 /// Records in the overlay, under the provisional lsn, what readers with older snapshots
 /// still need: `befores`, and an empty mark for each table of `empties`. Requires: the tree
-/// lock held exclusively since before the pages changed, so no reader has seen a change
-/// the overlay does not hold yet.
+/// lock held exclusively since before the pages changed in the pool (a shadowed commit's at
+/// their install), so no reader has seen a change the overlay does not hold yet.
 pub(super) fn record_befores(
     db: &Db,
     mut befores: Befores,
