@@ -169,10 +169,17 @@ impl Clone for Db {
 }
 
 impl Drop for Db {
-    /// The last handle stops the checkpoint thread and waits for it, so the database is
-    /// closed (its lock released) when the drop returns, as without the thread.
+    /// The last handle drains the write buffer, as `close` does before its checkpoint, so
+    /// that the close writes the header and trims the log (best effort: a failed drain
+    /// poisons the database, and the next open replays the buffered records), then stops
+    /// the checkpoint thread and waits for it, so the database is closed (its lock released)
+    /// when the drop returns, as without the thread. A drop while the thread panics drains
+    /// nothing: the next open replays the buffered records.
     fn drop(&mut self) {
         if self.counted && self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if !std::thread::panicking() && !self.is_read_only() && self.check_poison().is_ok() {
+                let _ = commit::drain_in_chunks(self, commit::IDLE_CHUNK_BYTES);
+            }
             self.inner.checkpoints.stop_thread();
         }
     }
