@@ -38,7 +38,7 @@ use tilldb::{Direction, FlushMethod, Options};
 #[pyfunction]
 #[pyo3(signature = (
     path, *, cache_bytes = None, page_bytes = None, flush_method = None, change_feed = false,
-    read_only = false, key = None, key_file = None, write_buffer_bytes = 0,
+    read_only = false, key = None, key_file = None, write_buffer_bytes = None,
 ))]
 #[expect(
     clippy::too_many_arguments,
@@ -54,7 +54,7 @@ pub fn open(
     read_only: bool,
     key: Option<&Bound<'_, PyAny>>,
     key_file: Option<PathBuf>,
-    write_buffer_bytes: u64,
+    write_buffer_bytes: Option<u64>,
 ) -> PyResult<Db> {
     let encryption = encryption_arg(key, key_file)?;
     let defaults = Options::default();
@@ -69,7 +69,7 @@ pub fn open(
             .transpose()?,
         change_feed,
         encryption,
-        write_buffer_bytes,
+        write_buffer_bytes: write_buffer_bytes.unwrap_or(defaults.write_buffer_bytes),
         ..defaults
     };
     let db = py

@@ -150,8 +150,8 @@ pub struct KvArgs {
     #[arg(long)]
     torn_page_guard: Option<tilldb::TornPageGuard>,
     /// tilldb's write buffer, in bytes (docs/write-buffer.md): commits kept in memory and
-    /// applied to the tree many at a time [default: 0, off, as `Options::default()`].
-    #[arg(long, default_value_t = 0)]
+    /// applied to the tree many at a time; 0: off [default: 64 MiB, as `Options::default()`].
+    #[arg(long, default_value_t = tilldb::Options::default().write_buffer_bytes)]
     write_buffer_bytes: u64,
     /// Directory for the scratch stores; each run uses and then removes a fresh
     /// subdirectory, one subdirectory per engine in it.

@@ -261,10 +261,13 @@ fn write_in_child(
 }
 
 /// The options of the database the child writes: checkpoints only after far more log than
-/// any row writes, so recovery replays all of it.
+/// any row writes, so recovery replays all of it; commits through the tree (the write
+/// buffer off), so that what it replays is page changes, as the rows have measured from the
+/// first.
 fn child_options() -> Options {
     Options {
         checkpoint_log_bytes: u64::MAX / 2,
+        write_buffer_bytes: 0,
         ..Options::default()
     }
 }

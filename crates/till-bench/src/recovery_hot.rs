@@ -73,9 +73,11 @@ impl Row {
     }
 }
 
+/// Commits through the tree (the write buffer off): the pages a crash leaves are the guard's.
 fn options(guard: TornPageGuard) -> Options {
     Options {
         torn_page_guard: guard,
+        write_buffer_bytes: 0,
         ..Options::default()
     }
 }

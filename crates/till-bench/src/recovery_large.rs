@@ -6,7 +6,8 @@
 //! ```text
 //!  DIR/recovery-PID-N/               fresh for this run, removed at the end (also on error)
 //!   per N in --large-commit-rows, a fresh database:
-//!     1. child process (this binary, hidden `--child large`): Options::default(); a commit
+//!     1. child process (this binary, hidden `--child large`): Options::default(), the write
+//!        buffer off; a commit
 //!        of --large-commit-base-rows B rows (default 1,000; Sync), then one transaction of N
 //!        puts into table `prices` (24-byte random keys, 150-byte values), committed Sync:
 //!        into a table with rows, it puts row by row (into an empty one, B = 0, a commit
@@ -221,9 +222,14 @@ fn commit_in_child(
 }
 
 /// The child: a commit of `base_rows` rows (none when 0), then one transaction of `rows`
-/// puts, committed Sync; says so; waits to be killed.
+/// puts, committed Sync; says so; waits to be killed. The write buffer off: the base's
+/// commit goes through the tree, as the row has measured from the first.
 fn child(dir: &Path, base_rows: u64, rows: u64) -> Result<(), Box<dyn std::error::Error>> {
-    let db = Db::open(dir, Options::default())?;
+    let options = Options {
+        write_buffer_bytes: 0,
+        ..Options::default()
+    };
+    let db = Db::open(dir, options)?;
     if base_rows > 0 {
         let mut txn = db.begin()?;
         for i in 0..base_rows {

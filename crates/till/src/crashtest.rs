@@ -95,10 +95,11 @@ pub struct CrashtestArgs {
     /// one may hold it and commit, the others are refused and retry.
     #[arg(long, default_value_t = 0)]
     racers: usize,
-    /// Turn the write buffer on in the child (`Options::write_buffer_bytes`,
-    /// docs/write-buffer.md): its commits are buffered, and drained into the tree each time
-    /// the buffer holds this many bytes, so kills land inside drains too. 0: off.
-    #[arg(long, default_value_t = 0)]
+    /// The child's write buffer (`Options::write_buffer_bytes`, docs/write-buffer.md): its
+    /// commits are buffered, and drained into the tree each time the buffer holds this many
+    /// bytes (and when the writer is idle), so kills land inside drains too. 0: off, every
+    /// commit changes the tree. [default: `Options::default()`'s, 64 MiB]
+    #[arg(long, default_value_t = Options::default().write_buffer_bytes)]
     write_buffer_bytes: u64,
     /// Print JSON (stable for scripts) instead of a line per kill.
     #[arg(long)]
@@ -232,7 +233,7 @@ pub fn run(args: &CrashtestArgs) -> Result<(), Box<dyn std::error::Error>> {
             if args.write_buffer_bytes > 0 {
                 format!(", write buffer {} bytes", args.write_buffer_bytes)
             } else {
-                String::new()
+                ", write buffer off".to_owned()
             }
         );
     }

@@ -33,6 +33,8 @@ fn check_passes_a_healthy_database_and_names_a_corrupt_page() {
         page_bytes: Some(4096),
         // The doublewrite area is what repairs the flipped page below.
         torn_page_guard: tilldb::TornPageGuard::Doublewrite,
+        // Commits through the tree: the page flipped below holds them.
+        write_buffer_bytes: 0,
         ..Options::default()
     };
     {

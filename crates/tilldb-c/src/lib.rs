@@ -237,8 +237,9 @@ pub extern "C" fn tilldb_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
-/// Opens (creating when missing) the database in directory `path` with the default options,
-/// or the change feed on when `change_feed` is not 0. On success `*out` is the handle. An
+/// Opens (creating when missing) the database in directory `path` with the default options
+/// (the write buffer on, at 64 MiB: `tilldb_open_with_write_buffer`), or the change feed on
+/// when `change_feed` is not 0. On success `*out` is the handle. An
 /// encrypted database is `TILLDB_ERR_KEY_REQUIRED`: open it with `tilldb_open_encrypted`.
 ///
 /// # Safety
@@ -262,10 +263,11 @@ pub unsafe extern "C" fn tilldb_open(
 }
 
 /// Opens (creating when missing) the database in directory `path` as [`tilldb_open`] does,
-/// with the write buffer on: small commits are appended to the log and kept in memory, and
-/// applied to the tree many at a time once `write_buffer_bytes` of them are held
-/// (`Options::write_buffer_bytes`, docs/write-buffer.md; 0 is [`tilldb_open`]). Every
-/// commit keeps its durability level. The database's header becomes version 5, which tilldb
+/// with a write buffer of `write_buffer_bytes`: small commits are appended to the log and
+/// kept in memory, and applied to the tree many at a time once that many bytes of them are
+/// held (`Options::write_buffer_bytes`, docs/write-buffer.md; [`tilldb_open`] takes the
+/// default, 64 MiB; 0 turns the buffer off, every commit changing the tree). Every commit
+/// keeps its durability level. The database's header becomes version 5, which tilldb
 /// releases before the drain in chunks refuse by name.
 ///
 /// # Safety

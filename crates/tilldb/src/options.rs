@@ -341,7 +341,8 @@ pub struct Options {
     /// transaction's first read and a checkpoint drain it first; reads see it at every snapshot; recovery rebuilds it from the log. Memory:
     /// about this much, and up to as much again while older snapshots need a drained
     /// buffer. Turning it on once makes the database's header version 5 (this build and
-    /// later read it; earlier builds refuse it, naming the version). Default: 0.
+    /// later read it; earlier builds refuse it, naming the version). Default: 64 MiB
+    /// (docs/write-buffer.md, "On by default"); 0 turns it off.
     pub write_buffer_bytes: u64,
     /// Encryption at rest (docs/encryption.md): the application's key, which wraps the
     /// database's data key in its header; pages, log records and scratch files are sealed.
@@ -374,7 +375,7 @@ impl Default for Options {
             feed_retention_bytes: 4 << 30,
             commit_part_bytes: 8 << 20,
             write_set_bytes: 64 << 20,
-            write_buffer_bytes: 0,
+            write_buffer_bytes: 64 << 20,
             encryption: None,
         }
     }

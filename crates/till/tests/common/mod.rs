@@ -43,7 +43,9 @@ pub fn till(args: &[&str]) -> Run {
     }
 }
 
-/// 4 KiB pages and 128 KiB log segments, so a few dozen `Sync` commits span segments.
+/// 4 KiB pages and 128 KiB log segments, so a few dozen `Sync` commits span segments; the
+/// write buffer off, so that each commit changes the tree's pages and logs them, which these
+/// tests read (`dump_log_cli.rs` and `crashtest_cli.rs` turn it on where they test it).
 pub fn options() -> Options {
     Options {
         flush_method: Some(FlushMethod::Fdatasync),
@@ -51,6 +53,7 @@ pub fn options() -> Options {
         // These tests read the doublewrite file too (the default, auto, would choose
         // full-page images here).
         torn_page_guard: tilldb::TornPageGuard::Doublewrite,
+        write_buffer_bytes: 0,
         wal: WalOptions {
             segment_bytes: 128 << 10,
             ..WalOptions::default()

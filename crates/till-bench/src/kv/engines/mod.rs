@@ -134,7 +134,7 @@ pub struct Settings {
     pub flush_method: Option<FlushMethod>,
     /// tilldb's torn-page guard; `None` is `Options::default()`'s (auto).
     pub torn_page_guard: Option<::tilldb::TornPageGuard>,
-    /// tilldb's `Options::write_buffer_bytes` (0: off, the default).
+    /// tilldb's `Options::write_buffer_bytes` (0: off; `Options::default()`'s is 64 MiB).
     pub write_buffer_bytes: u64,
 }
 

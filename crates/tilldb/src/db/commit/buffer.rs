@@ -33,7 +33,8 @@
 //! chunks after the last whole drain in the log ([`rebuild`]); the writer's open then drains
 //! it with its checkpoint. A database whose header lacks the write-buffer feature (version 4)
 //! refuses them, and one whose header lacks the chunks' (version 5) refuses chunks and
-//! counts. On with `Options::write_buffer_bytes` (default 0: off).
+//! counts. On with `Options::write_buffer_bytes` above 0 (default 64 MiB; 0: off). The last
+//! handle's drop drains it, as `close` does (`Drop for Db`).
 
 use super::{Changes, Drains, PoisonOnUnwind, apply_to_tree, root_of};
 use crate::Durability;
