@@ -44,7 +44,7 @@ pub struct Stats {
     /// Of `drain_chunks`, those applied to copies of the pages they change and installed at
     /// once (docs/write-buffer.md, "Chunks that readers do not wait for"): readers waited for
     /// the install alone, not for the chunk's tree work. The others (a chunk that outgrew a
-    /// part, or a fifth of the cache) were applied in place.
+    /// part, or a quarter of the cache unlogged) went on in place.
     pub drain_chunks_shadowed: u64,
 }
 
